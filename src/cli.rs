@@ -1,0 +1,325 @@
+//! Argument definitions and command handlers.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use synfire::episode::{
+    CpuCounter, Interval, LevelStats, MinerConfig, Progress, Strategy, Threshold, mine_with,
+};
+use synfire::event::Ordering;
+use synfire::ingest;
+use synfire::report::{self, MineReport};
+use synfire::synth::{self, SynthParams};
+
+/// Mines neural spike trains for frequent serial episodes.
+#[derive(Debug, Parser)]
+#[command(name = "synfire", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Worker threads for counting (default: all cores).
+    #[arg(long, global = true)]
+    threads: Option<usize>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Mine frequent serial episodes from a spike file (NWB units table or `label,time` CSV).
+    Mine(MineArgs),
+    /// Write a seeded synthetic spike train with embedded causal chains.
+    Generate(GenerateArgs),
+    /// Run a benchmark and print a table.
+    Bench(BenchArgs),
+}
+
+/// Options shared by everything that mines.
+#[derive(Debug, Args, Clone)]
+pub struct MiningOptions {
+    /// Inter-event delay intervals `(low, high]` in seconds, comma-separated, e.g.
+    /// `0.004-0.006,0.009-0.011`.
+    #[arg(long, value_parser = parse_intervals)]
+    pub intervals: IntervalList,
+    /// Minimum number of non-overlapped occurrences.
+    #[arg(long, conflicts_with = "support")]
+    pub min_count: Option<u64>,
+    /// Support threshold: a fraction of the number of events (default 0.001), or occurrences
+    /// per second with `--support-per seconds`.
+    #[arg(long)]
+    pub support: Option<f64>,
+    /// What `--support` is relative to.
+    #[arg(long, value_enum, default_value_t = SupportPer::Events, requires = "support")]
+    pub support_per: SupportPer,
+    /// Largest episode size N.
+    #[arg(long, default_value_t = 10)]
+    pub max_level: usize,
+    /// Count every candidate exactly instead of PreElim first (same result, slower).
+    #[arg(long)]
+    pub one_pass: bool,
+}
+
+/// A parsed `--intervals` list.
+#[derive(Debug, Clone)]
+pub struct IntervalList(pub Vec<Interval>);
+
+fn parse_intervals(s: &str) -> Result<IntervalList, String> {
+    Interval::parse_list(s)
+        .map(IntervalList)
+        .map_err(|e| e.to_string())
+}
+
+/// Unit of `--support`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum SupportPer {
+    /// Fraction of the number of events in the stream.
+    Events,
+    /// Occurrences per second of the stream's span.
+    Seconds,
+}
+
+impl MiningOptions {
+    /// The miner configuration these options describe.
+    pub fn config(&self) -> MinerConfig {
+        let threshold = match (self.min_count, self.support, self.support_per) {
+            (Some(n), _, _) => Threshold::MinCount(n),
+            (None, Some(f), SupportPer::Seconds) => Threshold::PerSecond(f),
+            (None, Some(f), SupportPer::Events) => Threshold::FractionOfEvents(f),
+            (None, None, _) => Threshold::FractionOfEvents(0.001),
+        };
+        let mut config = MinerConfig::new(self.intervals.0.clone(), threshold);
+        config.max_level = self.max_level;
+        config.strategy = if self.one_pass {
+            Strategy::OnePass
+        } else {
+            Strategy::TwoPass
+        };
+        config
+    }
+}
+
+#[derive(Debug, Args)]
+struct MineArgs {
+    /// Spike file: `.nwb`/`.h5`/`.hdf5` (NWB units table) or `.csv`/`.txt` (`label,time_s`).
+    input: PathBuf,
+    #[command(flatten)]
+    mining: MiningOptions,
+    /// Sort the input by time instead of rejecting an unsorted stream.
+    #[arg(long)]
+    sort: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Write the result here instead of standard output.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+struct GenerateArgs {
+    /// Which synthetic workload: `sym26` (the paper's §7.1 benchmark, 26 neurons, 60 s, about
+    /// 51,500 events) or `mea64` (64 channels, 700 s, about 10^6 events).
+    #[arg(value_enum)]
+    preset: Preset,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output file; its format follows `--format`.
+    #[arg(long, short)]
+    output: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FileFormat::Csv)]
+    format: FileFormat,
+}
+
+/// Synthetic workloads.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Preset {
+    /// The paper's Sym26 benchmark.
+    Sym26,
+    /// A 64-channel, 10^6-event workload.
+    Mea64,
+}
+
+impl Preset {
+    /// The generator parameters of this preset.
+    pub fn params(self, seed: u64) -> SynthParams {
+        match self {
+            Self::Sym26 => SynthParams::sym26(seed),
+            Self::Mea64 => SynthParams::mea64(seed),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum FileFormat {
+    Csv,
+    Nwb,
+}
+
+#[derive(Debug, Args)]
+struct BenchArgs {
+    #[command(subcommand)]
+    which: BenchWhich,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchWhich {
+    /// Level-wise episode mining on Sym26 and the real fixture: per level, candidates, PreElim
+    /// eliminations, seconds and candidate-events per second.
+    Episodes(crate::bench::EpisodesArgs),
+}
+
+/// Runs the parsed command.
+///
+/// # Errors
+/// Any failure, with context naming the input.
+pub fn run(cli: Cli) -> Result<()> {
+    if let Some(n) = cli.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .context("setting the number of `--threads`")?;
+    }
+    match cli.command {
+        Command::Mine(args) => run_mine(&args),
+        Command::Generate(args) => run_generate(&args),
+        Command::Bench(BenchArgs {
+            which: BenchWhich::Episodes(args),
+        }) => crate::bench::episodes(&args),
+    }
+}
+
+fn run_mine(args: &MineArgs) -> Result<()> {
+    let ordering = if args.sort {
+        Ordering::SortIfNeeded
+    } else {
+        Ordering::RequireSorted
+    };
+    let stream = ingest::read_spikes(&args.input, ordering)?;
+    let config = args.mining.config();
+    tracing::info!(
+        input = %args.input.display(),
+        events = stream.len(),
+        event_types = stream.alphabet().len(),
+        span_s = stream.span(),
+        "Loaded spike stream."
+    );
+    let counter = CpuCounter::new(&stream);
+    let bar = BarProgress::new(args.quiet);
+    let result = mine_with(&stream, &config, &counter, &bar)?;
+    bar.finish();
+    let input = args.input.display().to_string();
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(path) => {
+            Box::new(BufWriter::new(File::create(path).with_context(|| {
+                format!("creating `--output` file {}", path.display())
+            })?))
+        }
+        None => Box::new(BufWriter::new(io::stdout().lock())),
+    };
+    match args.format {
+        Format::Json => report::write_json(
+            &mut out,
+            &MineReport::new(&input, &stream, &config, &result),
+        )?,
+        Format::Text => report::write_text(&mut out, &input, &stream, &config, &result)?,
+    }
+    out.flush().context("writing the result")?;
+    Ok(())
+}
+
+fn run_generate(args: &GenerateArgs) -> Result<()> {
+    let params = args.preset.params(args.seed);
+    let stream = synth::generate(&params)?;
+    write_stream(&args.output, &stream, args.format)?;
+    tracing::info!(
+        output = %args.output.display(),
+        events = stream.len(),
+        span_s = stream.span(),
+        "Wrote synthetic stream."
+    );
+    Ok(())
+}
+
+fn write_stream(
+    path: &Path,
+    stream: &synfire::event::EventStream,
+    format: FileFormat,
+) -> Result<()> {
+    match format {
+        FileFormat::Nwb => ingest::nwb::write_units(path, stream)?,
+        FileFormat::Csv => {
+            let file =
+                File::create(path).with_context(|| format!("creating {}", path.display()))?;
+            let mut w = BufWriter::new(file);
+            ingest::csv::write_csv(&mut w, stream)
+                .with_context(|| format!("writing {}", path.display()))?;
+            w.flush()
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// A progress bar on standard error (hidden when stderr is not a terminal or with `--quiet`).
+pub struct BarProgress {
+    bar: ProgressBar,
+}
+
+impl BarProgress {
+    /// A bar, hidden when `quiet`.
+    pub fn new(quiet: bool) -> Self {
+        let bar = if quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(0)
+        };
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>9} [{elapsed_precise}] {wide_bar} {pos}/{len} candidates",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Self { bar }
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Progress for BarProgress {
+    fn level_started(&self, level: usize, work: u64) {
+        self.bar.set_prefix(format!("level {level}"));
+        self.bar.set_position(0);
+        self.bar.set_length(work);
+    }
+
+    fn advanced(&self, n: u64) {
+        self.bar.inc(n);
+    }
+
+    fn level_finished(&self, stats: &LevelStats) {
+        tracing::debug!(
+            level = stats.level,
+            candidates = stats.candidates,
+            eliminated = stats.eliminated_by_preelim,
+            frequent = stats.frequent,
+            seconds = stats.seconds,
+            "Level done."
+        );
+    }
+}

@@ -1,0 +1,471 @@
+//! Exact CPU counters of non-overlapped occurrences: the specification every other counter
+//! (PreElim, GPU PTPE/MTPE) is checked against.
+//!
+//! Both counters read the stream through a [`TypeIndex`]: events grouped by type, so a
+//! candidate touches only the events of its own types (events of other types never change an
+//! episode's state machine). The per-candidate merge of those lists restores stream order.
+//!
+//! # Semantics (the contract every counter meets)
+//! * An occurrence of `E(1) -> … -> E(N)` is a choice of events `e₁ … e_N` of those types with
+//!   `low_k < t(e_{k+1}) - t(e_k) <= high_k` for every gap (delay computed in `f64`).
+//! * Two occurrences are non-overlapped when the later one's first event time is strictly
+//!   greater than the earlier one's last event time.
+//! * The count (support) is the maximum number of pairwise non-overlapped occurrences. It is
+//!   reached by greedy earliest-end selection, which is what Algorithm 1 does.
+//!
+//! # References
+//! Cao et al., "Towards real-time data mining of spike train datasets using GPUs"
+//! (`papers/frequent-episodes-gpu-spike-trains.txt`): Algorithm 1 (serial counting with
+//! per-state lists), Algorithm 3 (PreElim), Observation 1 and Theorem 1 (§5.2).
+
+use crate::episode::model::{Episode, Interval};
+use crate::event::{EventStream, EventType};
+
+/// The event stream grouped by event type (a CSR layout).
+///
+/// For type `k`, `times(k)` are its event times in stream order and `positions(k)` their
+/// 0-based positions in the stream (the merge key that restores stream order, ties included).
+/// Shapes: `offsets [types + 1]`, `times [events]`, `positions [events]`.
+#[derive(Clone, Debug)]
+pub struct TypeIndex {
+    offsets: Vec<usize>,
+    times: Vec<f64>,
+    positions: Vec<u32>,
+}
+
+impl TypeIndex {
+    /// Groups `stream` by type in O(n).
+    ///
+    /// # Panics
+    /// If the stream has more than `u32::MAX` events.
+    #[must_use]
+    pub fn new(stream: &EventStream) -> Self {
+        let k = stream.alphabet().len();
+        let mut offsets = vec![0usize; k + 1];
+        for ty in stream.types() {
+            offsets[ty.index() + 1] += 1;
+        }
+        for i in 0..k {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut cursor = offsets.clone();
+        let mut times = vec![0.0; stream.len()];
+        let mut positions = vec![0u32; stream.len()];
+        for (pos, (t, ty)) in stream.iter().enumerate() {
+            let slot = &mut cursor[ty.index()];
+            times[*slot] = t;
+            positions[*slot] = u32::try_from(pos).expect("more than u32::MAX events");
+            *slot += 1;
+        }
+        Self {
+            offsets,
+            times,
+            positions,
+        }
+    }
+
+    /// Number of event types.
+    #[must_use]
+    pub fn num_types(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Times of the events of type `ty`, seconds, non-decreasing.
+    #[must_use]
+    pub fn times(&self, ty: EventType) -> &[f64] {
+        &self.times[self.offsets[ty.index()]..self.offsets[ty.index() + 1]]
+    }
+
+    /// Stream positions of the events of type `ty`, increasing.
+    #[must_use]
+    pub fn positions(&self, ty: EventType) -> &[u32] {
+        &self.positions[self.offsets[ty.index()]..self.offsets[ty.index() + 1]]
+    }
+
+    /// CSR offsets. Shape `[types + 1]`.
+    #[must_use]
+    pub fn offsets(&self) -> &[usize] {
+        &self.offsets
+    }
+
+    /// All times, grouped by type. Shape `[events]`.
+    #[must_use]
+    pub fn all_times(&self) -> &[f64] {
+        &self.times
+    }
+
+    /// All positions, grouped by type. Shape `[events]`.
+    #[must_use]
+    pub fn all_positions(&self) -> &[u32] {
+        &self.positions
+    }
+
+    /// Number of events a candidate touches: the events of its distinct types.
+    #[must_use]
+    pub fn events_touched(&self, episode: &Episode) -> u64 {
+        distinct_types(episode)
+            .iter()
+            .map(|&ty| self.times(ty).len() as u64)
+            .sum()
+    }
+}
+
+/// The longest episode the counters accept (state sets are `u64` bit masks).
+pub const MAX_EPISODE_LEN: usize = 64;
+
+/// The events of a set of types, merged back into stream order: `times[j]` and `slots[j]`,
+/// where `slots[j]` indexes the type set. Built once per distinct type set and shared by every
+/// candidate over that set (e.g. `A→B`, `B→A`, `A→B→A` with any intervals).
+#[derive(Clone, Debug, Default)]
+pub struct Merged {
+    times: Vec<f64>,
+    slots: Vec<u8>,
+}
+
+impl Merged {
+    /// Merges the events of `types` (distinct, at most [`MAX_EPISODE_LEN`]) by stream position.
+    ///
+    /// # Panics
+    /// If `types` has more than [`MAX_EPISODE_LEN`] entries.
+    #[must_use]
+    pub fn new(index: &TypeIndex, types: &[EventType]) -> Self {
+        assert!(
+            types.len() <= MAX_EPISODE_LEN,
+            "at most {MAX_EPISODE_LEN} distinct types"
+        );
+        let total: usize = types.iter().map(|&t| index.times(t).len()).sum();
+        let mut times = Vec::with_capacity(total);
+        let mut slots = Vec::with_capacity(total);
+        if let [ty] = types {
+            times.extend_from_slice(index.times(*ty));
+            slots.resize(total, 0);
+            return Self { times, slots };
+        }
+        let lists: Vec<(&[f64], &[u32])> = types
+            .iter()
+            .map(|&ty| (index.times(ty), index.positions(ty)))
+            .collect();
+        let mut heads = vec![0usize; types.len()];
+        for _ in 0..total {
+            let mut best = 0;
+            let mut best_pos = u32::MAX;
+            for (slot, (_, pos)) in lists.iter().enumerate() {
+                if let Some(&p) = pos.get(heads[slot])
+                    && p < best_pos
+                {
+                    best = slot;
+                    best_pos = p;
+                }
+            }
+            times.push(lists[best].0[heads[best]]);
+            slots.push(best as u8);
+            heads[best] += 1;
+        }
+        Self { times, slots }
+    }
+
+    /// Number of merged events.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    /// True when no event was merged.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.times.is_empty()
+    }
+}
+
+/// The distinct types of `episode` in first-appearance order.
+#[must_use]
+pub fn distinct_types(episode: &Episode) -> Vec<EventType> {
+    let mut out: Vec<EventType> = Vec::with_capacity(episode.len());
+    for &ty in episode.types() {
+        if !out.contains(&ty) {
+            out.push(ty);
+        }
+    }
+    out
+}
+
+/// For each slot of `set`, the bit mask of the episode's states (node indices) with that type.
+/// Walking a mask from its highest bit down visits states from N to 1, as Algorithm 1 line 3
+/// does, so an event never chains with itself when types repeat.
+fn state_masks(episode: &Episode, set: &[EventType]) -> Vec<u64> {
+    assert!(
+        episode.len() <= MAX_EPISODE_LEN,
+        "episodes have at most {MAX_EPISODE_LEN} nodes"
+    );
+    let mut masks = vec![0u64; set.len()];
+    for (i, ty) in episode.types().iter().enumerate() {
+        let slot = set
+            .iter()
+            .position(|s| s == ty)
+            .expect("the set holds every episode type");
+        masks[slot] |= 1 << i;
+    }
+    masks
+}
+
+/// A FIFO of times with O(1) pop-front and clear, reusing one allocation.
+#[derive(Clone, Default)]
+struct TimeList {
+    items: Vec<f64>,
+    head: usize,
+}
+
+impl TimeList {
+    #[inline]
+    fn front(&self) -> Option<f64> {
+        self.items.get(self.head).copied()
+    }
+
+    /// Drops entries `e` with `t - e > high`: no later event can pair with them.
+    #[inline]
+    fn prune(&mut self, t: f64, high: f64) {
+        while let Some(front) = self.front() {
+            if t - front > high {
+                self.head += 1;
+            } else {
+                break;
+            }
+        }
+        if self.head == self.items.len() {
+            self.clear();
+        } else if self.head >= 256 && self.head * 2 >= self.items.len() {
+            self.items.drain(..self.head);
+            self.head = 0;
+        }
+    }
+
+    #[inline]
+    fn clear(&mut self) {
+        self.items.clear();
+        self.head = 0;
+    }
+}
+
+/// Exact non-overlapped count of `episode` (paper Algorithm 1, with stale-entry pruning).
+///
+/// `s[i]` holds, in time order, the times of `E(i)` events that end a valid partial occurrence
+/// of the first `i + 1` nodes begun after the last counted occurrence. Entries older than the
+/// next gap's `high` can never match again (times only grow) and are pruned from the front;
+/// after pruning, the front entry has the largest delay, so one comparison with `low` decides
+/// whether any entry fits. Amortised O(1) per event and state.
+///
+/// # Units
+/// Times in seconds; counts are occurrences.
+///
+/// # Panics
+/// If the episode has more than [`MAX_EPISODE_LEN`] nodes.
+#[must_use]
+pub fn count_exact(index: &TypeIndex, episode: &Episode) -> u64 {
+    let set = distinct_types(episode);
+    count_exact_merged(&Merged::new(index, &set), &set, episode)
+}
+
+/// [`count_exact`] over events already merged for the type set `set` (which must contain every
+/// type of `episode`; events of other types in `merged` are skipped).
+///
+/// # Panics
+/// If a type of `episode` is not in `set`, or the episode has more than [`MAX_EPISODE_LEN`]
+/// nodes.
+#[must_use]
+pub fn count_exact_merged(merged: &Merged, set: &[EventType], episode: &Episode) -> u64 {
+    let masks = state_masks(episode, set);
+    let n = episode.len();
+    let ivs: &[Interval] = episode.intervals();
+    let mut lists: Vec<TimeList> = vec![TimeList::default(); n];
+    let mut count = 0u64;
+    let mut last_end = f64::NEG_INFINITY;
+    for (&t, &slot) in merged.times.iter().zip(&merged.slots) {
+        let mut mask = masks[slot as usize];
+        while mask != 0 {
+            let i = 63 - mask.leading_zeros() as usize;
+            mask &= !(1u64 << i);
+            if i == 0 {
+                // A new occurrence must start strictly after the last counted one ended.
+                if t <= last_end {
+                    continue;
+                }
+                if n == 1 {
+                    count += 1;
+                    last_end = t;
+                    break;
+                }
+                lists[0].prune(t, ivs[0].high());
+                lists[0].items.push(t);
+                continue;
+            }
+            let iv = ivs[i - 1];
+            let prev = &mut lists[i - 1];
+            prev.prune(t, iv.high());
+            if !prev.front().is_some_and(|front| t - front > iv.low()) {
+                continue;
+            }
+            if i == n - 1 {
+                count += 1;
+                last_end = t;
+                lists.iter_mut().for_each(TimeList::clear);
+                break;
+            }
+            let next = &mut lists[i];
+            next.prune(t, ivs[i].high());
+            next.items.push(t);
+        }
+    }
+    count
+}
+
+/// PreElim: the exact non-overlapped count of the relaxed episode α′ whose gaps are
+/// `(0, high]` (paper Algorithm 3). By Theorem 1 it bounds [`count_exact`] from above.
+///
+/// Observation 1 reduces each state list to its latest entry, because with a zero lower bound
+/// the latest entry has the smallest positive delay. With equal timestamps the latest entry
+/// can have delay 0, which never fits, while an older one fits; so each state keeps its latest
+/// time and the latest time strictly before it, which restores Observation 1 exactly.
+/// O(1) memory per state.
+///
+/// # Panics
+/// If the episode has more than [`MAX_EPISODE_LEN`] nodes.
+#[must_use]
+pub fn count_preelim(index: &TypeIndex, episode: &Episode) -> u64 {
+    let set = distinct_types(episode);
+    count_preelim_merged(&Merged::new(index, &set), &set, episode)
+}
+
+/// [`count_preelim`] over events already merged for the type set `set`.
+///
+/// # Panics
+/// As [`count_exact_merged`].
+#[must_use]
+pub fn count_preelim_merged(merged: &Merged, set: &[EventType], episode: &Episode) -> u64 {
+    let masks = state_masks(episode, set);
+    let n = episode.len();
+    let highs: Vec<f64> = episode.intervals().iter().map(|iv| iv.high()).collect();
+    let mut last = vec![f64::NEG_INFINITY; n];
+    let mut before = vec![f64::NEG_INFINITY; n];
+    let mut count = 0u64;
+    let mut last_end = f64::NEG_INFINITY;
+    for (&t, &slot) in merged.times.iter().zip(&merged.slots) {
+        let mut mask = masks[slot as usize];
+        while mask != 0 {
+            let i = 63 - mask.leading_zeros() as usize;
+            mask &= !(1u64 << i);
+            if i == 0 {
+                if t <= last_end {
+                    continue;
+                }
+                if n == 1 {
+                    count += 1;
+                    last_end = t;
+                    break;
+                }
+                record(&mut last[0], &mut before[0], t);
+                continue;
+            }
+            // Latest entry strictly before t (entries at t have delay 0 and never fit).
+            let prev = if last[i - 1] < t {
+                last[i - 1]
+            } else {
+                before[i - 1]
+            };
+            if t - prev > highs[i - 1] {
+                continue;
+            }
+            if i == n - 1 {
+                count += 1;
+                last_end = t;
+                last.fill(f64::NEG_INFINITY);
+                before.fill(f64::NEG_INFINITY);
+                break;
+            }
+            record(&mut last[i], &mut before[i], t);
+        }
+    }
+    count
+}
+
+fn record(last: &mut f64, before: &mut f64, t: f64) {
+    if t > *last {
+        *before = *last;
+        *last = t;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Alphabet, Ordering};
+
+    /// The paper's example stream (1) in §2.
+    fn paper_stream() -> EventStream {
+        let alphabet = Alphabet::from_labels(["A", "B", "C"]).unwrap();
+        let events = [
+            ("A", 1.0),
+            ("A", 2.0),
+            ("B", 5.0),
+            ("B", 8.0),
+            ("A", 10.0),
+            ("A", 13.0),
+            ("C", 15.0),
+            ("B", 18.0),
+            ("C", 20.0),
+        ];
+        let times = events.iter().map(|e| e.1).collect();
+        let types = events.iter().map(|e| alphabet.get(e.0).unwrap()).collect();
+        EventStream::new(times, types, alphabet, Ordering::RequireSorted).unwrap()
+    }
+
+    fn iv(lo: f64, hi: f64) -> Interval {
+        Interval::new(lo, hi).unwrap()
+    }
+
+    #[test]
+    fn paper_example_counts() {
+        let s = paper_stream();
+        let idx = TypeIndex::new(&s);
+        let (a, b, c) = (EventType(0), EventType(1), EventType(2));
+        // "there are at most two non-overlapped occurrences of the episode A -> B" (no
+        // effective constraint: every delay in the stream is below 100).
+        assert_eq!(
+            count_exact(&idx, &Episode::new(vec![a, b], vec![iv(0.0, 100.0)])),
+            2
+        );
+        // "exactly one occurrence of A -(5,10]-> B -(10,15]-> C", namely (A,2),(B,8),(C,20).
+        let abc = Episode::new(vec![a, b, c], vec![iv(5.0, 10.0), iv(10.0, 15.0)]);
+        assert_eq!(count_exact(&idx, &abc), 1);
+        assert!(count_preelim(&idx, &abc) >= 1);
+        assert_eq!(count_exact(&idx, &Episode::single(a)), 4);
+    }
+
+    #[test]
+    fn equal_timestamps_do_not_chain_or_overlap() {
+        let alphabet = Alphabet::from_labels(["A", "B"]).unwrap();
+        let (a, b) = (EventType(0), EventType(1));
+        // A@1, B@1, A@1, B@2 : A->B (0,1]: the only delays that fit are 1 (A@1 -> B@2).
+        let s = EventStream::new(
+            vec![1.0, 1.0, 1.0, 2.0],
+            vec![a, b, a, b],
+            alphabet,
+            Ordering::RequireSorted,
+        )
+        .unwrap();
+        let idx = TypeIndex::new(&s);
+        let ab = Episode::new(vec![a, b], vec![iv(0.0, 1.0)]);
+        assert_eq!(count_exact(&idx, &ab), 1);
+        assert_eq!(count_preelim(&idx, &ab), 1);
+        // B->A with (0,1]: no A after a B. A->A: no two A at distinct times.
+        assert_eq!(
+            count_exact(&idx, &Episode::new(vec![a, a], vec![iv(0.0, 1.0)])),
+            0
+        );
+        assert_eq!(
+            count_preelim(&idx, &Episode::new(vec![a, a], vec![iv(0.0, 1.0)])),
+            0
+        );
+        // Single node: two A at the same time overlap, so they count once.
+        assert_eq!(count_exact(&idx, &Episode::single(a)), 1);
+    }
+}

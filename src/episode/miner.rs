@@ -1,0 +1,304 @@
+//! The level-wise frequent-episode miner with one-pass or two-pass (PreElim, then exact)
+//! counting.
+//!
+//! # References
+//! Cao et al., "Towards real-time data mining of spike train datasets using GPUs"
+//! (`papers/frequent-episodes-gpu-spike-trains.txt`): §2 (problem), §5 (level-wise mining),
+//! Algorithm 4 (two-pass elimination), Theorem 1.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::episode::candidates;
+use crate::episode::count::MAX_EPISODE_LEN;
+use crate::episode::counter::{CountError, CountKind, Counter, CpuCounter};
+use crate::episode::model::{Episode, Interval};
+use crate::event::{EventStream, EventType};
+
+/// The support threshold θ: an episode is frequent when its count is ≥ the minimum count.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Threshold {
+    /// An absolute number of non-overlapped occurrences (≥ 1).
+    MinCount(u64),
+    /// A fraction in (0, 1] of the number of events in the stream (tdminer's default).
+    FractionOfEvents(f64),
+    /// Occurrences per second of the stream's span (> 0).
+    PerSecond(f64),
+}
+
+impl Threshold {
+    /// The minimum count this threshold means for a stream of `events` events spanning
+    /// `span_s` seconds: `ceil(F · events)` or `ceil(F · span_s)`, and at least 1.
+    ///
+    /// # Errors
+    /// [`MineError::Threshold`] for a zero count, a fraction outside (0, 1], a non-positive or
+    /// non-finite rate.
+    pub fn min_count(self, events: usize, span_s: f64) -> Result<u64, MineError> {
+        let bad = |why: &str| Err(MineError::Threshold(format!("{self:?}: {why}")));
+        let raw = match self {
+            Self::MinCount(0) => return bad("the minimum count must be at least 1"),
+            Self::MinCount(n) => return Ok(n),
+            Self::FractionOfEvents(f) if !(f > 0.0 && f <= 1.0) => {
+                return bad("`--support` must be a fraction in (0, 1] of the number of events");
+            }
+            Self::FractionOfEvents(f) => f * events as f64,
+            Self::PerSecond(r) if !(r.is_finite() && r > 0.0) => {
+                return bad("the rate must be a positive number of occurrences per second");
+            }
+            Self::PerSecond(r) => r * span_s,
+        };
+        // `raw` is finite and ≥ 0 here; the cast saturates for absurdly large values.
+        Ok((raw.ceil() as u64).max(1))
+    }
+}
+
+/// Single-pass exact counting or the paper's two-pass elimination (Algorithm 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Exact counting of every candidate.
+    OnePass,
+    /// PreElim on every candidate, exact counting only of those whose bound reaches the
+    /// threshold (identical results, by Theorem 1).
+    #[default]
+    TwoPass,
+}
+
+/// Miner settings.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MinerConfig {
+    /// The discrete set of inter-event intervals `(low, high]`, seconds.
+    #[serde(serialize_with = "serialize_intervals")]
+    pub intervals: Vec<Interval>,
+    /// Support threshold.
+    pub threshold: Threshold,
+    /// Largest episode size N mined (≥ 1).
+    pub max_level: usize,
+    /// One-pass or two-pass counting.
+    pub strategy: Strategy,
+}
+
+fn serialize_intervals<S: serde::Serializer>(ivs: &[Interval], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(ivs.len()))?;
+    for iv in ivs {
+        seq.serialize_element(&[iv.low(), iv.high()])?;
+    }
+    seq.end()
+}
+
+impl MinerConfig {
+    /// Default settings for the given intervals and threshold: up to 10 nodes, two-pass.
+    #[must_use]
+    pub fn new(intervals: Vec<Interval>, threshold: Threshold) -> Self {
+        Self {
+            intervals,
+            threshold,
+            max_level: 10,
+            strategy: Strategy::TwoPass,
+        }
+    }
+}
+
+/// Errors of a mining run.
+#[derive(Debug, thiserror::Error)]
+#[must_use]
+pub enum MineError {
+    /// A bad threshold.
+    #[error("bad support threshold {0}")]
+    Threshold(String),
+    /// No intervals.
+    #[error("no inter-event intervals given: `--intervals` needs at least one `LOW-HIGH`")]
+    NoIntervals,
+    /// `max_level` outside `1..=MAX_EPISODE_LEN`.
+    #[error("`--max-level` must be between 1 and 64")]
+    MaxLevel,
+    /// The counting back end failed.
+    #[error(transparent)]
+    Count(#[from] CountError),
+}
+
+/// What happened at one level.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LevelStats {
+    /// Episode size N.
+    pub level: usize,
+    /// Candidates generated.
+    pub candidates: usize,
+    /// Candidates whose PreElim bound was below the threshold (0 in one-pass mode and at
+    /// level 1, where PreElim equals the exact count).
+    pub eliminated_by_preelim: usize,
+    /// Frequent episodes found.
+    pub frequent: usize,
+    /// Wall-clock seconds for the level (candidate generation and counting).
+    pub seconds: f64,
+    /// Events read by the counters at this level, summed over candidates and passes.
+    #[serde(skip)]
+    pub candidate_events: u64,
+}
+
+/// A frequent episode and its count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FrequentEpisode {
+    /// The episode.
+    pub episode: Episode,
+    /// Its non-overlapped count (support), occurrences.
+    pub count: u64,
+}
+
+/// The outcome of [`mine`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct MiningResult {
+    /// The minimum count the threshold resolved to.
+    pub min_count: u64,
+    /// Per-level statistics, level 1 first.
+    pub levels: Vec<LevelStats>,
+    /// Frequent episodes: by level, then count (descending), then types.
+    pub episodes: Vec<FrequentEpisode>,
+}
+
+/// Observes a mining run (a progress bar, say). All methods default to doing nothing.
+pub trait Progress: Sync {
+    /// A level starts with `candidates` candidates to count (over all passes).
+    fn level_started(&self, _level: usize, _work: u64) {}
+    /// `n` more candidates were counted.
+    fn advanced(&self, _n: u64) {}
+    /// A level is done.
+    fn level_finished(&self, _stats: &LevelStats) {}
+}
+
+/// A [`Progress`] that ignores everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// Mines `stream` on the CPU reference counter.
+///
+/// # Errors
+/// [`MineError`] for bad settings.
+pub fn mine(stream: &EventStream, config: &MinerConfig) -> Result<MiningResult, MineError> {
+    mine_with(stream, config, &CpuCounter::new(stream), &NoProgress)
+}
+
+/// Candidates per counter call: small enough for a responsive progress bar, large enough to
+/// keep every core (or device) busy.
+const CHUNK: usize = 1 << 14;
+
+/// Mines `stream` level by level with the given counter (which must have been built for the
+/// same stream).
+///
+/// # Errors
+/// [`MineError`] for bad settings or a failing counter.
+pub fn mine_with(
+    stream: &EventStream,
+    config: &MinerConfig,
+    counter: &dyn Counter,
+    progress: &dyn Progress,
+) -> Result<MiningResult, MineError> {
+    if config.intervals.is_empty() {
+        return Err(MineError::NoIntervals);
+    }
+    if config.max_level == 0 || config.max_level > MAX_EPISODE_LEN {
+        return Err(MineError::MaxLevel);
+    }
+    let min_count = config.threshold.min_count(stream.len(), stream.span())?;
+    let mut levels = Vec::new();
+    let mut episodes: Vec<FrequentEpisode> = Vec::new();
+    let mut frequent: Vec<Episode> = Vec::new();
+    for level in 1..=config.max_level {
+        let started = Instant::now();
+        let cands = match level {
+            1 => candidates::level_one(stream.alphabet().len()),
+            2 => {
+                let types: Vec<EventType> = frequent.iter().map(|e| e.types()[0]).collect();
+                candidates::level_two(&types, &config.intervals)
+            }
+            _ => candidates::join(&frequent),
+        };
+        if cands.is_empty() {
+            break;
+        }
+        let two_pass = config.strategy == Strategy::TwoPass && level > 1;
+        progress.level_started(level, cands.len() as u64 * if two_pass { 2 } else { 1 });
+        let mut candidate_events: u64 = 0;
+        let touched =
+            |set: &[Episode]| -> u64 { set.iter().map(|e| counter.events_touched(e)).sum() };
+        let survivors: Vec<Episode> = if two_pass {
+            let bounds = count_chunked(counter, CountKind::PreElim, &cands, progress)?;
+            candidate_events += touched(&cands);
+            cands
+                .iter()
+                .zip(&bounds)
+                .filter(|(_, b)| **b >= min_count)
+                .map(|(e, _)| e.clone())
+                .collect()
+        } else {
+            cands.clone()
+        };
+        let eliminated = cands.len() - survivors.len();
+        if two_pass {
+            progress.advanced(eliminated as u64);
+        }
+        let counts = count_chunked(counter, CountKind::Exact, &survivors, progress)?;
+        candidate_events += touched(&survivors);
+        let mut found: Vec<FrequentEpisode> = survivors
+            .into_iter()
+            .zip(counts)
+            .filter(|(_, c)| *c >= min_count)
+            .map(|(episode, count)| FrequentEpisode { episode, count })
+            .collect();
+        frequent = found.iter().map(|f| f.episode.clone()).collect();
+        found.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then_with(|| order_key(&a.episode).cmp(&order_key(&b.episode)))
+        });
+        let stats = LevelStats {
+            level,
+            candidates: cands.len(),
+            eliminated_by_preelim: eliminated,
+            frequent: found.len(),
+            seconds: started.elapsed().as_secs_f64(),
+            candidate_events,
+        };
+        progress.level_finished(&stats);
+        levels.push(stats);
+        episodes.extend(found);
+        if frequent.is_empty() {
+            break;
+        }
+    }
+    Ok(MiningResult {
+        min_count,
+        levels,
+        episodes,
+    })
+}
+
+fn count_chunked(
+    counter: &dyn Counter,
+    kind: CountKind,
+    cands: &[Episode],
+    progress: &dyn Progress,
+) -> Result<Vec<u64>, CountError> {
+    let mut out = Vec::with_capacity(cands.len());
+    for chunk in cands.chunks(CHUNK) {
+        out.extend(counter.count(kind, chunk)?);
+        progress.advanced(chunk.len() as u64);
+    }
+    Ok(out)
+}
+
+/// Total order for reporting: types, then interval bounds.
+fn order_key(e: &Episode) -> (Vec<u32>, Vec<(u64, u64)>) {
+    (
+        e.types().iter().map(|t| t.0).collect(),
+        e.intervals()
+            .iter()
+            .map(|iv| (iv.low().to_bits(), iv.high().to_bits()))
+            .collect(),
+    )
+}

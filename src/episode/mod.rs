@@ -1,0 +1,25 @@
+//! Frequent serial-episode mining with inter-event constraints.
+//!
+//! * [`model`]: episodes and delay intervals;
+//! * [`count`]: the exact CPU counters (Algorithm 1, PreElim = Algorithm 3), the specification;
+//! * [`counter`]: the counting back-end interface and the multi-threaded CPU back end;
+//! * [`candidates`]: level-wise candidate generation;
+//! * [`miner`]: the level-wise miner, one-pass or two-pass (Algorithm 4).
+//!
+//! # References
+//! Cao, Patnaik, Ponce, Archuleta, Ramakrishnan, Feng, "Towards real-time data mining of
+//! spike train datasets using GPUs" (`papers/frequent-episodes-gpu-spike-trains.txt`).
+
+pub mod candidates;
+pub mod count;
+pub mod counter;
+pub mod miner;
+pub mod model;
+
+pub use count::{TypeIndex, count_exact, count_preelim};
+pub use counter::{CountError, CountKind, Counter, CpuCounter};
+pub use miner::{
+    FrequentEpisode, LevelStats, MineError, MinerConfig, MiningResult, NoProgress, Progress,
+    Strategy, Threshold, mine, mine_with,
+};
+pub use model::{Episode, Interval, IntervalError};

@@ -1,0 +1,371 @@
+//! Readers and writers that turn spike-train files into an [`EventStream`].
+//!
+//! Two formats are supported:
+//!
+//! * **NWB** (Neurodata Without Borders 2.x, an HDF5 file): the units table
+//!   `/units/{id, spike_times, spike_times_index}`, see [`nwb`].
+//! * **CSV** (the tdminer text format): one `label,time_seconds` event per line, see [`csv`].
+//!
+//! [`read_spikes`] picks the reader from the file extension ([`InputFormat::from_path`]).
+//! Every reader validates its input completely: a malformed or hostile file gives an
+//! [`IngestError`] that names the file and the dataset or line at fault; it never panics.
+//!
+//! # Units
+//! Times are `f64` seconds exactly as stored in the file (NWB `spike_times` are read as
+//! `f64`; `f32` storage is widened exactly; CSV text is parsed by Rust's correctly rounded
+//! `f64` parser). They never pass through `f32`.
+
+pub mod csv;
+pub mod nwb;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::event::{EventError, EventStream, Ordering};
+
+/// Extensions read as NWB/HDF5 files (compared case-insensitively).
+pub const NWB_EXTENSIONS: &[&str] = &["nwb", "h5", "hdf5"];
+
+/// Extensions read as tdminer CSV files (compared case-insensitively).
+pub const CSV_EXTENSIONS: &[&str] = &["csv", "txt"];
+
+/// The on-disk format of a spike-train file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InputFormat {
+    /// An NWB 2.x (HDF5) file with a `/units` table; read by [`nwb::read_units`].
+    Nwb,
+    /// A tdminer CSV file of `label,time_seconds` lines; read by [`csv::read_csv`].
+    Csv,
+}
+
+impl InputFormat {
+    /// Detects the format from the file extension (case-insensitive): `.nwb`, `.h5`,
+    /// `.hdf5` → [`InputFormat::Nwb`]; `.csv`, `.txt` → [`InputFormat::Csv`].
+    ///
+    /// The file is not opened.
+    ///
+    /// # Errors
+    /// [`IngestError::UnknownFormat`] for any other extension or none, naming the file and
+    /// listing the accepted extensions.
+    pub fn from_path(path: &Path) -> Result<Self, IngestError> {
+        let extension = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase());
+        match extension.as_deref() {
+            Some(e) if NWB_EXTENSIONS.contains(&e) => Ok(Self::Nwb),
+            Some(e) if CSV_EXTENSIONS.contains(&e) => Ok(Self::Csv),
+            _ => Err(IngestError::UnknownFormat {
+                path: path.to_path_buf(),
+                extension,
+            }),
+        }
+    }
+}
+
+impl fmt::Display for InputFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Nwb => "NWB",
+            Self::Csv => "CSV",
+        })
+    }
+}
+
+/// Reads a spike-train file into a time-ordered [`EventStream`], choosing the reader from
+/// the file extension (see [`InputFormat::from_path`]).
+///
+/// For NWB the event types are the units in `/units/id` order, labelled by their decimal
+/// ids (units without spikes are kept); for CSV they are the labels in order of first
+/// appearance. Times are seconds.
+///
+/// With [`Ordering::RequireSorted`] unsorted input (a CSV out of time order, or an NWB unit
+/// whose own spike times are out of order) is an error; with [`Ordering::SortIfNeeded`] it
+/// is sorted (stably).
+///
+/// # Errors
+/// [`IngestError::UnknownFormat`] for an unsupported extension, otherwise any error of
+/// [`nwb::read_units`] or [`csv::read_csv`].
+pub fn read_spikes(path: &Path, ordering: Ordering) -> Result<EventStream, IngestError> {
+    match InputFormat::from_path(path)? {
+        InputFormat::Nwb => Ok(nwb::read_units(path, ordering)?.stream),
+        InputFormat::Csv => csv::read_csv(path, ordering),
+    }
+}
+
+/// Everything that can go wrong while reading or writing a spike-train file.
+///
+/// Every message starts with the file and names the dataset (NWB) or the 1-based line
+/// (CSV) at fault, then says what is wrong, e.g.
+/// ``fixtures/x.nwb: dataset `/units/spike_times_index`: entry 3 (12) is smaller than
+/// entry 2 (40); the index must be non-decreasing cumulative end offsets``.
+#[derive(Debug, thiserror::Error)]
+#[must_use]
+#[non_exhaustive]
+pub enum IngestError {
+    /// The file extension is not one of [`NWB_EXTENSIONS`] or [`CSV_EXTENSIONS`].
+    #[error(
+        "{}: unsupported file extension {}; accepted: .nwb, .h5, .hdf5 (NWB/HDF5) or .csv, .txt \
+         (CSV of `label,time_seconds` lines)",
+        .path.display(),
+        .extension.as_deref().map_or_else(|| "(none)".to_owned(), |e| format!("`.{e}`"))
+    )]
+    UnknownFormat {
+        /// The file.
+        path: PathBuf,
+        /// Its extension (lower-cased), if it has one.
+        extension: Option<String>,
+    },
+    /// The operating system failed to open, read, create or write the file.
+    #[error("{}: cannot access the file: {source}", .path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The file could not be opened (or created) as an HDF5 file.
+    #[error("{}: cannot open as an HDF5 (NWB) file: {message}", .path.display())]
+    NotHdf5 {
+        /// The file.
+        path: PathBuf,
+        /// The HDF5 library's explanation.
+        message: String,
+    },
+    /// The HDF5 library failed on a dataset, group or attribute.
+    #[error("{}: dataset `{dataset}`: {message}", .path.display())]
+    Hdf5 {
+        /// The file.
+        path: PathBuf,
+        /// Absolute HDF5 path of the object, e.g. `/units/spike_times`.
+        dataset: String,
+        /// What failed and the HDF5 library's explanation.
+        message: String,
+    },
+    /// A group or dataset that an NWB units table needs is absent.
+    #[error(
+        "{}: dataset `{dataset}` is missing; an NWB units table needs the datasets \
+         `/units/id`, `/units/spike_times` and `/units/spike_times_index`",
+        .path.display()
+    )]
+    MissingDataset {
+        /// The file.
+        path: PathBuf,
+        /// Absolute HDF5 path of the missing group or dataset.
+        dataset: String,
+    },
+    /// A dataset has an element type the reader cannot use (e.g. strings for times).
+    #[error("{}: dataset `{dataset}` has element type {found}; expected {expected}", .path.display())]
+    BadDtype {
+        /// The file.
+        path: PathBuf,
+        /// Absolute HDF5 path of the dataset.
+        dataset: String,
+        /// The element type found, in words.
+        found: String,
+        /// The element types accepted, in words.
+        expected: &'static str,
+    },
+    /// A dataset is not one-dimensional.
+    #[error("{}: dataset `{dataset}` has shape {shape:?}; expected a 1-D array", .path.display())]
+    BadShape {
+        /// The file.
+        path: PathBuf,
+        /// Absolute HDF5 path of the dataset.
+        dataset: String,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
+    /// The index dataset does not have one entry per unit id.
+    #[error(
+        "{}: dataset `{dataset}` has {index_len} entries but `{ids_dataset}` has {ids_len}; \
+         the index needs one cumulative end offset per unit id",
+        .path.display()
+    )]
+    IndexLengthMismatch {
+        /// The file.
+        path: PathBuf,
+        /// Absolute HDF5 path of the index dataset.
+        dataset: String,
+        /// Number of index entries.
+        index_len: usize,
+        /// Absolute HDF5 path of the id dataset.
+        ids_dataset: String,
+        /// Number of unit ids.
+        ids_len: usize,
+    },
+    /// The index decreases somewhere.
+    #[error(
+        "{}: dataset `{dataset}`: entry {position} ({value}) is smaller than entry {} \
+         ({previous}); the index must be non-decreasing cumulative end offsets",
+        .path.display(),
+        .position.saturating_sub(1)
+    )]
+    NonMonotonicIndex {
+        /// The file.
+        path: PathBuf,
+        /// Absolute HDF5 path of the index dataset.
+        dataset: String,
+        /// 0-based position of the first entry smaller than its predecessor (≥ 1).
+        position: usize,
+        /// Its value.
+        value: u64,
+        /// The predecessor's value.
+        previous: u64,
+    },
+    /// The index's last entry is not the length of the data it indexes.
+    #[error(
+        "{}: dataset `{dataset}`: the last entry is {last} but `{data_dataset}` has \
+         {data_len} elements; the last cumulative end offset must equal that length",
+        .path.display()
+    )]
+    IndexEndMismatch {
+        /// The file.
+        path: PathBuf,
+        /// Absolute HDF5 path of the index dataset.
+        dataset: String,
+        /// The index's last entry (0 when the index is empty).
+        last: u64,
+        /// Absolute HDF5 path of the indexed dataset.
+        data_dataset: String,
+        /// Its length.
+        data_len: usize,
+    },
+    /// A value in a dataset is invalid (negative offset, NaN or negative time, id out of
+    /// range, …); `message` says which entry and why.
+    #[error("{}: dataset `{dataset}`: {message}", .path.display())]
+    BadValue {
+        /// The file.
+        path: PathBuf,
+        /// Absolute HDF5 path of the dataset.
+        dataset: String,
+        /// Which entry (and unit, for spike times) and what is wrong with it.
+        message: String,
+    },
+    /// Two units share an id.
+    #[error(
+        "{}: dataset `{dataset}`: unit id {id} occurs at entries {first} and {second}; \
+         unit ids must be unique",
+        .path.display()
+    )]
+    DuplicateUnitId {
+        /// The file.
+        path: PathBuf,
+        /// Absolute HDF5 path of the id dataset.
+        dataset: String,
+        /// The repeated id.
+        id: i64,
+        /// 0-based position of its first occurrence.
+        first: usize,
+        /// 0-based position of its second occurrence.
+        second: usize,
+    },
+    /// A unit's spike times are out of order and sorting was not allowed.
+    #[error(
+        "{}: dataset `{dataset}`: unit {unit_id} (entry {unit_position} of the units table): \
+         spike {spike} at {time} s comes after {previous} s; each unit's spike times must be \
+         sorted (pass `--sort` to sort them)",
+        .path.display()
+    )]
+    UnsortedUnit {
+        /// The file.
+        path: PathBuf,
+        /// Absolute HDF5 path of the spike-time dataset.
+        dataset: String,
+        /// The unit's id.
+        unit_id: i64,
+        /// 0-based position of the unit in the units table.
+        unit_position: usize,
+        /// 0-based position of the offending spike within the unit.
+        spike: usize,
+        /// Its time, seconds.
+        time: f64,
+        /// The preceding spike's time, seconds.
+        previous: f64,
+    },
+    /// The file holds no events at all.
+    #[error("{}: {what} holds no events; there is nothing to mine", .path.display())]
+    NoEvents {
+        /// The file.
+        path: PathBuf,
+        /// Where the events were looked for (e.g. ``dataset `/units/spike_times` ``).
+        what: String,
+    },
+    /// A CSV line is malformed.
+    #[error("{}: line {line}: {message}", .path.display())]
+    Csv {
+        /// The file (or source name given to [`csv::parse_csv`]).
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong with the line.
+        message: String,
+    },
+    /// The events read break an [`EventStream`] invariant not caught earlier.
+    #[error("{}: {source}", .path.display())]
+    Event {
+        /// The file.
+        path: PathBuf,
+        /// The invariant broken.
+        source: EventError,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_format_from_extension() {
+        assert_eq!(
+            InputFormat::from_path(Path::new("a/b.nwb")).unwrap(),
+            InputFormat::Nwb
+        );
+        assert_eq!(
+            InputFormat::from_path(Path::new("b.H5")).unwrap(),
+            InputFormat::Nwb
+        );
+        assert_eq!(
+            InputFormat::from_path(Path::new("b.hdf5")).unwrap(),
+            InputFormat::Nwb
+        );
+        assert_eq!(
+            InputFormat::from_path(Path::new("b.csv")).unwrap(),
+            InputFormat::Csv
+        );
+        assert_eq!(
+            InputFormat::from_path(Path::new("b.TXT")).unwrap(),
+            InputFormat::Csv
+        );
+        let err = InputFormat::from_path(Path::new("dir/spikes.mat"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("dir/spikes.mat") && err.contains("`.mat`"),
+            "{err}"
+        );
+        assert!(
+            err.contains(".nwb") && err.contains(".csv") && err.contains(".txt"),
+            "{err}"
+        );
+        let err = InputFormat::from_path(Path::new("noext"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("noext") && err.contains("(none)"), "{err}");
+    }
+
+    #[test]
+    fn index_error_reads_like_the_house_example() {
+        let err = IngestError::NonMonotonicIndex {
+            path: "fixtures/x.nwb".into(),
+            dataset: "/units/spike_times_index".into(),
+            position: 3,
+            value: 12,
+            previous: 40,
+        };
+        assert_eq!(
+            err.to_string(),
+            "fixtures/x.nwb: dataset `/units/spike_times_index`: entry 3 (12) is smaller than \
+             entry 2 (40); the index must be non-decreasing cumulative end offsets"
+        );
+    }
+}
