@@ -135,7 +135,8 @@ struct GenerateArgs {
     /// Seed of the generator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Output file; its format follows `--format`.
+    /// Output file; its format follows `--format`. NWB stores units by integer id, so neuron
+    /// `A` is unit 0, `B` unit 1, and so on; CSV keeps the letters.
     #[arg(long, short)]
     output: PathBuf,
     /// Output format.
@@ -207,8 +208,9 @@ fn run_mine(args: &MineArgs) -> Result<()> {
     } else {
         Ordering::RequireSorted
     };
-    let stream = ingest::read_spikes(&args.input, ordering)?;
     let config = args.mining.config();
+    config.validate()?;
+    let stream = ingest::read_spikes(&args.input, ordering)?;
     tracing::info!(
         input = %args.input.display(),
         events = stream.len(),

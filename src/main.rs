@@ -17,11 +17,21 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match cli::run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Print the cause chain once: some errors already quote their cause.
+            let mut message = e.to_string();
+            for cause in e.chain().skip(1) {
+                let cause = cause.to_string();
+                if !message.contains(&cause) {
+                    message.push_str(": ");
+                    message.push_str(&cause);
+                }
+            }
+            eprintln!("error: {message}");
             ExitCode::FAILURE
         }
     }

@@ -120,13 +120,16 @@ pub fn write_text(
     writeln!(out, "# synfire mine {input}")?;
     writeln!(
         out,
-        "# events {}, event types {}, span {:.3} s, min count {} ({:?}), strategy {:?}",
+        "# events {}, event types {}, span {:.3} s, min count {} ({}), strategy {}",
         stream.len(),
         stream.alphabet().len(),
         stream.span(),
         result.min_count,
         config.threshold,
-        config.strategy
+        match config.strategy {
+            crate::episode::Strategy::OnePass => "one-pass",
+            crate::episode::Strategy::TwoPass => "two-pass (PreElim, then exact)",
+        }
     )?;
     let ivs: Vec<String> = config.intervals.iter().map(ToString::to_string).collect();
     writeln!(out, "# intervals (low, high] s: {}", ivs.join(" "))?;

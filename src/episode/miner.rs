@@ -36,21 +36,45 @@ impl Threshold {
     /// [`MineError::Threshold`] for a zero count, a fraction outside (0, 1], a non-positive or
     /// non-finite rate.
     pub fn min_count(self, events: usize, span_s: f64) -> Result<u64, MineError> {
-        let bad = |why: &str| Err(MineError::Threshold(format!("{self:?}: {why}")));
+        self.validate()?;
         let raw = match self {
-            Self::MinCount(0) => return bad("the minimum count must be at least 1"),
             Self::MinCount(n) => return Ok(n),
-            Self::FractionOfEvents(f) if !(f > 0.0 && f <= 1.0) => {
-                return bad("`--support` must be a fraction in (0, 1] of the number of events");
-            }
             Self::FractionOfEvents(f) => f * events as f64,
-            Self::PerSecond(r) if !(r.is_finite() && r > 0.0) => {
-                return bad("the rate must be a positive number of occurrences per second");
-            }
             Self::PerSecond(r) => r * span_s,
         };
         // `raw` is finite and ≥ 0 here; the cast saturates for absurdly large values.
         Ok((raw.ceil() as u64).max(1))
+    }
+
+    /// Checks the threshold without a stream.
+    ///
+    /// # Errors
+    /// [`MineError::Threshold`] naming the command-line option: a zero `--min-count`, a
+    /// `--support` fraction outside (0, 1], a non-positive or non-finite `--support` rate.
+    pub fn validate(self) -> Result<(), MineError> {
+        let bad = |why: String| Err(MineError::Threshold(why));
+        match self {
+            Self::MinCount(0) => bad("`--min-count` must be at least 1, got 0".into()),
+            Self::FractionOfEvents(f) if !(f > 0.0 && f <= 1.0) => bad(format!(
+                "`--support` {f} must be a fraction in (0, 1] of the number of events \
+                 (or a rate with `--support-per seconds`)"
+            )),
+            Self::PerSecond(r) if !(r.is_finite() && r > 0.0) => bad(format!(
+                "`--support` {r} with `--support-per seconds` must be a positive number of \
+                 occurrences per second"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Display for Threshold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::MinCount(n) => write!(f, "min count {n}"),
+            Self::FractionOfEvents(x) => write!(f, "support {x} of events"),
+            Self::PerSecond(r) => write!(f, "support {r} per second"),
+        }
     }
 }
 
@@ -90,6 +114,20 @@ fn serialize_intervals<S: serde::Serializer>(ivs: &[Interval], s: S) -> Result<S
 }
 
 impl MinerConfig {
+    /// Checks the settings without a stream (thresholds, intervals, `max_level`).
+    ///
+    /// # Errors
+    /// The [`MineError`] that [`mine`] would return for these settings.
+    pub fn validate(&self) -> Result<(), MineError> {
+        if self.intervals.is_empty() {
+            return Err(MineError::NoIntervals);
+        }
+        if self.max_level == 0 || self.max_level > MAX_EPISODE_LEN {
+            return Err(MineError::MaxLevel);
+        }
+        self.threshold.validate()
+    }
+
     /// Default settings for the given intervals and threshold: up to 10 nodes, two-pass.
     #[must_use]
     pub fn new(intervals: Vec<Interval>, threshold: Threshold) -> Self {
@@ -106,8 +144,8 @@ impl MinerConfig {
 #[derive(Debug, thiserror::Error)]
 #[must_use]
 pub enum MineError {
-    /// A bad threshold.
-    #[error("bad support threshold {0}")]
+    /// A bad threshold; the message names the option.
+    #[error("bad support threshold: {0}")]
     Threshold(String),
     /// No intervals.
     #[error("no inter-event intervals given: `--intervals` needs at least one `LOW-HIGH`")]
@@ -198,12 +236,7 @@ pub fn mine_with(
     counter: &dyn Counter,
     progress: &dyn Progress,
 ) -> Result<MiningResult, MineError> {
-    if config.intervals.is_empty() {
-        return Err(MineError::NoIntervals);
-    }
-    if config.max_level == 0 || config.max_level > MAX_EPISODE_LEN {
-        return Err(MineError::MaxLevel);
-    }
+    config.validate()?;
     let min_count = config.threshold.min_count(stream.len(), stream.span())?;
     let mut levels = Vec::new();
     let mut episodes: Vec<FrequentEpisode> = Vec::new();
