@@ -18,6 +18,8 @@
 // report OVERFLOW; the host then recounts that candidate exactly on the CPU.
 #define SYNFIRE_PTPE_LIST_CAP 32
 #define SYNFIRE_COUNT_OVERFLOW 0xFFFFFFFFu
+// -inf without <cmath> (NVRTC compiles without host headers).
+#define SYNFIRE_NEG_INF (__longlong_as_double(0xFFF0000000000000ULL))
 
 typedef unsigned int u32;
 
@@ -80,9 +82,9 @@ __device__ void preelim_one(const double* __restrict__ times, const u32* __restr
     double high[N > 1 ? N - 1 : 1];
     for (int i = 0; i + 1 < N; ++i) high[i] = hi[ivs[i]];
     double last[N], before[N];
-    for (int i = 0; i < N; ++i) { last[i] = -INFINITY; before[i] = -INFINITY; }
+    for (int i = 0; i < N; ++i) { last[i] = SYNFIRE_NEG_INF; before[i] = SYNFIRE_NEG_INF; }
     u32 count = 0;
-    double last_end = -INFINITY;
+    double last_end = SYNFIRE_NEG_INF;
     u32 idx;
     int slot;
     while ((slot = m.next(positions, &idx)) >= 0) {
@@ -103,7 +105,7 @@ __device__ void preelim_one(const double* __restrict__ times, const u32* __restr
             if (i == N - 1) {
                 ++count;
                 last_end = t;
-                for (int s = 0; s < N; ++s) { last[s] = -INFINITY; before[s] = -INFINITY; }
+                for (int s = 0; s < N; ++s) { last[s] = SYNFIRE_NEG_INF; before[s] = SYNFIRE_NEG_INF; }
                 break;
             }
             if (t > last[i]) { before[i] = last[i]; last[i] = t; }
@@ -126,7 +128,7 @@ __device__ void ptpe_one(const double* __restrict__ times, const u32* __restrict
     int qh[S], ql[S];
     for (int s = 0; s < S; ++s) { qh[s] = 0; ql[s] = 0; }
     u32 count = 0;
-    double last_end = -INFINITY;
+    double last_end = SYNFIRE_NEG_INF;
     u32 idx;
     int slot;
     while ((slot = m.next(positions, &idx)) >= 0) {

@@ -6,7 +6,8 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use synfire::episode::{
-    CpuCounter, Interval, MinerConfig, MiningResult, NoProgress, Strategy, Threshold, mine_with,
+    CountKind, Counter, CpuCounter, Episode, GpuCounter, Interval, MinerConfig, MiningResult,
+    NoProgress, Strategy, Threshold, candidates, mine_with,
 };
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest;
@@ -15,6 +16,17 @@ use synfire::synth::{self, SynthParams};
 /// Options of `synfire bench episodes`.
 #[derive(Debug, Args)]
 pub struct EpisodesArgs {
+    /// Which counters to time: the CPU counter only, or also the GPU kernels (`all`/`gpu`),
+    /// side by side in one run.
+    #[arg(long, value_enum, default_value_t = BenchDevice::Cpu)]
+    device: BenchDevice,
+    /// Workloads, comma-separated: `sym26`, `a2929` (the real fixture), `mea64` (64 channels,
+    /// about 10^6 events, more than 10^5 level-3 candidates).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Workload::Sym26, Workload::A2929])]
+    workload: Vec<Workload>,
+    /// GPU ordinals for the GPU columns (default: all).
+    #[arg(long, value_delimiter = ',')]
+    gpus: Option<Vec<usize>>,
     /// Timed repetitions per configuration after one warm-up run; the table shows medians.
     #[arg(long, default_value_t = 5)]
     repeat: usize,
@@ -46,6 +58,41 @@ pub fn a2929_config() -> MinerConfig {
     config
 }
 
+/// `--device` of the benchmark.
+#[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
+pub enum BenchDevice {
+    /// CPU counter only.
+    Cpu,
+    /// CPU and GPU side by side.
+    All,
+    /// Same as `all` (the CPU reference is always measured, for the speedups).
+    Gpu,
+}
+
+/// Benchmark workloads.
+#[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
+pub enum Workload {
+    /// The paper's Sym26 stream.
+    Sym26,
+    /// The real A2929 session.
+    A2929,
+    /// The large 64-channel stream.
+    Mea64,
+}
+
+/// The large-workload settings: four 2 ms intervals and a threshold near the chance level of
+/// the 20 Hz channels, so that level 3 has more than 10^5 candidates.
+pub fn mea64_config() -> MinerConfig {
+    let intervals = Interval::parse_list("0.001-0.003,0.004-0.006,0.009-0.011,0.014-0.016")
+        .expect("valid built-in intervals");
+    let mut config = MinerConfig::new(intervals, Threshold::MinCount(MEA64_MIN_COUNT));
+    config.max_level = 3;
+    config
+}
+
+/// Minimum count of the `mea64` workload.
+pub const MEA64_MIN_COUNT: u64 = 120;
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -61,76 +108,262 @@ fn timed(
     Ok((r, t.elapsed().as_secs_f64()))
 }
 
-/// Runs the benchmark and prints one table per dataset.
+/// Runs the benchmark and prints one table per workload.
 ///
 /// # Errors
-/// If the fixture cannot be read or mining fails.
+/// If the fixture cannot be read, mining fails, or `--device gpu|all` finds no usable GPU.
 pub fn episodes(args: &EpisodesArgs) -> Result<()> {
     let repeat = args.repeat.max(1);
-    let sym = synth::generate(&SynthParams::sym26(args.seed))?;
-    let real = ingest::read_spikes(&args.fixture, Ordering::RequireSorted)?;
     println!(
-        "synfire bench episodes: CPU exact counter on {} threads, median of {repeat} runs after 1 warm-up",
+        "synfire bench episodes: CPU counter on {} threads; median of {repeat} runs after 1 warm-up",
         rayon::current_num_threads()
     );
-    for (name, stream, config) in [
-        (format!("Sym26 (seed {})", args.seed), &sym, sym26_config()),
-        (args.fixture.display().to_string(), &real, a2929_config()),
-    ] {
-        let counter = CpuCounter::new(stream);
-        let mut one_cfg = config.clone();
-        one_cfg.strategy = Strategy::OnePass;
-        let (reference, _) = timed(stream, &config, &counter)?; // warm-up
-        let mut per_level: Vec<Vec<f64>> = vec![Vec::new(); reference.levels.len()];
-        let mut totals = Vec::new();
-        let mut one_totals = Vec::new();
-        for _ in 0..repeat {
-            let (r, total) = timed(stream, &config, &counter)?;
-            anyhow::ensure!(r.episodes == reference.episodes, "non-deterministic result");
-            for (acc, l) in per_level.iter_mut().zip(&r.levels) {
-                acc.push(l.seconds);
-            }
-            totals.push(total);
-            let (one, one_total) = timed(stream, &one_cfg, &counter)?;
-            anyhow::ensure!(
-                one.episodes == reference.episodes,
-                "one-pass and two-pass results differ"
-            );
-            one_totals.push(one_total);
+    for workload in &args.workload {
+        let (name, stream, config) = match workload {
+            Workload::Sym26 => (
+                format!("Sym26 (seed {})", args.seed),
+                synth::generate(&SynthParams::sym26(args.seed))?,
+                sym26_config(),
+            ),
+            Workload::A2929 => (
+                args.fixture.display().to_string(),
+                ingest::read_spikes(&args.fixture, Ordering::RequireSorted)?,
+                a2929_config(),
+            ),
+            Workload::Mea64 => (
+                format!("MEA64 (seed {})", args.seed),
+                synth::generate(&SynthParams::mea64(args.seed))?,
+                mea64_config(),
+            ),
+        };
+        cpu_table(&name, &stream, &config, repeat)?;
+        if args.device != BenchDevice::Cpu {
+            gpu_table(&stream, &config, repeat, args.gpus.as_deref())?;
         }
-        let ivs: Vec<String> = config.intervals.iter().map(ToString::to_string).collect();
-        println!();
-        println!(
-            "{name}: {} events, {} types, span {:.1} s, intervals {}, {:?} -> min count {}",
-            stream.len(),
-            stream.alphabet().len(),
-            stream.span(),
-            ivs.join(" "),
-            config.threshold,
-            reference.min_count
-        );
-        println!(
-            "{:>5} {:>11} {:>11} {:>9} {:>11} {:>16}",
-            "level", "candidates", "preelim_elim", "frequent", "seconds", "cand-events/s"
-        );
-        for (l, secs) in reference.levels.iter().zip(per_level) {
-            let s = median(secs);
-            println!(
-                "{:>5} {:>11} {:>11} {:>9} {:>11.5} {:>16.3e}",
-                l.level,
-                l.candidates,
-                l.eliminated_by_preelim,
-                l.frequent,
-                s,
-                l.candidate_events as f64 / s.max(1e-12)
-            );
+    }
+    Ok(())
+}
+
+fn cpu_table(name: &str, stream: &EventStream, config: &MinerConfig, repeat: usize) -> Result<()> {
+    let counter = CpuCounter::new(stream);
+    let mut one_cfg = config.clone();
+    one_cfg.strategy = Strategy::OnePass;
+    let (reference, _) = timed(stream, config, &counter)?; // warm-up
+    let mut per_level: Vec<Vec<f64>> = vec![Vec::new(); reference.levels.len()];
+    let mut totals = Vec::new();
+    let mut one_totals = Vec::new();
+    for _ in 0..repeat {
+        let (r, total) = timed(stream, config, &counter)?;
+        anyhow::ensure!(r.episodes == reference.episodes, "non-deterministic result");
+        for (acc, l) in per_level.iter_mut().zip(&r.levels) {
+            acc.push(l.seconds);
         }
+        totals.push(total);
+        let (one, one_total) = timed(stream, &one_cfg, &counter)?;
+        anyhow::ensure!(
+            one.episodes == reference.episodes,
+            "one-pass and two-pass results differ"
+        );
+        one_totals.push(one_total);
+    }
+    let ivs: Vec<String> = config.intervals.iter().map(ToString::to_string).collect();
+    println!();
+    println!(
+        "{name}: {} events, {} types, span {:.1} s, intervals {}, {} -> min count {}, max level {}",
+        stream.len(),
+        stream.alphabet().len(),
+        stream.span(),
+        ivs.join(" "),
+        config.threshold,
+        reference.min_count,
+        config.max_level
+    );
+    println!(
+        "{:>5} {:>11} {:>11} {:>9} {:>11} {:>16}",
+        "level", "candidates", "preelim_elim", "frequent", "seconds", "cand-events/s"
+    );
+    for (l, secs) in reference.levels.iter().zip(per_level) {
+        let s = median(secs);
         println!(
-            "total two-pass {:.4} s, one-pass {:.4} s, {} frequent episodes",
-            median(totals),
-            median(one_totals),
-            reference.episodes.len()
+            "{:>5} {:>11} {:>11} {:>9} {:>11.5} {:>16.3e}",
+            l.level,
+            l.candidates,
+            l.eliminated_by_preelim,
+            l.frequent,
+            s,
+            l.candidate_events as f64 / s.max(1e-12)
         );
     }
+    println!(
+        "CPU total: two-pass {:.4} s, one-pass {:.4} s, {} frequent episodes",
+        median(totals),
+        median(one_totals),
+        reference.episodes.len()
+    );
+    Ok(())
+}
+
+/// The candidates of every level of the reference run (level 1 .. last counted level).
+fn level_candidates(
+    stream: &EventStream,
+    config: &MinerConfig,
+    result: &MiningResult,
+) -> Vec<Vec<Episode>> {
+    let mut levels = vec![candidates::level_one(stream.alphabet().len())];
+    for l in &result.levels[1..] {
+        let prev: Vec<Episode> = result
+            .episodes
+            .iter()
+            .filter(|f| f.episode.len() == l.level - 1)
+            .map(|f| f.episode.clone())
+            .collect();
+        levels.push(if l.level == 2 {
+            let types: Vec<_> = prev.iter().map(|e| e.types()[0]).collect();
+            candidates::level_two(&types, &config.intervals)
+        } else {
+            candidates::join(&prev)
+        });
+    }
+    levels
+}
+
+fn time_median(repeat: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    f()?; // warm-up
+    let mut v = Vec::with_capacity(repeat);
+    for _ in 0..repeat {
+        let t = Instant::now();
+        f()?;
+        v.push(t.elapsed().as_secs_f64());
+    }
+    Ok(median(v))
+}
+
+/// Per level, side by side in one run: CPU exact and two-pass, GPU PreElim, PTPE and two-pass
+/// (wall time of the counter calls: candidate upload, kernels, readback), the GPU kernel time
+/// from CUDA events, and the speedups. Every GPU count is checked against the CPU first.
+fn gpu_table(
+    stream: &EventStream,
+    config: &MinerConfig,
+    repeat: usize,
+    gpus: Option<&[usize]>,
+) -> Result<()> {
+    let cpu = CpuCounter::new(stream);
+    let reference = mine_with(stream, config, &cpu, &NoProgress)?;
+    let found = synfire::device::probe().map_err(|e| anyhow::anyhow!("`--device all`: {e}"))?;
+    let ordinals: Vec<usize> = gpus.map_or_else(
+        || found.iter().map(|d| d.ordinal).collect(),
+        <[usize]>::to_vec,
+    );
+    let gpu = GpuCounter::new(stream, &config.intervals, &ordinals)?;
+    let devices: Vec<String> = gpu
+        .devices()
+        .iter()
+        .map(|d| format!("{}:{}", d.ordinal, d.name))
+        .collect();
+    println!(
+        "GPU: {} worker(s) [{}], device memory in use after upload: {} MiB",
+        devices.len(),
+        devices.join(", "),
+        gpu.device_memory_used()
+            .iter()
+            .map(|b| (b >> 20).to_string())
+            .collect::<Vec<_>>()
+            .join(" / ")
+    );
+    println!(
+        "{:>5} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+        "level",
+        "cands",
+        "elim",
+        "cpu_exact",
+        "cpu_2pass",
+        "gpu_pre",
+        "gpu_ptpe",
+        "gpu_2pass",
+        "kern_2p",
+        "x_2pass",
+        "x_exact"
+    );
+    let (mut tot_cpu, mut tot_gpu) = (0.0, 0.0);
+    for cands in level_candidates(stream, config, &reference) {
+        let level = cands[0].len();
+        let min_count = reference.min_count;
+        // Correctness first: a GPU figure counts only when it equals the CPU reference.
+        let cpu_exact = cpu.count(CountKind::Exact, &cands)?;
+        let cpu_pre = cpu.count(CountKind::PreElim, &cands)?;
+        anyhow::ensure!(
+            gpu.count(CountKind::Exact, &cands)? == cpu_exact,
+            "level {level}: GPU PTPE != CPU"
+        );
+        anyhow::ensure!(
+            gpu.count(CountKind::PreElim, &cands)? == cpu_pre,
+            "level {level}: GPU PreElim != CPU"
+        );
+        let survivors: Vec<Episode> = cands
+            .iter()
+            .zip(&cpu_pre)
+            .filter(|(_, c)| **c >= min_count)
+            .map(|(e, _)| e.clone())
+            .collect();
+        let t_cpu_exact = time_median(repeat, || {
+            cpu.count(CountKind::Exact, &cands)
+                .map(drop)
+                .map_err(Into::into)
+        })?;
+        let t_cpu_2p = time_median(repeat, || {
+            cpu.count(CountKind::PreElim, &cands)?;
+            cpu.count(CountKind::Exact, &survivors)?;
+            Ok(())
+        })?;
+        let t_gpu_pre = time_median(repeat, || {
+            gpu.count(CountKind::PreElim, &cands)
+                .map(drop)
+                .map_err(Into::into)
+        })?;
+        let t_gpu_ptpe = time_median(repeat, || {
+            gpu.count(CountKind::Exact, &cands)
+                .map(drop)
+                .map_err(Into::into)
+        })?;
+        gpu.reset_stats();
+        let t_gpu_2p = time_median(repeat, || {
+            gpu.count(CountKind::PreElim, &cands)?;
+            gpu.count(CountKind::Exact, &survivors)?;
+            Ok(())
+        })?;
+        let kern_2p = gpu.stats().kernel_ms / 1e3 / (repeat + 1) as f64;
+        tot_cpu += t_cpu_2p;
+        tot_gpu += t_gpu_2p;
+        println!(
+            "{:>5} {:>9} {:>9} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>8.1}x {:>8.1}x",
+            level,
+            cands.len(),
+            cands.len() - survivors.len(),
+            t_cpu_exact,
+            t_cpu_2p,
+            t_gpu_pre,
+            t_gpu_ptpe,
+            t_gpu_2p,
+            kern_2p,
+            t_cpu_2p / t_gpu_2p,
+            t_cpu_exact / t_gpu_ptpe
+        );
+    }
+    let st = gpu.stats();
+    println!(
+        "two-pass counting, all levels: CPU {tot_cpu:.4} s, GPU {tot_gpu:.4} s, speedup {:.1}x; PTPE overflow recounts in the last level's runs: {}",
+        tot_cpu / tot_gpu,
+        st.overflow_recounts
+    );
+    let t = Instant::now();
+    let mined = mine_with(stream, config, &gpu, &NoProgress)?;
+    anyhow::ensure!(
+        mined.episodes == reference.episodes,
+        "GPU mining result differs from the CPU's"
+    );
+    println!(
+        "end-to-end mining on the GPU counter: {:.4} s (identical episodes to the CPU)",
+        t.elapsed().as_secs_f64()
+    );
     Ok(())
 }

@@ -8,7 +8,8 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use synfire::episode::{
-    CpuCounter, Interval, LevelStats, MinerConfig, Progress, Strategy, Threshold, mine_with,
+    DeviceChoice, Interval, LevelStats, MinerConfig, Progress, Strategy, Threshold, mine_with,
+    select_counter,
 };
 use synfire::event::Ordering;
 use synfire::ingest;
@@ -59,6 +60,34 @@ pub struct MiningOptions {
     /// Count every candidate exactly instead of PreElim first (same result, slower).
     #[arg(long)]
     pub one_pass: bool,
+    /// Where to count: every GPU found, falling back to the CPU (`auto`), the CPU, or GPUs
+    /// only (`gpu`: no GPU is an error).
+    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
+    pub device: DeviceArg,
+    /// GPU ordinals to use, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Option<Vec<usize>>,
+}
+
+/// `--device`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum DeviceArg {
+    /// GPUs when present, else the CPU.
+    Auto,
+    /// The CPU.
+    Cpu,
+    /// GPUs only.
+    Gpu,
+}
+
+impl From<DeviceArg> for DeviceChoice {
+    fn from(d: DeviceArg) -> Self {
+        match d {
+            DeviceArg::Auto => Self::Auto,
+            DeviceArg::Cpu => Self::Cpu,
+            DeviceArg::Gpu => Self::Gpu,
+        }
+    }
 }
 
 /// A parsed `--intervals` list.
@@ -218,9 +247,15 @@ fn run_mine(args: &MineArgs) -> Result<()> {
         span_s = stream.span(),
         "Loaded spike stream."
     );
-    let counter = CpuCounter::new(&stream);
+    let counter = select_counter(
+        &stream,
+        &config.intervals,
+        args.mining.device.into(),
+        args.mining.gpus.as_deref(),
+    )
+    .context("`--device gpu`")?;
     let bar = BarProgress::new(args.quiet);
-    let result = mine_with(&stream, &config, &counter, &bar)?;
+    let result = mine_with(&stream, &config, counter.as_ref(), &bar)?;
     bar.finish();
     let input = args.input.display().to_string();
     let mut out: Box<dyn Write> = match &args.output {

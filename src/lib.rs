@@ -20,6 +20,7 @@
 //! # }
 //! ```
 
+pub mod device;
 pub mod episode;
 pub mod event;
 pub mod ingest;

@@ -121,7 +121,7 @@ fn episode(ep_types: &[u32], ivs: &[usize]) -> Episode {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 4000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
 
     #[test]
     fn exact_counter_equals_oracle_and_preelim_bounds_it(

@@ -36,7 +36,7 @@ pub enum CountError {
 }
 
 /// Counts batches of candidate episodes against one event stream fixed at construction.
-pub trait Counter: Send + Sync {
+pub trait Counter: Send + Sync + std::fmt::Debug {
     /// Short name for logs and reports (`cpu`, `gpu`, …).
     fn name(&self) -> &str;
 

@@ -3,6 +3,7 @@
 //! * [`model`]: episodes and delay intervals;
 //! * [`count`]: the exact CPU counters (Algorithm 1, PreElim = Algorithm 3), the specification;
 //! * [`counter`]: the counting back-end interface and the multi-threaded CPU back end;
+//! * [`gpu`]: the GPU back end (device threads, PreElim and PTPE kernels);
 //! * [`candidates`]: level-wise candidate generation;
 //! * [`miner`]: the level-wise miner, one-pass or two-pass (Algorithm 4).
 //!
@@ -13,11 +14,13 @@
 pub mod candidates;
 pub mod count;
 pub mod counter;
+pub mod gpu;
 pub mod miner;
 pub mod model;
 
 pub use count::{TypeIndex, count_exact, count_preelim};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
+pub use gpu::{DeviceChoice, GpuCounter, GpuStats, select_counter};
 pub use miner::{
     FrequentEpisode, LevelStats, MineError, MinerConfig, MiningResult, NoProgress, Progress,
     Strategy, Threshold, mine, mine_with,

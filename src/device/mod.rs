@@ -1,0 +1,99 @@
+//! The device layer: the only code that touches `cudarc`.
+//!
+//! * [`probe`] finds GPUs without ever letting cudarc panic: it checks that the driver library
+//!   (`libcuda`) and NVRTC can be loaded before the first cudarc call.
+//! * [`worker::GpuWorker`] is one named host thread per GPU, pinned to a core, that creates the
+//!   GPU's CUDA context once and keeps it (and the uploaded event stream) for the life of the
+//!   miner, serving jobs over crossbeam channels (paper §6.2: contexts are thread-bound).
+//! * [`kernels`] embeds `kernels/*.cu`, compiles them with NVRTC for each device's
+//!   architecture, and caches the PTX per process and on disk.
+//!
+//! Nothing above this module knows about CUDA types: callers see [`DeviceInfo`],
+//! [`DeviceError`] and plain host vectors.
+
+pub mod error;
+pub mod kernels;
+pub mod worker;
+
+pub use error::DeviceError;
+pub use worker::{BatchCounts, CandidateBatch, EpisodeKernel, GpuWorker, StreamData, StreamReport};
+
+use cudarc::driver::CudaContext;
+use cudarc::driver::sys::CUdevice_attribute;
+
+/// What [`probe`] reports about one GPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// CUDA device ordinal.
+    pub ordinal: usize,
+    /// Marketing name, e.g. `NVIDIA H100 80GB HBM3`.
+    pub name: String,
+    /// Compute capability (major, minor), e.g. (9, 0).
+    pub compute_capability: (i32, i32),
+    /// Streaming multiprocessors.
+    pub multiprocessors: u32,
+    /// Device memory, bytes.
+    pub total_memory: usize,
+    /// Driver version as reported by `cuDriverGetVersion` (e.g. 13000 for CUDA 13.0).
+    pub driver_version: i32,
+}
+
+/// True when the CUDA driver library and NVRTC can be loaded. Never panics.
+#[must_use]
+pub fn libraries_present() -> bool {
+    // SAFETY: these only try to dlopen the libraries by name; no CUDA call is made.
+    unsafe { cudarc::driver::sys::is_culib_present() && cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// Lists the GPUs of this host.
+///
+/// # Errors
+/// [`DeviceError::NoDriver`] when `libcuda` or NVRTC cannot be loaded (no GPU host),
+/// [`DeviceError::NoDevices`] when the driver reports zero devices, [`DeviceError::Driver`]
+/// for a failing driver call.
+pub fn probe() -> Result<Vec<DeviceInfo>, DeviceError> {
+    if !libraries_present() {
+        return Err(DeviceError::NoDriver);
+    }
+    let count =
+        CudaContext::device_count().map_err(|e| DeviceError::driver("cuDeviceGetCount", e))?;
+    if count <= 0 {
+        return Err(DeviceError::NoDevices);
+    }
+    let driver_version = driver_version()?;
+    (0..count as usize)
+        .map(|ordinal| {
+            let ctx =
+                CudaContext::new(ordinal).map_err(|e| DeviceError::driver("cuCtxCreate", e))?;
+            info_of(&ctx, driver_version)
+        })
+        .collect()
+}
+
+fn driver_version() -> Result<i32, DeviceError> {
+    let mut v: std::ffi::c_int = 0;
+    // SAFETY: the driver library is loaded (checked by the caller); `v` is a valid out pointer.
+    let r = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+    r.result()
+        .map_err(|e| DeviceError::driver("cuDriverGetVersion", e))?;
+    Ok(v)
+}
+
+pub(crate) fn info_of(
+    ctx: &std::sync::Arc<CudaContext>,
+    driver_version: i32,
+) -> Result<DeviceInfo, DeviceError> {
+    let d = |what: &'static str| move |e| DeviceError::driver(what, e);
+    Ok(DeviceInfo {
+        ordinal: ctx.ordinal(),
+        name: ctx.name().map_err(d("cuDeviceGetName"))?,
+        compute_capability: ctx
+            .compute_capability()
+            .map_err(d("cuDeviceGetAttribute"))?,
+        multiprocessors: ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(d("cuDeviceGetAttribute"))? as u32,
+        total_memory: ctx.total_mem().map_err(d("cuDeviceTotalMem"))?,
+        driver_version,
+    })
+}

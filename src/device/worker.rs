@@ -1,0 +1,447 @@
+//! One named, core-pinned host thread per GPU that owns the GPU's CUDA context for the life of
+//! the miner (paper §6.2) and serves jobs over crossbeam channels.
+//!
+//! Jobs: upload the event stream (once per mining run), count a batch of candidates with the
+//! PreElim or PTPE kernel. Replies carry only counts back.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+
+use crate::device::kernels::{self, MAX_GPU_NODES};
+use crate::device::{DeviceError, DeviceInfo};
+
+/// The event stream as the kernels read it: grouped by type (CSR) plus the interval table.
+///
+/// Shapes: `offsets [types + 1]`, `times [events]` (seconds), `positions [events]`,
+/// `lo [intervals]`, `hi [intervals]` (seconds).
+#[derive(Clone, Debug, Default)]
+pub struct StreamData {
+    /// CSR offsets into `times`/`positions` per event type.
+    pub offsets: Vec<u32>,
+    /// Event times grouped by type, seconds.
+    pub times: Vec<f64>,
+    /// Stream positions grouped by type (merge key).
+    pub positions: Vec<u32>,
+    /// Interval lower bounds, seconds.
+    pub lo: Vec<f64>,
+    /// Interval upper bounds, seconds.
+    pub hi: Vec<f64>,
+}
+
+/// Candidates of one length `nodes`, flattened: `types [m * nodes]`, interval ids
+/// `ivs [m * (nodes - 1)]` into [`StreamData::lo`]/[`StreamData::hi`].
+#[derive(Clone, Debug, Default)]
+pub struct CandidateBatch {
+    /// Episode length N (1..=16).
+    pub nodes: usize,
+    /// Node types, row-major.
+    pub types: Vec<u32>,
+    /// Interval ids, row-major.
+    pub ivs: Vec<u32>,
+}
+
+impl CandidateBatch {
+    /// Number of candidates.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.types.len().checked_div(self.nodes).unwrap_or(0)
+    }
+
+    /// True when there is no candidate.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Which kernel counts a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EpisodeKernel {
+    /// PreElim (paper Algorithm 3): upper bound, O(1) state per node.
+    PreElim,
+    /// PTPE (one thread per episode, paper Algorithm 1): exact, or
+    /// [`kernels::COUNT_OVERFLOW`] when a per-state list outgrows its capacity.
+    Ptpe,
+}
+
+/// Counts of one batch from one GPU.
+#[derive(Clone, Debug)]
+pub struct BatchCounts {
+    /// One count per candidate of the range; [`kernels::COUNT_OVERFLOW`] marks a PTPE overflow.
+    pub counts: Vec<u32>,
+    /// Kernel time measured with CUDA events, milliseconds.
+    pub kernel_ms: f32,
+}
+
+/// What the upload of a stream cost.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamReport {
+    /// Bytes uploaded.
+    pub bytes: usize,
+    /// Device memory in use after the upload (total − free), bytes.
+    pub device_used: usize,
+}
+
+enum Job {
+    Load {
+        data: Arc<StreamData>,
+        reply: Sender<Result<StreamReport, DeviceError>>,
+    },
+    Count {
+        kernel: EpisodeKernel,
+        batch: Arc<CandidateBatch>,
+        range: Range<usize>,
+        reply: Sender<Result<BatchCounts, DeviceError>>,
+    },
+}
+
+/// A handle to one device thread. Dropping it closes the job channel and joins the thread.
+pub struct GpuWorker {
+    info: DeviceInfo,
+    name: String,
+    jobs: Option<Sender<Job>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for GpuWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuWorker")
+            .field("name", &self.name)
+            .field("info", &self.info)
+            .finish()
+    }
+}
+
+/// A pending reply from a worker.
+#[derive(Debug)]
+#[must_use = "a ticket must be waited on to get the result"]
+pub struct Ticket<T> {
+    rx: Receiver<Result<T, DeviceError>>,
+    worker: String,
+}
+
+impl<T> Ticket<T> {
+    /// Blocks until the worker replies.
+    ///
+    /// # Errors
+    /// The job's [`DeviceError`], or [`DeviceError::WorkerGone`] if the thread died.
+    pub fn wait(self) -> Result<T, DeviceError> {
+        self.rx
+            .recv()
+            .map_err(|_| DeviceError::WorkerGone(self.worker))?
+    }
+}
+
+impl GpuWorker {
+    /// Starts the thread `synfire:gpu-<ordinal>` (suffixed `-<slot>` when one GPU gets several
+    /// workers), pins it to core `pin_core` when given, creates the CUDA context and compiles the
+    /// kernels there. Returns once the thread is ready.
+    ///
+    /// # Errors
+    /// Any [`DeviceError`] of context creation, NVRTC or module loading.
+    pub fn start(
+        ordinal: usize,
+        slot: usize,
+        pin_core: Option<usize>,
+    ) -> Result<Self, DeviceError> {
+        if !super::libraries_present() {
+            return Err(DeviceError::NoDriver);
+        }
+        let name = if slot == 0 {
+            format!("synfire:gpu-{ordinal}")
+        } else {
+            format!("synfire:gpu-{ordinal}-{slot}")
+        };
+        let (jobs_tx, jobs_rx) = bounded::<Job>(4);
+        let (ready_tx, ready_rx) = bounded::<Result<DeviceInfo, DeviceError>>(1);
+        let thread_name = name.clone();
+        let handle = std::thread::Builder::new()
+            .name(thread_name.clone())
+            .spawn(move || {
+                if let Some(core) = pin_core {
+                    let pinned = core_affinity::get_core_ids()
+                        .and_then(|ids| ids.into_iter().find(|c| c.id == core))
+                        .is_some_and(core_affinity::set_for_current);
+                    if !pinned {
+                        tracing::debug!(thread = %thread_name, core, "Could not pin the device thread.");
+                    }
+                }
+                match Device::open(ordinal) {
+                    Ok(device) => {
+                        let _ = ready_tx.send(Ok(device.info.clone()));
+                        device.serve(&jobs_rx);
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            })
+            .map_err(|e| DeviceError::Driver { call: "spawning the device thread", message: e.to_string() })?;
+        let info = ready_rx
+            .recv()
+            .map_err(|_| DeviceError::WorkerGone(name.clone()))??;
+        Ok(Self {
+            info,
+            name,
+            jobs: Some(jobs_tx),
+            handle: Some(handle),
+        })
+    }
+
+    /// The device this worker owns.
+    #[must_use]
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The thread's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn submit<T>(&self, make: impl FnOnce(Sender<Result<T, DeviceError>>) -> Job) -> Ticket<T> {
+        let (tx, rx) = bounded(1);
+        if let Some(jobs) = &self.jobs {
+            // A send error means the thread is gone; the ticket then reports WorkerGone.
+            let _ = jobs.send(make(tx));
+        }
+        Ticket {
+            rx,
+            worker: self.name.clone(),
+        }
+    }
+
+    /// Uploads the event stream, replacing any previous one.
+    pub fn load_stream(&self, data: Arc<StreamData>) -> Ticket<StreamReport> {
+        self.submit(|reply| Job::Load { data, reply })
+    }
+
+    /// Counts candidates `range` of `batch` with `kernel` against the uploaded stream.
+    pub fn count(
+        &self,
+        kernel: EpisodeKernel,
+        batch: Arc<CandidateBatch>,
+        range: Range<usize>,
+    ) -> Ticket<BatchCounts> {
+        self.submit(|reply| Job::Count {
+            kernel,
+            batch,
+            range,
+            reply,
+        })
+    }
+}
+
+impl Drop for GpuWorker {
+    fn drop(&mut self) {
+        self.jobs.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Device buffers of an uploaded stream.
+struct DeviceStream {
+    offsets: CudaSlice<u32>,
+    times: CudaSlice<f64>,
+    positions: CudaSlice<u32>,
+    lo: CudaSlice<f64>,
+    hi: CudaSlice<f64>,
+}
+
+/// Thread-local state of a device thread: context, stream, module functions, uploaded data.
+struct Device {
+    info: DeviceInfo,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    preelim: Vec<CudaFunction>,
+    ptpe: Vec<CudaFunction>,
+    data: Option<DeviceStream>,
+}
+
+impl Device {
+    fn open(ordinal: usize) -> Result<Self, DeviceError> {
+        let count =
+            CudaContext::device_count().map_err(|e| DeviceError::driver("cuDeviceGetCount", e))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(DeviceError::InvalidOrdinal {
+                ordinal,
+                count: count.max(0) as usize,
+            });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| DeviceError::driver("cuCtxCreate", e))?;
+        let info = super::info_of(&ctx, super::driver_version()?)?;
+        let ptx = kernels::ptx_for(
+            &kernels::EPISODES,
+            info.compute_capability,
+            info.driver_version,
+        )?;
+        let module =
+            ctx.load_module(Ptx::from_src(ptx.as_str()))
+                .map_err(|e| DeviceError::Load {
+                    what: kernels::EPISODES.name.into(),
+                    message: e.to_string(),
+                })?;
+        let load = |name: String| {
+            module.load_function(&name).map_err(|e| DeviceError::Load {
+                what: name.clone(),
+                message: e.to_string(),
+            })
+        };
+        let preelim = (1..=MAX_GPU_NODES)
+            .map(|n| load(format!("episodes_preelim_n{n}")))
+            .collect::<Result<_, _>>()?;
+        let ptpe = (1..=MAX_GPU_NODES)
+            .map(|n| load(format!("episodes_ptpe_n{n}")))
+            .collect::<Result<_, _>>()?;
+        let stream = ctx.default_stream();
+        Ok(Self {
+            info,
+            ctx,
+            stream,
+            preelim,
+            ptpe,
+            data: None,
+        })
+    }
+
+    fn serve(mut self, jobs: &Receiver<Job>) {
+        while let Ok(job) = jobs.recv() {
+            match job {
+                Job::Load { data, reply } => {
+                    let _ = reply.send(self.load(&data));
+                }
+                Job::Count {
+                    kernel,
+                    batch,
+                    range,
+                    reply,
+                } => {
+                    let _ = reply.send(self.count(kernel, &batch, range));
+                }
+            }
+        }
+    }
+
+    fn load(&mut self, d: &StreamData) -> Result<StreamReport, DeviceError> {
+        let s = &self.stream;
+        let up = |e| DeviceError::driver("cuMemcpyHtoD", e);
+        self.data = None;
+        // Empty slices cannot be allocated; keep one dummy element where a list may be empty.
+        let pad_f = |v: &[f64]| if v.is_empty() { vec![0.0] } else { v.to_vec() };
+        let pad_u = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
+        self.data = Some(DeviceStream {
+            offsets: s.clone_htod(&pad_u(&d.offsets)).map_err(up)?,
+            times: s.clone_htod(&pad_f(&d.times)).map_err(up)?,
+            positions: s.clone_htod(&pad_u(&d.positions)).map_err(up)?,
+            lo: s.clone_htod(&pad_f(&d.lo)).map_err(up)?,
+            hi: s.clone_htod(&pad_f(&d.hi)).map_err(up)?,
+        });
+        s.synchronize()
+            .map_err(|e| DeviceError::driver("cuStreamSynchronize", e))?;
+        let (free, total) = self
+            .ctx
+            .mem_get_info()
+            .map_err(|e| DeviceError::driver("cuMemGetInfo", e))?;
+        let bytes = d.offsets.len() * 4
+            + d.times.len() * 8
+            + d.positions.len() * 4
+            + (d.lo.len() + d.hi.len()) * 8;
+        Ok(StreamReport {
+            bytes,
+            device_used: total - free,
+        })
+    }
+
+    fn count(
+        &mut self,
+        kernel: EpisodeKernel,
+        batch: &CandidateBatch,
+        range: Range<usize>,
+    ) -> Result<BatchCounts, DeviceError> {
+        let n = batch.nodes;
+        if n == 0 || n > MAX_GPU_NODES {
+            return Err(DeviceError::Unsupported(format!(
+                "episodes of {n} nodes (the kernels take 1..={MAX_GPU_NODES})"
+            )));
+        }
+        let m = range.len();
+        if m == 0 {
+            return Ok(BatchCounts {
+                counts: Vec::new(),
+                kernel_ms: 0.0,
+            });
+        }
+        let m32 = u32::try_from(m)
+            .map_err(|_| DeviceError::Unsupported(format!("{m} candidates in one batch")))?;
+        let data = self
+            .data
+            .as_ref()
+            .ok_or_else(|| DeviceError::Unsupported("count before the stream was loaded".into()))?;
+        let s = &self.stream;
+        let drv = |call: &'static str| move |e| DeviceError::driver(call, e);
+        let types = s
+            .clone_htod(&batch.types[range.start * n..range.end * n])
+            .map_err(drv("cuMemcpyHtoD"))?;
+        let ivs_host = if n > 1 {
+            batch.ivs[range.start * (n - 1)..range.end * (n - 1)].to_vec()
+        } else {
+            vec![0]
+        };
+        let ivs = s.clone_htod(&ivs_host).map_err(drv("cuMemcpyHtoD"))?;
+        let mut out = s.alloc_zeros::<u32>(m).map_err(drv("cuMemAlloc"))?;
+        let block = 128u32;
+        let cfg = LaunchConfig {
+            grid_dim: (m32.div_ceil(block), 1, 1),
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let start = s
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(drv("cuEventRecord"))?;
+        match kernel {
+            EpisodeKernel::PreElim => {
+                let f = &self.preelim[n - 1];
+                let mut b = s.launch_builder(f);
+                b.arg(&data.times)
+                    .arg(&data.positions)
+                    .arg(&data.offsets)
+                    .arg(&data.hi);
+                b.arg(&types).arg(&ivs).arg(&m32).arg(&mut out);
+                // SAFETY: the argument list matches `episodes_preelim_n{n}` in kernels/episodes.cu
+                // (times f64*, positions u32*, offsets u32*, hi f64*, types u32* [m*n],
+                // ivs u32* [m*(n-1)], n_cands u32, out u32* [m]); every buffer is as long as the
+                // kernel reads, and threads with c >= m return before touching memory.
+                unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
+            }
+            EpisodeKernel::Ptpe => {
+                let f = &self.ptpe[n - 1];
+                let mut b = s.launch_builder(f);
+                b.arg(&data.times)
+                    .arg(&data.positions)
+                    .arg(&data.offsets)
+                    .arg(&data.lo)
+                    .arg(&data.hi);
+                b.arg(&types).arg(&ivs).arg(&m32).arg(&mut out);
+                // SAFETY: as above, for `episodes_ptpe_n{n}` (which also takes lo f64*).
+                unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
+            }
+        }
+        let end = s
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(drv("cuEventRecord"))?;
+        let counts = s.clone_dtoh(&out).map_err(drv("cuMemcpyDtoH"))?;
+        let kernel_ms = start.elapsed_ms(&end).map_err(drv("cuEventElapsedTime"))?;
+        Ok(BatchCounts { counts, kernel_ms })
+    }
+}

@@ -1,0 +1,335 @@
+//! The GPU counting back end: candidates split evenly across the device threads (one per GPU,
+//! paper §6.2), PreElim and PTPE kernels, and an exact CPU recount of every candidate whose
+//! per-state lists overflowed on the GPU. Any device failure switches this counter to the CPU
+//! reference with one warning; a count is never guessed.
+//!
+//! # References
+//! Cao et al. §5.1 (PTPE), §5.2 (PreElim, two-pass), §6 (multi-GPU device threads).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+
+use parking_lot::Mutex;
+
+use crate::device::kernels::{COUNT_OVERFLOW, MAX_GPU_NODES};
+use crate::device::{
+    CandidateBatch, DeviceError, DeviceInfo, EpisodeKernel, GpuWorker, StreamData, StreamReport,
+};
+use crate::episode::count::TypeIndex;
+use crate::episode::counter::{CountError, CountKind, Counter, CpuCounter};
+use crate::episode::model::{Episode, Interval};
+use crate::event::EventStream;
+
+/// Running totals of a [`GpuCounter`], for reports and benchmarks.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GpuStats {
+    /// Candidates counted on the GPUs.
+    pub gpu_candidates: u64,
+    /// PTPE candidates whose lists overflowed and were recounted on the CPU.
+    pub overflow_recounts: u64,
+    /// Candidates counted on the CPU because the GPU path could not take them (length > 16,
+    /// an interval outside the uploaded table) or a device failed.
+    pub cpu_fallback: u64,
+    /// Sum of kernel times (CUDA events), milliseconds, over all devices.
+    pub kernel_ms: f64,
+}
+
+/// Counts candidates on one or more GPUs, each owned by a [`GpuWorker`] thread.
+pub struct GpuCounter {
+    workers: Vec<GpuWorker>,
+    cpu: CpuCounter,
+    intervals: Vec<Interval>,
+    failed: AtomicBool,
+    stats: Mutex<GpuStats>,
+    uploads: Vec<StreamReport>,
+}
+
+impl std::fmt::Debug for GpuCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuCounter")
+            .field("workers", &self.workers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GpuCounter {
+    /// Starts one device thread per entry of `gpus` (ordinals; an ordinal may repeat, which
+    /// gives that GPU several workers), uploads `stream` grouped by type and the interval table
+    /// to each, and keeps them for the life of the counter. Device threads are pinned to cores
+    /// `0, 1, …` in order.
+    ///
+    /// # Errors
+    /// [`DeviceError`] if a worker cannot start or the upload fails.
+    pub fn new(
+        stream: &EventStream,
+        intervals: &[Interval],
+        gpus: &[usize],
+    ) -> Result<Self, DeviceError> {
+        if gpus.is_empty() {
+            return Err(DeviceError::NoDevices);
+        }
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let mut seen: HashMap<usize, usize> = HashMap::new();
+        let mut workers = Vec::with_capacity(gpus.len());
+        for (i, &ordinal) in gpus.iter().enumerate() {
+            let slot = seen.entry(ordinal).or_insert(0);
+            workers.push(GpuWorker::start(ordinal, *slot, Some(i % cores))?);
+            *slot += 1;
+        }
+        let cpu = CpuCounter::new(stream);
+        let data = Arc::new(stream_data(cpu.index(), intervals)?);
+        let tickets: Vec<_> = workers
+            .iter()
+            .map(|w| w.load_stream(data.clone()))
+            .collect();
+        let uploads = tickets
+            .into_iter()
+            .map(|t| t.wait())
+            .collect::<Result<Vec<_>, _>>()?;
+        for (w, u) in workers.iter().zip(&uploads) {
+            tracing::info!(
+                worker = w.name(),
+                gpu = %w.info().name,
+                uploaded_bytes = u.bytes,
+                device_used_bytes = u.device_used,
+                "Event stream uploaded."
+            );
+        }
+        Ok(Self {
+            workers,
+            cpu,
+            intervals: intervals.to_vec(),
+            failed: AtomicBool::new(false),
+            stats: Mutex::new(GpuStats::default()),
+            uploads,
+        })
+    }
+
+    /// The devices, one entry per worker.
+    #[must_use]
+    pub fn devices(&self) -> Vec<DeviceInfo> {
+        self.workers.iter().map(|w| w.info().clone()).collect()
+    }
+
+    /// Device memory in use after the stream upload, bytes, per worker.
+    #[must_use]
+    pub fn device_memory_used(&self) -> Vec<usize> {
+        self.uploads.iter().map(|u| u.device_used).collect()
+    }
+
+    /// Totals so far.
+    #[must_use]
+    pub fn stats(&self) -> GpuStats {
+        self.stats.lock().clone()
+    }
+
+    /// Resets the totals.
+    pub fn reset_stats(&self) {
+        *self.stats.lock() = GpuStats::default();
+    }
+
+    /// True once a device failure has switched this counter to the CPU.
+    #[must_use]
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Counts `candidates` (all of one length `n`) on the GPUs, splitting them evenly.
+    fn count_on_gpus(
+        &self,
+        kernel: EpisodeKernel,
+        n: usize,
+        candidates: &[&Episode],
+    ) -> Result<(Vec<u32>, f64), DeviceError> {
+        let mut batch = CandidateBatch {
+            nodes: n,
+            types: Vec::with_capacity(candidates.len() * n),
+            ivs: Vec::new(),
+        };
+        batch.ivs.reserve(candidates.len() * n.saturating_sub(1));
+        for e in candidates {
+            batch.types.extend(e.types().iter().map(|t| t.0));
+            for iv in e.intervals() {
+                let id = self
+                    .intervals
+                    .iter()
+                    .position(|x| x == iv)
+                    .expect("checked by the caller");
+                batch.ivs.push(id as u32);
+            }
+        }
+        let batch = Arc::new(batch);
+        let m = candidates.len();
+        let w = self.workers.len();
+        // Worker i takes candidates [i·m/w, (i+1)·m/w): an even split, all submitted before any
+        // is awaited so the GPUs count concurrently.
+        let tickets: Vec<_> = self
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(i, worker)| (worker, (i * m / w)..((i + 1) * m / w)))
+            .filter(|(_, r)| !r.is_empty())
+            .map(|(worker, r)| worker.count(kernel, batch.clone(), r))
+            .collect();
+        let mut counts = Vec::with_capacity(m);
+        let mut ms = 0.0;
+        for t in tickets {
+            let part = t.wait()?;
+            ms += f64::from(part.kernel_ms);
+            counts.extend(part.counts);
+        }
+        Ok((counts, ms))
+    }
+}
+
+/// The kernels' view of the stream: the type index plus the interval table.
+fn stream_data(index: &TypeIndex, intervals: &[Interval]) -> Result<StreamData, DeviceError> {
+    let too_big = || DeviceError::Unsupported("more than 2^32 events".into());
+    Ok(StreamData {
+        offsets: index
+            .offsets()
+            .iter()
+            .map(|&o| u32::try_from(o).map_err(|_| too_big()))
+            .collect::<Result<_, _>>()?,
+        times: index.all_times().to_vec(),
+        positions: index.all_positions().to_vec(),
+        lo: intervals.iter().map(|iv| iv.low()).collect(),
+        hi: intervals.iter().map(|iv| iv.high()).collect(),
+    })
+}
+
+impl Counter for GpuCounter {
+    fn name(&self) -> &str {
+        "gpu"
+    }
+
+    fn count(&self, kind: CountKind, candidates: &[Episode]) -> Result<Vec<u64>, CountError> {
+        if self.has_failed() {
+            self.stats.lock().cpu_fallback += candidates.len() as u64;
+            return self.cpu.count(kind, candidates);
+        }
+        // Group by length (one kernel instantiation per N); the rest goes to the CPU.
+        let mut by_len: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut on_cpu: Vec<usize> = Vec::new();
+        for (i, e) in candidates.iter().enumerate() {
+            let known = e.intervals().iter().all(|iv| self.intervals.contains(iv));
+            if e.len() <= MAX_GPU_NODES && known {
+                by_len.entry(e.len()).or_default().push(i);
+            } else {
+                on_cpu.push(i);
+            }
+        }
+        let kernel = match kind {
+            CountKind::Exact => EpisodeKernel::Ptpe,
+            CountKind::PreElim => EpisodeKernel::PreElim,
+        };
+        let mut out = vec![0u64; candidates.len()];
+        let mut kernel_ms = 0.0;
+        let mut gpu_n = 0u64;
+        let mut overflowed = 0u64;
+        let unsupported = on_cpu.len() as u64;
+        for (n, members) in &by_len {
+            let refs: Vec<&Episode> = members.iter().map(|&i| &candidates[i]).collect();
+            match self.count_on_gpus(kernel, *n, &refs) {
+                Ok((counts, ms)) => {
+                    kernel_ms += ms;
+                    gpu_n += members.len() as u64;
+                    for (&i, c) in members.iter().zip(counts) {
+                        if c == COUNT_OVERFLOW {
+                            on_cpu.push(i);
+                            overflowed += 1;
+                        } else {
+                            out[i] = u64::from(c);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "GPU counting failed; counting on the CPU from now on.");
+                    self.failed.store(true, AtomicOrdering::Relaxed);
+                    self.stats.lock().cpu_fallback += candidates.len() as u64;
+                    return self.cpu.count(kind, candidates);
+                }
+            }
+        }
+        if !on_cpu.is_empty() {
+            let rest: Vec<Episode> = on_cpu.iter().map(|&i| candidates[i].clone()).collect();
+            for (&i, c) in on_cpu.iter().zip(self.cpu.count(kind, &rest)?) {
+                out[i] = c;
+            }
+        }
+        let mut st = self.stats.lock();
+        st.gpu_candidates += gpu_n;
+        st.kernel_ms += kernel_ms;
+        st.overflow_recounts += overflowed;
+        st.cpu_fallback += unsupported;
+        Ok(out)
+    }
+
+    fn events_touched(&self, episode: &Episode) -> u64 {
+        self.cpu.events_touched(episode)
+    }
+}
+
+/// Where to count (`--device`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DeviceChoice {
+    /// Every GPU found (or those listed), else the CPU with one log line.
+    #[default]
+    Auto,
+    /// The CPU reference counter.
+    Cpu,
+    /// GPUs only: no GPU is an error.
+    Gpu,
+}
+
+/// The counter for `choice`: a [`GpuCounter`] over `gpus` (default: every GPU found) or the
+/// [`CpuCounter`].
+///
+/// # Errors
+/// With [`DeviceChoice::Gpu`]: any [`DeviceError`] (no driver, no device, a bad ordinal, a
+/// failed start). [`DeviceChoice::Auto`] never fails: it logs why and counts on the CPU.
+pub fn select_counter(
+    stream: &EventStream,
+    intervals: &[Interval],
+    choice: DeviceChoice,
+    gpus: Option<&[usize]>,
+) -> Result<Box<dyn Counter>, DeviceError> {
+    if choice == DeviceChoice::Cpu {
+        return Ok(Box::new(CpuCounter::new(stream)));
+    }
+    let attempt = || -> Result<GpuCounter, DeviceError> {
+        let found = crate::device::probe()?;
+        let ordinals: Vec<usize> = match gpus {
+            Some(list) => {
+                for &o in list {
+                    if !found.iter().any(|d| d.ordinal == o) {
+                        return Err(DeviceError::InvalidOrdinal {
+                            ordinal: o,
+                            count: found.len(),
+                        });
+                    }
+                }
+                list.to_vec()
+            }
+            None => found.iter().map(|d| d.ordinal).collect(),
+        };
+        GpuCounter::new(stream, intervals, &ordinals)
+    };
+    match attempt() {
+        Ok(c) => {
+            let names: Vec<String> = c
+                .devices()
+                .iter()
+                .map(|d| format!("{} ({})", d.ordinal, d.name))
+                .collect();
+            tracing::info!(gpus = %names.join(", "), "Counting on the GPU.");
+            Ok(Box::new(c))
+        }
+        Err(e) if choice == DeviceChoice::Auto => {
+            tracing::info!(reason = %e, "No usable GPU; counting on the CPU.");
+            Ok(Box::new(CpuCounter::new(stream)))
+        }
+        Err(e) => Err(e),
+    }
+}
