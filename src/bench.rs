@@ -80,8 +80,9 @@ pub enum Workload {
     Mea64,
 }
 
-/// The large-workload settings: four 2 ms intervals and a threshold near the chance level of
-/// the 20 Hz channels, so that level 3 has more than 10^5 candidates.
+/// The large-workload settings: four 2 ms intervals and a minimum count of 1,350, which keeps
+/// 1,744 of the 16,384 level-2 candidates (chance pairs among the fast chain neurons included)
+/// and so gives 148,503 level-3 candidates (seed 1).
 pub fn mea64_config() -> MinerConfig {
     let intervals = Interval::parse_list("0.001-0.003,0.004-0.006,0.009-0.011,0.014-0.016")
         .expect("valid built-in intervals");
@@ -91,7 +92,7 @@ pub fn mea64_config() -> MinerConfig {
 }
 
 /// Minimum count of the `mea64` workload.
-pub const MEA64_MIN_COUNT: u64 = 120;
+pub const MEA64_MIN_COUNT: u64 = 1350;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

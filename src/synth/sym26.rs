@@ -72,7 +72,7 @@ impl SynthParams {
         }
     }
 
-    /// A large MEA-like workload: 64 channels at 20 Hz basal for 700 s with four chains
+    /// A large MEA-like workload: 64 channels at 20 Hz basal for 530 s with four chains
     /// (lengths 4, 5, 6, 8; delays in (4, 6], (9, 11], (14, 16] and (9, 11] ms), evoke
     /// probability 0.75. About 10⁶ events.
     #[must_use]
@@ -80,7 +80,7 @@ impl SynthParams {
         Self {
             neurons: 64,
             basal_rate_hz: 20.0,
-            duration_s: 700.0,
+            duration_s: 530.0,
             evoke_probability: 0.75,
             chains: vec![
                 Chain {
