@@ -1,12 +1,13 @@
 // Frequent-episode counting kernels (compiled at run time by NVRTC for the device's arch).
 //
 // Layout (uploaded once per device per mining run): the event stream grouped by type, CSR:
-//   offsets[type .. type+1] indexes times[] (f64 seconds) and positions[] (u32 stream positions).
+//   offsets[type .. type+1] indexes times[] (f64 seconds, non-decreasing within a type).
 // Candidates (uploaded per batch): types[c * N + i], interval ids ivs[c * (N-1) + i] into the
 // interval table lo[], hi[] (f64 seconds). One thread counts one candidate (PTPE, paper §5.1).
 //
-// Each thread merges its own types' lists by stream position (events of other types never
-// change an episode's state), then runs the state machine. Times stay f64 and every delay is
+// Each thread merges its own types' lists by time (events of other types never change an
+// episode's state), then runs the state machine. The host sorts each batch by (types,
+// intervals), so the threads of a warp mostly walk the same merged sequence. Times stay f64 and every delay is
 // computed as t_next - t_prev in f64 and compared with lo < d <= hi, exactly as the CPU
 // reference (src/episode/count.rs), so counts are identical, not approximately equal.
 //
@@ -23,76 +24,92 @@
 
 typedef unsigned int u32;
 
-// Distinct types of the candidate, their list cursors and state masks.
+#define SYNFIRE_POS_INF (__longlong_as_double(0x7FF0000000000000ULL))
+
+// The candidate's distinct types merged by time. Every per-slot array is indexed only by
+// compile-time constants after unrolling, so it lives in registers. Slots >= k stay at +inf.
+// Ties between slots are taken in slot order: counts do not depend on the order of equal-time
+// events (a zero delay never fits, and a completion blocks starts at its own end time).
 template <int N>
 struct Merge {
-    int k;
     u32 head[N];
     u32 end[N];
-    u32 next_pos[N];  // position of the head event, or 0xFFFFFFFF when exhausted
+    double next_t[N];
     u32 mask[N];
 
     __device__ __forceinline__ void init(const u32* __restrict__ offsets,
-                                         const u32* __restrict__ positions,
+                                         const double* __restrict__ times,
                                          const u32* __restrict__ types) {
         u32 slot_type[N];
-        k = 0;
+        int k = 0;
+#pragma unroll
+        for (int j = 0; j < N; ++j) { mask[j] = 0; next_t[j] = SYNFIRE_POS_INF; head[j] = 0; end[j] = 0; slot_type[j] = 0xFFFFFFFFu; }
+#pragma unroll
         for (int i = 0; i < N; ++i) {
-            u32 ty = types[i];
-            int j = 0;
-            while (j < k && slot_type[j] != ty) ++j;
-            if (j == k) {
-                slot_type[k] = ty;
-                head[k] = offsets[ty];
-                end[k] = offsets[ty + 1];
-                next_pos[k] = head[k] < end[k] ? positions[head[k]] : 0xFFFFFFFFu;
-                mask[k] = 0;
-                ++k;
+            const u32 ty = types[i];
+            int found = -1;
+#pragma unroll
+            for (int j = 0; j < N; ++j) if (found < 0 && j < k && slot_type[j] == ty) found = j;
+            const int slot = found >= 0 ? found : k;
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+                if (j == slot) {
+                    if (found < 0) {
+                        slot_type[j] = ty;
+                        head[j] = offsets[ty];
+                        end[j] = offsets[ty + 1];
+                        next_t[j] = head[j] < end[j] ? times[head[j]] : SYNFIRE_POS_INF;
+                    }
+                    mask[j] |= 1u << i;
+                }
             }
-            mask[j] |= 1u << i;
+            if (found < 0) ++k;
         }
     }
 
-    // Returns the slot of the next event in stream order (or -1) and advances it.
-    __device__ __forceinline__ int next(const u32* __restrict__ positions, u32* index) {
-        int best = -1;
-        u32 bp = 0xFFFFFFFFu;
-        for (int j = 0; j < k; ++j) {
-            if (next_pos[j] < bp) {
-                bp = next_pos[j];
-                best = j;
+    // The next event's time and state mask; false when every list is exhausted.
+    __device__ __forceinline__ bool next(const double* __restrict__ times, double* t, u32* m) {
+        int best = 0;
+        double bt = next_t[0];
+#pragma unroll
+        for (int j = 1; j < N; ++j) if (next_t[j] < bt) { bt = next_t[j]; best = j; }
+        if (bt == SYNFIRE_POS_INF) return false;
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            if (j == best) {
+                *m = mask[j];
+                const u32 h = ++head[j];
+                next_t[j] = h < end[j] ? times[h] : SYNFIRE_POS_INF;
             }
         }
-        if (best >= 0) {
-            *index = head[best];
-            u32 h = ++head[best];
-            next_pos[best] = h < end[best] ? positions[h] : 0xFFFFFFFFu;
-        }
-        return best;
+        *t = bt;
+        return true;
     }
 };
 
 template <int N>
-__device__ void preelim_one(const double* __restrict__ times, const u32* __restrict__ positions,
-                            const u32* __restrict__ offsets, const double* __restrict__ hi,
-                            const u32* __restrict__ types, const u32* __restrict__ ivs,
-                            u32* __restrict__ out) {
+__device__ void preelim_one(const double* __restrict__ times, const u32* __restrict__ offsets,
+                            const double* __restrict__ hi, const u32* __restrict__ types,
+                            const u32* __restrict__ ivs, u32* __restrict__ out) {
     Merge<N> m;
-    m.init(offsets, positions, types);
-    double high[N > 1 ? N - 1 : 1];
-    for (int i = 0; i + 1 < N; ++i) high[i] = hi[ivs[i]];
+    m.init(offsets, times, types);
+    double high[N];
     double last[N], before[N];
-    for (int i = 0; i < N; ++i) { last[i] = SYNFIRE_NEG_INF; before[i] = SYNFIRE_NEG_INF; }
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        high[i] = i + 1 < N ? hi[ivs[i]] : 0.0;
+        last[i] = SYNFIRE_NEG_INF;
+        before[i] = SYNFIRE_NEG_INF;
+    }
     u32 count = 0;
     double last_end = SYNFIRE_NEG_INF;
-    u32 idx;
-    int slot;
-    while ((slot = m.next(positions, &idx)) >= 0) {
-        const double t = times[idx];
-        u32 mask = m.mask[slot];
-        while (mask) {
-            const int i = 31 - __clz(mask);
-            mask &= ~(1u << i);
+    double t;
+    u32 mask;
+    while (m.next(times, &t, &mask)) {
+        // States from N-1 down to 0 (Algorithm 3 line 3), each with a compile-time index.
+#pragma unroll
+        for (int i = N - 1; i >= 0; --i) {
+            if (!(mask & (1u << i))) continue;
             if (i == 0) {
                 if (t <= last_end) continue;
                 if (N == 1) { ++count; last_end = t; break; }
@@ -105,7 +122,8 @@ __device__ void preelim_one(const double* __restrict__ times, const u32* __restr
             if (i == N - 1) {
                 ++count;
                 last_end = t;
-                for (int s = 0; s < N; ++s) { last[s] = SYNFIRE_NEG_INF; before[s] = SYNFIRE_NEG_INF; }
+#pragma unroll
+                for (int s2 = 0; s2 < N; ++s2) { last[s2] = SYNFIRE_NEG_INF; before[s2] = SYNFIRE_NEG_INF; }
                 break;
             }
             if (t > last[i]) { before[i] = last[i]; last[i] = t; }
@@ -115,57 +133,64 @@ __device__ void preelim_one(const double* __restrict__ times, const u32* __restr
 }
 
 template <int N>
-__device__ void ptpe_one(const double* __restrict__ times, const u32* __restrict__ positions,
-                         const u32* __restrict__ offsets, const double* __restrict__ lo,
-                         const double* __restrict__ hi, const u32* __restrict__ types,
-                         const u32* __restrict__ ivs, u32* __restrict__ out) {
+__device__ void ptpe_one(const double* __restrict__ times, const u32* __restrict__ offsets,
+                         const double* __restrict__ lo, const double* __restrict__ hi,
+                         const u32* __restrict__ types, const u32* __restrict__ ivs,
+                         u32* __restrict__ out) {
     Merge<N> m;
-    m.init(offsets, positions, types);
+    m.init(offsets, times, types);
     constexpr int S = N > 1 ? N - 1 : 1;  // states that keep lists: 0 .. N-2
+    constexpr int CAP = SYNFIRE_PTPE_LIST_CAP;
     double low[S], high[S];
-    for (int i = 0; i + 1 < N; ++i) { low[i] = lo[ivs[i]]; high[i] = hi[ivs[i]]; }
-    double buf[S * SYNFIRE_PTPE_LIST_CAP];
     int qh[S], ql[S];
-    for (int s = 0; s < S; ++s) { qh[s] = 0; ql[s] = 0; }
+#pragma unroll
+    for (int s2 = 0; s2 < S; ++s2) {
+        low[s2] = s2 + 1 < N ? lo[ivs[s2]] : 0.0;
+        high[s2] = s2 + 1 < N ? hi[ivs[s2]] : 0.0;
+        qh[s2] = 0;
+        ql[s2] = 0;
+    }
+    double buf[S * CAP];  // ring buffers; the only array indexed at run time (local memory)
     u32 count = 0;
     double last_end = SYNFIRE_NEG_INF;
-    u32 idx;
-    int slot;
-    while ((slot = m.next(positions, &idx)) >= 0) {
-        const double t = times[idx];
-        u32 mask = m.mask[slot];
-        while (mask) {
-            const int i = 31 - __clz(mask);
-            mask &= ~(1u << i);
+    double t;
+    u32 mask;
+    while (m.next(times, &t, &mask)) {
+#pragma unroll
+        for (int i = N - 1; i >= 0; --i) {
+            if (!(mask & (1u << i))) continue;
             if (i == 0) {
                 if (t <= last_end) continue;
                 if (N == 1) { ++count; last_end = t; break; }
             } else {
                 // Prune entries of state i-1 that no later event can pair with.
                 const int p = i - 1;
-                while (ql[p] > 0 && t - buf[p * SYNFIRE_PTPE_LIST_CAP + qh[p]] > high[p]) {
-                    qh[p] = (qh[p] + 1) % SYNFIRE_PTPE_LIST_CAP;
+                while (ql[p] > 0 && t - buf[p * CAP + qh[p]] > high[p]) {
+                    qh[p] = (qh[p] + 1) % CAP;
                     --ql[p];
                 }
-                if (!(ql[p] > 0 && t - buf[p * SYNFIRE_PTPE_LIST_CAP + qh[p]] > low[p])) continue;
+                if (!(ql[p] > 0 && t - buf[p * CAP + qh[p]] > low[p])) continue;
                 if (i == N - 1) {
                     ++count;
                     last_end = t;
-                    for (int s = 0; s < S; ++s) { qh[s] = 0; ql[s] = 0; }
+#pragma unroll
+                    for (int s2 = 0; s2 < S; ++s2) { qh[s2] = 0; ql[s2] = 0; }
                     break;
                 }
             }
-            // Append t to state i's list, first pruning what t already proves stale.
-            while (ql[i] > 0 && t - buf[i * SYNFIRE_PTPE_LIST_CAP + qh[i]] > high[i]) {
-                qh[i] = (qh[i] + 1) % SYNFIRE_PTPE_LIST_CAP;
-                --ql[i];
+            if (i < S) {
+                // Append t to state i's list, first pruning what t already proves stale.
+                while (ql[i] > 0 && t - buf[i * CAP + qh[i]] > high[i]) {
+                    qh[i] = (qh[i] + 1) % CAP;
+                    --ql[i];
+                }
+                if (ql[i] == CAP) {
+                    *out = SYNFIRE_COUNT_OVERFLOW;
+                    return;
+                }
+                buf[i * CAP + (qh[i] + ql[i]) % CAP] = t;
+                ++ql[i];
             }
-            if (ql[i] == SYNFIRE_PTPE_LIST_CAP) {
-                *out = SYNFIRE_COUNT_OVERFLOW;
-                return;
-            }
-            buf[i * SYNFIRE_PTPE_LIST_CAP + (qh[i] + ql[i]) % SYNFIRE_PTPE_LIST_CAP] = t;
-            ++ql[i];
         }
     }
     *out = count;
@@ -173,23 +198,22 @@ __device__ void ptpe_one(const double* __restrict__ times, const u32* __restrict
 
 #define SYNFIRE_EPISODE_KERNELS(NN)                                                           \
     extern "C" __global__ void episodes_preelim_n##NN(                                        \
-        const double* __restrict__ times, const u32* __restrict__ positions,                  \
-        const u32* __restrict__ offsets, const double* __restrict__ hi,                       \
-        const u32* __restrict__ types, const u32* __restrict__ ivs, u32 n_cands,              \
-        u32* __restrict__ out) {                                                              \
-        const u32 c = blockIdx.x * blockDim.x + threadIdx.x;                                  \
-        if (c >= n_cands) return;                                                             \
-        preelim_one<NN>(times, positions, offsets, hi, types + (size_t)c * NN,                \
-                        ivs + (size_t)c * (NN > 1 ? NN - 1 : 0), out + c);                    \
-    }                                                                                         \
-    extern "C" __global__ void episodes_ptpe_n##NN(                                           \
-        const double* __restrict__ times, const u32* __restrict__ positions,                  \
-        const u32* __restrict__ offsets, const double* __restrict__ lo,                       \
+        const double* __restrict__ times, const u32* __restrict__ offsets,                    \
         const double* __restrict__ hi, const u32* __restrict__ types,                         \
         const u32* __restrict__ ivs, u32 n_cands, u32* __restrict__ out) {                    \
         const u32 c = blockIdx.x * blockDim.x + threadIdx.x;                                  \
         if (c >= n_cands) return;                                                             \
-        ptpe_one<NN>(times, positions, offsets, lo, hi, types + (size_t)c * NN,               \
+        preelim_one<NN>(times, offsets, hi, types + (size_t)c * NN,                           \
+                        ivs + (size_t)c * (NN > 1 ? NN - 1 : 0), out + c);                    \
+    }                                                                                         \
+    extern "C" __global__ void episodes_ptpe_n##NN(                                           \
+        const double* __restrict__ times, const u32* __restrict__ offsets,                    \
+        const double* __restrict__ lo, const double* __restrict__ hi,                         \
+        const u32* __restrict__ types, const u32* __restrict__ ivs, u32 n_cands,              \
+        u32* __restrict__ out) {                                                              \
+        const u32 c = blockIdx.x * blockDim.x + threadIdx.x;                                  \
+        if (c >= n_cands) return;                                                             \
+        ptpe_one<NN>(times, offsets, lo, hi, types + (size_t)c * NN,                          \
                      ivs + (size_t)c * (NN > 1 ? NN - 1 : 0), out + c);                       \
     }
 

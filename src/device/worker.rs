@@ -20,16 +20,15 @@ use crate::device::{DeviceError, DeviceInfo};
 
 /// The event stream as the kernels read it: grouped by type (CSR) plus the interval table.
 ///
-/// Shapes: `offsets [types + 1]`, `times [events]` (seconds), `positions [events]`,
-/// `lo [intervals]`, `hi [intervals]` (seconds).
+/// Shapes: `offsets [types + 1]`, `times [events]` (seconds), `lo [intervals]`,
+/// `hi [intervals]` (seconds). The kernels merge a candidate's types by time; counts do not
+/// depend on the order of equal-time events, so stream positions are not needed.
 #[derive(Clone, Debug, Default)]
 pub struct StreamData {
     /// CSR offsets into `times`/`positions` per event type.
     pub offsets: Vec<u32>,
     /// Event times grouped by type, seconds.
     pub times: Vec<f64>,
-    /// Stream positions grouped by type (merge key).
-    pub positions: Vec<u32>,
     /// Interval lower bounds, seconds.
     pub lo: Vec<f64>,
     /// Interval upper bounds, seconds.
@@ -254,7 +253,6 @@ impl Drop for GpuWorker {
 struct DeviceStream {
     offsets: CudaSlice<u32>,
     times: CudaSlice<f64>,
-    positions: CudaSlice<u32>,
     lo: CudaSlice<f64>,
     hi: CudaSlice<f64>,
 }
@@ -343,7 +341,6 @@ impl Device {
         self.data = Some(DeviceStream {
             offsets: s.clone_htod(&pad_u(&d.offsets)).map_err(up)?,
             times: s.clone_htod(&pad_f(&d.times)).map_err(up)?,
-            positions: s.clone_htod(&pad_u(&d.positions)).map_err(up)?,
             lo: s.clone_htod(&pad_f(&d.lo)).map_err(up)?,
             hi: s.clone_htod(&pad_f(&d.hi)).map_err(up)?,
         });
@@ -353,10 +350,7 @@ impl Device {
             .ctx
             .mem_get_info()
             .map_err(|e| DeviceError::driver("cuMemGetInfo", e))?;
-        let bytes = d.offsets.len() * 4
-            + d.times.len() * 8
-            + d.positions.len() * 4
-            + (d.lo.len() + d.hi.len()) * 8;
+        let bytes = d.offsets.len() * 4 + d.times.len() * 8 + (d.lo.len() + d.hi.len()) * 8;
         Ok(StreamReport {
             bytes,
             device_used: total - free,
@@ -413,13 +407,10 @@ impl Device {
             EpisodeKernel::PreElim => {
                 let f = &self.preelim[n - 1];
                 let mut b = s.launch_builder(f);
-                b.arg(&data.times)
-                    .arg(&data.positions)
-                    .arg(&data.offsets)
-                    .arg(&data.hi);
+                b.arg(&data.times).arg(&data.offsets).arg(&data.hi);
                 b.arg(&types).arg(&ivs).arg(&m32).arg(&mut out);
                 // SAFETY: the argument list matches `episodes_preelim_n{n}` in kernels/episodes.cu
-                // (times f64*, positions u32*, offsets u32*, hi f64*, types u32* [m*n],
+                // (times f64*, offsets u32*, hi f64*, types u32* [m*n],
                 // ivs u32* [m*(n-1)], n_cands u32, out u32* [m]); every buffer is as long as the
                 // kernel reads, and threads with c >= m return before touching memory.
                 unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
@@ -428,7 +419,6 @@ impl Device {
                 let f = &self.ptpe[n - 1];
                 let mut b = s.launch_builder(f);
                 b.arg(&data.times)
-                    .arg(&data.positions)
                     .arg(&data.offsets)
                     .arg(&data.lo)
                     .arg(&data.hi);
