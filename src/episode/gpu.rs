@@ -149,12 +149,9 @@ impl GpuCounter {
         let mut order: Vec<usize> = (0..candidates.len()).collect();
         order.par_sort_unstable_by(|&a, &b| {
             let (x, y) = (candidates[a], candidates[b]);
-            let bits = |e: &'_ Episode| {
-                e.intervals()
-                    .iter()
-                    .flat_map(|iv| [iv.low().to_bits(), iv.high().to_bits()])
-            };
-            x.types().cmp(y.types()).then_with(|| bits(x).cmp(bits(y)))
+            x.types()
+                .cmp(y.types())
+                .then_with(|| interval_bits(x).cmp(interval_bits(y)))
         });
         let mut batch = CandidateBatch {
             nodes: n,
@@ -199,6 +196,13 @@ impl GpuCounter {
         }
         Ok((counts, ms))
     }
+}
+
+/// The interval bounds of `e` as bit patterns (a total order for sorting batches).
+fn interval_bits(e: &Episode) -> impl Iterator<Item = u64> + '_ {
+    e.intervals()
+        .iter()
+        .flat_map(|iv| [iv.low().to_bits(), iv.high().to_bits()])
 }
 
 /// The kernels' view of the stream: the type index plus the interval table.
