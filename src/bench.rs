@@ -286,6 +286,7 @@ fn gpu_table(
         "x_exact"
     );
     let (mut tot_cpu, mut tot_gpu) = (0.0, 0.0);
+    let mut passes: Vec<(Vec<Episode>, Vec<Episode>)> = Vec::new();
     for cands in level_candidates(stream, config, &reference) {
         let level = cands[0].len();
         let min_count = reference.min_count;
@@ -335,6 +336,7 @@ fn gpu_table(
         let kern_2p = gpu.stats().kernel_ms / 1e3 / (repeat + 1) as f64;
         tot_cpu += t_cpu_2p;
         tot_gpu += t_gpu_2p;
+        passes.push((cands.clone(), survivors.clone()));
         println!(
             "{:>5} {:>9} {:>9} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>8.1}x {:>8.1}x",
             level,
@@ -356,6 +358,27 @@ fn gpu_table(
         tot_cpu / tot_gpu,
         st.overflow_recounts
     );
+    if ordinals.len() > 1 {
+        // Multi-GPU scaling, side by side: the same two-pass work on the first GPU alone.
+        let single = GpuCounter::new(stream, &config.intervals, &ordinals[..1])?;
+        let two_pass = |c: &GpuCounter| -> Result<f64> {
+            let mut total = 0.0;
+            for (cands, survivors) in &passes {
+                total += time_median(repeat, || {
+                    c.count(CountKind::PreElim, cands)?;
+                    c.count(CountKind::Exact, survivors)?;
+                    Ok(())
+                })?;
+            }
+            Ok(total)
+        };
+        let (t1, tn) = (two_pass(&single)?, two_pass(&gpu)?);
+        println!(
+            "multi-GPU two-pass counting, all levels: 1 GPU {t1:.4} s, {} GPUs {tn:.4} s, scaling {:.2}x",
+            ordinals.len(),
+            t1 / tn
+        );
+    }
     let t = Instant::now();
     let mined = mine_with(stream, config, &gpu, &NoProgress)?;
     anyhow::ensure!(
