@@ -170,7 +170,7 @@ fn cpu_table(name: &str, stream: &EventStream, config: &MinerConfig, repeat: usi
     let ivs: Vec<String> = config.intervals.iter().map(ToString::to_string).collect();
     println!();
     println!(
-        "{name}: {} events, {} types, span {:.1} s, intervals {}, {} -> min count {}, max level {}",
+        "{name}: {} events, {} types, span {:.1} s, intervals {}, threshold: {} (= {} occurrences), max level {}",
         stream.len(),
         stream.alphabet().len(),
         stream.span(),
