@@ -3,29 +3,16 @@
 //! chains (the model is in `src/synth/`: `A→B→C→D` with delays in (4, 6] ms and
 //! `E→F→…→L` with delays in (9, 11] ms, on 20 Hz basal Poisson firing for 60 s).
 
-use std::ffi::OsStr;
+mod common;
+use common::synfire;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 use synfire::episode::{Episode, Interval, TypeIndex, count_exact};
 use synfire::event::{EventStream, EventType, Ordering};
 use synfire::ingest::read_spikes;
 use tempfile::TempDir;
-
-/// Runs the binary with `args`, logging at the default level and without colours.
-fn synfire<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    Command::new(env!("CARGO_BIN_EXE_synfire"))
-        .args(args)
-        .env_remove("SYNFIRE_LOG")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the synfire binary runs")
-}
 
 fn assert_success(out: &Output, what: &str) {
     assert!(

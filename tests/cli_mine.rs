@@ -6,10 +6,11 @@
 //!
 //! The JSON document is specified in `docs/mine-json.md`.
 
+mod common;
+use common::synfire;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 use serde_json::Value;
@@ -29,20 +30,6 @@ const SUPPORT_PER_SECOND: f64 = 0.2;
 
 fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
-
-/// Runs the binary with `args`, logging at the default level and without colours.
-fn synfire<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    Command::new(env!("CARGO_BIN_EXE_synfire"))
-        .args(args)
-        .env_remove("SYNFIRE_LOG")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the synfire binary runs")
 }
 
 fn stdout(out: &Output) -> String {
