@@ -249,6 +249,19 @@ impl Drop for GpuWorker {
     }
 }
 
+/// Copies `v` to the device without a host copy; an empty slice becomes one zero element
+/// (zero-length device allocations are not allowed, and the kernels never read it).
+fn upload<T: cudarc::driver::DeviceRepr + Default>(
+    s: &Arc<CudaStream>,
+    v: &[T],
+) -> Result<CudaSlice<T>, cudarc::driver::DriverError> {
+    if v.is_empty() {
+        s.clone_htod(&[T::default()][..])
+    } else {
+        s.clone_htod(v)
+    }
+}
+
 /// Device buffers of an uploaded stream.
 struct DeviceStream {
     offsets: CudaSlice<u32>,
@@ -335,14 +348,11 @@ impl Device {
         let s = &self.stream;
         let up = |e| DeviceError::driver("cuMemcpyHtoD", e);
         self.data = None;
-        // Empty slices cannot be allocated; keep one dummy element where a list may be empty.
-        let pad_f = |v: &[f64]| if v.is_empty() { vec![0.0] } else { v.to_vec() };
-        let pad_u = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
         self.data = Some(DeviceStream {
-            offsets: s.clone_htod(&pad_u(&d.offsets)).map_err(up)?,
-            times: s.clone_htod(&pad_f(&d.times)).map_err(up)?,
-            lo: s.clone_htod(&pad_f(&d.lo)).map_err(up)?,
-            hi: s.clone_htod(&pad_f(&d.hi)).map_err(up)?,
+            offsets: upload(s, &d.offsets).map_err(up)?,
+            times: upload(s, &d.times).map_err(up)?,
+            lo: upload(s, &d.lo).map_err(up)?,
+            hi: upload(s, &d.hi).map_err(up)?,
         });
         s.synchronize()
             .map_err(|e| DeviceError::driver("cuStreamSynchronize", e))?;
@@ -387,12 +397,8 @@ impl Device {
         let types = s
             .clone_htod(&batch.types[range.start * n..range.end * n])
             .map_err(drv("cuMemcpyHtoD"))?;
-        let ivs_host = if n > 1 {
-            batch.ivs[range.start * (n - 1)..range.end * (n - 1)].to_vec()
-        } else {
-            vec![0]
-        };
-        let ivs = s.clone_htod(&ivs_host).map_err(drv("cuMemcpyHtoD"))?;
+        let ivs = upload(s, &batch.ivs[range.start * (n - 1)..range.end * (n - 1)])
+            .map_err(drv("cuMemcpyHtoD"))?;
         let mut out = s.alloc_zeros::<u32>(m).map_err(drv("cuMemAlloc"))?;
         let block = 128u32;
         let cfg = LaunchConfig {

@@ -259,19 +259,22 @@ pub fn mine_with(
         let mut candidate_events: u64 = 0;
         let touched =
             |set: &[Episode]| -> u64 { set.iter().map(|e| counter.events_touched(e)).sum() };
+        let generated = cands.len();
+        // Candidates are moved, not cloned: one-pass counts them all, two-pass keeps those
+        // whose PreElim bound reaches the threshold.
         let survivors: Vec<Episode> = if two_pass {
             let bounds = count_chunked(counter, CountKind::PreElim, &cands, progress)?;
             candidate_events += touched(&cands);
             cands
-                .iter()
-                .zip(&bounds)
-                .filter(|(_, b)| **b >= min_count)
-                .map(|(e, _)| e.clone())
+                .into_iter()
+                .zip(bounds)
+                .filter(|(_, b)| *b >= min_count)
+                .map(|(e, _)| e)
                 .collect()
         } else {
-            cands.clone()
+            cands
         };
-        let eliminated = cands.len() - survivors.len();
+        let eliminated = generated - survivors.len();
         if two_pass {
             progress.advanced(eliminated as u64);
         }
@@ -291,7 +294,7 @@ pub fn mine_with(
         });
         let stats = LevelStats {
             level,
-            candidates: cands.len(),
+            candidates: generated,
             eliminated_by_preelim: eliminated,
             frequent: found.len(),
             seconds: started.elapsed().as_secs_f64(),
