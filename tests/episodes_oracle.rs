@@ -8,6 +8,7 @@ use synfire::episode::{
     CountKind, Counter, CpuCounter, Episode, Interval, MinerConfig, NoProgress,
     Strategy as MineStrategy, Threshold, TypeIndex, count_exact, count_preelim, mine_with,
 };
+use synfire::episode::mtpe::{Segments, count_mtpe};
 use synfire::event::{Alphabet, EventStream, EventType, Ordering};
 
 /// Every occurrence as (first time, last time), by exhaustive search over event tuples.
@@ -143,6 +144,30 @@ proptest! {
         }
     }
 
+    /// MTPE (segments, free machines, catch-up merge) equals the exact counter for any
+    /// segmentation: boundaries on the tick grid (so on event times), segments shorter than an
+    /// occurrence, bursts of one type that complete near every boundary.
+    #[test]
+    fn mtpe_equals_exact_for_any_segmentation(
+        ((times, types, k), episodes, cuts) in stream_strategy(48).prop_flat_map(|(times, types, k)| {
+            (
+                Just((times, types, k)),
+                prop::collection::vec(episode_strategy(k), 4),
+                prop::collection::btree_set(0u32..80, 0..12),
+            )
+        }),
+    ) {
+        let stream = build(&times, &types, k);
+        let index = TypeIndex::new(&stream);
+        let interior: Vec<f64> = cuts.iter().map(|&c| f64::from(c) * 0.001).collect();
+        let segments = Segments::from_interior(&interior).unwrap();
+        for (ep_types, ivs) in episodes {
+            let ep = episode(&ep_types, &ivs);
+            let outcome = count_mtpe(&index, &ep, &segments);
+            prop_assert_eq!(outcome.count, count_exact(&index, &ep), "{:?} over {:?}", ep, interior);
+        }
+    }
+
     #[test]
     fn two_pass_mining_equals_one_pass(
         (times, types, k) in stream_strategy(60),
@@ -206,4 +231,50 @@ fn exact_equals_oracle_on_poisson_like_streams() {
             assert!(count_preelim(&index, &ep) >= count_exact(&index, &ep));
         }
     }
+}
+
+/// MTPE equals the exact counter on long bursty streams with real-valued times, for segment
+/// counts from 1 to 256, and the merge's catch-up path (including catch-ups that never meet the
+/// free machine) is exercised, not just the fast path.
+#[test]
+fn mtpe_equals_exact_on_bursty_streams_and_exercises_catch_ups() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(29);
+    let (mut catch_ups, mut unjoined) = (0u64, 0u64);
+    for _ in 0..150 {
+        let n = rng.random_range(100..1500);
+        let k = rng.random_range(1..4u32);
+        let mut t = 0.0;
+        let mut times = Vec::new();
+        let mut types = Vec::new();
+        for _ in 0..n {
+            // Bursts (sub-ms gaps) between quiet stretches.
+            t += if rng.random_bool(0.8) {
+                rng.random::<f64>() * 0.0015
+            } else {
+                rng.random::<f64>() * 0.05
+            };
+            times.push(t);
+            types.push(rng.random_range(0..k));
+        }
+        let stream = build(&times, &types, k);
+        let index = TypeIndex::new(&stream);
+        for _ in 0..6 {
+            let len = rng.random_range(1..=5);
+            let ep_types: Vec<u32> = (0..len).map(|_| rng.random_range(0..k)).collect();
+            let ivs: Vec<usize> = (1..len)
+                .map(|_| rng.random_range(0..INTERVALS.len()))
+                .collect();
+            let ep = episode(&ep_types, &ivs);
+            let exact = count_exact(&index, &ep);
+            for r in [1, 2, 7, 64, 256] {
+                let outcome = count_mtpe(&index, &ep, &Segments::by_events(&times, r));
+                assert_eq!(outcome.count, exact, "{ep:?} with {r} segments");
+                catch_ups += outcome.catch_ups;
+                unjoined += outcome.unjoined;
+            }
+        }
+    }
+    assert!(catch_ups > 100, "catch-ups exercised: {catch_ups}");
+    assert!(unjoined > 10, "unjoined catch-ups exercised: {unjoined}");
 }

@@ -175,6 +175,18 @@ impl Merged {
     pub fn is_empty(&self) -> bool {
         self.times.is_empty()
     }
+
+    /// Merged event times, seconds, non-decreasing. Shape `[len]`.
+    #[must_use]
+    pub fn times(&self) -> &[f64] {
+        &self.times
+    }
+
+    /// For each merged event, its slot in the type set. Shape `[len]`.
+    #[must_use]
+    pub fn slots(&self) -> &[u8] {
+        &self.slots
+    }
 }
 
 /// The distinct types of `episode` in first-appearance order.
@@ -273,49 +285,88 @@ pub fn count_exact(index: &TypeIndex, episode: &Episode) -> u64 {
 /// nodes.
 #[must_use]
 pub fn count_exact_merged(merged: &Merged, set: &[EventType], episode: &Episode) -> u64 {
-    let masks = state_masks(episode, set);
-    let n = episode.len();
-    let ivs: &[Interval] = episode.intervals();
-    let mut lists: Vec<TimeList> = vec![TimeList::default(); n];
+    let mut machine = ExactMachine::new(episode, set);
     let mut count = 0u64;
-    let mut last_end = f64::NEG_INFINITY;
     for (&t, &slot) in merged.times.iter().zip(&merged.slots) {
-        let mut mask = masks[slot as usize];
+        count += u64::from(machine.step(t, slot));
+    }
+    count
+}
+
+/// The state machine of Algorithm 1 for one episode, fed one event at a time.
+///
+/// Its state is the per-node lists plus `last_end`, the end time of the last counted
+/// occurrence (a new occurrence must start strictly after it). After a completion at `T` the
+/// state is *fully determined by `T`* (empty lists, `last_end = T`): [`ExactMachine::reset`]
+/// puts a machine into exactly that state, which is what MTPE's segment machines rely on
+/// (`docs/adr/0001-mtpe-exact-merge.md`).
+#[derive(Clone)]
+pub(crate) struct ExactMachine<'e> {
+    masks: Vec<u64>,
+    ivs: &'e [Interval],
+    lists: Vec<TimeList>,
+    last_end: f64,
+}
+
+impl<'e> ExactMachine<'e> {
+    /// A machine for `episode` over events merged for `set`, in the initial state
+    /// (`last_end = -inf`).
+    ///
+    /// # Panics
+    /// As [`count_exact_merged`].
+    pub(crate) fn new(episode: &'e Episode, set: &[EventType]) -> Self {
+        Self {
+            masks: state_masks(episode, set),
+            ivs: episode.intervals(),
+            lists: vec![TimeList::default(); episode.len()],
+            last_end: f64::NEG_INFINITY,
+        }
+    }
+
+    /// The state right after a completion at `at` (seconds): empty lists, `last_end = at`.
+    pub(crate) fn reset(&mut self, at: f64) {
+        self.lists.iter_mut().for_each(TimeList::clear);
+        self.last_end = at;
+    }
+
+    /// Feeds the event at `t` (seconds) of slot `slot` of the type set; true when it
+    /// completes an occurrence (counted, and the machine resets at `t`).
+    #[inline]
+    pub(crate) fn step(&mut self, t: f64, slot: u8) -> bool {
+        let n = self.lists.len();
+        let mut mask = self.masks[slot as usize];
         while mask != 0 {
             let i = 63 - mask.leading_zeros() as usize;
             mask &= !(1u64 << i);
             if i == 0 {
                 // A new occurrence must start strictly after the last counted one ended.
-                if t <= last_end {
+                if t <= self.last_end {
                     continue;
                 }
                 if n == 1 {
-                    count += 1;
-                    last_end = t;
-                    break;
+                    self.last_end = t;
+                    return true;
                 }
-                lists[0].prune(t, ivs[0].high());
-                lists[0].items.push(t);
+                self.lists[0].prune(t, self.ivs[0].high());
+                self.lists[0].items.push(t);
                 continue;
             }
-            let iv = ivs[i - 1];
-            let prev = &mut lists[i - 1];
+            let iv = self.ivs[i - 1];
+            let prev = &mut self.lists[i - 1];
             prev.prune(t, iv.high());
             if !prev.front().is_some_and(|front| t - front > iv.low()) {
                 continue;
             }
             if i == n - 1 {
-                count += 1;
-                last_end = t;
-                lists.iter_mut().for_each(TimeList::clear);
-                break;
+                self.reset(t);
+                return true;
             }
-            let next = &mut lists[i];
-            next.prune(t, ivs[i].high());
+            let next = &mut self.lists[i];
+            next.prune(t, self.ivs[i].high());
             next.items.push(t);
         }
+        false
     }
-    count
 }
 
 /// PreElim: the exact non-overlapped count of the relaxed episode α′ whose gaps are

@@ -4,6 +4,8 @@
 //! * [`count`]: the exact CPU counters (Algorithm 1, PreElim = Algorithm 3), the specification;
 //! * [`counter`]: the counting back-end interface and the multi-threaded CPU back end;
 //! * [`gpu`]: the GPU back end (device threads, PreElim and PTPE kernels);
+//! * [`mtpe`]: MTPE (segments, free machines, exact tuple merge), the CPU reference of the
+//!   GPU's MTPE kernels;
 //! * [`candidates`]: level-wise candidate generation;
 //! * [`miner`]: the level-wise miner, one-pass or two-pass (Algorithm 4).
 //!
@@ -17,6 +19,7 @@ pub mod counter;
 pub mod gpu;
 pub mod miner;
 pub mod model;
+pub mod mtpe;
 
 pub use count::{TypeIndex, count_exact, count_preelim};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
