@@ -3,7 +3,8 @@
 // Layout (uploaded once per device per mining run): the event stream grouped by type, CSR:
 //   offsets[type .. type+1] indexes times[] (f64 seconds, non-decreasing within a type).
 // Candidates (uploaded per batch): types[c * N + i], interval ids ivs[c * (N-1) + i] into the
-// interval table lo[], hi[] (f64 seconds). One thread counts one candidate (PTPE, paper §5.1).
+// interval table lo[], hi[] (f64 seconds). PTPE: one thread counts one candidate (paper §5.1).
+// MTPE: one thread per (candidate, time segment) counts, then one thread per candidate merges.
 //
 // Each thread merges its own types' lists by time (events of other types never change an
 // episode's state), then runs the state machine. The host sorts each batch by (types,
@@ -19,12 +20,24 @@
 // report OVERFLOW; the host then recounts that candidate exactly on the CPU.
 #define SYNFIRE_PTPE_LIST_CAP 32
 #define SYNFIRE_COUNT_OVERFLOW 0xFFFFFFFFu
+// Completion times (a) an MTPE segment tuple records; mtpe::RECORDED on the host.
+#define SYNFIRE_MTPE_RECORDED 4
 // -inf without <cmath> (NVRTC compiles without host headers).
 #define SYNFIRE_NEG_INF (__longlong_as_double(0xFFF0000000000000ULL))
 
 typedef unsigned int u32;
 
 #define SYNFIRE_POS_INF (__longlong_as_double(0x7FF0000000000000ULL))
+
+// Index of the first time > `after` in times[lo, hi) (non-decreasing), by binary search.
+__device__ __forceinline__ u32 first_after(const double* __restrict__ times, u32 lo, u32 hi,
+                                           double after) {
+    while (lo < hi) {
+        const u32 mid = lo + (hi - lo) / 2;
+        if (times[mid] <= after) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
 
 // The candidate's distinct types merged by time. Every per-slot array is indexed only by
 // compile-time constants after unrolling, so it lives in registers. Slots >= k stay at +inf.
@@ -37,9 +50,11 @@ struct Merge {
     double next_t[N];
     u32 mask[N];
 
+    // Positions each type's list at its first event with time > `after` (-inf: the start).
     __device__ __forceinline__ void init(const u32* __restrict__ offsets,
                                          const double* __restrict__ times,
-                                         const u32* __restrict__ types) {
+                                         const u32* __restrict__ types,
+                                         double after) {
         u32 slot_type[N];
         int k = 0;
 #pragma unroll
@@ -56,8 +71,10 @@ struct Merge {
                 if (j == slot) {
                     if (found < 0) {
                         slot_type[j] = ty;
-                        head[j] = offsets[ty];
                         end[j] = offsets[ty + 1];
+                        head[j] = after == SYNFIRE_NEG_INF
+                                      ? offsets[ty]
+                                      : first_after(times, offsets[ty], end[j], after);
                         next_t[j] = head[j] < end[j] ? times[head[j]] : SYNFIRE_POS_INF;
                     }
                     mask[j] |= 1u << i;
@@ -92,7 +109,7 @@ __device__ void preelim_one(const double* __restrict__ times, const u32* __restr
                             const double* __restrict__ hi, const u32* __restrict__ types,
                             const u32* __restrict__ ivs, u32* __restrict__ out) {
     Merge<N> m;
-    m.init(offsets, times, types);
+    m.init(offsets, times, types, SYNFIRE_NEG_INF);
     double high[N];
     double last[N], before[N];
 #pragma unroll
@@ -132,36 +149,47 @@ __device__ void preelim_one(const double* __restrict__ times, const u32* __restr
     *out = count;
 }
 
+// The exact state machine of Algorithm 1 (per-state lists with pruning), the same one as
+// `ExactMachine` in src/episode/count.rs. After a completion at T its state is a function of T
+// alone (empty lists, last_end = T); reset(T) puts it there. Lists live in fixed ring buffers
+// in local memory; a list that would outgrow SYNFIRE_PTPE_LIST_CAP makes step() report an
+// overflow and the host recounts that candidate exactly on the CPU.
+enum StepResult { STEP_NONE = 0, STEP_COMPLETED = 1, STEP_OVERFLOW = 2 };
+
 template <int N>
-__device__ void ptpe_one(const double* __restrict__ times, const u32* __restrict__ offsets,
-                         const double* __restrict__ lo, const double* __restrict__ hi,
-                         const u32* __restrict__ types, const u32* __restrict__ ivs,
-                         u32* __restrict__ out) {
-    Merge<N> m;
-    m.init(offsets, times, types);
-    constexpr int S = N > 1 ? N - 1 : 1;  // states that keep lists: 0 .. N-2
-    constexpr int CAP = SYNFIRE_PTPE_LIST_CAP;
+struct Machine {
+    static constexpr int S = N > 1 ? N - 1 : 1;  // states that keep lists: 0 .. N-2
+    static constexpr int CAP = SYNFIRE_PTPE_LIST_CAP;
     double low[S], high[S];
     int qh[S], ql[S];
-#pragma unroll
-    for (int s2 = 0; s2 < S; ++s2) {
-        low[s2] = s2 + 1 < N ? lo[ivs[s2]] : 0.0;
-        high[s2] = s2 + 1 < N ? hi[ivs[s2]] : 0.0;
-        qh[s2] = 0;
-        ql[s2] = 0;
-    }
     double buf[S * CAP];  // ring buffers; the only array indexed at run time (local memory)
-    u32 count = 0;
-    double last_end = SYNFIRE_NEG_INF;
-    double t;
-    u32 mask;
-    while (m.next(times, &t, &mask)) {
+    double last_end;
+
+    __device__ __forceinline__ void init(const double* __restrict__ lo,
+                                         const double* __restrict__ hi,
+                                         const u32* __restrict__ ivs) {
+#pragma unroll
+        for (int s2 = 0; s2 < S; ++s2) {
+            low[s2] = s2 + 1 < N ? lo[ivs[s2]] : 0.0;
+            high[s2] = s2 + 1 < N ? hi[ivs[s2]] : 0.0;
+        }
+        reset(SYNFIRE_NEG_INF);
+    }
+
+    __device__ __forceinline__ void reset(double at) {
+#pragma unroll
+        for (int s2 = 0; s2 < S; ++s2) { qh[s2] = 0; ql[s2] = 0; }
+        last_end = at;
+    }
+
+    // Feeds the event at t whose type is at the states in `mask`; states N-1 down to 0.
+    __device__ __forceinline__ int step(double t, u32 mask) {
 #pragma unroll
         for (int i = N - 1; i >= 0; --i) {
             if (!(mask & (1u << i))) continue;
             if (i == 0) {
                 if (t <= last_end) continue;
-                if (N == 1) { ++count; last_end = t; break; }
+                if (N == 1) { last_end = t; return STEP_COMPLETED; }
             } else {
                 // Prune entries of state i-1 that no later event can pair with.
                 const int p = i - 1;
@@ -170,13 +198,7 @@ __device__ void ptpe_one(const double* __restrict__ times, const u32* __restrict
                     --ql[p];
                 }
                 if (!(ql[p] > 0 && t - buf[p * CAP + qh[p]] > low[p])) continue;
-                if (i == N - 1) {
-                    ++count;
-                    last_end = t;
-#pragma unroll
-                    for (int s2 = 0; s2 < S; ++s2) { qh[s2] = 0; ql[s2] = 0; }
-                    break;
-                }
+                if (i == N - 1) { reset(t); return STEP_COMPLETED; }
             }
             if (i < S) {
                 // Append t to state i's list, first pruning what t already proves stale.
@@ -184,16 +206,146 @@ __device__ void ptpe_one(const double* __restrict__ times, const u32* __restrict
                     qh[i] = (qh[i] + 1) % CAP;
                     --ql[i];
                 }
-                if (ql[i] == CAP) {
-                    *out = SYNFIRE_COUNT_OVERFLOW;
-                    return;
-                }
+                if (ql[i] == CAP) return STEP_OVERFLOW;
                 buf[i * CAP + (qh[i] + ql[i]) % CAP] = t;
                 ++ql[i];
             }
         }
+        return STEP_NONE;
+    }
+};
+
+template <int N>
+__device__ void ptpe_one(const double* __restrict__ times, const u32* __restrict__ offsets,
+                         const double* __restrict__ lo, const double* __restrict__ hi,
+                         const u32* __restrict__ types, const u32* __restrict__ ivs,
+                         u32* __restrict__ out) {
+    Merge<N> m;
+    m.init(offsets, times, types, SYNFIRE_NEG_INF);
+    Machine<N> mc;
+    mc.init(lo, hi, ivs);
+    u32 count = 0;
+    double t;
+    u32 mask;
+    while (m.next(times, &t, &mask)) {
+        const int r = mc.step(t, mask);
+        if (r == STEP_OVERFLOW) { *out = SYNFIRE_COUNT_OVERFLOW; return; }
+        count += r;
     }
     *out = count;
+}
+
+// ---- MTPE (paper §5.1, Figs. 5-7, with the exact in-order merge of
+// docs/adr/0001-mtpe-exact-merge.md; CPU reference: src/episode/mtpe.rs) ----
+
+// W' = sum(high) * (1 + 1e-6): a safe bound on an occurrence's span, seconds.
+template <int N>
+__device__ __forceinline__ double mtpe_lookback(const double* __restrict__ hi,
+                                                const u32* __restrict__ ivs) {
+    double w = 0.0;
+#pragma unroll
+    for (int i = 0; i + 1 < N; ++i) w = __dadd_rn(w, hi[ivs[i]]);
+    return __dmul_rn(w, 1.0 + 1e-6);
+}
+
+// S_p = tau - W' - |tau| * 1e-14, rounded exactly as mtpe::free_start (no FMA contraction).
+__device__ __forceinline__ double mtpe_free_start(double tau, double w) {
+    return __dsub_rn(__dsub_rn(tau, w), __dmul_rn(fabs(tau), 1e-14));
+}
+
+// Counting step for (candidate c, segment p): the free machine reset at S_p runs over
+// (S_p, tau_{p+1}] and records the tuple (a[0..K), count, b) of its completions in
+// (tau_p, tau_{p+1}].
+template <int N>
+__device__ void mtpe_count_one(const double* __restrict__ times, const u32* __restrict__ offsets,
+                               const double* __restrict__ lo, const double* __restrict__ hi,
+                               const u32* __restrict__ types, const u32* __restrict__ ivs,
+                               double tau, double tau_next, u32* __restrict__ out_count,
+                               double* __restrict__ out_first, double* __restrict__ out_last) {
+    const double start = mtpe_free_start(tau, mtpe_lookback<N>(hi, ivs));
+    Merge<N> m;
+    m.init(offsets, times, types, start);
+    Machine<N> mc;
+    mc.init(lo, hi, ivs);
+    mc.reset(start);
+    u32 count = 0;
+    double first[SYNFIRE_MTPE_RECORDED];
+#pragma unroll
+    for (int k = 0; k < SYNFIRE_MTPE_RECORDED; ++k) first[k] = SYNFIRE_POS_INF;
+    double last = SYNFIRE_NEG_INF;
+    double t;
+    u32 mask;
+    while (m.next(times, &t, &mask)) {
+        if (t > tau_next) break;
+        const int r = mc.step(t, mask);
+        if (r == STEP_OVERFLOW) { count = SYNFIRE_COUNT_OVERFLOW; break; }
+        if (r == STEP_COMPLETED && t > tau) {
+#pragma unroll
+            for (int k = 0; k < SYNFIRE_MTPE_RECORDED; ++k) if (k == (int)count) first[k] = t;
+            ++count;
+            last = t;
+        }
+    }
+    *out_count = count;
+#pragma unroll
+    for (int k = 0; k < SYNFIRE_MTPE_RECORDED; ++k) out_first[k] = first[k];
+    *out_last = last;
+}
+
+// Merging step for candidate c: segments in order; the fast path adds the free machine's tuple
+// when the true last completion is at or before S_p, otherwise a catch-up machine restarts
+// from that completion until it meets a recorded a[k] (same time, same state from then on) or
+// the segment ends.
+template <int N>
+__device__ void mtpe_merge_one(const double* __restrict__ times, const u32* __restrict__ offsets,
+                               const double* __restrict__ lo, const double* __restrict__ hi,
+                               const u32* __restrict__ types, const u32* __restrict__ ivs,
+                               const double* __restrict__ bounds, u32 r_segs,
+                               const u32* __restrict__ seg_count,
+                               const double* __restrict__ seg_first,
+                               const double* __restrict__ seg_last, u32* __restrict__ out) {
+    const double w = mtpe_lookback<N>(hi, ivs);
+    u32 total = 0;
+    double last = SYNFIRE_NEG_INF;
+    for (u32 p = 0; p < r_segs; ++p) {
+        const u32 cnt = seg_count[p];
+        if (cnt == SYNFIRE_COUNT_OVERFLOW) { *out = SYNFIRE_COUNT_OVERFLOW; return; }
+        const double tau = bounds[p];
+        const double tau_next = bounds[p + 1];
+        if (last <= mtpe_free_start(tau, w)) {
+            total += cnt;
+            if (cnt > 0) last = seg_last[p];
+            continue;
+        }
+        Merge<N> m;
+        m.init(offsets, times, types, last);
+        Machine<N> mc;
+        mc.init(lo, hi, ivs);
+        mc.reset(last);
+        const u32 recorded = cnt < SYNFIRE_MTPE_RECORDED ? cnt : SYNFIRE_MTPE_RECORDED;
+        const double* a = seg_first + (size_t)p * SYNFIRE_MTPE_RECORDED;
+        u32 k = 0, own = 0;
+        bool joined = false;
+        double t;
+        u32 mask;
+        while (m.next(times, &t, &mask)) {
+            if (t > tau_next) break;
+            const int r = mc.step(t, mask);
+            if (r == STEP_OVERFLOW) { *out = SYNFIRE_COUNT_OVERFLOW; return; }
+            if (r != STEP_COMPLETED) continue;
+            ++own;
+            last = t;
+            while (k < recorded && a[k] < t) ++k;
+            if (k < recorded && a[k] == t) {
+                total += own + (cnt - k - 1);
+                last = seg_last[p];
+                joined = true;
+                break;
+            }
+        }
+        if (!joined) total += own;
+    }
+    *out = total;
 }
 
 #define SYNFIRE_EPISODE_KERNELS(NN)                                                           \
@@ -215,6 +367,35 @@ __device__ void ptpe_one(const double* __restrict__ times, const u32* __restrict
         if (c >= n_cands) return;                                                             \
         ptpe_one<NN>(times, offsets, lo, hi, types + (size_t)c * NN,                          \
                      ivs + (size_t)c * (NN > 1 ? NN - 1 : 0), out + c);                       \
+    }                                                                                         \
+    extern "C" __global__ void episodes_mtpe_count_n##NN(                                     \
+        const double* __restrict__ times, const u32* __restrict__ offsets,                    \
+        const double* __restrict__ lo, const double* __restrict__ hi,                         \
+        const u32* __restrict__ types, const u32* __restrict__ ivs, u32 n_cands,              \
+        const double* __restrict__ bounds, u32 r_segs, u32* __restrict__ seg_count,           \
+        double* __restrict__ seg_first, double* __restrict__ seg_last) {                      \
+        const size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;                       \
+        const size_t c = g / r_segs, p = g % r_segs;                                          \
+        if (c >= n_cands) return;                                                             \
+        mtpe_count_one<NN>(times, offsets, lo, hi, types + c * NN,                            \
+                           ivs + c * (NN > 1 ? NN - 1 : 0), bounds[p], bounds[p + 1],         \
+                           seg_count + g, seg_first + g * SYNFIRE_MTPE_RECORDED,              \
+                           seg_last + g);                                                     \
+    }                                                                                         \
+    extern "C" __global__ void episodes_mtpe_merge_n##NN(                                     \
+        const double* __restrict__ times, const u32* __restrict__ offsets,                    \
+        const double* __restrict__ lo, const double* __restrict__ hi,                         \
+        const u32* __restrict__ types, const u32* __restrict__ ivs, u32 n_cands,              \
+        const double* __restrict__ bounds, u32 r_segs, const u32* __restrict__ seg_count,     \
+        const double* __restrict__ seg_first, const double* __restrict__ seg_last,            \
+        u32* __restrict__ out) {                                                              \
+        const size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;                       \
+        if (c >= n_cands) return;                                                             \
+        const size_t base = c * r_segs;                                                       \
+        mtpe_merge_one<NN>(times, offsets, lo, hi, types + c * NN,                            \
+                           ivs + c * (NN > 1 ? NN - 1 : 0), bounds, r_segs,                   \
+                           seg_count + base, seg_first + base * SYNFIRE_MTPE_RECORDED,        \
+                           seg_last + base, out + c);                                         \
     }
 
 SYNFIRE_EPISODE_KERNELS(1)

@@ -4,11 +4,11 @@
 //! oracle on the relaxed episode; two-pass mining equals one-pass mining.
 
 use proptest::prelude::*;
+use synfire::episode::mtpe::{Segments, count_mtpe};
 use synfire::episode::{
     CountKind, Counter, CpuCounter, Episode, Interval, MinerConfig, NoProgress,
     Strategy as MineStrategy, Threshold, TypeIndex, count_exact, count_preelim, mine_with,
 };
-use synfire::episode::mtpe::{Segments, count_mtpe};
 use synfire::event::{Alphabet, EventStream, EventType, Ordering};
 
 /// Every occurrence as (first time, last time), by exhaustive search over event tuples.

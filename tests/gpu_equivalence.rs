@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use synfire::episode::hybrid::ExactAlgorithm;
+use synfire::episode::mtpe::Segments;
 use synfire::episode::{
     CountKind, Counter, CpuCounter, Episode, GpuCounter, Interval, MinerConfig, NoProgress,
     Strategy, Threshold, TypeIndex, candidates, count_exact, count_preelim, mine_with,
@@ -188,48 +190,80 @@ fn cpu(stream: &EventStream, _: &[Interval]) -> Box<dyn Counter> {
     Box::new(CpuCounter::new(stream))
 }
 
+/// One GPU counter per stream, with the exact kernel forced (or the hybrid default) and, for
+/// MTPE, `segments` segments of equal event counts (0: the automatic choice).
+fn gpu_counter(
+    gpus: &[usize],
+    algorithm: ExactAlgorithm,
+    segments: usize,
+) -> impl Fn(&EventStream, &[Interval]) -> Box<dyn Counter> + use<> {
+    let gpus = gpus.to_vec();
+    move |s, ivs| {
+        let c = GpuCounter::new(s, ivs, &gpus).unwrap();
+        c.set_exact_algorithm(algorithm);
+        if segments > 0 {
+            c.set_mtpe_segments(Some(&Segments::by_events(s.times(), segments)));
+        }
+        Box::new(c)
+    }
+}
+
+/// The same body on the CPU, on one GPU with the hybrid choice, PTPE forced, MTPE forced
+/// (automatic segments, and 64 short segments so that occurrences cross boundaries and the
+/// merge's catch-ups run), and on every GPU twice (the split across device threads changes
+/// nothing).
 macro_rules! cpu_and_gpu {
-    ($body:ident, $cpu:ident, $gpu:ident, $gpu_multi:ident) => {
-        #[test]
-        fn $cpu() {
-            $body(&cpu);
-        }
+    ($name:ident, $body:ident) => {
+        mod $name {
+            use super::*;
 
-        #[test]
-        fn $gpu() {
-            let Some(gpus) = gpus_or_skip(stringify!($gpu)) else {
-                return;
-            };
-            let one = vec![gpus[0]];
-            $body(&move |s, ivs| Box::new(GpuCounter::new(s, ivs, &one).unwrap()));
-        }
+            #[test]
+            fn cpu() {
+                $body(&super::cpu);
+            }
 
-        /// Every GPU, each twice: the candidate split across device threads changes nothing.
-        #[test]
-        fn $gpu_multi() {
-            let Some(gpus) = gpus_or_skip(stringify!($gpu_multi)) else {
-                return;
-            };
-            let many: Vec<usize> = gpus.iter().chain(&gpus).copied().collect();
-            $body(&move |s, ivs| Box::new(GpuCounter::new(s, ivs, &many).unwrap()));
+            #[test]
+            fn gpu_hybrid() {
+                let Some(gpus) = gpus_or_skip(concat!(stringify!($name), "::gpu_hybrid")) else {
+                    return;
+                };
+                $body(&gpu_counter(&gpus[..1], ExactAlgorithm::Hybrid, 0));
+            }
+
+            #[test]
+            fn gpu_ptpe() {
+                let Some(gpus) = gpus_or_skip(concat!(stringify!($name), "::gpu_ptpe")) else {
+                    return;
+                };
+                $body(&gpu_counter(&gpus[..1], ExactAlgorithm::Ptpe, 0));
+            }
+
+            #[test]
+            fn gpu_mtpe() {
+                let Some(gpus) = gpus_or_skip(concat!(stringify!($name), "::gpu_mtpe")) else {
+                    return;
+                };
+                $body(&gpu_counter(&gpus[..1], ExactAlgorithm::Mtpe, 0));
+                $body(&gpu_counter(&gpus[..1], ExactAlgorithm::Mtpe, 64));
+            }
+
+            #[test]
+            fn multi_gpu() {
+                let Some(gpus) = gpus_or_skip(concat!(stringify!($name), "::multi_gpu")) else {
+                    return;
+                };
+                let many: Vec<usize> = gpus.iter().chain(&gpus).copied().collect();
+                $body(&gpu_counter(&many, ExactAlgorithm::Hybrid, 0));
+                $body(&gpu_counter(&many, ExactAlgorithm::Mtpe, 0));
+            }
         }
     };
 }
 
-cpu_and_gpu!(
-    body_random,
-    random_streams_cpu,
-    random_streams_gpu,
-    random_streams_multi_gpu
-);
-cpu_and_gpu!(body_sym26, sym26_cpu, sym26_gpu, sym26_multi_gpu);
-cpu_and_gpu!(
-    body_fixtures,
-    real_fixtures_cpu,
-    real_fixtures_gpu,
-    real_fixtures_multi_gpu
-);
-cpu_and_gpu!(body_mining, mining_cpu, mining_gpu, mining_multi_gpu);
+cpu_and_gpu!(random_streams, body_random);
+cpu_and_gpu!(sym26, body_sym26);
+cpu_and_gpu!(real_fixtures, body_fixtures);
+cpu_and_gpu!(mining, body_mining);
 
 /// The bursts in the random streams really overflow the GPU lists (so the recount path is
 /// exercised), and the recount keeps the counts exact (checked by `random_streams_gpu`).
@@ -241,10 +275,13 @@ fn bursts_overflow_gpu_lists_and_are_recounted() {
     let ivs = intervals(RANDOM_IVS);
     let mut overflows = 0;
     for (stream, cands) in random_streams() {
-        let counter = GpuCounter::new(&stream, &ivs, &gpus[..1]).unwrap();
-        counter.count(CountKind::Exact, &cands).unwrap();
-        overflows += counter.stats().overflow_recounts;
-        assert!(!counter.has_failed());
+        for algorithm in [ExactAlgorithm::Ptpe, ExactAlgorithm::Mtpe] {
+            let counter = GpuCounter::new(&stream, &ivs, &gpus[..1]).unwrap();
+            counter.set_exact_algorithm(algorithm);
+            counter.count(CountKind::Exact, &cands).unwrap();
+            overflows += counter.stats().overflow_recounts;
+            assert!(!counter.has_failed());
+        }
     }
     assert!(
         overflows > 0,

@@ -33,6 +33,10 @@ pub const ALL: &[KernelFile] = &[EPISODES];
 /// The longest episode the GPU kernels count (`SYNFIRE_MAX_GPU_NODES` in `episodes.cu`).
 pub const MAX_GPU_NODES: usize = 16;
 
+/// Completion times an MTPE segment tuple records (`SYNFIRE_MTPE_RECORDED`,
+/// `episode::mtpe::RECORDED`).
+pub const MTPE_RECORDED: usize = 4;
+
 /// The sentinel a PTPE thread writes when a per-state list would overflow
 /// (`SYNFIRE_COUNT_OVERFLOW`): the host recounts that candidate on the CPU.
 pub const COUNT_OVERFLOW: u32 = u32::MAX;

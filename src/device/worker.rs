@@ -15,7 +15,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
-use crate::device::kernels::{self, MAX_GPU_NODES};
+use crate::device::kernels::{self, MAX_GPU_NODES, MTPE_RECORDED};
 use crate::device::{DeviceError, DeviceInfo};
 
 /// The event stream as the kernels read it: grouped by type (CSR) plus the interval table.
@@ -62,13 +62,21 @@ impl CandidateBatch {
 }
 
 /// Which kernel counts a batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum EpisodeKernel {
     /// PreElim (paper Algorithm 3): upper bound, O(1) state per node.
     PreElim,
     /// PTPE (one thread per episode, paper Algorithm 1): exact, or
     /// [`kernels::COUNT_OVERFLOW`] when a per-state list outgrows its capacity.
     Ptpe,
+    /// MTPE (paper §5.1): one thread per (episode, segment) counts, then one thread per
+    /// episode merges the `(a, count, b)` tuples exactly (`episode::mtpe`). Exact, or
+    /// [`kernels::COUNT_OVERFLOW`] as PTPE.
+    Mtpe {
+        /// Segment boundaries `τ_0 = -inf < … < τ_R = +inf`, seconds, shape `[R + 1]`
+        /// (`episode::mtpe::Segments::bounds`).
+        segments: Arc<[f64]>,
+    },
 }
 
 /// Counts of one batch from one GPU.
@@ -105,6 +113,7 @@ enum Job {
 /// A handle to one device thread. Dropping it closes the job channel and joins the thread.
 pub struct GpuWorker {
     info: DeviceInfo,
+    ptpe_resident: Vec<u64>,
     name: String,
     jobs: Option<Sender<Job>>,
     handle: Option<JoinHandle<()>>,
@@ -160,7 +169,7 @@ impl GpuWorker {
             format!("synfire:gpu-{ordinal}-{slot}")
         };
         let (jobs_tx, jobs_rx) = bounded::<Job>(4);
-        let (ready_tx, ready_rx) = bounded::<Result<DeviceInfo, DeviceError>>(1);
+        let (ready_tx, ready_rx) = bounded::<Result<(DeviceInfo, Vec<u64>), DeviceError>>(1);
         let thread_name = name.clone();
         let handle = std::thread::Builder::new()
             .name(thread_name.clone())
@@ -175,7 +184,7 @@ impl GpuWorker {
                 }
                 match Device::open(ordinal) {
                     Ok(device) => {
-                        let _ = ready_tx.send(Ok(device.info.clone()));
+                        let _ = ready_tx.send(Ok((device.info.clone(), device.ptpe_resident.clone())));
                         device.serve(&jobs_rx);
                     }
                     Err(e) => {
@@ -184,11 +193,12 @@ impl GpuWorker {
                 }
             })
             .map_err(|e| DeviceError::Driver { call: "spawning the device thread", message: e.to_string() })?;
-        let info = ready_rx
+        let (info, ptpe_resident) = ready_rx
             .recv()
             .map_err(|_| DeviceError::WorkerGone(name.clone()))??;
         Ok(Self {
             info,
+            ptpe_resident,
             name,
             jobs: Some(jobs_tx),
             handle: Some(handle),
@@ -205,6 +215,19 @@ impl GpuWorker {
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// How many PTPE threads for episodes of `nodes` nodes the GPU runs at once:
+    /// `MP × B_MP × T_B` of the paper's Eq. 2 (multiprocessors × resident blocks per
+    /// multiprocessor from the occupancy calculator × [`THREADS_PER_BLOCK`]).
+    /// 0 for `nodes` outside 1..=16.
+    #[must_use]
+    pub fn ptpe_resident_threads(&self, nodes: usize) -> u64 {
+        nodes
+            .checked_sub(1)
+            .and_then(|i| self.ptpe_resident.get(i))
+            .copied()
+            .unwrap_or(0)
     }
 
     fn submit<T>(&self, make: impl FnOnce(Sender<Result<T, DeviceError>>) -> Job) -> Ticket<T> {
@@ -277,8 +300,14 @@ struct Device {
     stream: Arc<CudaStream>,
     preelim: Vec<CudaFunction>,
     ptpe: Vec<CudaFunction>,
+    mtpe_count: Vec<CudaFunction>,
+    mtpe_merge: Vec<CudaFunction>,
+    ptpe_resident: Vec<u64>,
     data: Option<DeviceStream>,
 }
+
+/// Threads per block of every episode kernel (the paper's `T_B`).
+pub const THREADS_PER_BLOCK: u32 = 128;
 
 impl Device {
     fn open(ordinal: usize) -> Result<Self, DeviceError> {
@@ -312,8 +341,28 @@ impl Device {
         let preelim = (1..=MAX_GPU_NODES)
             .map(|n| load(format!("episodes_preelim_n{n}")))
             .collect::<Result<_, _>>()?;
-        let ptpe = (1..=MAX_GPU_NODES)
+        let ptpe: Vec<CudaFunction> = (1..=MAX_GPU_NODES)
             .map(|n| load(format!("episodes_ptpe_n{n}")))
+            .collect::<Result<_, _>>()?;
+        let mtpe_count = (1..=MAX_GPU_NODES)
+            .map(|n| load(format!("episodes_mtpe_count_n{n}")))
+            .collect::<Result<_, _>>()?;
+        let mtpe_merge = (1..=MAX_GPU_NODES)
+            .map(|n| load(format!("episodes_mtpe_merge_n{n}")))
+            .collect::<Result<_, _>>()?;
+        let ptpe_resident = ptpe
+            .iter()
+            .map(|f: &CudaFunction| {
+                f.occupancy_max_active_blocks_per_multiprocessor(THREADS_PER_BLOCK, 0, None)
+                    .map(|b| {
+                        u64::from(info.multiprocessors)
+                            * u64::from(b)
+                            * u64::from(THREADS_PER_BLOCK)
+                    })
+                    .map_err(|e| {
+                        DeviceError::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e)
+                    })
+            })
             .collect::<Result<_, _>>()?;
         let stream = ctx.default_stream();
         Ok(Self {
@@ -322,6 +371,9 @@ impl Device {
             stream,
             preelim,
             ptpe,
+            mtpe_count,
+            mtpe_merge,
+            ptpe_resident,
             data: None,
         })
     }
@@ -400,11 +452,31 @@ impl Device {
         let ivs = upload(s, &batch.ivs[range.start * (n - 1)..range.end * (n - 1)])
             .map_err(drv("cuMemcpyHtoD"))?;
         let mut out = s.alloc_zeros::<u32>(m).map_err(drv("cuMemAlloc"))?;
-        let block = 128u32;
+        let block = THREADS_PER_BLOCK;
         let cfg = LaunchConfig {
             grid_dim: (m32.div_ceil(block), 1, 1),
             block_dim: (block, 1, 1),
             shared_mem_bytes: 0,
+        };
+        // MTPE buffers, allocated before the timed region.
+        let mut mtpe = if let EpisodeKernel::Mtpe { segments } = &kernel {
+            let r = segments.len().saturating_sub(1);
+            let threads = u32::try_from(m * r).ok().filter(|_| r > 0).ok_or_else(|| {
+                DeviceError::Unsupported(format!(
+                    "MTPE with {r} segments for {m} candidates (needs 1..2^32 threads)"
+                ))
+            })?;
+            Some((
+                r as u32,
+                threads,
+                s.clone_htod(&segments[..]).map_err(drv("cuMemcpyHtoD"))?,
+                s.alloc_zeros::<u32>(m * r).map_err(drv("cuMemAlloc"))?,
+                s.alloc_zeros::<f64>(m * r * MTPE_RECORDED)
+                    .map_err(drv("cuMemAlloc"))?,
+                s.alloc_zeros::<f64>(m * r).map_err(drv("cuMemAlloc"))?,
+            ))
+        } else {
+            None
         };
         let start = s
             .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
@@ -430,6 +502,44 @@ impl Device {
                     .arg(&data.hi);
                 b.arg(&types).arg(&ivs).arg(&m32).arg(&mut out);
                 // SAFETY: as above, for `episodes_ptpe_n{n}` (which also takes lo f64*).
+                unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
+            }
+            EpisodeKernel::Mtpe { .. } => {
+                let (r, threads, bounds, seg_count, seg_first, seg_last) =
+                    mtpe.as_mut().expect("allocated above for MTPE");
+                let (r, threads) = (*r, *threads);
+                let f = &self.mtpe_count[n - 1];
+                let mut b = s.launch_builder(f);
+                b.arg(&data.times)
+                    .arg(&data.offsets)
+                    .arg(&data.lo)
+                    .arg(&data.hi);
+                b.arg(&types).arg(&ivs).arg(&m32).arg(&*bounds).arg(&r);
+                b.arg(&mut *seg_count)
+                    .arg(&mut *seg_first)
+                    .arg(&mut *seg_last);
+                let count_cfg = LaunchConfig {
+                    grid_dim: (threads.div_ceil(block), 1, 1),
+                    ..cfg
+                };
+                // SAFETY: matches `episodes_mtpe_count_n{n}`: times, offsets, lo, hi, types
+                // [m*n], ivs [m*(n-1)], n_cands u32, bounds f64* [r+1], r_segs u32, seg_count
+                // u32* [m*r], seg_first f64* [m*r*RECORDED], seg_last f64* [m*r]; threads
+                // with g / r >= m return before touching memory.
+                unsafe { b.launch(count_cfg) }.map_err(drv("cuLaunchKernel"))?;
+                let f = &self.mtpe_merge[n - 1];
+                let mut b = s.launch_builder(f);
+                b.arg(&data.times)
+                    .arg(&data.offsets)
+                    .arg(&data.lo)
+                    .arg(&data.hi);
+                b.arg(&types).arg(&ivs).arg(&m32).arg(&*bounds).arg(&r);
+                b.arg(&*seg_count)
+                    .arg(&*seg_first)
+                    .arg(&*seg_last)
+                    .arg(&mut out);
+                // SAFETY: matches `episodes_mtpe_merge_n{n}` (the count kernel's buffers, read
+                // only, then out u32* [m]); threads with c >= m return first.
                 unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
             }
         }

@@ -45,7 +45,7 @@ pub fn level_two(frequent: &[EventType], intervals: &[Interval]) -> Vec<Episode>
 
 /// A hashable key for a run of types and intervals (intervals by bit pattern: they all come
 /// from one user-given set, so equal intervals have equal bits).
-#[derive(PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 struct Key(Vec<u32>, Vec<(u64, u64)>);
 
 fn key(types: &[EventType], intervals: &[Interval]) -> Key {
@@ -67,35 +67,74 @@ fn key(types: &[EventType], intervals: &[Interval]) -> Key {
 /// If the episodes in `frequent` do not all have the same length k ≥ 2.
 #[must_use]
 pub fn join(frequent: &[Episode]) -> Vec<Episode> {
-    let Some(first) = frequent.first() else {
-        return Vec::new();
-    };
-    let k = first.len();
-    assert!(k >= 2, "joins start from level 2");
-    let mut by_prefix: HashMap<Key, Vec<usize>> = HashMap::new();
-    for (i, e) in frequent.iter().enumerate() {
-        assert_eq!(e.len(), k, "all episodes of a level have the same length");
-        by_prefix
-            .entry(key(&e.types()[..k - 1], &e.intervals()[..k - 2]))
-            .or_default()
-            .push(i);
-    }
-    let mut out = Vec::new();
-    for alpha in frequent {
-        let suffix = key(&alpha.types()[1..], &alpha.intervals()[1..]);
-        let Some(partners) = by_prefix.get(&suffix) else {
-            continue;
-        };
-        for &j in partners {
-            let beta = &frequent[j];
-            let mut types = alpha.types().to_vec();
-            types.push(beta.types()[k - 1]);
-            let mut intervals = alpha.intervals().to_vec();
-            intervals.push(beta.intervals()[k - 2]);
-            out.push(Episode::new(types, intervals));
+    Join::new(frequent).iter().collect()
+}
+
+/// The join of [`join`], built once (a hash of prefixes) and then counted or streamed lazily,
+/// so the miner can count one chunk of candidates while the next is generated (paper §6.2).
+#[derive(Debug)]
+pub struct Join<'a> {
+    frequent: &'a [Episode],
+    by_prefix: HashMap<Key, Vec<usize>>,
+}
+
+impl<'a> Join<'a> {
+    /// Indexes `frequent` by prefix.
+    ///
+    /// # Panics
+    /// As [`join`].
+    #[must_use]
+    pub fn new(frequent: &'a [Episode]) -> Self {
+        let mut by_prefix: HashMap<Key, Vec<usize>> = HashMap::new();
+        if let Some(first) = frequent.first() {
+            let k = first.len();
+            assert!(k >= 2, "joins start from level 2");
+            for (i, e) in frequent.iter().enumerate() {
+                assert_eq!(e.len(), k, "all episodes of a level have the same length");
+                by_prefix
+                    .entry(key(&e.types()[..k - 1], &e.intervals()[..k - 2]))
+                    .or_default()
+                    .push(i);
+            }
+        }
+        Self {
+            frequent,
+            by_prefix,
         }
     }
-    out
+
+    fn partners(&self, alpha: &Episode) -> &[usize] {
+        self.by_prefix
+            .get(&key(&alpha.types()[1..], &alpha.intervals()[1..]))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Number of candidates the join yields (without building them).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.frequent.iter().map(|a| self.partners(a).len()).sum()
+    }
+
+    /// True when the join yields nothing.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The candidates, in [`join`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = Episode> + Send + '_ {
+        self.frequent.iter().flat_map(move |alpha| {
+            self.partners(alpha).iter().map(move |&j| {
+                let beta = &self.frequent[j];
+                let k = alpha.len();
+                let mut types = alpha.types().to_vec();
+                types.push(beta.types()[k - 1]);
+                let mut intervals = alpha.intervals().to_vec();
+                intervals.push(beta.intervals()[k - 2]);
+                Episode::new(types, intervals)
+            })
+        })
+    }
 }
 
 #[cfg(test)]
@@ -134,6 +173,7 @@ mod tests {
             Episode::new(vec![c, a, b], vec![i1, i1]),
         ];
         assert_eq!(got, want);
+        assert_eq!(Join::new(&frequent).len(), want.len());
         // Level 3 -> 4: the shared middle must agree on the interval too.
         let l3 = vec![
             Episode::new(vec![a, b, c], vec![i1, i2]),

@@ -48,6 +48,12 @@ pub trait Counter: Send + Sync + std::fmt::Debug {
 
     /// Events the counter reads for `episode` (for throughput figures).
     fn events_touched(&self, episode: &Episode) -> u64;
+
+    /// How many candidates one [`Counter::count`] call should get: enough to keep the back end
+    /// busy, few enough that generating the next batch overlaps counting this one.
+    fn preferred_batch(&self) -> usize {
+        1 << 14
+    }
 }
 
 /// The multi-threaded CPU reference counter.

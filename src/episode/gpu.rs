@@ -1,12 +1,15 @@
 //! The GPU counting back end: candidates split evenly across the device threads (one per GPU,
-//! paper §6.2), PreElim and PTPE kernels, and an exact CPU recount of every candidate whose
-//! per-state lists overflowed on the GPU. Any device failure switches this counter to the CPU
-//! reference with one warning; a count is never guessed.
+//! paper §6.2), PreElim for the first pass, PTPE or MTPE for exact counts chosen per GPU by the
+//! hybrid rule (Algorithm 2, Eq. 3, calibrated per device), and an exact CPU recount of every
+//! candidate whose per-state lists overflowed on the GPU. Any device failure switches this
+//! counter to the CPU reference with one warning; a count is never guessed.
 //!
 //! # References
-//! Cao et al. §5.1 (PTPE), §5.2 (PreElim, two-pass), §6 (multi-GPU device threads).
+//! Cao et al. §5.1 (PTPE, MTPE, hybrid), §5.2 (PreElim, two-pass), §6 (multi-GPU device
+//! threads).
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
@@ -19,7 +22,9 @@ use crate::device::{
 };
 use crate::episode::count::TypeIndex;
 use crate::episode::counter::{CountError, CountKind, Counter, CpuCounter};
+use crate::episode::hybrid::{Calibration, ExactAlgorithm, UNCALIBRATED_PENALTY};
 use crate::episode::model::{Episode, Interval};
+use crate::episode::mtpe::Segments;
 use crate::event::EventStream;
 
 /// Running totals of a [`GpuCounter`], for reports and benchmarks.
@@ -34,13 +39,31 @@ pub struct GpuStats {
     pub cpu_fallback: u64,
     /// Sum of kernel times (CUDA events), milliseconds, over all devices.
     pub kernel_ms: f64,
+    /// Exact counts done with PTPE (candidates).
+    pub ptpe_candidates: u64,
+    /// Exact counts done with MTPE (candidates).
+    pub mtpe_candidates: u64,
 }
+
+/// MTPE aims at this many threads per resident PTPE thread slot (several waves keep every
+/// multiprocessor busy while the slowest segments finish).
+const MTPE_THREADS_PER_SLOT: u64 = 4;
+/// Segments hold at least this many of the stream's events (R is capped accordingly).
+const MIN_SEGMENT_EVENTS: usize = 512;
+/// At most this many segments.
+const MAX_SEGMENTS: usize = 4096;
 
 /// Counts candidates on one or more GPUs, each owned by a [`GpuWorker`] thread.
 pub struct GpuCounter {
     workers: Vec<GpuWorker>,
     cpu: CpuCounter,
     intervals: Vec<Interval>,
+    algorithm: Mutex<ExactAlgorithm>,
+    forced_segments: Mutex<Option<Arc<[f64]>>>,
+    /// Per worker: the calibration of its device model, if one was found.
+    calibrations: Vec<Option<Calibration>>,
+    /// Segment boundaries for R = 1, 2, 4, … (index log2 R).
+    segment_sets: Vec<Arc<[f64]>>,
     failed: AtomicBool,
     stats: Mutex<GpuStats>,
     uploads: Vec<StreamReport>,
@@ -97,10 +120,41 @@ impl GpuCounter {
                 "Event stream uploaded."
             );
         }
+        let mut segment_sets = Vec::new();
+        let mut r = 1usize;
+        loop {
+            segment_sets.push(Arc::from(Segments::by_events(stream.times(), r).bounds()));
+            r *= 2;
+            if r > MAX_SEGMENTS || stream.len() / r < MIN_SEGMENT_EVENTS {
+                break;
+            }
+        }
+        let calibrations = workers
+            .iter()
+            .map(|w| {
+                let info = w.info();
+                let path = Calibration::default_path(&info.name, info.compute_capability)?;
+                if !path.exists() {
+                    tracing::info!(gpu = %info.name, "No calibration for this GPU model; the hybrid PTPE/MTPE choice uses f(N) = 1 (run `synfire calibrate`).");
+                    return None;
+                }
+                match Calibration::load(&path) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "Ignoring the calibration file.");
+                        None
+                    }
+                }
+            })
+            .collect();
         Ok(Self {
             workers,
             cpu,
             intervals: intervals.to_vec(),
+            algorithm: Mutex::new(ExactAlgorithm::Hybrid),
+            forced_segments: Mutex::new(None),
+            calibrations,
+            segment_sets,
             failed: AtomicBool::new(false),
             stats: Mutex::new(GpuStats::default()),
             uploads,
@@ -130,16 +184,85 @@ impl GpuCounter {
         *self.stats.lock() = GpuStats::default();
     }
 
+    /// Chooses the exact kernel: PTPE, MTPE, or the hybrid rule (the default).
+    pub fn set_exact_algorithm(&self, algorithm: ExactAlgorithm) {
+        *self.algorithm.lock() = algorithm;
+    }
+
+    /// MTPE segments to use for every batch instead of the automatic choice (`None`: back to
+    /// automatic). For tests and calibration.
+    pub fn set_mtpe_segments(&self, segments: Option<&Segments>) {
+        *self.forced_segments.lock() = segments.map(|s| Arc::from(s.bounds()));
+    }
+
+    /// Uses `calibration` for every device (instead of the stored per-model files).
+    pub fn set_calibration(&mut self, calibration: &Calibration) {
+        for c in &mut self.calibrations {
+            *c = Some(calibration.clone());
+        }
+    }
+
+    /// Reads a calibration file and uses it for every device.
+    ///
+    /// # Errors
+    /// [`crate::episode::hybrid::CalibrationError`] naming the file.
+    pub fn load_calibration(
+        &mut self,
+        path: &Path,
+    ) -> Result<(), crate::episode::hybrid::CalibrationError> {
+        let c = Calibration::load(path)?;
+        self.set_calibration(&c);
+        Ok(())
+    }
+
+    /// Eq. 3 for worker `w` counting `share` episodes of `nodes` nodes: PTPE when
+    /// `share > MP × B_MP × T_B × f(N)`.
+    #[must_use]
+    pub fn prefers_ptpe(&self, w: usize, nodes: usize, share: usize) -> bool {
+        let resident = self.workers[w].ptpe_resident_threads(nodes) as f64;
+        let f = self.calibrations[w]
+            .as_ref()
+            .map_or_else(|| UNCALIBRATED_PENALTY.at(nodes), |c| c.penalty(nodes));
+        share as f64 > resident * f
+    }
+
+    /// MTPE segments for worker `w` counting `share` episodes of `nodes` nodes: about
+    /// [`MTPE_THREADS_PER_SLOT`] threads per resident slot, R a power of two, each segment
+    /// holding at least [`MIN_SEGMENT_EVENTS`] events.
+    fn segments_for(&self, w: usize, nodes: usize, share: usize) -> Arc<[f64]> {
+        if let Some(forced) = self.forced_segments.lock().as_ref() {
+            return forced.clone();
+        }
+        let slots = self.workers[w].ptpe_resident_threads(nodes).max(1) * MTPE_THREADS_PER_SLOT;
+        let want = slots.div_ceil(share.max(1) as u64).next_power_of_two();
+        let log = (want.trailing_zeros() as usize).min(self.segment_sets.len() - 1);
+        self.segment_sets[log].clone()
+    }
+
+    /// The exact kernel worker `w` uses for `share` episodes of `nodes` nodes.
+    fn exact_kernel(&self, w: usize, nodes: usize, share: usize) -> EpisodeKernel {
+        let mtpe = || EpisodeKernel::Mtpe {
+            segments: self.segments_for(w, nodes, share),
+        };
+        match *self.algorithm.lock() {
+            ExactAlgorithm::Ptpe => EpisodeKernel::Ptpe,
+            ExactAlgorithm::Mtpe => mtpe(),
+            ExactAlgorithm::Hybrid if self.prefers_ptpe(w, nodes, share) => EpisodeKernel::Ptpe,
+            ExactAlgorithm::Hybrid => mtpe(),
+        }
+    }
+
     /// True once a device failure has switched this counter to the CPU.
     #[must_use]
     pub fn has_failed(&self) -> bool {
         self.failed.load(AtomicOrdering::Relaxed)
     }
 
-    /// Counts `candidates` (all of one length `n`) on the GPUs, splitting them evenly.
+    /// Counts `candidates` (all of one length `n`) on the GPUs, splitting them evenly; for
+    /// exact counts each GPU picks PTPE or MTPE for its share.
     fn count_on_gpus(
         &self,
-        kernel: EpisodeKernel,
+        kind: CountKind,
         n: usize,
         candidates: &[&Episode],
     ) -> Result<(Vec<u32>, f64), DeviceError> {
@@ -179,9 +302,23 @@ impl GpuCounter {
             .workers
             .iter()
             .enumerate()
-            .map(|(i, worker)| (worker, (i * m / w)..((i + 1) * m / w)))
-            .filter(|(_, r)| !r.is_empty())
-            .map(|(worker, r)| worker.count(kernel, batch.clone(), r))
+            .map(|(i, worker)| (i, worker, (i * m / w)..((i + 1) * m / w)))
+            .filter(|(_, _, r)| !r.is_empty())
+            .map(|(i, worker, r)| {
+                let kernel = match kind {
+                    CountKind::PreElim => EpisodeKernel::PreElim,
+                    CountKind::Exact => self.exact_kernel(i, n, r.len()),
+                };
+                if kind == CountKind::Exact {
+                    let mut st = self.stats.lock();
+                    if kernel == EpisodeKernel::Ptpe {
+                        st.ptpe_candidates += r.len() as u64;
+                    } else {
+                        st.mtpe_candidates += r.len() as u64;
+                    }
+                }
+                worker.count(kernel, batch.clone(), r)
+            })
             .collect();
         let mut sorted_counts = Vec::with_capacity(m);
         let mut ms = 0.0;
@@ -241,10 +378,6 @@ impl Counter for GpuCounter {
                 on_cpu.push(i);
             }
         }
-        let kernel = match kind {
-            CountKind::Exact => EpisodeKernel::Ptpe,
-            CountKind::PreElim => EpisodeKernel::PreElim,
-        };
         let mut out = vec![0u64; candidates.len()];
         let mut kernel_ms = 0.0;
         let mut gpu_n = 0u64;
@@ -252,7 +385,7 @@ impl Counter for GpuCounter {
         let unsupported = on_cpu.len() as u64;
         for (n, members) in &by_len {
             let refs: Vec<&Episode> = members.iter().map(|&i| &candidates[i]).collect();
-            match self.count_on_gpus(kernel, *n, &refs) {
+            match self.count_on_gpus(kind, *n, &refs) {
                 Ok((counts, ms)) => {
                     kernel_ms += ms;
                     gpu_n += members.len() as u64;
@@ -289,6 +422,16 @@ impl Counter for GpuCounter {
 
     fn events_touched(&self, episode: &Episode) -> u64 {
         self.cpu.events_touched(episode)
+    }
+
+    /// Two PTPE waves of every GPU (3-node episodes): with fewer, Eq. 3 picks MTPE anyway.
+    fn preferred_batch(&self) -> usize {
+        let resident: u64 = self
+            .workers
+            .iter()
+            .map(|w| w.ptpe_resident_threads(3))
+            .sum();
+        usize::try_from(2 * resident).map_or(usize::MAX, |b| b.max(1 << 16))
     }
 }
 

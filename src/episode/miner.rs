@@ -221,12 +221,13 @@ pub fn mine(stream: &EventStream, config: &MinerConfig) -> Result<MiningResult, 
     mine_with(stream, config, &CpuCounter::new(stream), &NoProgress)
 }
 
-/// Candidates per counter call: small enough for a responsive progress bar, large enough to
-/// keep every core (or device) busy.
-const CHUNK: usize = 1 << 14;
-
 /// Mines `stream` level by level with the given counter (which must have been built for the
 /// same stream).
+///
+/// Within a level, candidates are generated on a separate thread in batches of
+/// [`Counter::preferred_batch`] and counted as they arrive, so generating batch k+1 overlaps
+/// counting batch k (paper §6.2: "tasks 2 and 3 are interleaved with candidate generation").
+/// In two-pass mode each batch gets PreElim, then the exact count of its survivors.
 ///
 /// # Errors
 /// [`MineError`] for bad settings or a failing counter.
@@ -241,51 +242,53 @@ pub fn mine_with(
     let mut levels = Vec::new();
     let mut episodes: Vec<FrequentEpisode> = Vec::new();
     let mut frequent: Vec<Episode> = Vec::new();
+    let batch = counter.preferred_batch().max(1);
     for level in 1..=config.max_level {
         let started = Instant::now();
-        let cands = match level {
-            1 => candidates::level_one(stream.alphabet().len()),
+        let join;
+        let (total, cands): (usize, Box<dyn Iterator<Item = Episode> + Send + '_>) = match level {
+            1 => {
+                let c = candidates::level_one(stream.alphabet().len());
+                (c.len(), Box::new(c.into_iter()))
+            }
             2 => {
                 let types: Vec<EventType> = frequent.iter().map(|e| e.types()[0]).collect();
-                candidates::level_two(&types, &config.intervals)
+                let c = candidates::level_two(&types, &config.intervals);
+                (c.len(), Box::new(c.into_iter()))
             }
-            _ => candidates::join(&frequent),
+            _ => {
+                join = candidates::Join::new(&frequent);
+                (join.len(), Box::new(join.iter()))
+            }
         };
-        if cands.is_empty() {
+        if total == 0 {
             break;
         }
         let two_pass = config.strategy == Strategy::TwoPass && level > 1;
-        progress.level_started(level, cands.len() as u64 * if two_pass { 2 } else { 1 });
-        let mut candidate_events: u64 = 0;
-        let touched =
-            |set: &[Episode]| -> u64 { set.iter().map(|e| counter.events_touched(e)).sum() };
-        let generated = cands.len();
-        // Candidates are moved, not cloned: one-pass counts them all, two-pass keeps those
-        // whose PreElim bound reaches the threshold.
-        let survivors: Vec<Episode> = if two_pass {
-            let bounds = count_chunked(counter, CountKind::PreElim, &cands, progress)?;
-            candidate_events += touched(&cands);
-            cands
-                .into_iter()
-                .zip(bounds)
-                .filter(|(_, b)| *b >= min_count)
-                .map(|(e, _)| e)
-                .collect()
-        } else {
-            cands
-        };
-        let eliminated = generated - survivors.len();
-        if two_pass {
-            progress.advanced(eliminated as u64);
-        }
-        let counts = count_chunked(counter, CountKind::Exact, &survivors, progress)?;
-        candidate_events += touched(&survivors);
-        let mut found: Vec<FrequentEpisode> = survivors
-            .into_iter()
-            .zip(counts)
-            .filter(|(_, c)| *c >= min_count)
-            .map(|(episode, count)| FrequentEpisode { episode, count })
-            .collect();
+        progress.level_started(level, total as u64 * if two_pass { 2 } else { 1 });
+        let counted = std::thread::scope(|scope| {
+            let (tx, rx) = crossbeam_channel::bounded::<Vec<Episode>>(1);
+            scope.spawn(move || {
+                let mut cands = cands;
+                loop {
+                    let chunk: Vec<Episode> = cands.by_ref().take(batch).collect();
+                    // A closed channel means counting failed; stop generating.
+                    if chunk.is_empty() || tx.send(chunk).is_err() {
+                        break;
+                    }
+                }
+            });
+            let mut acc = LevelAccumulator::default();
+            for chunk in rx {
+                acc.count_batch(counter, chunk, two_pass, min_count, progress)?;
+            }
+            Ok::<_, CountError>(acc)
+        })?;
+        let LevelAccumulator {
+            mut found,
+            eliminated,
+            candidate_events,
+        } = counted;
         frequent = found.iter().map(|f| f.episode.clone()).collect();
         found.sort_by(|a, b| {
             b.count
@@ -294,7 +297,7 @@ pub fn mine_with(
         });
         let stats = LevelStats {
             level,
-            candidates: generated,
+            candidates: total,
             eliminated_by_preelim: eliminated,
             frequent: found.len(),
             seconds: started.elapsed().as_secs_f64(),
@@ -314,18 +317,58 @@ pub fn mine_with(
     })
 }
 
-fn count_chunked(
-    counter: &dyn Counter,
-    kind: CountKind,
-    cands: &[Episode],
-    progress: &dyn Progress,
-) -> Result<Vec<u64>, CountError> {
-    let mut out = Vec::with_capacity(cands.len());
-    for chunk in cands.chunks(CHUNK) {
-        out.extend(counter.count(kind, chunk)?);
-        progress.advanced(chunk.len() as u64);
+/// What the batches of one level have produced so far.
+#[derive(Default)]
+struct LevelAccumulator {
+    found: Vec<FrequentEpisode>,
+    eliminated: usize,
+    candidate_events: u64,
+}
+
+impl LevelAccumulator {
+    /// Counts one batch: PreElim first in two-pass mode, then the exact count of what is left.
+    /// Candidates are moved, never cloned.
+    fn count_batch(
+        &mut self,
+        counter: &dyn Counter,
+        cands: Vec<Episode>,
+        two_pass: bool,
+        min_count: u64,
+        progress: &dyn Progress,
+    ) -> Result<(), CountError> {
+        let touched =
+            |set: &[Episode]| -> u64 { set.iter().map(|e| counter.events_touched(e)).sum() };
+        let generated = cands.len();
+        let survivors: Vec<Episode> = if two_pass {
+            let bounds = counter.count(CountKind::PreElim, &cands)?;
+            self.candidate_events += touched(&cands);
+            progress.advanced(generated as u64);
+            cands
+                .into_iter()
+                .zip(bounds)
+                .filter(|(_, b)| *b >= min_count)
+                .map(|(e, _)| e)
+                .collect()
+        } else {
+            cands
+        };
+        let eliminated = generated - survivors.len();
+        self.eliminated += eliminated;
+        if two_pass {
+            progress.advanced(eliminated as u64);
+        }
+        let counts = counter.count(CountKind::Exact, &survivors)?;
+        self.candidate_events += touched(&survivors);
+        progress.advanced(survivors.len() as u64);
+        self.found.extend(
+            survivors
+                .into_iter()
+                .zip(counts)
+                .filter(|(_, c)| *c >= min_count)
+                .map(|(episode, count)| FrequentEpisode { episode, count }),
+        );
+        Ok(())
     }
-    Ok(out)
 }
 
 /// Total order for reporting: types, then interval bounds.

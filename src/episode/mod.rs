@@ -3,9 +3,10 @@
 //! * [`model`]: episodes and delay intervals;
 //! * [`count`]: the exact CPU counters (Algorithm 1, PreElim = Algorithm 3), the specification;
 //! * [`counter`]: the counting back-end interface and the multi-threaded CPU back end;
-//! * [`gpu`]: the GPU back end (device threads, PreElim and PTPE kernels);
+//! * [`gpu`]: the GPU back end (device threads, PreElim, PTPE and MTPE kernels);
 //! * [`mtpe`]: MTPE (segments, free machines, exact tuple merge), the CPU reference of the
 //!   GPU's MTPE kernels;
+//! * [`hybrid`]: the PTPE/MTPE choice by Eq. 3 and its per-device calibration;
 //! * [`candidates`]: level-wise candidate generation;
 //! * [`miner`]: the level-wise miner, one-pass or two-pass (Algorithm 4).
 //!
@@ -17,6 +18,7 @@ pub mod candidates;
 pub mod count;
 pub mod counter;
 pub mod gpu;
+pub mod hybrid;
 pub mod miner;
 pub mod model;
 pub mod mtpe;

@@ -1,0 +1,17 @@
+// Host-side stand-ins for the CUDA built-ins the kernels use, so `g++ -fsyntax-only` can check
+// kernels/*.cu on a machine without CUDA (tools/check-kernels.sh, run by .ci/run). Semantics do
+// not matter here: the kernels are only compiled for real by NVRTC on a GPU host.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+struct synfire_dim3 { unsigned x, y, z; };
+static synfire_dim3 blockIdx, blockDim, threadIdx, gridDim;
+inline double __longlong_as_double(unsigned long long v) { double d; std::memcpy(&d, &v, 8); return d; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
