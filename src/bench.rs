@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::Args;
+use synfire::episode::hybrid::ExactAlgorithm;
 use synfire::episode::{
     CountKind, Counter, CpuCounter, Episode, GpuCounter, Interval, MinerConfig, MiningResult,
     NoProgress, Strategy, Threshold, candidates, mine_with,
@@ -239,9 +240,10 @@ fn time_median(repeat: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> 
     Ok(median(v))
 }
 
-/// Per level, side by side in one run: CPU exact and two-pass, GPU PreElim, PTPE and two-pass
-/// (wall time of the counter calls: candidate upload, kernels, readback), the GPU kernel time
-/// from CUDA events, and the speedups. Every GPU count is checked against the CPU first.
+/// Per level, side by side in one run: CPU exact and two-pass; GPU PreElim, PTPE, MTPE, the
+/// hybrid choice (and which kernel it picked) and two-pass = PreElim + hybrid on the survivors
+/// (wall time of the counter calls: candidate upload, kernels, readback); the two-pass kernel
+/// time from CUDA events; speedups. Every GPU count is checked against the CPU first.
 fn gpu_table(
     stream: &EventStream,
     config: &MinerConfig,
@@ -272,7 +274,7 @@ fn gpu_table(
             .join(" / ")
     );
     println!(
-        "{:>5} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+        "{:>5} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>10} {:>10} {:>9} {:>9}",
         "level",
         "cands",
         "elim",
@@ -280,10 +282,13 @@ fn gpu_table(
         "cpu_2pass",
         "gpu_pre",
         "gpu_ptpe",
+        "gpu_mtpe",
+        "gpu_hybrid",
+        "pick",
         "gpu_2pass",
         "kern_2p",
         "x_2pass",
-        "x_exact"
+        "x_hybrid"
     );
     let (mut tot_cpu, mut tot_gpu) = (0.0, 0.0);
     let mut passes: Vec<(Vec<Episode>, Vec<Episode>)> = Vec::new();
@@ -293,10 +298,17 @@ fn gpu_table(
         // Correctness first: a GPU figure counts only when it equals the CPU reference.
         let cpu_exact = cpu.count(CountKind::Exact, &cands)?;
         let cpu_pre = cpu.count(CountKind::PreElim, &cands)?;
-        anyhow::ensure!(
-            gpu.count(CountKind::Exact, &cands)? == cpu_exact,
-            "level {level}: GPU PTPE != CPU"
-        );
+        for algorithm in [
+            ExactAlgorithm::Ptpe,
+            ExactAlgorithm::Mtpe,
+            ExactAlgorithm::Hybrid,
+        ] {
+            gpu.set_exact_algorithm(algorithm);
+            anyhow::ensure!(
+                gpu.count(CountKind::Exact, &cands)? == cpu_exact,
+                "level {level}: GPU {algorithm:?} != CPU"
+            );
+        }
         anyhow::ensure!(
             gpu.count(CountKind::PreElim, &cands)? == cpu_pre,
             "level {level}: GPU PreElim != CPU"
@@ -322,11 +334,28 @@ fn gpu_table(
                 .map(drop)
                 .map_err(Into::into)
         })?;
-        let t_gpu_ptpe = time_median(repeat, || {
-            gpu.count(CountKind::Exact, &cands)
-                .map(drop)
-                .map_err(Into::into)
-        })?;
+        let mut t_exact = Vec::new();
+        for algorithm in [
+            ExactAlgorithm::Ptpe,
+            ExactAlgorithm::Mtpe,
+            ExactAlgorithm::Hybrid,
+        ] {
+            gpu.set_exact_algorithm(algorithm);
+            gpu.reset_stats();
+            t_exact.push(time_median(repeat, || {
+                gpu.count(CountKind::Exact, &cands)
+                    .map(drop)
+                    .map_err(Into::into)
+            })?);
+        }
+        let hybrid_pick = if gpu.stats().mtpe_candidates == 0 {
+            "ptpe"
+        } else if gpu.stats().ptpe_candidates == 0 {
+            "mtpe"
+        } else {
+            "mixed"
+        };
+        let (t_gpu_ptpe, t_gpu_mtpe, t_gpu_hybrid) = (t_exact[0], t_exact[1], t_exact[2]);
         gpu.reset_stats();
         let t_gpu_2p = time_median(repeat, || {
             gpu.count(CountKind::PreElim, &cands)?;
@@ -338,7 +367,7 @@ fn gpu_table(
         tot_gpu += t_gpu_2p;
         passes.push((cands.clone(), survivors.clone()));
         println!(
-            "{:>5} {:>9} {:>9} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>8.1}x {:>8.1}x",
+            "{:>5} {:>9} {:>9} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>6} {:>10.5} {:>10.5} {:>8.1}x {:>8.1}x",
             level,
             cands.len(),
             cands.len() - survivors.len(),
@@ -346,10 +375,13 @@ fn gpu_table(
             t_cpu_2p,
             t_gpu_pre,
             t_gpu_ptpe,
+            t_gpu_mtpe,
+            t_gpu_hybrid,
+            hybrid_pick,
             t_gpu_2p,
             kern_2p,
             t_cpu_2p / t_gpu_2p,
-            t_cpu_exact / t_gpu_ptpe
+            t_cpu_exact / t_gpu_hybrid
         );
     }
     let st = gpu.stats();

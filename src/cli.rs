@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use synfire::episode::hybrid::{Calibration, ExactAlgorithm};
 use synfire::episode::{
-    DeviceChoice, Interval, LevelStats, MinerConfig, Progress, Strategy, Threshold, mine_with,
-    select_counter,
+    DeviceChoice, GpuSettings, Interval, LevelStats, MinerConfig, Progress, Strategy, Threshold,
+    mine_with, select_counter,
 };
 use synfire::event::Ordering;
 use synfire::ingest;
@@ -35,6 +36,9 @@ enum Command {
     Generate(GenerateArgs),
     /// Run a benchmark and print a table.
     Bench(BenchArgs),
+    /// Measure, on a GPU, the crossover points between PTPE and MTPE per episode size and
+    /// store f(N) of Eq. 3 for that GPU model (read by `mine`).
+    Calibrate(crate::calibrate::CalibrateArgs),
 }
 
 /// Options shared by everything that mines.
@@ -67,6 +71,35 @@ pub struct MiningOptions {
     /// GPU ordinals to use, comma-separated (default: all).
     #[arg(long, value_delimiter = ',')]
     pub gpus: Option<Vec<usize>>,
+    /// GPU kernel for exact counts: PTPE or MTPE per level by Eq. 3 (`hybrid`), or one of them
+    /// always.
+    #[arg(long, value_enum, default_value_t = ExactKernelArg::Hybrid)]
+    pub exact_kernel: ExactKernelArg,
+    /// Calibration file for the hybrid choice (default: the one `synfire calibrate` stored for
+    /// each GPU model, if any).
+    #[arg(long)]
+    pub calibration: Option<PathBuf>,
+}
+
+/// `--exact-kernel`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ExactKernelArg {
+    /// PTPE or MTPE by Eq. 3 (paper Algorithm 2).
+    Hybrid,
+    /// One thread per episode.
+    Ptpe,
+    /// Threads per (episode, segment), exact merge.
+    Mtpe,
+}
+
+impl From<ExactKernelArg> for ExactAlgorithm {
+    fn from(k: ExactKernelArg) -> Self {
+        match k {
+            ExactKernelArg::Hybrid => Self::Hybrid,
+            ExactKernelArg::Ptpe => Self::Ptpe,
+            ExactKernelArg::Mtpe => Self::Mtpe,
+        }
+    }
 }
 
 /// `--device`.
@@ -225,6 +258,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Mine(args) => run_mine(&args),
         Command::Generate(args) => run_generate(&args),
+        Command::Calibrate(args) => crate::calibrate::run(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Episodes(args),
         }) => crate::bench::episodes(&args),
@@ -239,6 +273,10 @@ fn run_mine(args: &MineArgs) -> Result<()> {
     };
     let config = args.mining.config();
     config.validate()?;
+    if let Some(path) = &args.mining.calibration {
+        // Checked before any work, whichever device ends up counting.
+        Calibration::load(path)?;
+    }
     let stream = ingest::read_spikes(&args.input, ordering)?;
     tracing::info!(
         input = %args.input.display(),
@@ -247,11 +285,16 @@ fn run_mine(args: &MineArgs) -> Result<()> {
         span_s = stream.span(),
         "Loaded spike stream."
     );
+    let settings = GpuSettings {
+        gpus: args.mining.gpus.clone(),
+        exact: args.mining.exact_kernel.into(),
+        calibration: args.mining.calibration.clone(),
+    };
     let counter = select_counter(
         &stream,
         &config.intervals,
         args.mining.device.into(),
-        args.mining.gpus.as_deref(),
+        &settings,
     )
     .context("`--device gpu`")?;
     let bar = BarProgress::new(args.quiet);

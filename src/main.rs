@@ -2,6 +2,7 @@
 //! logging, and calls the library.
 
 mod bench;
+mod calibrate;
 mod cli;
 
 use std::process::ExitCode;

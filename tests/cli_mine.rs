@@ -818,3 +818,40 @@ fn paper_example_stream_mines_as_in_section_2() {
         "{constrained:#?}"
     );
 }
+
+/// A bad `--calibration` file is named before any work; `calibrate` without a GPU says so.
+#[test]
+fn bad_calibration_file_and_calibrate_without_gpu_fail_clearly() {
+    let dir = TempDir::new().unwrap();
+    let input = fixture("fixtures/spikes/A2929-200711/A2929-200711.nwb");
+    let bad = dir.path().join("cal.json");
+    std::fs::write(&bad, "{\"device\": 3}").unwrap();
+    let missing = dir.path().join("none.json");
+    for (path, words) in [
+        (&bad, "is not a synfire calibration"),
+        (&missing, "No such file"),
+    ] {
+        let err = fails_cleanly(&mine_args(
+            &input,
+            &[
+                "--intervals",
+                "0-0.005",
+                "-q",
+                "--calibration",
+                &path.display().to_string(),
+            ],
+        ));
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains(words),
+            "{err}"
+        );
+        assert!(
+            !err.contains("Loaded spike stream"),
+            "read before checking: {err}"
+        );
+    }
+    if synfire::device::probe().is_err() {
+        let err = fails_cleanly(&["calibrate".to_owned()]);
+        assert!(err.contains("needs a GPU"), "{err}");
+    }
+}

@@ -300,12 +300,20 @@ fn device_selection_without_gpu_falls_back_or_fails_clearly() {
     }
     let stream = generate(&SynthParams::sym26(1)).unwrap();
     let ivs = intervals("0.004-0.006");
-    let auto =
-        synfire::episode::select_counter(&stream, &ivs, synfire::episode::DeviceChoice::Auto, None)
-            .unwrap();
+    let auto = synfire::episode::select_counter(
+        &stream,
+        &ivs,
+        synfire::episode::DeviceChoice::Auto,
+        &Default::default(),
+    )
+    .unwrap();
     assert_eq!(auto.name(), "cpu");
-    let err =
-        synfire::episode::select_counter(&stream, &ivs, synfire::episode::DeviceChoice::Gpu, None)
-            .unwrap_err();
+    let err = synfire::episode::select_counter(
+        &stream,
+        &ivs,
+        synfire::episode::DeviceChoice::Gpu,
+        &Default::default(),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("no CUDA driver"), "{err}");
 }

@@ -215,6 +215,15 @@ impl GpuCounter {
         Ok(())
     }
 
+    /// PTPE threads worker `w`'s GPU runs at once for `nodes`-node episodes (`MP × B_MP × T_B`).
+    ///
+    /// # Panics
+    /// If `w` is not a worker index.
+    #[must_use]
+    pub fn resident_threads(&self, w: usize, nodes: usize) -> u64 {
+        self.workers[w].ptpe_resident_threads(nodes)
+    }
+
     /// Eq. 3 for worker `w` counting `share` episodes of `nodes` nodes: PTPE when
     /// `share > MP × B_MP × T_B × f(N)`.
     #[must_use]
@@ -447,18 +456,31 @@ pub enum DeviceChoice {
     Gpu,
 }
 
-/// The counter for `choice`: a [`GpuCounter`] over `gpus` (default: every GPU found) or the
-/// [`CpuCounter`].
+/// How a GPU counter is set up (`--gpus`, `--exact-kernel`, `--calibration`).
+#[derive(Clone, Debug, Default)]
+pub struct GpuSettings {
+    /// GPU ordinals (default: every GPU found).
+    pub gpus: Option<Vec<usize>>,
+    /// The exact kernel (default: the hybrid choice).
+    pub exact: ExactAlgorithm,
+    /// A calibration file for every GPU, instead of the stored per-model ones.
+    pub calibration: Option<std::path::PathBuf>,
+}
+
+/// The counter for `choice`: a [`GpuCounter`] set up by `settings` or the [`CpuCounter`].
 ///
 /// # Errors
 /// With [`DeviceChoice::Gpu`]: any [`DeviceError`] (no driver, no device, a bad ordinal, a
-/// failed start). [`DeviceChoice::Auto`] never fails: it logs why and counts on the CPU.
+/// failed start). [`DeviceChoice::Auto`] never fails for want of a GPU: it logs why and
+/// counts on the CPU. With either, an unreadable `settings.calibration` file is an error once
+/// a GPU is found ([`DeviceError::Unsupported`] naming the file).
 pub fn select_counter(
     stream: &EventStream,
     intervals: &[Interval],
     choice: DeviceChoice,
-    gpus: Option<&[usize]>,
+    settings: &GpuSettings,
 ) -> Result<Box<dyn Counter>, DeviceError> {
+    let gpus = settings.gpus.as_deref();
     if choice == DeviceChoice::Cpu {
         return Ok(Box::new(CpuCounter::new(stream)));
     }
@@ -481,7 +503,12 @@ pub fn select_counter(
         GpuCounter::new(stream, intervals, &ordinals)
     };
     match attempt() {
-        Ok(c) => {
+        Ok(mut c) => {
+            c.set_exact_algorithm(settings.exact);
+            if let Some(path) = &settings.calibration {
+                c.load_calibration(path)
+                    .map_err(|e| DeviceError::Unsupported(format!("`--calibration`: {e}")))?;
+            }
             let names: Vec<String> = c
                 .devices()
                 .iter()

@@ -25,7 +25,7 @@ pub mod mtpe;
 
 pub use count::{TypeIndex, count_exact, count_preelim};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
-pub use gpu::{DeviceChoice, GpuCounter, GpuStats, select_counter};
+pub use gpu::{DeviceChoice, GpuCounter, GpuSettings, GpuStats, select_counter};
 pub use miner::{
     FrequentEpisode, LevelStats, MineError, MinerConfig, MiningResult, NoProgress, Progress,
     Strategy, Threshold, mine, mine_with,

@@ -1,0 +1,194 @@
+//! `synfire calibrate`: measures the PTPE/MTPE crossover points of one GPU per episode size N
+//! (paper §7.2, Table 1) and stores `f(N)` of Eq. 3 for that GPU model, where `synfire mine`
+//! finds it.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use synfire::episode::hybrid::{self, Calibration, Crossover, ExactAlgorithm, PenaltyFit};
+use synfire::episode::{CountKind, Counter, Episode, GpuCounter};
+use synfire::event::EventType;
+use synfire::synth::{self, SynthParams};
+
+/// Options of `synfire calibrate`.
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// The GPU to calibrate (its model's file is written).
+    #[arg(long, default_value_t = 0)]
+    gpu: usize,
+    /// Stream the kernels are timed on: `sym26` (the paper's Table 1 workload) or `mea64`.
+    #[arg(long, value_enum, default_value_t = crate::bench::Workload::Sym26)]
+    workload: crate::bench::Workload,
+    /// Largest episode size calibrated (sizes above use the fit `a / N + b`).
+    #[arg(long, default_value_t = 8)]
+    max_nodes: usize,
+    /// Largest number of episodes timed, as a power of two (counts 2^5 .. 2^this).
+    #[arg(long, default_value_t = 17)]
+    max_log2_episodes: u32,
+    /// Timed repetitions per point after one warm-up; medians are used.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Where to write the calibration (default: the per-model file `mine` reads).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+/// `count` candidates of `nodes` nodes with random types and intervals (seeded).
+fn random_candidates(
+    rng: &mut ChaCha8Rng,
+    types: u32,
+    intervals: &[synfire::episode::Interval],
+    nodes: usize,
+    count: usize,
+) -> Vec<Episode> {
+    (0..count)
+        .map(|_| {
+            Episode::new(
+                (0..nodes)
+                    .map(|_| EventType(rng.random_range(0..types)))
+                    .collect(),
+                (1..nodes)
+                    .map(|_| intervals[rng.random_range(0..intervals.len())])
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// Median kernel milliseconds (CUDA events) of exact counts with `algorithm`, and the counts.
+fn kernel_ms(
+    gpu: &GpuCounter,
+    algorithm: ExactAlgorithm,
+    cands: &[Episode],
+    repeat: usize,
+) -> Result<(f64, Vec<u64>)> {
+    gpu.set_exact_algorithm(algorithm);
+    let counts = gpu.count(CountKind::Exact, cands)?; // warm-up
+    let mut ms = Vec::with_capacity(repeat);
+    for _ in 0..repeat {
+        gpu.reset_stats();
+        gpu.count(CountKind::Exact, cands)?;
+        ms.push(gpu.stats().kernel_ms);
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok((ms[ms.len() / 2], counts))
+}
+
+/// Runs the calibration and prints a table.
+///
+/// # Errors
+/// No usable GPU, a device failure, PTPE and MTPE disagreeing on a count, or an unwritable
+/// output file.
+pub fn run(args: &CalibrateArgs) -> Result<()> {
+    let (stream, config) = match args.workload {
+        crate::bench::Workload::Mea64 => (
+            synth::generate(&SynthParams::mea64(1))?,
+            crate::bench::mea64_config(),
+        ),
+        _ => (
+            synth::generate(&SynthParams::sym26(1))?,
+            crate::bench::sym26_config(),
+        ),
+    };
+    let devices = synfire::device::probe().context("`synfire calibrate` needs a GPU")?;
+    let info = devices
+        .iter()
+        .find(|d| d.ordinal == args.gpu)
+        .with_context(|| {
+            format!(
+                "`--gpu {}`: no such GPU ({} found)",
+                args.gpu,
+                devices.len()
+            )
+        })?
+        .clone();
+    let gpu = GpuCounter::new(&stream, &config.intervals, &[args.gpu])?;
+    let workload = format!(
+        "{:?} seed 1 ({} events), random candidates over its {} intervals",
+        args.workload,
+        stream.len(),
+        config.intervals.len()
+    );
+    println!(
+        "synfire calibrate: GPU {} ({}, sm_{}{}, {} SMs) on {workload}; kernel ms (CUDA events), median of {}",
+        info.ordinal,
+        info.name,
+        info.compute_capability.0,
+        info.compute_capability.1,
+        info.multiprocessors,
+        args.repeat.max(1)
+    );
+    println!(
+        "{:>5} {:>10} {:>11} {:>11} {:>8}",
+        "nodes", "episodes", "ptpe_ms", "mtpe_ms", "faster"
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let types = u32::try_from(stream.alphabet().len()).context("too many event types")?;
+    let mut crossovers = Vec::new();
+    for nodes in 1..=args
+        .max_nodes
+        .clamp(1, synfire::device::kernels::MAX_GPU_NODES)
+    {
+        let mut timings = Vec::new();
+        for log2 in 5..=args.max_log2_episodes.max(5) {
+            let m = 1usize << log2;
+            let cands = random_candidates(&mut rng, types, &config.intervals, nodes, m);
+            let (ptpe, a) = kernel_ms(&gpu, ExactAlgorithm::Ptpe, &cands, args.repeat.max(1))?;
+            let (mtpe, b) = kernel_ms(&gpu, ExactAlgorithm::Mtpe, &cands, args.repeat.max(1))?;
+            anyhow::ensure!(
+                a == b,
+                "PTPE and MTPE counts differ ({nodes} nodes, {m} episodes)"
+            );
+            println!(
+                "{nodes:>5} {m:>10} {ptpe:>11.4} {mtpe:>11.4} {:>8}",
+                if ptpe <= mtpe { "ptpe" } else { "mtpe" }
+            );
+            timings.push((m as u64, ptpe, mtpe));
+        }
+        let episodes = hybrid::crossover(&timings).expect("at least one timing");
+        let resident = gpu.resident_threads(0, nodes).max(1);
+        crossovers.push(Crossover {
+            nodes,
+            episodes,
+            resident_threads: resident,
+            penalty: episodes as f64 / resident as f64,
+        });
+    }
+    let points: Vec<(usize, f64)> = crossovers.iter().map(|c| (c.nodes, c.penalty)).collect();
+    let fit = PenaltyFit::fit(&points).expect("at least one size");
+    println!();
+    println!(
+        "{:>5} {:>10} {:>10} {:>9} {:>9}",
+        "nodes", "crossover", "resident", "f(N)", "fit"
+    );
+    for c in &crossovers {
+        println!(
+            "{:>5} {:>10} {:>10} {:>9.4} {:>9.4}",
+            c.nodes,
+            c.episodes,
+            c.resident_threads,
+            c.penalty,
+            fit.at(c.nodes)
+        );
+    }
+    println!("f(N) = {:.4} / N + {:.4}", fit.a, fit.b);
+    let calibration = Calibration {
+        device: info.name.clone(),
+        compute_capability: info.compute_capability,
+        multiprocessors: info.multiprocessors,
+        workload,
+        crossovers,
+        fit,
+    };
+    let path = match &args.output {
+        Some(p) => p.clone(),
+        None => Calibration::default_path(&info.name, info.compute_capability)
+            .context("no cache directory for the calibration; give `--output`")?,
+    };
+    calibration.save(&path)?;
+    println!("calibration written to {}", path.display());
+    Ok(())
+}
