@@ -104,48 +104,63 @@ struct Merge {
     }
 };
 
+// The PreElim state machine (Algorithm 3 with Observation 1): per state the latest time and
+// the latest time strictly before it; same interface as Machine below, never overflows. Its
+// completions are those of the exact machine on the relaxed episode (gaps (0, high]), so the
+// MTPE segment/merge scheme applies to it unchanged (src/episode/mtpe.rs).
 template <int N>
-__device__ void preelim_one(const double* __restrict__ times, const u32* __restrict__ offsets,
-                            const double* __restrict__ hi, const u32* __restrict__ types,
-                            const u32* __restrict__ ivs, u32* __restrict__ out) {
-    Merge<N> m;
-    m.init(offsets, times, types, SYNFIRE_NEG_INF);
+struct PreElimMachine {
     double high[N];
     double last[N], before[N];
+    double last_end;
+
+    __device__ __forceinline__ void init(const double* __restrict__ lo,
+                                         const double* __restrict__ hi,
+                                         const u32* __restrict__ ivs) {
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
-        high[i] = i + 1 < N ? hi[ivs[i]] : 0.0;
-        last[i] = SYNFIRE_NEG_INF;
-        before[i] = SYNFIRE_NEG_INF;
+        for (int i = 0; i < N; ++i) high[i] = i + 1 < N ? hi[ivs[i]] : 0.0;
+        reset(SYNFIRE_NEG_INF);
     }
-    u32 count = 0;
-    double last_end = SYNFIRE_NEG_INF;
-    double t;
-    u32 mask;
-    while (m.next(times, &t, &mask)) {
-        // States from N-1 down to 0 (Algorithm 3 line 3), each with a compile-time index.
+
+    __device__ __forceinline__ void reset(double at) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) { last[i] = SYNFIRE_NEG_INF; before[i] = SYNFIRE_NEG_INF; }
+        last_end = at;
+    }
+
+    // States from N-1 down to 0 (Algorithm 3 line 3), each with a compile-time index.
+    __device__ __forceinline__ int step(double t, u32 mask) {
 #pragma unroll
         for (int i = N - 1; i >= 0; --i) {
             if (!(mask & (1u << i))) continue;
             if (i == 0) {
                 if (t <= last_end) continue;
-                if (N == 1) { ++count; last_end = t; break; }
+                if (N == 1) { last_end = t; return 1; }
                 if (t > last[0]) { before[0] = last[0]; last[0] = t; }
                 continue;
             }
             // Latest entry strictly before t (entries at t have delay 0 and never fit).
             const double prev = last[i - 1] < t ? last[i - 1] : before[i - 1];
             if (t - prev > high[i - 1]) continue;
-            if (i == N - 1) {
-                ++count;
-                last_end = t;
-#pragma unroll
-                for (int s2 = 0; s2 < N; ++s2) { last[s2] = SYNFIRE_NEG_INF; before[s2] = SYNFIRE_NEG_INF; }
-                break;
-            }
+            if (i == N - 1) { reset(t); return 1; }
             if (t > last[i]) { before[i] = last[i]; last[i] = t; }
         }
+        return 0;
     }
+};
+
+template <int N>
+__device__ void preelim_one(const double* __restrict__ times, const u32* __restrict__ offsets,
+                            const double* __restrict__ hi, const u32* __restrict__ types,
+                            const u32* __restrict__ ivs, u32* __restrict__ out) {
+    Merge<N> m;
+    m.init(offsets, times, types, SYNFIRE_NEG_INF);
+    PreElimMachine<N> mc;
+    mc.init(hi, hi, ivs);
+    u32 count = 0;
+    double t = 0.0;
+    u32 mask = 0;
+    while (m.next(times, &t, &mask)) count += mc.step(t, mask);
     *out = count;
 }
 
@@ -225,8 +240,8 @@ __device__ void ptpe_one(const double* __restrict__ times, const u32* __restrict
     Machine<N> mc;
     mc.init(lo, hi, ivs);
     u32 count = 0;
-    double t;
-    u32 mask;
+    double t = 0.0;
+    u32 mask = 0;
     while (m.next(times, &t, &mask)) {
         const int r = mc.step(t, mask);
         if (r == STEP_OVERFLOW) { *out = SYNFIRE_COUNT_OVERFLOW; return; }
@@ -256,7 +271,7 @@ __device__ __forceinline__ double mtpe_free_start(double tau, double w) {
 // Counting step for (candidate c, segment p): the free machine reset at S_p runs over
 // (S_p, tau_{p+1}] and records the tuple (a[0..K), count, b) of its completions in
 // (tau_p, tau_{p+1}].
-template <int N>
+template <int N, class M>
 __device__ void mtpe_count_one(const double* __restrict__ times, const u32* __restrict__ offsets,
                                const double* __restrict__ lo, const double* __restrict__ hi,
                                const u32* __restrict__ types, const u32* __restrict__ ivs,
@@ -265,7 +280,7 @@ __device__ void mtpe_count_one(const double* __restrict__ times, const u32* __re
     const double start = mtpe_free_start(tau, mtpe_lookback<N>(hi, ivs));
     Merge<N> m;
     m.init(offsets, times, types, start);
-    Machine<N> mc;
+    M mc;
     mc.init(lo, hi, ivs);
     mc.reset(start);
     u32 count = 0;
@@ -273,8 +288,8 @@ __device__ void mtpe_count_one(const double* __restrict__ times, const u32* __re
 #pragma unroll
     for (int k = 0; k < SYNFIRE_MTPE_RECORDED; ++k) first[k] = SYNFIRE_POS_INF;
     double last = SYNFIRE_NEG_INF;
-    double t;
-    u32 mask;
+    double t = 0.0;
+    u32 mask = 0;
     while (m.next(times, &t, &mask)) {
         if (t > tau_next) break;
         const int r = mc.step(t, mask);
@@ -296,7 +311,7 @@ __device__ void mtpe_count_one(const double* __restrict__ times, const u32* __re
 // when the true last completion is at or before S_p, otherwise a catch-up machine restarts
 // from that completion until it meets a recorded a[k] (same time, same state from then on) or
 // the segment ends.
-template <int N>
+template <int N, class M>
 __device__ void mtpe_merge_one(const double* __restrict__ times, const u32* __restrict__ offsets,
                                const double* __restrict__ lo, const double* __restrict__ hi,
                                const u32* __restrict__ types, const u32* __restrict__ ivs,
@@ -319,15 +334,15 @@ __device__ void mtpe_merge_one(const double* __restrict__ times, const u32* __re
         }
         Merge<N> m;
         m.init(offsets, times, types, last);
-        Machine<N> mc;
+        M mc;
         mc.init(lo, hi, ivs);
         mc.reset(last);
         const u32 recorded = cnt < SYNFIRE_MTPE_RECORDED ? cnt : SYNFIRE_MTPE_RECORDED;
         const double* a = seg_first + (size_t)p * SYNFIRE_MTPE_RECORDED;
         u32 k = 0, own = 0;
         bool joined = false;
-        double t;
-        u32 mask;
+        double t = 0.0;
+        u32 mask = 0;
         while (m.next(times, &t, &mask)) {
             if (t > tau_next) break;
             const int r = mc.step(t, mask);
@@ -368,21 +383,30 @@ __device__ void mtpe_merge_one(const double* __restrict__ times, const u32* __re
         ptpe_one<NN>(times, offsets, lo, hi, types + (size_t)c * NN,                          \
                      ivs + (size_t)c * (NN > 1 ? NN - 1 : 0), out + c);                       \
     }                                                                                         \
-    extern "C" __global__ void episodes_mtpe_count_n##NN(                                     \
+    SYNFIRE_MTPE_KERNELS(NN, mtpe, Machine<NN>)                                                \
+    SYNFIRE_MTPE_KERNELS(NN, preelim_mtpe, PreElimMachine<NN>)
+
+// MTPE kernels for one machine: counting (thread g -> candidate g % n_cands, segment
+// g / n_cands, so a warp holds neighbouring candidates, sorted by types by the host, in one
+// segment and reads the same events, as PTPE's warps do) and merging (thread per candidate).
+// Tuples are stored candidate-major: index c * r_segs + p.
+#define SYNFIRE_MTPE_KERNELS(NN, NAME, MACHINE)                                                \
+    extern "C" __global__ void episodes_##NAME##_count_n##NN(                                 \
         const double* __restrict__ times, const u32* __restrict__ offsets,                    \
         const double* __restrict__ lo, const double* __restrict__ hi,                         \
         const u32* __restrict__ types, const u32* __restrict__ ivs, u32 n_cands,              \
         const double* __restrict__ bounds, u32 r_segs, u32* __restrict__ seg_count,           \
         double* __restrict__ seg_first, double* __restrict__ seg_last) {                      \
         const size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;                       \
-        const size_t c = g / r_segs, p = g % r_segs;                                          \
-        if (c >= n_cands) return;                                                             \
-        mtpe_count_one<NN>(times, offsets, lo, hi, types + c * NN,                            \
-                           ivs + c * (NN > 1 ? NN - 1 : 0), bounds[p], bounds[p + 1],         \
-                           seg_count + g, seg_first + g * SYNFIRE_MTPE_RECORDED,              \
-                           seg_last + g);                                                     \
+        const size_t c = g % n_cands, p = g / n_cands;                                        \
+        if (p >= r_segs) return;                                                              \
+        const size_t o = c * r_segs + p;                                                      \
+        mtpe_count_one<NN, MACHINE>(times, offsets, lo, hi, types + c * NN,                   \
+                                    ivs + c * (NN > 1 ? NN - 1 : 0), bounds[p], bounds[p + 1], \
+                                    seg_count + o, seg_first + o * SYNFIRE_MTPE_RECORDED,     \
+                                    seg_last + o);                                            \
     }                                                                                         \
-    extern "C" __global__ void episodes_mtpe_merge_n##NN(                                     \
+    extern "C" __global__ void episodes_##NAME##_merge_n##NN(                                 \
         const double* __restrict__ times, const u32* __restrict__ offsets,                    \
         const double* __restrict__ lo, const double* __restrict__ hi,                         \
         const u32* __restrict__ types, const u32* __restrict__ ivs, u32 n_cands,              \
@@ -392,10 +416,10 @@ __device__ void mtpe_merge_one(const double* __restrict__ times, const u32* __re
         const size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;                       \
         if (c >= n_cands) return;                                                             \
         const size_t base = c * r_segs;                                                       \
-        mtpe_merge_one<NN>(times, offsets, lo, hi, types + c * NN,                            \
-                           ivs + c * (NN > 1 ? NN - 1 : 0), bounds, r_segs,                   \
-                           seg_count + base, seg_first + base * SYNFIRE_MTPE_RECORDED,        \
-                           seg_last + base, out + c);                                         \
+        mtpe_merge_one<NN, MACHINE>(times, offsets, lo, hi, types + c * NN,                   \
+                                    ivs + c * (NN > 1 ? NN - 1 : 0), bounds, r_segs,          \
+                                    seg_count + base, seg_first + base * SYNFIRE_MTPE_RECORDED, \
+                                    seg_last + base, out + c);                                \
     }
 
 SYNFIRE_EPISODE_KERNELS(1)

@@ -26,7 +26,7 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 8)]
     max_nodes: usize,
     /// Largest number of episodes timed, as a power of two (counts 2^5 .. 2^this).
-    #[arg(long, default_value_t = 17)]
+    #[arg(long, default_value_t = 18)]
     max_log2_episodes: u32,
     /// Timed repetitions per point after one warm-up; medians are used.
     #[arg(long, default_value_t = 3)]

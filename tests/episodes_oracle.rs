@@ -268,8 +268,15 @@ fn mtpe_equals_exact_on_bursty_streams_and_exercises_catch_ups() {
             let ep = episode(&ep_types, &ivs);
             let exact = count_exact(&index, &ep);
             for r in [1, 2, 7, 64, 256] {
-                let outcome = count_mtpe(&index, &ep, &Segments::by_events(&times, r));
+                let segments = Segments::by_events(&times, r);
+                let outcome = count_mtpe(&index, &ep, &segments);
                 assert_eq!(outcome.count, exact, "{ep:?} with {r} segments");
+                // The GPU's segmented PreElim: the same scheme on the relaxed episode.
+                assert_eq!(
+                    count_mtpe(&index, &ep.relaxed(), &segments).count,
+                    count_preelim(&index, &ep),
+                    "PreElim of {ep:?} with {r} segments"
+                );
                 catch_ups += outcome.catch_ups;
                 unjoined += outcome.unjoined;
             }

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Syntax- and type-checks kernels/*.cu with the host C++ compiler and tools/kernel-shim.h, so a
 # typo in a kernel fails here rather than in NVRTC on a GPU host. Templates are instantiated by
-# the kernel macros, so their bodies are checked too.
+# the kernel macros, so their bodies are checked too. Then tools/kernel-emulation.cpp runs the
+# device code on the host and checks MTPE against PTPE and PreElim.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for f in kernels/*.cu; do
   g++ -std=c++17 -fsyntax-only -Wall -Wno-unused-variable -Wno-unknown-pragmas -include tools/kernel-shim.h -x c++ "$f"
   echo "ok: $f"
 done
+g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-misleading-indentation -I. -o "${TMPDIR:-/tmp}/synfire-kernel-emulation" tools/kernel-emulation.cpp
+"${TMPDIR:-/tmp}/synfire-kernel-emulation"

@@ -77,6 +77,24 @@ pub enum EpisodeKernel {
         /// (`episode::mtpe::Segments::bounds`).
         segments: Arc<[f64]>,
     },
+    /// PreElim with the MTPE mapping: the PreElim machine per (episode, segment), then the
+    /// same exact merge (PreElim counts are exact counts of the relaxed episode, so the merge
+    /// applies unchanged). For levels too small to fill the GPU with one thread per episode.
+    PreElimMtpe {
+        /// As for [`EpisodeKernel::Mtpe`].
+        segments: Arc<[f64]>,
+    },
+}
+
+impl EpisodeKernel {
+    /// The MTPE segment boundaries, for the segmented kernels.
+    #[must_use]
+    pub fn segments(&self) -> Option<&Arc<[f64]>> {
+        match self {
+            Self::Mtpe { segments } | Self::PreElimMtpe { segments } => Some(segments),
+            Self::PreElim | Self::Ptpe => None,
+        }
+    }
 }
 
 /// Counts of one batch from one GPU.
@@ -300,8 +318,9 @@ struct Device {
     stream: Arc<CudaStream>,
     preelim: Vec<CudaFunction>,
     ptpe: Vec<CudaFunction>,
-    mtpe_count: Vec<CudaFunction>,
-    mtpe_merge: Vec<CudaFunction>,
+    /// Per machine (0: exact, 1: PreElim), per N: the MTPE counting and merging kernels.
+    mtpe_count: [Vec<CudaFunction>; 2],
+    mtpe_merge: [Vec<CudaFunction>; 2],
     ptpe_resident: Vec<u64>,
     data: Option<DeviceStream>,
 }
@@ -344,12 +363,13 @@ impl Device {
         let ptpe: Vec<CudaFunction> = (1..=MAX_GPU_NODES)
             .map(|n| load(format!("episodes_ptpe_n{n}")))
             .collect::<Result<_, _>>()?;
-        let mtpe_count = (1..=MAX_GPU_NODES)
-            .map(|n| load(format!("episodes_mtpe_count_n{n}")))
-            .collect::<Result<_, _>>()?;
-        let mtpe_merge = (1..=MAX_GPU_NODES)
-            .map(|n| load(format!("episodes_mtpe_merge_n{n}")))
-            .collect::<Result<_, _>>()?;
+        let family = |prefix: &str, step: &str| {
+            (1..=MAX_GPU_NODES)
+                .map(|n| load(format!("episodes_{prefix}_{step}_n{n}")))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let mtpe_count = [family("mtpe", "count")?, family("preelim_mtpe", "count")?];
+        let mtpe_merge = [family("mtpe", "merge")?, family("preelim_mtpe", "merge")?];
         let ptpe_resident = ptpe
             .iter()
             .map(|f: &CudaFunction| {
@@ -459,7 +479,7 @@ impl Device {
             shared_mem_bytes: 0,
         };
         // MTPE buffers, allocated before the timed region.
-        let mut mtpe = if let EpisodeKernel::Mtpe { segments } = &kernel {
+        let mut mtpe = if let Some(segments) = kernel.segments() {
             let r = segments.len().saturating_sub(1);
             let threads = u32::try_from(m * r).ok().filter(|_| r > 0).ok_or_else(|| {
                 DeviceError::Unsupported(format!(
@@ -504,11 +524,12 @@ impl Device {
                 // SAFETY: as above, for `episodes_ptpe_n{n}` (which also takes lo f64*).
                 unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
             }
-            EpisodeKernel::Mtpe { .. } => {
+            EpisodeKernel::Mtpe { .. } | EpisodeKernel::PreElimMtpe { .. } => {
+                let machine = usize::from(matches!(kernel, EpisodeKernel::PreElimMtpe { .. }));
                 let (r, threads, bounds, seg_count, seg_first, seg_last) =
                     mtpe.as_mut().expect("allocated above for MTPE");
                 let (r, threads) = (*r, *threads);
-                let f = &self.mtpe_count[n - 1];
+                let f = &self.mtpe_count[machine][n - 1];
                 let mut b = s.launch_builder(f);
                 b.arg(&data.times)
                     .arg(&data.offsets)
@@ -522,12 +543,12 @@ impl Device {
                     grid_dim: (threads.div_ceil(block), 1, 1),
                     ..cfg
                 };
-                // SAFETY: matches `episodes_mtpe_count_n{n}`: times, offsets, lo, hi, types
+                // SAFETY: matches `episodes_{mtpe,preelim_mtpe}_count_n{n}`: times, offsets, lo, hi, types
                 // [m*n], ivs [m*(n-1)], n_cands u32, bounds f64* [r+1], r_segs u32, seg_count
                 // u32* [m*r], seg_first f64* [m*r*RECORDED], seg_last f64* [m*r]; threads
-                // with g / r >= m return before touching memory.
+                // with g / m >= r return before touching memory.
                 unsafe { b.launch(count_cfg) }.map_err(drv("cuLaunchKernel"))?;
-                let f = &self.mtpe_merge[n - 1];
+                let f = &self.mtpe_merge[machine][n - 1];
                 let mut b = s.launch_builder(f);
                 b.arg(&data.times)
                     .arg(&data.offsets)
@@ -538,7 +559,7 @@ impl Device {
                     .arg(&*seg_first)
                     .arg(&*seg_last)
                     .arg(&mut out);
-                // SAFETY: matches `episodes_mtpe_merge_n{n}` (the count kernel's buffers, read
+                // SAFETY: matches `episodes_{mtpe,preelim_mtpe}_merge_n{n}` (the count kernel's buffers, read
                 // only, then out u32* [m]); threads with c >= m return first.
                 unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
             }

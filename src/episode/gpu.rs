@@ -39,9 +39,9 @@ pub struct GpuStats {
     pub cpu_fallback: u64,
     /// Sum of kernel times (CUDA events), milliseconds, over all devices.
     pub kernel_ms: f64,
-    /// Exact counts done with PTPE (candidates).
+    /// Candidates counted with one thread each (PTPE mapping; PreElim or exact).
     pub ptpe_candidates: u64,
-    /// Exact counts done with MTPE (candidates).
+    /// Candidates counted with threads per segment (MTPE mapping; PreElim or exact).
     pub mtpe_candidates: u64,
 }
 
@@ -248,16 +248,24 @@ impl GpuCounter {
         self.segment_sets[log].clone()
     }
 
-    /// The exact kernel worker `w` uses for `share` episodes of `nodes` nodes.
-    fn exact_kernel(&self, w: usize, nodes: usize, share: usize) -> EpisodeKernel {
-        let mtpe = || EpisodeKernel::Mtpe {
-            segments: self.segments_for(w, nodes, share),
+    /// The kernel worker `w` uses for `share` episodes of `nodes` nodes: one thread per
+    /// episode (PTPE mapping) or threads per (episode, segment) (MTPE mapping), by the
+    /// algorithm setting; the same choice applies to PreElim.
+    fn kernel_for(&self, kind: CountKind, w: usize, nodes: usize, share: usize) -> EpisodeKernel {
+        let per_episode = match *self.algorithm.lock() {
+            ExactAlgorithm::Ptpe => true,
+            ExactAlgorithm::Mtpe => false,
+            ExactAlgorithm::Hybrid => self.prefers_ptpe(w, nodes, share),
         };
-        match *self.algorithm.lock() {
-            ExactAlgorithm::Ptpe => EpisodeKernel::Ptpe,
-            ExactAlgorithm::Mtpe => mtpe(),
-            ExactAlgorithm::Hybrid if self.prefers_ptpe(w, nodes, share) => EpisodeKernel::Ptpe,
-            ExactAlgorithm::Hybrid => mtpe(),
+        match (kind, per_episode) {
+            (CountKind::Exact, true) => EpisodeKernel::Ptpe,
+            (CountKind::PreElim, true) => EpisodeKernel::PreElim,
+            (CountKind::Exact, false) => EpisodeKernel::Mtpe {
+                segments: self.segments_for(w, nodes, share),
+            },
+            (CountKind::PreElim, false) => EpisodeKernel::PreElimMtpe {
+                segments: self.segments_for(w, nodes, share),
+            },
         }
     }
 
@@ -314,18 +322,14 @@ impl GpuCounter {
             .map(|(i, worker)| (i, worker, (i * m / w)..((i + 1) * m / w)))
             .filter(|(_, _, r)| !r.is_empty())
             .map(|(i, worker, r)| {
-                let kernel = match kind {
-                    CountKind::PreElim => EpisodeKernel::PreElim,
-                    CountKind::Exact => self.exact_kernel(i, n, r.len()),
-                };
-                if kind == CountKind::Exact {
-                    let mut st = self.stats.lock();
-                    if kernel == EpisodeKernel::Ptpe {
-                        st.ptpe_candidates += r.len() as u64;
-                    } else {
-                        st.mtpe_candidates += r.len() as u64;
-                    }
+                let kernel = self.kernel_for(kind, i, n, r.len());
+                let mut st = self.stats.lock();
+                if kernel.segments().is_none() {
+                    st.ptpe_candidates += r.len() as u64;
+                } else {
+                    st.mtpe_candidates += r.len() as u64;
                 }
+                drop(st);
                 worker.count(kernel, batch.clone(), r)
             })
             .collect();
