@@ -25,7 +25,10 @@ pub struct CalibrateArgs {
     /// Largest episode size calibrated (sizes above use the fit `a / N + b`).
     #[arg(long, default_value_t = 8)]
     max_nodes: usize,
-    /// Largest number of episodes timed, as a power of two (counts 2^5 .. 2^this).
+    /// Smallest number of episodes timed, as a power of two.
+    #[arg(long, default_value_t = 5)]
+    min_log2_episodes: u32,
+    /// Largest number of episodes timed, as a power of two.
     #[arg(long, default_value_t = 18)]
     max_log2_episodes: u32,
     /// Timed repetitions per point after one warm-up; medians are used.
@@ -133,7 +136,7 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         .clamp(1, synfire::device::kernels::MAX_GPU_NODES)
     {
         let mut timings = Vec::new();
-        for log2 in 5..=args.max_log2_episodes.max(5) {
+        for log2 in args.min_log2_episodes..=args.max_log2_episodes.max(args.min_log2_episodes) {
             let m = 1usize << log2;
             let cands = random_candidates(&mut rng, types, &config.intervals, nodes, m);
             let (ptpe, a) = kernel_ms(&gpu, ExactAlgorithm::Ptpe, &cands, args.repeat.max(1))?;
