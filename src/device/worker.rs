@@ -501,6 +501,19 @@ impl Device {
         let start = s
             .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(drv("cuEventRecord"))?;
+        // The arguments every kernel but per-thread PreElim starts with: times, offsets, lo,
+        // hi, types [m*n], ivs [m*(n-1)], n_cands.
+        let exact_family = |f| {
+            let mut b = s.launch_builder(f);
+            b.arg(&data.times)
+                .arg(&data.offsets)
+                .arg(&data.lo)
+                .arg(&data.hi)
+                .arg(&types)
+                .arg(&ivs)
+                .arg(&m32);
+            b
+        };
         match kernel {
             EpisodeKernel::PreElim => {
                 let f = &self.preelim[n - 1];
@@ -514,14 +527,10 @@ impl Device {
                 unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
             }
             EpisodeKernel::Ptpe => {
-                let f = &self.ptpe[n - 1];
-                let mut b = s.launch_builder(f);
-                b.arg(&data.times)
-                    .arg(&data.offsets)
-                    .arg(&data.lo)
-                    .arg(&data.hi);
-                b.arg(&types).arg(&ivs).arg(&m32).arg(&mut out);
-                // SAFETY: as above, for `episodes_ptpe_n{n}` (which also takes lo f64*).
+                let mut b = exact_family(&self.ptpe[n - 1]);
+                b.arg(&mut out);
+                // SAFETY: as above, for `episodes_ptpe_n{n}` (times, offsets, lo f64*, hi, types,
+                // ivs, n_cands, out).
                 unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
             }
             EpisodeKernel::Mtpe { .. } | EpisodeKernel::PreElimMtpe { .. } => {
@@ -529,13 +538,8 @@ impl Device {
                 let (r, threads, bounds, seg_count, seg_first, seg_last) =
                     mtpe.as_mut().expect("allocated above for MTPE");
                 let (r, threads) = (*r, *threads);
-                let f = &self.mtpe_count[machine][n - 1];
-                let mut b = s.launch_builder(f);
-                b.arg(&data.times)
-                    .arg(&data.offsets)
-                    .arg(&data.lo)
-                    .arg(&data.hi);
-                b.arg(&types).arg(&ivs).arg(&m32).arg(&*bounds).arg(&r);
+                let mut b = exact_family(&self.mtpe_count[machine][n - 1]);
+                b.arg(&*bounds).arg(&r);
                 b.arg(&mut *seg_count)
                     .arg(&mut *seg_first)
                     .arg(&mut *seg_last);
@@ -543,24 +547,19 @@ impl Device {
                     grid_dim: (threads.div_ceil(block), 1, 1),
                     ..cfg
                 };
-                // SAFETY: matches `episodes_{mtpe,preelim_mtpe}_count_n{n}`: times, offsets, lo, hi, types
-                // [m*n], ivs [m*(n-1)], n_cands u32, bounds f64* [r+1], r_segs u32, seg_count
-                // u32* [m*r], seg_first f64* [m*r*RECORDED], seg_last f64* [m*r]; threads
-                // with g / m >= r return before touching memory.
+                // SAFETY: matches `episodes_{mtpe,preelim_mtpe}_count_n{n}`: times, offsets,
+                // lo, hi, types [m*n], ivs [m*(n-1)], n_cands u32, bounds f64* [r+1], r_segs
+                // u32, seg_count u32* [m*r], seg_first f64* [m*r*RECORDED], seg_last f64*
+                // [m*r]; threads with g / m >= r return before touching memory.
                 unsafe { b.launch(count_cfg) }.map_err(drv("cuLaunchKernel"))?;
-                let f = &self.mtpe_merge[machine][n - 1];
-                let mut b = s.launch_builder(f);
-                b.arg(&data.times)
-                    .arg(&data.offsets)
-                    .arg(&data.lo)
-                    .arg(&data.hi);
-                b.arg(&types).arg(&ivs).arg(&m32).arg(&*bounds).arg(&r);
+                let mut b = exact_family(&self.mtpe_merge[machine][n - 1]);
+                b.arg(&*bounds).arg(&r);
                 b.arg(&*seg_count)
                     .arg(&*seg_first)
                     .arg(&*seg_last)
                     .arg(&mut out);
-                // SAFETY: matches `episodes_{mtpe,preelim_mtpe}_merge_n{n}` (the count kernel's buffers, read
-                // only, then out u32* [m]); threads with c >= m return first.
+                // SAFETY: matches `episodes_{mtpe,preelim_mtpe}_merge_n{n}` (the count kernel's
+                // buffers, read only, then out u32* [m]); threads with c >= m return first.
                 unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
             }
         }
