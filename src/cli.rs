@@ -39,6 +39,65 @@ enum Command {
     /// Measure, on a GPU, the crossover points between PTPE and MTPE per episode size and
     /// store f(N) of Eq. 3 for that GPU model (read by `mine`).
     Calibrate(crate::calibrate::CalibrateArgs),
+    /// Run a pipeline file (sources → windows → stages → sinks) until its sources end or
+    /// SIGINT/SIGTERM.
+    Run(RunArgs),
+    /// Check pipeline files and report every error at once.
+    Validate(ValidateArgs),
+    /// Stream an archived session live over ZeroMQ (a publisher for demos and tests).
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The pipeline file (TOML).
+    pipeline: PathBuf,
+    /// Serve Prometheus metrics on this address, e.g. `127.0.0.1:9100` (`GET /metrics`).
+    #[arg(long)]
+    metrics: Option<std::net::SocketAddr>,
+}
+
+#[derive(Debug, Args)]
+struct ValidateArgs {
+    /// Pipeline files (TOML).
+    #[arg(required = true)]
+    pipelines: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct ReplayArgs {
+    /// The archived session: NWB (units table) or a `label,time` CSV.
+    input: PathBuf,
+    /// Endpoint to bind, e.g. `tcp://127.0.0.1:5557`.
+    #[arg(long)]
+    to: String,
+    /// Real time × X (e.g. 4 = four times faster); absent: as fast as possible.
+    #[arg(long)]
+    speed: Option<f64>,
+    /// Message format: Open Ephys Event Broadcaster (raw binary header, exact times), its JSON
+    /// header (times on the `--sample-rate` clock), or synfire's wire format.
+    #[arg(long, value_enum, default_value_t = ReplayFormatArg::Synfire)]
+    format: ReplayFormatArg,
+    /// Spikes or samples per synfire-format message.
+    #[arg(long, default_value_t = 4096)]
+    batch: usize,
+    /// Wait for this many subscribers before sending (0: send at once).
+    #[arg(long, default_value_t = 1)]
+    subscribers: usize,
+    /// Sample clock of Open Ephys messages, Hz.
+    #[arg(long, default_value_t = 30_000.0)]
+    sample_rate: f64,
+    /// Replay this NWB time series (e.g. `/acquisition/CompassDirection/rz`) as sensor frames
+    /// instead of the units table (synfire format).
+    #[arg(long)]
+    series: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum ReplayFormatArg {
+    Openephys,
+    OpenephysJson,
+    Synfire,
 }
 
 /// Options shared by everything that mines.
@@ -145,12 +204,11 @@ pub enum SupportPer {
 impl MiningOptions {
     /// The miner configuration these options describe.
     pub fn config(&self) -> MinerConfig {
-        let threshold = match (self.min_count, self.support, self.support_per) {
-            (Some(n), _, _) => Threshold::MinCount(n),
-            (None, Some(f), SupportPer::Seconds) => Threshold::PerSecond(f),
-            (None, Some(f), SupportPer::Events) => Threshold::FractionOfEvents(f),
-            (None, None, _) => Threshold::FractionOfEvents(0.001),
+        let per = match self.support_per {
+            SupportPer::Events => synfire::episode::SupportPer::Events,
+            SupportPer::Seconds => synfire::episode::SupportPer::Seconds,
         };
+        let threshold = Threshold::from_options(self.min_count, self.support, per);
         let mut config = MinerConfig::new(self.intervals.0.clone(), threshold);
         config.max_level = self.max_level;
         config.strategy = if self.one_pass {
@@ -180,6 +238,13 @@ struct MineArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Mine only the events at or after this time, seconds (with `--end-s`: one window of a
+    /// live pipeline, built the same way: event types are the units firing in it).
+    #[arg(long, requires = "end_s")]
+    start_s: Option<f64>,
+    /// Mine only the events before this time, seconds.
+    #[arg(long, requires = "start_s")]
+    end_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -259,6 +324,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Mine(args) => run_mine(&args),
         Command::Generate(args) => run_generate(&args),
         Command::Calibrate(args) => crate::calibrate::run(&args),
+        Command::Run(args) => run_pipeline(&args),
+        Command::Validate(args) => run_validate(&args),
+        Command::Replay(args) => run_replay(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Episodes(args),
         }) => crate::bench::episodes(&args),
@@ -277,7 +345,15 @@ fn run_mine(args: &MineArgs) -> Result<()> {
         // Checked before any work, whichever device ends up counting.
         Calibration::load(path)?;
     }
-    let stream = ingest::read_spikes(&args.input, ordering)?;
+    let mut stream = ingest::read_spikes(&args.input, ordering)?;
+    if let (Some(start), Some(end)) = (args.start_s, args.end_s) {
+        if !(start.is_finite() && end.is_finite() && start < end) {
+            anyhow::bail!("`--start-s {start}` must be before `--end-s {end}`");
+        }
+        stream = stream.window(start, end).with_context(|| {
+            format!("{}: no events in [{start}, {end}) s", args.input.display())
+        })?;
+    }
     tracing::info!(
         input = %args.input.display(),
         events = stream.len(),
@@ -317,6 +393,73 @@ fn run_mine(args: &MineArgs) -> Result<()> {
         Format::Text => report::write_text(&mut out, &input, &stream, &config, &result)?,
     }
     out.flush().context("writing the result")?;
+    Ok(())
+}
+
+fn run_pipeline(args: &RunArgs) -> Result<()> {
+    let config = synfire::pipeline::config::PipelineConfig::load(&args.pipeline)?;
+    let summary = synfire::pipeline::run(
+        &config,
+        synfire::pipeline::RunOptions {
+            metrics: args.metrics,
+            handle_signals: true,
+            ..Default::default()
+        },
+    )?;
+    let results: u64 = summary.sinks.values().sum();
+    tracing::info!(results, "Pipeline finished.");
+    Ok(())
+}
+
+fn run_validate(args: &ValidateArgs) -> Result<()> {
+    let mut failed = 0;
+    for p in &args.pipelines {
+        match synfire::pipeline::config::PipelineConfig::load(p) {
+            Ok(c) => println!(
+                "{}: ok ({} sources, {} windows, {} stages, {} sinks)",
+                p.display(),
+                c.sources.len(),
+                c.windows.len(),
+                c.stages.len(),
+                c.sinks.len()
+            ),
+            Err(e) => {
+                failed += 1;
+                eprintln!("{e}");
+            }
+        }
+    }
+    if failed > 0 {
+        anyhow::bail!(
+            "{failed} of {} pipeline files have errors",
+            args.pipelines.len()
+        );
+    }
+    Ok(())
+}
+
+fn run_replay(args: &ReplayArgs) -> Result<()> {
+    use synfire::replay::{ReplayFormat, ReplayOptions, replay};
+    let stats = replay(&ReplayOptions {
+        input: args.input.clone(),
+        to: args.to.clone(),
+        speed: args.speed,
+        format: match args.format {
+            ReplayFormatArg::Openephys => ReplayFormat::Openephys,
+            ReplayFormatArg::OpenephysJson => ReplayFormat::OpenephysJson,
+            ReplayFormatArg::Synfire => ReplayFormat::Synfire,
+        },
+        batch: args.batch,
+        subscribers: args.subscribers,
+        sample_rate_hz: args.sample_rate,
+        series: args.series.clone(),
+    })?;
+    tracing::info!(
+        events = stats.events,
+        messages = stats.messages,
+        seconds = stats.seconds,
+        "Replay finished."
+    );
     Ok(())
 }
 

@@ -20,9 +20,16 @@
 //! # }
 //! ```
 
+pub mod buffer;
 pub mod device;
 pub mod episode;
 pub mod event;
 pub mod ingest;
+pub mod pipeline;
+pub mod replay;
 pub mod report;
+pub mod sink;
+pub mod stage;
 pub mod synth;
+pub mod telemetry;
+pub mod window;

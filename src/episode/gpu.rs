@@ -101,34 +101,6 @@ impl GpuCounter {
             workers.push(GpuWorker::start(ordinal, *slot, Some(i % cores))?);
             *slot += 1;
         }
-        let cpu = CpuCounter::new(stream);
-        let data = Arc::new(stream_data(cpu.index(), intervals)?);
-        let tickets: Vec<_> = workers
-            .iter()
-            .map(|w| w.load_stream(data.clone()))
-            .collect();
-        let uploads = tickets
-            .into_iter()
-            .map(|t| t.wait())
-            .collect::<Result<Vec<_>, _>>()?;
-        for (w, u) in workers.iter().zip(&uploads) {
-            tracing::info!(
-                worker = w.name(),
-                gpu = %w.info().name,
-                uploaded_bytes = u.bytes,
-                device_used_bytes = u.device_used,
-                "Event stream uploaded."
-            );
-        }
-        let mut segment_sets = Vec::new();
-        let mut r = 1usize;
-        loop {
-            segment_sets.push(Arc::from(Segments::by_events(stream.times(), r).bounds()));
-            r *= 2;
-            if r > MAX_SEGMENTS || stream.len() / r < MIN_SEGMENT_EVENTS {
-                break;
-            }
-        }
         let calibrations = workers
             .iter()
             .map(|w| {
@@ -147,18 +119,61 @@ impl GpuCounter {
                 }
             })
             .collect();
-        Ok(Self {
+        let mut counter = Self {
             workers,
-            cpu,
+            cpu: CpuCounter::new(stream),
             intervals: intervals.to_vec(),
             algorithm: Mutex::new(ExactAlgorithm::Hybrid),
             forced_segments: Mutex::new(None),
             calibrations,
-            segment_sets,
+            segment_sets: Vec::new(),
             failed: AtomicBool::new(false),
             stats: Mutex::new(GpuStats::default()),
-            uploads,
-        })
+            uploads: Vec::new(),
+        };
+        counter.reload(stream)?;
+        Ok(counter)
+    }
+
+    /// Replaces the stream on every device, keeping the device threads and their contexts
+    /// (sliding windows of a live stream: one upload per window, no context re-creation).
+    ///
+    /// # Errors
+    /// [`DeviceError`] if an upload fails; the counter must then not be used.
+    pub fn reload(&mut self, stream: &EventStream) -> Result<(), DeviceError> {
+        let cpu = CpuCounter::new(stream);
+        let data = Arc::new(stream_data(cpu.index(), &self.intervals)?);
+        let tickets: Vec<_> = self
+            .workers
+            .iter()
+            .map(|w| w.load_stream(data.clone()))
+            .collect();
+        let uploads = tickets
+            .into_iter()
+            .map(|t| t.wait())
+            .collect::<Result<Vec<_>, _>>()?;
+        for (w, u) in self.workers.iter().zip(&uploads) {
+            tracing::debug!(
+                worker = w.name(),
+                gpu = %w.info().name,
+                uploaded_bytes = u.bytes,
+                device_used_bytes = u.device_used,
+                "Event stream uploaded."
+            );
+        }
+        let mut segment_sets = Vec::new();
+        let mut r = 1usize;
+        loop {
+            segment_sets.push(Arc::from(Segments::by_events(stream.times(), r).bounds()));
+            r *= 2;
+            if r > MAX_SEGMENTS || stream.len() / r < MIN_SEGMENT_EVENTS {
+                break;
+            }
+        }
+        self.cpu = cpu;
+        self.segment_sets = segment_sets;
+        self.uploads = uploads;
+        Ok(())
     }
 
     /// The devices, one entry per worker.
@@ -449,7 +464,8 @@ impl Counter for GpuCounter {
 }
 
 /// Where to count (`--device`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DeviceChoice {
     /// Every GPU found (or those listed), else the CPU with one log line.
     #[default]
@@ -484,9 +500,26 @@ pub fn select_counter(
     choice: DeviceChoice,
     settings: &GpuSettings,
 ) -> Result<Box<dyn Counter>, DeviceError> {
+    Ok(match select_gpu(stream, intervals, choice, settings)? {
+        Some(gpu) => Box::new(gpu),
+        None => Box::new(CpuCounter::new(stream)),
+    })
+}
+
+/// The [`GpuCounter`] for `choice`, or `None` where the CPU counts (`Cpu`, or `Auto` without a
+/// usable GPU, logged once).
+///
+/// # Errors
+/// As [`select_counter`].
+pub fn select_gpu(
+    stream: &EventStream,
+    intervals: &[Interval],
+    choice: DeviceChoice,
+    settings: &GpuSettings,
+) -> Result<Option<GpuCounter>, DeviceError> {
     let gpus = settings.gpus.as_deref();
     if choice == DeviceChoice::Cpu {
-        return Ok(Box::new(CpuCounter::new(stream)));
+        return Ok(None);
     }
     let attempt = || -> Result<GpuCounter, DeviceError> {
         let found = crate::device::probe()?;
@@ -519,11 +552,11 @@ pub fn select_counter(
                 .map(|d| format!("{} ({})", d.ordinal, d.name))
                 .collect();
             tracing::info!(gpus = %names.join(", "), "Counting on the GPU.");
-            Ok(Box::new(c))
+            Ok(Some(c))
         }
         Err(e) if choice == DeviceChoice::Auto => {
             tracing::info!(reason = %e, "No usable GPU; counting on the CPU.");
-            Ok(Box::new(CpuCounter::new(stream)))
+            Ok(None)
         }
         Err(e) => Err(e),
     }

@@ -68,6 +68,31 @@ impl Threshold {
     }
 }
 
+/// What a `support` threshold is relative to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SupportPer {
+    /// A fraction of the number of events in the stream.
+    #[default]
+    Events,
+    /// Occurrences per second of the stream's span.
+    Seconds,
+}
+
+impl Threshold {
+    /// The threshold the `mine` options describe: `min_count` if given, else `support`
+    /// relative to `per`, else a fraction 0.001 of the events (tdminer's default).
+    #[must_use]
+    pub fn from_options(min_count: Option<u64>, support: Option<f64>, per: SupportPer) -> Self {
+        match (min_count, support, per) {
+            (Some(n), _, _) => Self::MinCount(n),
+            (None, Some(f), SupportPer::Seconds) => Self::PerSecond(f),
+            (None, Some(f), SupportPer::Events) => Self::FractionOfEvents(f),
+            (None, None, _) => Self::FractionOfEvents(0.001),
+        }
+    }
+}
+
 impl std::fmt::Display for Threshold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -25,9 +25,9 @@ pub mod mtpe;
 
 pub use count::{TypeIndex, count_exact, count_preelim};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
-pub use gpu::{DeviceChoice, GpuCounter, GpuSettings, GpuStats, select_counter};
+pub use gpu::{DeviceChoice, GpuCounter, GpuSettings, GpuStats, select_counter, select_gpu};
 pub use miner::{
     FrequentEpisode, LevelStats, MineError, MinerConfig, MiningResult, NoProgress, Progress,
-    Strategy, Threshold, mine, mine_with,
+    Strategy, SupportPer, Threshold, mine, mine_with,
 };
 pub use model::{Episode, Interval, IntervalError};

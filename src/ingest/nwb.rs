@@ -526,6 +526,189 @@ impl Reader<'_> {
     }
 }
 
+/// An NWB `TimeSeries` (or `SpatialSeries`) read whole.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimeSeries {
+    /// Channels per sample: 1 for a 1-D `data`, the second dimension of a 2-D one.
+    pub channels: usize,
+    /// Sample-major values, shape `[samples, channels]`, converted to f64 (NaN kept).
+    pub values: Vec<f64>,
+    /// When each sample was taken.
+    pub time: SeriesTime,
+}
+
+/// The time base of a [`TimeSeries`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum SeriesTime {
+    /// `starting_time` (seconds) and its attribute `rate` (Hz): sample k at
+    /// `start_s + k / rate_hz`.
+    Regular {
+        /// Time of sample 0, seconds.
+        start_s: f64,
+        /// Sampling rate, Hz (> 0).
+        rate_hz: f64,
+    },
+    /// `timestamps`, seconds, one per sample, non-decreasing.
+    Timestamps(Vec<f64>),
+}
+
+impl TimeSeries {
+    /// Number of samples.
+    #[must_use]
+    pub fn samples(&self) -> usize {
+        self.values.len() / self.channels.max(1)
+    }
+
+    /// Time of sample `k`, seconds.
+    #[must_use]
+    pub fn time_of(&self, k: usize) -> f64 {
+        match &self.time {
+            SeriesTime::Regular { start_s, rate_hz } => start_s + k as f64 / rate_hz,
+            SeriesTime::Timestamps(t) => t.get(k).copied().unwrap_or(f64::NAN),
+        }
+    }
+
+    /// The nominal rate, Hz: `rate` for a regular series, else (samples − 1) over the
+    /// timestamps' span (1 Hz for fewer than two distinct timestamps).
+    #[must_use]
+    pub fn rate_hz(&self) -> f64 {
+        match &self.time {
+            SeriesTime::Regular { rate_hz, .. } => *rate_hz,
+            SeriesTime::Timestamps(t) => {
+                let span = t.last().copied().unwrap_or(0.0) - t.first().copied().unwrap_or(0.0);
+                if t.len() > 1 && span > 0.0 {
+                    (t.len() - 1) as f64 / span
+                } else {
+                    1.0
+                }
+            }
+        }
+    }
+}
+
+/// Reads the NWB time series at HDF5 path `series` (e.g. `/acquisition/CompassDirection/rz`):
+/// `<series>/data` (1-D or 2-D `[samples, channels]`, any float or integer type) and either
+/// `<series>/timestamps` (f64 seconds) or `<series>/starting_time` with attribute `rate` (Hz).
+///
+/// # Errors
+/// [`IngestError`] naming the file and dataset: a missing group or dataset, a shape that is
+/// not 1-D/2-D, a non-numeric type, timestamps of the wrong length, NaN or decreasing, a
+/// missing or non-positive `rate`, or no samples at all.
+pub fn read_timeseries(path: &Path, series: &str) -> Result<TimeSeries, IngestError> {
+    let r = Reader { path };
+    std::fs::metadata(path).map_err(|source| IngestError::Io {
+        path: path.into(),
+        source,
+    })?;
+    let file = File::open(path).map_err(|e| IngestError::NotHdf5 {
+        path: path.into(),
+        message: e.to_string(),
+    })?;
+    let series = format!("/{}", series.trim_matches('/'));
+    let missing = |what: &str, why: &str| IngestError::BadValue {
+        path: path.into(),
+        dataset: what.into(),
+        message: why.into(),
+    };
+    let group = file.group(&series).map_err(|_| {
+        missing(
+            &series,
+            "no such group; a time series is a group holding `data` and `timestamps` or \
+             `starting_time`",
+        )
+    })?;
+    let data_name = format!("{series}/data");
+    let data = group
+        .dataset("data")
+        .map_err(|_| missing(&data_name, "missing (a time series needs `data`)"))?;
+    let shape = data
+        .get_shape()
+        .map_err(|e| r.hdf5(&data_name, "cannot read the shape", &e))?;
+    let (samples, channels) = match *shape.as_slice() {
+        [n] => (n, 1),
+        [n, c] if c > 0 => (n, c),
+        _ => {
+            return Err(IngestError::BadShape {
+                path: path.into(),
+                dataset: data_name,
+                shape,
+            });
+        }
+    };
+    if samples == 0 {
+        return Err(IngestError::NoEvents {
+            path: path.into(),
+            what: format!("dataset `{data_name}`"),
+        });
+    }
+    const NUMERIC: &str = "a float or integer type";
+    match r.descriptor(&data, &data_name, NUMERIC)? {
+        TypeDescriptor::Float(_) | TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) => {}
+        other => return Err(r.bad_dtype(&data_name, other.to_string(), NUMERIC)),
+    }
+    let values = r.read_raw::<f64>(&data, &data_name)?;
+    let time = if group.link_exists("timestamps") {
+        let ts_name = format!("{series}/timestamps");
+        let ds = group
+            .dataset("timestamps")
+            .map_err(|e| r.hdf5(&ts_name, "cannot open as a dataset", &e))?;
+        let n = r.len_1d(&ds, &ts_name)?;
+        if n != samples {
+            return Err(r.bad_value(
+                &ts_name,
+                format!("{n} timestamps for {samples} samples of `{data_name}`"),
+            ));
+        }
+        let t = r.read_raw::<f64>(&ds, &ts_name)?;
+        for (i, w) in t.windows(2).enumerate() {
+            if !(w[1] >= w[0]) {
+                return Err(r.bad_value(
+                    &ts_name,
+                    format!(
+                        "entry {}: {} s after {} s; timestamps must be non-decreasing",
+                        i + 1,
+                        w[1],
+                        w[0]
+                    ),
+                ));
+            }
+        }
+        if t.iter().any(|x| !x.is_finite() || *x < 0.0) {
+            return Err(r.bad_value(&ts_name, "NaN, infinite or negative timestamp".into()));
+        }
+        SeriesTime::Timestamps(t)
+    } else if group.link_exists("starting_time") {
+        let st_name = format!("{series}/starting_time");
+        let ds = group
+            .dataset("starting_time")
+            .map_err(|e| r.hdf5(&st_name, "cannot open as a dataset", &e))?;
+        let start_s = ds
+            .read_scalar::<f64>()
+            .map_err(|e| r.hdf5(&st_name, "cannot read a scalar", &e))?;
+        let rate_hz = ds
+            .attr("rate")
+            .and_then(|a| a.read_scalar::<f64>())
+            .map_err(|e| r.hdf5(&st_name, "cannot read the attribute `rate` (Hz)", &e))?;
+        if !(start_s.is_finite() && start_s >= 0.0) {
+            return Err(r.bad_value(&st_name, format!("starting time {start_s} s")));
+        }
+        if !(rate_hz.is_finite() && rate_hz > 0.0) {
+            return Err(r.bad_value(&st_name, format!("rate {rate_hz} Hz must be positive")));
+        }
+        SeriesTime::Regular { start_s, rate_hz }
+    } else {
+        return Err(missing(
+            &series,
+            "has neither `timestamps` nor `starting_time` (with attribute `rate`)",
+        ));
+    };
+    Ok(TimeSeries {
+        channels,
+        values,
+        time,
+    })
+}
+
 /// Integer column contents, by signedness of the stored type.
 enum Integers {
     Unsigned(Vec<u64>),

@@ -1,0 +1,344 @@
+//! Bounded SPSC ring buffers between a source thread and its window thread (`ringbuf`).
+//!
+//! A source pushes [`Record`]s through a [`RingProducer`] that applies the source's
+//! [`Overflow`] policy; the window thread pops them through a [`RingConsumer`]. Every record
+//! a full ring refuses under [`Overflow::DropNewest`] is counted in [`SourceStats::dropped`]
+//! and in the `synfire_events_dropped_total` metric: nothing accepted is lost silently.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use ringbuf::traits::{Consumer as _, Observer as _, Producer as _, Split as _};
+use ringbuf::{HeapCons, HeapProd, HeapRb};
+use serde::{Deserialize, Serialize};
+
+use crate::telemetry;
+
+/// A block of samples of a continuous sensor stream.
+///
+/// `values` is sample-major: shape `[samples, channels]`, sample `k` of channel `c` at
+/// `values[k * channels + c]`. Sample `k` of the frame is sample `first_sample + k` of the
+/// stream, at `t0_s + k / rate_hz` seconds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SensorFrame {
+    /// Index of the frame's first sample in the stream (0-based).
+    pub first_sample: u64,
+    /// Time of the first sample, seconds.
+    pub t0_s: f64,
+    /// Sampling rate, Hz (> 0).
+    pub rate_hz: f64,
+    /// Channels per sample (≥ 1).
+    pub channels: usize,
+    /// Sample-major values, shape `[samples, channels]`.
+    pub values: Vec<f64>,
+}
+
+impl SensorFrame {
+    /// Number of samples (rows).
+    #[must_use]
+    pub fn samples(&self) -> usize {
+        self.values.len() / self.channels.max(1)
+    }
+}
+
+/// Why a source ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// The input is exhausted (end of file, or the publisher's end-of-stream message): open
+    /// windows that hold data are emitted, marked incomplete.
+    Finished,
+    /// Shutdown was requested (signal): open windows are discarded, closed ones still finish.
+    Interrupted,
+    /// The source failed; the error was logged.
+    Failed,
+}
+
+/// One item on a ring.
+#[derive(Clone, Debug)]
+pub enum Record {
+    /// A spike of unit `unit` (an id announced earlier by [`Record::Unit`]) at `t_s` seconds.
+    Spike {
+        /// Unit id, dense per source.
+        unit: u32,
+        /// Time, seconds (finite, ≥ 0).
+        t_s: f64,
+    },
+    /// Names unit `id`; precedes its first spike.
+    Unit {
+        /// Dense id.
+        id: u32,
+        /// The unit's label (NWB unit id, Open Ephys key, wire-format unit id).
+        name: Arc<str>,
+    },
+    /// Samples of a sensor stream.
+    Samples(Box<SensorFrame>),
+    /// The publisher restarted (new session, or time jumped back): windows restart.
+    Restart,
+    /// The source ended; always the last record.
+    End(EndReason),
+}
+
+/// What a source does when its ring is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overflow {
+    /// Wait for room: nothing is lost (archives, replay).
+    #[default]
+    Block,
+    /// Drop the record that does not fit and count it (live: never stall the socket).
+    DropNewest,
+}
+
+/// Counters of one source, shared by its threads and readable while it runs.
+#[derive(Debug, Default)]
+pub struct SourceStats {
+    /// Events (spikes or samples) accepted onto the ring.
+    pub events_in: AtomicU64,
+    /// Events refused by a full ring ([`Overflow::DropNewest`]) or lost upstream (sequence
+    /// gaps of the synfire wire format).
+    pub dropped: AtomicU64,
+    /// Malformed messages.
+    pub malformed: AtomicU64,
+}
+
+/// Creates a ring of `capacity` records for source `source`.
+///
+/// # Panics
+/// Never: a zero capacity is raised to 1 (configuration validation rejects it earlier).
+#[must_use]
+pub fn ring(
+    source: &str,
+    capacity: usize,
+    overflow: Overflow,
+    stop: Arc<AtomicBool>,
+) -> (RingProducer, RingConsumer) {
+    let (prod, cons) = HeapRb::<Record>::new(capacity.max(1)).split();
+    let stats = Arc::new(SourceStats::default());
+    let metrics = telemetry::SourceMetrics::new(source);
+    (
+        RingProducer {
+            prod,
+            overflow,
+            stats: stats.clone(),
+            metrics: metrics.clone(),
+            stop,
+        },
+        RingConsumer {
+            cons,
+            stats,
+            metrics,
+        },
+    )
+}
+
+/// The source side of a ring.
+pub struct RingProducer {
+    prod: HeapProd<Record>,
+    overflow: Overflow,
+    stats: Arc<SourceStats>,
+    metrics: telemetry::SourceMetrics,
+    stop: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for RingProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingProducer")
+            .field("overflow", &self.overflow)
+            .finish_non_exhaustive()
+    }
+}
+
+const WAIT: Duration = Duration::from_micros(50);
+
+impl RingProducer {
+    /// Pushes a data record by the overflow policy. Returns `false` when the record was
+    /// dropped (counted) or shutdown was requested while blocking.
+    pub fn push(&mut self, record: Record) -> bool {
+        let events = match &record {
+            Record::Spike { .. } => 1,
+            Record::Samples(f) => f.samples() as u64,
+            _ => 0,
+        };
+        let mut record = record;
+        loop {
+            match self.prod.try_push(record) {
+                Ok(()) => {
+                    if events > 0 {
+                        self.stats.events_in.fetch_add(events, Ordering::Relaxed);
+                        self.metrics.events_in.increment(events);
+                    }
+                    return true;
+                }
+                Err(back) => {
+                    let control = events == 0;
+                    if self.overflow == Overflow::DropNewest && !control {
+                        self.count_dropped(events, "ring_full");
+                        return false;
+                    }
+                    if self.stop.load(Ordering::Relaxed) && !control {
+                        self.count_dropped(events, "shutdown");
+                        return false;
+                    }
+                    record = back;
+                    std::thread::sleep(WAIT);
+                }
+            }
+        }
+    }
+
+    /// Counts `n` events lost for `reason` (a ring that was full, a gap in the publisher's
+    /// sequence numbers).
+    pub fn count_dropped(&self, n: u64, reason: &'static str) {
+        self.stats.dropped.fetch_add(n, Ordering::Relaxed);
+        self.metrics.dropped(reason, n);
+    }
+
+    /// Counts one malformed message of `kind`.
+    pub fn count_malformed(&self, kind: &'static str) {
+        self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+        self.metrics.malformed(kind);
+    }
+
+    /// Records on the ring now.
+    #[must_use]
+    pub fn occupied(&self) -> usize {
+        self.prod.occupied_len()
+    }
+
+    /// The source's counters.
+    #[must_use]
+    pub fn stats(&self) -> &Arc<SourceStats> {
+        &self.stats
+    }
+
+    /// Whether shutdown was requested.
+    #[must_use]
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// The window-thread side of a ring.
+pub struct RingConsumer {
+    cons: HeapCons<Record>,
+    stats: Arc<SourceStats>,
+    metrics: telemetry::SourceMetrics,
+}
+
+impl std::fmt::Debug for RingConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingConsumer").finish_non_exhaustive()
+    }
+}
+
+impl RingConsumer {
+    /// The next record, waiting for one. A producer that vanished without its
+    /// [`Record::End`] (a panic) reads as `End(Failed)`.
+    pub fn pop(&mut self) -> Record {
+        let mut idle = 0u32;
+        loop {
+            if let Some(r) = self.cons.try_pop() {
+                return r;
+            }
+            if !self.cons.write_is_held() {
+                return self
+                    .cons
+                    .try_pop()
+                    .unwrap_or(Record::End(EndReason::Failed));
+            }
+            idle += 1;
+            if idle % 64 == 0 {
+                self.metrics
+                    .ring_fill
+                    .set(self.cons.occupied_len() as f64 / self.cons.capacity().get() as f64);
+            }
+            if idle < 16 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(WAIT);
+            }
+        }
+    }
+
+    /// Pops up to `max` records into `out` without waiting; returns how many.
+    pub fn pop_ready(&mut self, out: &mut Vec<Record>, max: usize) -> usize {
+        let before = out.len();
+        out.extend(self.cons.pop_iter().take(max));
+        let n = out.len() - before;
+        self.metrics
+            .ring_fill
+            .set(self.cons.occupied_len() as f64 / self.cons.capacity().get() as f64);
+        n
+    }
+
+    /// The source's counters.
+    #[must_use]
+    pub fn stats(&self) -> &Arc<SourceStats> {
+        &self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spike(t: f64) -> Record {
+        Record::Spike { unit: 0, t_s: t }
+    }
+
+    #[test]
+    fn drop_newest_counts_exactly_what_a_full_ring_refuses() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (mut p, mut c) = ring("t", 8, Overflow::DropNewest, stop);
+        let accepted = (0..20).filter(|&i| p.push(spike(f64::from(i)))).count();
+        assert_eq!(accepted, 8);
+        assert_eq!(p.stats().dropped.load(Ordering::Relaxed), 12);
+        assert_eq!(p.stats().events_in.load(Ordering::Relaxed), 8);
+        let mut got = Vec::new();
+        c.pop_ready(&mut got, 100);
+        let times: Vec<f64> = got
+            .iter()
+            .map(|r| match r {
+                Record::Spike { t_s, .. } => *t_s,
+                _ => f64::NAN,
+            })
+            .collect();
+        assert_eq!(times, (0..8).map(f64::from).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn block_loses_nothing_under_a_slow_consumer() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (mut p, mut c) = ring("t", 4, Overflow::Block, stop);
+        let n = 10_000u32;
+        let producer = std::thread::spawn(move || {
+            for i in 0..n {
+                assert!(p.push(spike(f64::from(i))));
+            }
+            p.push(Record::End(EndReason::Finished));
+            p.stats().dropped.load(Ordering::Relaxed)
+        });
+        let mut next = 0u32;
+        loop {
+            match c.pop() {
+                Record::Spike { t_s, .. } => {
+                    assert_eq!(t_s, f64::from(next));
+                    next += 1;
+                }
+                Record::End(EndReason::Finished) => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(next, n);
+        assert_eq!(producer.join().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_vanished_producer_reads_as_failed() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, mut c) = ring("t", 4, Overflow::Block, stop);
+        drop(p);
+        assert!(matches!(c.pop(), Record::End(EndReason::Failed)));
+    }
+}

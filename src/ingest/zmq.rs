@@ -1,0 +1,277 @@
+//! The ZeroMQ SUB source: one thread owns the socket (libzmq sockets are not thread-safe),
+//! decodes Open Ephys Event Broadcaster or synfire wire-format messages, and pushes records
+//! onto its ring.
+//!
+//! Nothing accepted is lost silently: malformed messages are counted per kind
+//! (`synfire_messages_malformed_total`) and logged once per kind; gaps in the synfire format's
+//! sequence numbers count as dropped events (`reason="publisher_gap"`); a full ring under
+//! `drop_newest` counts `reason="ring_full"`. A publisher that restarts is picked up again:
+//! SUB sockets reconnect by themselves, a new session id (synfire format) or a jump back in
+//! time of more than `restart_gap_s` (Open Ephys) emits [`Record::Restart`] so the windows
+//! start afresh.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::openephys::{self, UnitKey};
+use super::wire::{self, Malformed, Message};
+use crate::buffer::{EndReason, Record, RingProducer};
+use crate::stage::StreamKind;
+
+/// The message format a ZMQ source reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireFormat {
+    /// Open Ephys Event Broadcaster spikes (JSON or raw binary header).
+    #[default]
+    Openephys,
+    /// synfire's binary batches (`docs/wire-format.md`).
+    Synfire,
+}
+
+/// Settings of a ZMQ source.
+#[derive(Clone, Debug)]
+pub struct ZmqSource {
+    /// Source name (metrics label, log field).
+    pub name: String,
+    /// ZeroMQ endpoint, e.g. `tcp://127.0.0.1:5557`.
+    pub endpoint: String,
+    /// Bind instead of connect.
+    pub bind: bool,
+    /// Message format.
+    pub format: WireFormat,
+    /// What the source carries (the synfire format carries either).
+    pub content: StreamKind,
+    /// Unit naming for Open Ephys messages.
+    pub unit_key: UnitKey,
+    /// Larger messages are rejected as `oversized`, bytes.
+    pub max_message_bytes: usize,
+    /// ZeroMQ receive high-water mark, messages (0: unlimited).
+    pub receive_hwm: i32,
+    /// An Open Ephys time this many seconds before the newest one is a publisher restart.
+    pub restart_gap_s: f64,
+    /// End the source at the publisher's end-of-stream message (synfire format).
+    pub stop_on_end: bool,
+}
+
+/// Errors that stop a ZMQ source before it runs.
+#[derive(Debug, thiserror::Error)]
+#[error("source `{source_name}`: endpoint `{endpoint}`: {message}")]
+pub struct ZmqError {
+    /// The source.
+    pub source_name: String,
+    /// The endpoint.
+    pub endpoint: String,
+    /// What failed.
+    pub message: String,
+}
+
+/// Opens the SUB socket (so that errors such as a bad endpoint surface before any thread
+/// starts).
+///
+/// # Errors
+/// [`ZmqError`] naming the endpoint.
+pub fn open(cfg: &ZmqSource, ctx: &zmq::Context) -> Result<zmq::Socket, ZmqError> {
+    let err = |m: String| ZmqError {
+        source_name: cfg.name.clone(),
+        endpoint: cfg.endpoint.clone(),
+        message: m,
+    };
+    let s = ctx
+        .socket(zmq::SUB)
+        .map_err(|e| err(format!("cannot create a SUB socket: {e}")))?;
+    s.set_rcvhwm(cfg.receive_hwm)
+        .and_then(|()| s.set_rcvtimeo(100))
+        .and_then(|()| s.set_subscribe(b""))
+        .and_then(|()| s.set_reconnect_ivl(100))
+        .and_then(|()| s.set_reconnect_ivl_max(1000))
+        .map_err(|e| err(format!("cannot set socket options: {e}")))?;
+    if cfg.bind {
+        s.bind(&cfg.endpoint)
+            .map_err(|e| err(format!("cannot bind: {e}")))?;
+    } else {
+        s.connect(&cfg.endpoint)
+            .map_err(|e| err(format!("cannot connect: {e}")))?;
+    }
+    Ok(s)
+}
+
+/// Decoding state of one source: unit ids, sessions, sequence numbers, logged defects.
+struct Decoder<'a> {
+    cfg: &'a ZmqSource,
+    units: HashMap<String, u32>,
+    wire_units: HashMap<u32, u32>,
+    session: Option<u64>,
+    next_seq: u64,
+    newest_t: f64,
+    logged: HashSet<Malformed>,
+    ttl: u64,
+}
+
+impl Decoder<'_> {
+    fn malformed(&mut self, ring: &RingProducer, kind: Malformed) {
+        ring.count_malformed(kind.as_str());
+        if self.logged.insert(kind) {
+            tracing::warn!(source = %self.cfg.name, kind = kind.as_str(), "Malformed message rejected: {kind} (logged once per kind; counted in synfire_messages_malformed_total).");
+        }
+    }
+
+    fn unit(&mut self, ring: &mut RingProducer, name: &str) -> u32 {
+        if let Some(&id) = self.units.get(name) {
+            return id;
+        }
+        let id = self.units.len() as u32;
+        self.units.insert(name.to_owned(), id);
+        ring.push(Record::Unit {
+            id,
+            name: Arc::from(name),
+        });
+        id
+    }
+
+    fn restart(&mut self, ring: &mut RingProducer, why: &str) {
+        tracing::info!(source = %self.cfg.name, "Publisher restarted ({why}); windows start afresh.");
+        ring.push(Record::Restart);
+        self.newest_t = f64::NEG_INFINITY;
+    }
+
+    /// Handles one message; returns `false` at the end of the stream.
+    fn handle(&mut self, ring: &mut RingProducer, frames: &[Vec<u8>]) -> bool {
+        let bytes: usize = frames.iter().map(Vec::len).sum();
+        if bytes > self.cfg.max_message_bytes {
+            self.malformed(ring, Malformed::Oversized);
+            return true;
+        }
+        match self.cfg.format {
+            WireFormat::Openephys => match openephys::decode(frames, self.cfg.unit_key) {
+                Ok(openephys::Event::Spike { unit, t_s }) => {
+                    if t_s < self.newest_t - self.cfg.restart_gap_s {
+                        self.restart(ring, "time went back");
+                    }
+                    self.newest_t = self.newest_t.max(t_s);
+                    let id = self.unit(ring, &unit);
+                    ring.push(Record::Spike { unit: id, t_s });
+                }
+                Ok(openephys::Event::Ttl) => self.ttl += 1,
+                Err(kind) => self.malformed(ring, kind),
+            },
+            WireFormat::Synfire => {
+                let [frame] = frames else {
+                    self.malformed(ring, Malformed::FrameCount);
+                    return true;
+                };
+                let message = match wire::decode(frame) {
+                    Ok(m) => m,
+                    Err(kind) => {
+                        self.malformed(ring, kind);
+                        return true;
+                    }
+                };
+                let session = match &message {
+                    Message::Spikes { session, .. }
+                    | Message::Sensor { session, .. }
+                    | Message::End { session } => *session,
+                };
+                if self.session.is_some_and(|s| s != session) {
+                    self.restart(ring, "new session");
+                    self.wire_units.clear();
+                    self.next_seq = 0;
+                }
+                if self.session != Some(session) {
+                    self.session = Some(session);
+                    self.next_seq = 0;
+                }
+                match message {
+                    Message::Spikes {
+                        first_seq,
+                        times,
+                        units,
+                        ..
+                    } => {
+                        if self.cfg.content != StreamKind::Spikes {
+                            self.malformed(ring, Malformed::UnknownType);
+                            return true;
+                        }
+                        self.check_seq(ring, first_seq, times.len() as u64);
+                        for (t_s, u) in times.into_iter().zip(units) {
+                            let id = match self.wire_units.get(&u) {
+                                Some(&id) => id,
+                                None => {
+                                    let id = self.unit(ring, &u.to_string());
+                                    self.wire_units.insert(u, id);
+                                    id
+                                }
+                            };
+                            ring.push(Record::Spike { unit: id, t_s });
+                        }
+                    }
+                    Message::Sensor { frame, .. } => {
+                        if self.cfg.content != StreamKind::Sensor {
+                            self.malformed(ring, Malformed::UnknownType);
+                            return true;
+                        }
+                        self.check_seq(ring, frame.first_sample, frame.samples() as u64);
+                        ring.push(Record::Samples(Box::new(frame)));
+                    }
+                    Message::End { .. } => {
+                        if self.cfg.stop_on_end {
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn check_seq(&mut self, ring: &RingProducer, first: u64, n: u64) {
+        if first > self.next_seq {
+            ring.count_dropped(first - self.next_seq, "publisher_gap");
+            tracing::warn!(source = %self.cfg.name, missing = first - self.next_seq, "Sequence gap: events lost between publisher and socket (counted as dropped).");
+        }
+        self.next_seq = self.next_seq.max(first + n);
+    }
+}
+
+/// Runs the source on the current thread until the publisher ends the stream (synfire format
+/// with `stop_on_end`) or shutdown is requested; always pushes a final [`Record::End`].
+pub fn run(cfg: &ZmqSource, socket: &zmq::Socket, mut ring: RingProducer) {
+    let mut d = Decoder {
+        cfg,
+        units: HashMap::new(),
+        wire_units: HashMap::new(),
+        session: None,
+        next_seq: 0,
+        newest_t: f64::NEG_INFINITY,
+        logged: HashSet::new(),
+        ttl: 0,
+    };
+    let reason = loop {
+        if ring.stopping() {
+            break EndReason::Interrupted;
+        }
+        match socket.recv_multipart(0) {
+            Ok(frames) => {
+                if !d.handle(&mut ring, &frames) {
+                    break EndReason::Finished;
+                }
+            }
+            Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {}
+            Err(e) => {
+                tracing::error!(source = %cfg.name, error = %e, "Receive failed; the source stops.");
+                break EndReason::Failed;
+            }
+        }
+    };
+    tracing::info!(
+        source = %cfg.name,
+        units = d.units.len(),
+        ttl_skipped = d.ttl,
+        "ZMQ source stopped."
+    );
+    ring.push(Record::End(reason));
+    // Closing a SUB socket never needs to wait for anything.
+    let _ = socket.set_linger(0);
+}

@@ -1,0 +1,941 @@
+//! Pipeline files (TOML): sources → windows → stages → sinks, validated before anything
+//! starts.
+//!
+//! Validation runs in two phases and collects **every** error before reporting
+//! ([`ConfigErrors`]): phase 1 parses each section on its own (unknown fields, wrong types,
+//! missing fields), phase 2 checks values and references (units in option names: `_s`
+//! seconds, `_samples`, `_bytes`, `_messages`). Each error names the file and the dotted
+//! field, e.g. ``pipelines/x.toml: `windows.w60.hop_s`: must be positive, got 0``.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::buffer::Overflow;
+use crate::episode::hybrid::{Calibration, ExactAlgorithm};
+use crate::episode::{
+    DeviceChoice, GpuSettings, Interval, MinerConfig, Strategy, SupportPer, Threshold,
+};
+use crate::ingest::openephys::UnitKey;
+use crate::ingest::zmq::WireFormat;
+use crate::stage::StreamKind;
+
+/// One configuration error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Dotted field, e.g. `sources.mea.ring_capacity` (empty for file-level errors).
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Every error of a pipeline file.
+#[derive(Debug, thiserror::Error)]
+pub struct ConfigErrors {
+    /// The file.
+    pub file: PathBuf,
+    /// The errors, in file order by section.
+    pub errors: Vec<ConfigError>,
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.errors.len();
+        write!(
+            f,
+            "{}: {n} error{}",
+            self.file.display(),
+            if n == 1 { "" } else { "s" }
+        )?;
+        for e in &self.errors {
+            if e.field.is_empty() {
+                write!(f, "\n  {}: {}", self.file.display(), e.message)?;
+            } else {
+                write!(
+                    f,
+                    "\n  {}: `{}`: {}",
+                    self.file.display(),
+                    e.field,
+                    e.message
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `[pipeline]`: settings of the whole pipeline.
+#[derive(Clone, Debug, Deserialize, Default)]
+pub struct PipelineSection {
+    /// Prometheus endpoint address, e.g. `127.0.0.1:9100` (overridden by `--metrics`).
+    pub metrics: Option<String>,
+    /// Windows queued between a window thread and each stage (default 4).
+    pub stage_queue_windows: Option<usize>,
+}
+
+/// Connect or bind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SocketMode {
+    /// `connect` to a peer that binds.
+    Connect,
+    /// `bind` and let peers connect.
+    Bind,
+}
+
+/// `[sources.<name>]` with `kind = "hdf5"`: an archived NWB session.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Hdf5SourceConfig {
+    /// The file (NWB; a `label,time` CSV is accepted for spikes). Relative to the working
+    /// directory.
+    pub path: PathBuf,
+    /// HDF5 path of a `TimeSeries` to replay as a sensor stream; absent: the units table.
+    pub series: Option<String>,
+    /// Samples per sensor frame (default 256).
+    pub frame_samples: Option<usize>,
+    /// Real time × `speed`; absent: as fast as possible.
+    pub speed: Option<f64>,
+    /// Overflow policy (default `block`: nothing lost).
+    #[serde(default)]
+    pub overflow: Overflow,
+    /// Ring capacity, records (default 65,536).
+    pub ring_capacity: Option<usize>,
+}
+
+/// `[sources.<name>]` with `kind = "zmq"`: a ZeroMQ SUB socket.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ZmqSourceConfig {
+    /// Endpoint, e.g. `tcp://127.0.0.1:5557`.
+    pub endpoint: String,
+    /// `connect` (default) or `bind`.
+    pub mode: Option<SocketMode>,
+    /// `openephys` (default) or `synfire`.
+    #[serde(default)]
+    pub format: WireFormat,
+    /// `spikes` (default) or `sensor` (synfire format only).
+    pub content: Option<ContentKind>,
+    /// Unit naming of Open Ephys messages (default `full`).
+    #[serde(default)]
+    pub unit_key: UnitKey,
+    /// Larger messages are rejected (default 16 MiB).
+    pub max_message_bytes: Option<usize>,
+    /// ZeroMQ receive high-water mark (default 100,000; 0 = unlimited).
+    pub receive_hwm_messages: Option<i32>,
+    /// Open Ephys: a time this far before the newest is a restart (default 10 s).
+    pub restart_gap_s: Option<f64>,
+    /// End at the publisher's end-of-stream message (default true; synfire format).
+    pub stop_on_end: Option<bool>,
+    /// Overflow policy (default `drop_newest`: never stall the socket).
+    pub overflow: Option<Overflow>,
+    /// Ring capacity, records (default 1,048,576).
+    pub ring_capacity: Option<usize>,
+}
+
+/// `content` of a source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContentKind {
+    /// Spike events.
+    Spikes,
+    /// Sensor samples.
+    Sensor,
+}
+
+/// A source.
+#[derive(Clone, Debug)]
+pub enum SourceConfig {
+    /// An archived session.
+    Hdf5(Hdf5SourceConfig),
+    /// A live socket.
+    Zmq(ZmqSourceConfig),
+}
+
+impl SourceConfig {
+    /// What the source produces.
+    #[must_use]
+    pub fn kind(&self) -> StreamKind {
+        match self {
+            Self::Hdf5(h) if h.series.is_some() => StreamKind::Sensor,
+            Self::Zmq(z) if z.content == Some(ContentKind::Sensor) => StreamKind::Sensor,
+            _ => StreamKind::Spikes,
+        }
+    }
+}
+
+/// `[windows.<name>]`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct WindowConfig {
+    /// The source it reads.
+    pub source: String,
+    /// Spike windows: length, seconds.
+    pub length_s: Option<f64>,
+    /// Spike windows: hop, seconds.
+    pub hop_s: Option<f64>,
+    /// Spike windows: how long after its end a window waits for late events (default 0 s).
+    pub allowed_lateness_s: Option<f64>,
+    /// Sensor windows: length, samples.
+    pub length_samples: Option<u64>,
+    /// Sensor windows: hop, samples.
+    pub hop_samples: Option<u64>,
+}
+
+/// `[stages.<name>]` with `kind = "episodes"`: the options of `synfire mine`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct EpisodesConfig {
+    /// The window it reads.
+    pub window: String,
+    /// Inter-event intervals `(low, high]`, seconds: `[[0.0, 0.005], [0.005, 0.01]]`.
+    pub intervals_s: Vec<[f64; 2]>,
+    /// Minimum count.
+    pub min_count: Option<u64>,
+    /// Support threshold (see `support_per`).
+    pub support: Option<f64>,
+    /// `events` (default) or `seconds`.
+    #[serde(default)]
+    pub support_per: SupportPer,
+    /// Largest episode size (default 10).
+    pub max_level: Option<usize>,
+    /// Count every candidate exactly (default false: PreElim first).
+    #[serde(default)]
+    pub one_pass: bool,
+    /// `auto` (default), `cpu` or `gpu`.
+    #[serde(default)]
+    pub device: DeviceChoice,
+    /// GPU ordinals (default: all).
+    pub gpus: Option<Vec<usize>>,
+    /// `hybrid` (default), `ptpe` or `mtpe`.
+    #[serde(default)]
+    pub exact_kernel: ExactAlgorithm,
+    /// Calibration file for the hybrid choice.
+    pub calibration: Option<PathBuf>,
+}
+
+impl EpisodesConfig {
+    /// The miner configuration.
+    ///
+    /// # Errors
+    /// Messages naming the field.
+    pub fn miner(&self) -> Result<MinerConfig, Vec<(String, String)>> {
+        let mut errors = Vec::new();
+        let mut intervals = Vec::new();
+        for (i, [lo, hi]) in self.intervals_s.iter().enumerate() {
+            match Interval::new(*lo, *hi) {
+                Ok(iv) if intervals.contains(&iv) => {
+                    errors.push((format!("intervals_s[{i}]"), "occurs twice".to_owned()));
+                }
+                Ok(iv) => intervals.push(iv),
+                Err(e) => errors.push((format!("intervals_s[{i}]"), e.to_string())),
+            }
+        }
+        if self.intervals_s.is_empty() {
+            errors.push((
+                "intervals_s".into(),
+                "needs at least one [low, high] pair".into(),
+            ));
+        }
+        if self.min_count.is_some() && self.support.is_some() {
+            errors.push((
+                "support".into(),
+                "give `min_count` or `support`, not both".into(),
+            ));
+        }
+        let threshold = Threshold::from_options(self.min_count, self.support, self.support_per);
+        let mut config = MinerConfig::new(intervals, threshold);
+        config.max_level = self.max_level.unwrap_or(10);
+        config.strategy = if self.one_pass {
+            Strategy::OnePass
+        } else {
+            Strategy::TwoPass
+        };
+        if let Err(e) = threshold.validate() {
+            let field = if self.min_count.is_some() {
+                "min_count"
+            } else {
+                "support"
+            };
+            errors.push((field.into(), e.to_string()));
+        }
+        if config.max_level == 0 || config.max_level > crate::episode::count::MAX_EPISODE_LEN {
+            errors.push((
+                "max_level".into(),
+                format!(
+                    "must be between 1 and {}, got {}",
+                    crate::episode::count::MAX_EPISODE_LEN,
+                    config.max_level
+                ),
+            ));
+        }
+        if let Some(path) = &self.calibration {
+            if let Err(e) = Calibration::load(path) {
+                errors.push(("calibration".into(), e.to_string()));
+            }
+        }
+        if errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The GPU settings.
+    #[must_use]
+    pub fn gpu_settings(&self) -> GpuSettings {
+        GpuSettings {
+            gpus: self.gpus.clone(),
+            exact: self.exact_kernel,
+            calibration: self.calibration.clone(),
+        }
+    }
+}
+
+/// `[stages.<name>]` with `kind = "summary"`: per-channel statistics of sensor windows.
+#[derive(Clone, Debug, Deserialize)]
+pub struct SummaryConfig {
+    /// The window it reads.
+    pub window: String,
+}
+
+/// A stage.
+#[derive(Clone, Debug)]
+pub enum StageConfig {
+    /// Frequent-episode mining.
+    Episodes(EpisodesConfig),
+    /// Sensor summary.
+    Summary(SummaryConfig),
+}
+
+impl StageConfig {
+    /// The window the stage reads.
+    #[must_use]
+    pub fn window(&self) -> &str {
+        match self {
+            Self::Episodes(e) => &e.window,
+            Self::Summary(s) => &s.window,
+        }
+    }
+
+    /// What the stage reads.
+    #[must_use]
+    pub fn input(&self) -> StreamKind {
+        match self {
+            Self::Episodes(_) => StreamKind::Spikes,
+            Self::Summary(_) => StreamKind::Sensor,
+        }
+    }
+}
+
+/// `[sinks.<name>]` with `kind = "jsonl"`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct JsonlConfig {
+    /// File to append to, or `-` for standard output (default).
+    pub path: Option<PathBuf>,
+    /// Stages whose results it writes (default: all).
+    pub stages: Option<Vec<String>>,
+}
+
+/// `[sinks.<name>]` with `kind = "zmq_pub"`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ZmqPubConfig {
+    /// Endpoint, e.g. `tcp://127.0.0.1:5560`.
+    pub endpoint: String,
+    /// `bind` (default) or `connect`.
+    pub mode: Option<SocketMode>,
+    /// Stages whose results it publishes (default: all).
+    pub stages: Option<Vec<String>>,
+}
+
+/// A sink.
+#[derive(Clone, Debug)]
+pub enum SinkConfig {
+    /// JSON lines.
+    Jsonl(JsonlConfig),
+    /// ZeroMQ PUB, topic = stage name.
+    ZmqPub(ZmqPubConfig),
+}
+
+impl SinkConfig {
+    /// The stages it takes (None: all).
+    #[must_use]
+    pub fn stages(&self) -> Option<&[String]> {
+        match self {
+            Self::Jsonl(j) => j.stages.as_deref(),
+            Self::ZmqPub(z) => z.stages.as_deref(),
+        }
+    }
+}
+
+/// A validated pipeline.
+#[derive(Clone, Debug)]
+pub struct PipelineConfig {
+    /// The file it came from.
+    pub file: PathBuf,
+    /// `[pipeline]`.
+    pub pipeline: PipelineSection,
+    /// Sources by name.
+    pub sources: BTreeMap<String, SourceConfig>,
+    /// Windows by name.
+    pub windows: BTreeMap<String, WindowConfig>,
+    /// Stages by name, with their miner configuration where they mine.
+    pub stages: BTreeMap<String, StageConfig>,
+    /// Sinks by name.
+    pub sinks: BTreeMap<String, SinkConfig>,
+}
+
+const SECTIONS: &[&str] = &["pipeline", "sources", "windows", "stages", "sinks"];
+
+/// Deserialises `value` as `T`, collecting every unknown field and the first type error.
+fn typed<T: DeserializeOwned>(
+    value: toml::Value,
+    prefix: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<T> {
+    let mut unknown = Vec::new();
+    let mut track = serde_path_to_error::Track::new();
+    let de = serde_path_to_error::Deserializer::new(value, &mut track);
+    let result = serde_ignored::deserialize(de, |path| unknown.push(path.to_string()));
+    for u in unknown {
+        errors.push(ConfigError {
+            field: format!("{prefix}.{u}"),
+            message: "unknown field".into(),
+        });
+    }
+    match result {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let path = track.path().to_string();
+            let field = if path.is_empty() || path == "." {
+                prefix.to_owned()
+            } else {
+                format!("{prefix}.{path}")
+            };
+            errors.push(ConfigError {
+                field,
+                message: e.to_string(),
+            });
+            None
+        }
+    }
+}
+
+fn take_kind(
+    table: &mut toml::Table,
+    prefix: &str,
+    kinds: &[&str],
+    errors: &mut Vec<ConfigError>,
+) -> Option<String> {
+    match table.remove("kind") {
+        Some(toml::Value::String(k)) if kinds.contains(&k.as_str()) => Some(k),
+        Some(other) => {
+            errors.push(ConfigError {
+                field: format!("{prefix}.kind"),
+                message: format!("unknown kind {other}; expected one of {kinds:?}"),
+            });
+            None
+        }
+        None => {
+            errors.push(ConfigError {
+                field: format!("{prefix}.kind"),
+                message: format!("missing; expected one of {kinds:?}"),
+            });
+            None
+        }
+    }
+}
+
+fn sections(
+    root: &mut toml::Table,
+    name: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<(String, toml::Table)> {
+    match root.remove(name) {
+        None => Vec::new(),
+        Some(toml::Value::Table(t)) => t
+            .into_iter()
+            .filter_map(|(k, v)| match v {
+                toml::Value::Table(t) => Some((k, t)),
+                _ => {
+                    errors.push(ConfigError {
+                        field: format!("{name}.{k}"),
+                        message: format!("must be a table (`[{name}.{k}]`)"),
+                    });
+                    None
+                }
+            })
+            .collect(),
+        Some(_) => {
+            errors.push(ConfigError {
+                field: name.into(),
+                message: format!("must be a table of named entries (`[{name}.<name>]`)"),
+            });
+            Vec::new()
+        }
+    }
+}
+
+impl PipelineConfig {
+    /// Reads and validates a pipeline file.
+    ///
+    /// # Errors
+    /// [`ConfigErrors`] with every error found.
+    pub fn load(file: &Path) -> Result<Self, ConfigErrors> {
+        let fail = |message: String| ConfigErrors {
+            file: file.into(),
+            errors: vec![ConfigError {
+                field: String::new(),
+                message,
+            }],
+        };
+        let text = std::fs::read_to_string(file).map_err(|e| fail(format!("cannot read: {e}")))?;
+        Self::parse(&text, file)
+    }
+
+    /// Validates pipeline text; `file` names it in errors and anchors nothing else.
+    ///
+    /// # Errors
+    /// [`ConfigErrors`] with every error found.
+    pub fn parse(text: &str, file: &Path) -> Result<Self, ConfigErrors> {
+        let mut errors = Vec::new();
+        let mut root: toml::Table = toml::from_str(text).map_err(|e| ConfigErrors {
+            file: file.into(),
+            errors: vec![ConfigError {
+                field: String::new(),
+                message: format!("not valid TOML: {}", e.to_string().trim_end()),
+            }],
+        })?;
+        for key in root.keys() {
+            if !SECTIONS.contains(&key.as_str()) {
+                errors.push(ConfigError {
+                    field: key.clone(),
+                    message: format!("unknown section; expected one of {SECTIONS:?}"),
+                });
+            }
+        }
+        let pipeline = match root.remove("pipeline") {
+            Some(v) => typed(v, "pipeline", &mut errors).unwrap_or_default(),
+            None => PipelineSection::default(),
+        };
+        let mut sources = BTreeMap::new();
+        for (name, mut t) in sections(&mut root, "sources", &mut errors) {
+            let p = format!("sources.{name}");
+            let Some(kind) = take_kind(&mut t, &p, &["hdf5", "zmq"], &mut errors) else {
+                continue;
+            };
+            let v = toml::Value::Table(t);
+            let s = match kind.as_str() {
+                "hdf5" => typed(v, &p, &mut errors).map(SourceConfig::Hdf5),
+                _ => typed(v, &p, &mut errors).map(SourceConfig::Zmq),
+            };
+            if let Some(s) = s {
+                sources.insert(name, s);
+            }
+        }
+        let mut windows = BTreeMap::new();
+        for (name, t) in sections(&mut root, "windows", &mut errors) {
+            let p = format!("windows.{name}");
+            if let Some(w) = typed(toml::Value::Table(t), &p, &mut errors) {
+                windows.insert(name, w);
+            }
+        }
+        let mut stages = BTreeMap::new();
+        for (name, mut t) in sections(&mut root, "stages", &mut errors) {
+            let p = format!("stages.{name}");
+            let Some(kind) = take_kind(&mut t, &p, &["episodes", "summary"], &mut errors) else {
+                continue;
+            };
+            let v = toml::Value::Table(t);
+            let s = match kind.as_str() {
+                "episodes" => typed(v, &p, &mut errors).map(StageConfig::Episodes),
+                _ => typed(v, &p, &mut errors).map(StageConfig::Summary),
+            };
+            if let Some(s) = s {
+                stages.insert(name, s);
+            }
+        }
+        let mut sinks = BTreeMap::new();
+        for (name, mut t) in sections(&mut root, "sinks", &mut errors) {
+            let p = format!("sinks.{name}");
+            let Some(kind) = take_kind(&mut t, &p, &["jsonl", "zmq_pub"], &mut errors) else {
+                continue;
+            };
+            let v = toml::Value::Table(t);
+            let s = match kind.as_str() {
+                "jsonl" => typed(v, &p, &mut errors).map(SinkConfig::Jsonl),
+                _ => typed(v, &p, &mut errors).map(SinkConfig::ZmqPub),
+            };
+            if let Some(s) = s {
+                sinks.insert(name, s);
+            }
+        }
+        let config = Self {
+            file: file.into(),
+            pipeline,
+            sources,
+            windows,
+            stages,
+            sinks,
+        };
+        config.check(&mut errors);
+        if errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigErrors {
+                file: file.into(),
+                errors,
+            })
+        }
+    }
+
+    /// Phase 2: values and references.
+    fn check(&self, errors: &mut Vec<ConfigError>) {
+        let mut err = |field: String, message: String| errors.push(ConfigError { field, message });
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        if let Some(m) = &self.pipeline.metrics {
+            if m.parse::<std::net::SocketAddr>().is_err() {
+                err(
+                    "pipeline.metrics".into(),
+                    format!("`{m}` is not an address like `127.0.0.1:9100`"),
+                );
+            }
+        }
+        if self.pipeline.stage_queue_windows == Some(0) {
+            err(
+                "pipeline.stage_queue_windows".into(),
+                "must be at least 1".into(),
+            );
+        }
+        for (name, s) in &self.sources {
+            let p = format!("sources.{name}");
+            let ring = match s {
+                SourceConfig::Hdf5(h) => {
+                    if !h.path.exists() {
+                        err(
+                            format!("{p}.path"),
+                            format!("{} does not exist", h.path.display()),
+                        );
+                    }
+                    if let Some(speed) = h.speed {
+                        if !positive(speed) {
+                            err(
+                                format!("{p}.speed"),
+                                format!("must be a positive factor of real time, got {speed}"),
+                            );
+                        }
+                    }
+                    if h.frame_samples == Some(0) {
+                        err(format!("{p}.frame_samples"), "must be at least 1".into());
+                    }
+                    if h.series.is_none() && h.frame_samples.is_some() {
+                        err(
+                            format!("{p}.frame_samples"),
+                            "applies to `series` sources only".into(),
+                        );
+                    }
+                    h.ring_capacity
+                }
+                SourceConfig::Zmq(z) => {
+                    if !z.endpoint.contains("://") {
+                        err(
+                            format!("{p}.endpoint"),
+                            format!(
+                                "`{}` is not a ZeroMQ endpoint like `tcp://127.0.0.1:5557`",
+                                z.endpoint
+                            ),
+                        );
+                    }
+                    if z.format == WireFormat::Openephys && z.content == Some(ContentKind::Sensor) {
+                        err(format!("{p}.content"), "Open Ephys Event Broadcaster messages carry spikes only; use `format = \"synfire\"` for sensor frames".into());
+                    }
+                    if z.max_message_bytes.is_some_and(|b| b < 64) {
+                        err(
+                            format!("{p}.max_message_bytes"),
+                            "must be at least 64".into(),
+                        );
+                    }
+                    if z.receive_hwm_messages.is_some_and(|h| h < 0) {
+                        err(
+                            format!("{p}.receive_hwm_messages"),
+                            "must be ≥ 0 (0: unlimited)".into(),
+                        );
+                    }
+                    if let Some(g) = z.restart_gap_s {
+                        if !(g.is_finite() && g >= 0.0) {
+                            err(
+                                format!("{p}.restart_gap_s"),
+                                format!("must be ≥ 0 seconds, got {g}"),
+                            );
+                        }
+                    }
+                    z.ring_capacity
+                }
+            };
+            if ring == Some(0) {
+                err(format!("{p}.ring_capacity"), "must be at least 1".into());
+            }
+            if !self.windows.values().any(|w| &w.source == name) {
+                tracing::warn!(source = %name, "Source feeds no window.");
+            }
+        }
+        for (name, w) in &self.windows {
+            let p = format!("windows.{name}");
+            let Some(source) = self.sources.get(&w.source) else {
+                err(
+                    format!("{p}.source"),
+                    format!("no source named `{}`", w.source),
+                );
+                continue;
+            };
+            match source.kind() {
+                StreamKind::Spikes => {
+                    for (f, v) in [("length_s", w.length_s), ("hop_s", w.hop_s)] {
+                        match v {
+                            None => err(
+                                format!("{p}.{f}"),
+                                "missing (spike windows are time-based)".into(),
+                            ),
+                            Some(x) if !positive(x) => err(
+                                format!("{p}.{f}"),
+                                format!("must be positive seconds, got {x}"),
+                            ),
+                            _ => {}
+                        }
+                    }
+                    if let Some(l) = w.allowed_lateness_s {
+                        if !(l.is_finite() && l >= 0.0) {
+                            err(
+                                format!("{p}.allowed_lateness_s"),
+                                format!("must be ≥ 0 seconds, got {l}"),
+                            );
+                        }
+                    }
+                    for (f, v) in [
+                        ("length_samples", w.length_samples),
+                        ("hop_samples", w.hop_samples),
+                    ] {
+                        if v.is_some() {
+                            err(
+                                format!("{p}.{f}"),
+                                format!(
+                                    "source `{}` carries spikes: use `length_s`/`hop_s`",
+                                    w.source
+                                ),
+                            );
+                        }
+                    }
+                }
+                StreamKind::Sensor => {
+                    for (f, v) in [
+                        ("length_samples", w.length_samples),
+                        ("hop_samples", w.hop_samples),
+                    ] {
+                        match v {
+                            None => err(
+                                format!("{p}.{f}"),
+                                "missing (sensor windows are sample-based)".into(),
+                            ),
+                            Some(0) => err(format!("{p}.{f}"), "must be at least 1".into()),
+                            _ => {}
+                        }
+                    }
+                    for (f, v) in [
+                        ("length_s", w.length_s),
+                        ("hop_s", w.hop_s),
+                        ("allowed_lateness_s", w.allowed_lateness_s),
+                    ] {
+                        if v.is_some() {
+                            err(
+                                format!("{p}.{f}"),
+                                format!(
+                                    "source `{}` carries sensor samples: use `length_samples`/`hop_samples`",
+                                    w.source
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        for (name, s) in &self.stages {
+            let p = format!("stages.{name}");
+            match self.windows.get(s.window()) {
+                None => err(
+                    format!("{p}.window"),
+                    format!("no window named `{}`", s.window()),
+                ),
+                Some(w) => {
+                    if let Some(src) = self.sources.get(&w.source) {
+                        if src.kind() != s.input() {
+                            err(
+                                format!("{p}.window"),
+                                format!(
+                                    "window `{}` carries {} but this stage reads {}",
+                                    s.window(),
+                                    src.kind(),
+                                    s.input()
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+            if let StageConfig::Episodes(e) = s {
+                if let Err(list) = e.miner() {
+                    for (f, m) in list {
+                        err(format!("{p}.{f}"), m);
+                    }
+                }
+            }
+        }
+        if self.stages.is_empty() {
+            err("stages".into(), "the pipeline has no stage".into());
+        }
+        if self.sinks.is_empty() {
+            err("sinks".into(), "the pipeline has no sink".into());
+        }
+        for (name, s) in &self.sinks {
+            let p = format!("sinks.{name}");
+            for st in s.stages().unwrap_or_default() {
+                if !self.stages.contains_key(st) {
+                    err(format!("{p}.stages"), format!("no stage named `{st}`"));
+                }
+            }
+            if let SinkConfig::ZmqPub(z) = s {
+                if !z.endpoint.contains("://") {
+                    err(
+                        format!("{p}.endpoint"),
+                        format!(
+                            "`{}` is not a ZeroMQ endpoint like `tcp://127.0.0.1:5560`",
+                            z.endpoint
+                        ),
+                    );
+                }
+            }
+            if let SinkConfig::Jsonl(JsonlConfig {
+                path: Some(path), ..
+            }) = s
+            {
+                let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+                if path.as_os_str() != "-" && parent.is_some_and(|d| !d.is_dir()) {
+                    err(
+                        format!("{p}.path"),
+                        format!("directory of {} does not exist", path.display()),
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[sources.mea]
+kind = "zmq"
+endpoint = "tcp://127.0.0.1:5557"
+
+[windows.w60]
+source = "mea"
+length_s = 60.0
+hop_s = 1.0
+
+[stages.episodes]
+kind = "episodes"
+window = "w60"
+intervals_s = [[0.0, 0.005]]
+min_count = 10
+
+[sinks.out]
+kind = "jsonl"
+"#;
+
+    fn errors(text: &str) -> Vec<ConfigError> {
+        PipelineConfig::parse(text, Path::new("t.toml"))
+            .unwrap_err()
+            .errors
+    }
+
+    #[test]
+    fn a_good_file_validates() {
+        let c = PipelineConfig::parse(GOOD, Path::new("t.toml")).unwrap();
+        assert_eq!(c.sources.len(), 1);
+        assert!(matches!(c.stages["episodes"], StageConfig::Episodes(_)));
+    }
+
+    #[test]
+    fn every_error_is_reported_at_once_with_its_field() {
+        let bad = GOOD
+            .replace("hop_s = 1.0", "hop_s = 0.0\nhop_ms = 5\nlength_samples = 3")
+            .replace(
+                "min_count = 10",
+                "min_count = 10\nsupport = 0.1\nintervals = 3",
+            )
+            .replace("kind = \"jsonl\"", "kind = \"jsonl\"\nstages = [\"nope\"]")
+            .replace(
+                "endpoint = \"tcp://127.0.0.1:5557\"",
+                "endpoint = \"127.0.0.1:5557\"\nspeed = 2.0",
+            );
+        let e = errors(&bad);
+        let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        for want in [
+            "sources.mea.speed",
+            "sources.mea.endpoint",
+            "windows.w60.hop_ms",
+            "windows.w60.hop_s",
+            "windows.w60.length_samples",
+            "stages.episodes.intervals",
+            "stages.episodes.support",
+            "sinks.out.stages",
+        ] {
+            assert!(fields.contains(&want), "missing {want} in {e:#?}");
+        }
+        let text = ConfigErrors {
+            file: "t.toml".into(),
+            errors: e,
+        }
+        .to_string();
+        assert!(
+            text.contains("t.toml: `windows.w60.hop_s`: must be positive seconds, got 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn wrong_types_name_their_field() {
+        let e = errors(&GOOD.replace("length_s = 60.0", "length_s = \"sixty\""));
+        assert_eq!(e[0].field, "windows.w60.length_s");
+        assert!(e[0].message.contains("invalid type"), "{e:?}");
+    }
+
+    #[test]
+    fn references_and_stream_kinds_are_checked() {
+        let e = errors(
+            &GOOD
+                .replace("window = \"w60\"", "window = \"w61\"")
+                .replace(
+                    "[sinks.out]\nkind = \"jsonl\"",
+                    "[sinks.out]\nkind = \"kafka\"",
+                ),
+        );
+        let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        assert!(fields.contains(&"stages.episodes.window"), "{e:?}");
+        assert!(fields.contains(&"sinks.out.kind"), "{e:?}");
+        let e = errors(&GOOD.replace(
+            "kind = \"episodes\"\nwindow = \"w60\"\nintervals_s = [[0.0, 0.005]]\nmin_count = 10",
+            "kind = \"summary\"\nwindow = \"w60\"",
+        ));
+        assert!(
+            e[0].message
+                .contains("carries spikes but this stage reads sensor"),
+            "{e:?}"
+        );
+        let e = errors("[nonsense]\nx = 1\n");
+        assert!(e.iter().any(|e| e.field == "nonsense"));
+        assert!(e.iter().any(|e| e.field == "stages"));
+        let e = errors("this is = not toml [");
+        assert!(e[0].message.starts_with("not valid TOML"));
+    }
+}

@@ -1,0 +1,141 @@
+//! Frequent-episode mining per spike window: the level-wise miner of `synfire mine`
+//! (Cao et al., Algorithm 4: PreElim, then exact counts), on the CPU or the GPUs.
+//!
+//! Each window becomes the canonical stream of its events
+//! ([`EventStream::from_labelled`]), exactly what `synfire mine --start-s S --end-s E` builds
+//! from an archive, so a live window and the offline command return the same episodes. The
+//! GPU counter (device threads, contexts) is created at the first window and kept: later
+//! windows only upload their events. A device failure switches the stage to the CPU with one
+//! warning (`device = "auto"`) or fails the window (`device = "gpu"`).
+
+use serde_json::{Map, Value};
+
+use super::{Stage, StageError, StreamKind};
+use crate::episode::{
+    Counter, CpuCounter, DeviceChoice, GpuCounter, GpuSettings, MinerConfig, NoProgress, mine_with,
+    select_gpu,
+};
+use crate::event::EventStream;
+use crate::report::MineReport;
+use crate::window::{Window, WindowData};
+
+/// The episode-mining stage.
+pub struct EpisodeStage {
+    config: MinerConfig,
+    device: DeviceChoice,
+    settings: GpuSettings,
+    gpu: Option<GpuCounter>,
+    /// The GPU was looked for (found or not).
+    probed: bool,
+}
+
+impl std::fmt::Debug for EpisodeStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EpisodeStage")
+            .field("config", &self.config)
+            .field("device", &self.device)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EpisodeStage {
+    /// A stage mining with `config` on `device`.
+    ///
+    /// # Errors
+    /// [`StageError::Mine`] for settings `synfire mine` would refuse.
+    pub fn new(
+        config: MinerConfig,
+        device: DeviceChoice,
+        settings: GpuSettings,
+    ) -> Result<Self, StageError> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            device,
+            settings,
+            gpu: None,
+            probed: false,
+        })
+    }
+
+    fn prepare_gpu(&mut self, stream: &EventStream) -> Result<(), StageError> {
+        if self.device == DeviceChoice::Cpu {
+            return Ok(());
+        }
+        if !self.probed {
+            self.probed = true;
+            self.gpu = select_gpu(stream, &self.config.intervals, self.device, &self.settings)?;
+            return Ok(());
+        }
+        if let Some(gpu) = &mut self.gpu {
+            if let Err(e) = gpu.reload(stream) {
+                if self.device == DeviceChoice::Gpu {
+                    return Err(e.into());
+                }
+                tracing::warn!(error = %e, "GPU upload failed; the episode stage counts on the CPU from now on.");
+                self.gpu = None;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Stage for EpisodeStage {
+    fn input(&self) -> StreamKind {
+        StreamKind::Spikes
+    }
+
+    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
+        let WindowData::Spikes {
+            times,
+            units,
+            names,
+        } = &window.data
+        else {
+            return Err(StageError::WrongInput {
+                expected: StreamKind::Spikes,
+                got: StreamKind::Sensor,
+            });
+        };
+        let stream = EventStream::from_labelled(
+            times
+                .iter()
+                .zip(units)
+                .map(|(&t, &u)| (t, names.get(u as usize).map_or("?", |n| &**n))),
+        )?;
+        let cpu;
+        self.prepare_gpu(&stream)?;
+        let counter: &dyn Counter = if let Some(g) = &self.gpu {
+            g
+        } else {
+            cpu = CpuCounter::new(&stream);
+            &cpu
+        };
+        let device = counter.name().to_owned();
+        let result = mine_with(&stream, &self.config, counter, &NoProgress)?;
+        if self.gpu.as_ref().is_some_and(GpuCounter::has_failed) {
+            // The counter recounted on the CPU what the GPU could not: the counts are exact.
+            if self.device == DeviceChoice::Gpu {
+                return Err(crate::device::DeviceError::Unsupported(
+                    "a GPU failed during the window (see the log)".into(),
+                )
+                .into());
+            }
+            self.gpu = None;
+        }
+        let report = MineReport::new("", &stream, &self.config, &result);
+        let mut m = Map::new();
+        m.insert("device".into(), Value::from(device));
+        m.insert("min_count".into(), Value::from(result.min_count));
+        m.insert("event_types".into(), Value::from(stream.alphabet().len()));
+        m.insert(
+            "levels".into(),
+            serde_json::to_value(&result.levels).unwrap_or(Value::Null),
+        );
+        m.insert(
+            "episodes".into(),
+            serde_json::to_value(&report.episodes).unwrap_or(Value::Null),
+        );
+        Ok(m)
+    }
+}

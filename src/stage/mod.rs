@@ -1,0 +1,134 @@
+//! Stages: what runs on each window, behind one interface.
+//!
+//! A stage is built from its configuration ([`crate::pipeline::config::StageConfig`]), reads
+//! one kind of window ([`StreamKind`]) and turns each [`Window`] into the stage-specific fields
+//! of a result. The runner ([`run`]) adds the fields every result carries (`stage`,
+//! `window_start_s`, `window_end_s`, `events`, `late`, `dropped`, `seconds`, …) and hands the
+//! serialised line to the sinks. The episode miner is the first stage; the sensor stages of
+//! later issues (motif, soft-DTW, shapelets, SING) implement the same trait.
+
+pub mod episodes;
+pub mod summary;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+use serde_json::{Map, Value};
+
+use crate::window::Window;
+
+/// The kind of stream a source produces and a stage reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamKind {
+    /// Spike events (unit, time).
+    Spikes,
+    /// Continuous sensor samples.
+    Sensor,
+}
+
+impl std::fmt::Display for StreamKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Spikes => "spikes",
+            Self::Sensor => "sensor",
+        })
+    }
+}
+
+/// A stage's failure on one window; the runner reports it in the result's `error` field and
+/// goes on with the next window.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    /// The window is not of the kind the stage reads.
+    #[error("stage reads {expected} windows, got {got}")]
+    WrongInput {
+        /// What the stage reads.
+        expected: StreamKind,
+        /// What it got.
+        got: StreamKind,
+    },
+    /// The episode miner failed.
+    #[error(transparent)]
+    Mine(#[from] crate::episode::MineError),
+    /// The device failed and the configuration demands a GPU (`device = "gpu"`).
+    #[error(transparent)]
+    Device(#[from] crate::device::DeviceError),
+    /// The window's events break a stream invariant.
+    #[error(transparent)]
+    Event(#[from] crate::event::EventError),
+}
+
+/// What runs on each window.
+pub trait Stage: Send {
+    /// The kind of window the stage reads.
+    fn input(&self) -> StreamKind;
+
+    /// Processes one window into the stage's result fields (e.g. `episodes`).
+    ///
+    /// # Errors
+    /// [`StageError`]; the runner reports it for this window and continues.
+    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError>;
+
+    /// Called once after the last window. Default: nothing.
+    fn finish(&mut self) {}
+}
+
+/// A serialised result on its way to the sinks.
+#[derive(Clone, Debug)]
+pub struct Output {
+    /// The stage's name (the ZMQ PUB topic).
+    pub stage: Arc<str>,
+    /// One JSON object, no trailing newline.
+    pub json: String,
+    /// When the window's closing record left the ring (for latency measurements).
+    pub closed_at: Instant,
+}
+
+/// Runs `stage` named `name` over every window from `windows` until that channel closes,
+/// sending one [`Output`] per window to `out`, then calls [`Stage::finish`].
+pub fn run(
+    name: &Arc<str>,
+    stage: &mut dyn Stage,
+    windows: &Receiver<Arc<Window>>,
+    out: &Sender<Output>,
+) {
+    let seconds_metric = crate::telemetry::stage_seconds(name);
+    for window in windows {
+        let started = Instant::now();
+        let result = stage.process(&window);
+        let seconds = started.elapsed().as_secs_f64();
+        seconds_metric.record(seconds);
+        let mut obj = Map::new();
+        obj.insert("stage".into(), Value::from(&**name));
+        obj.insert("window".into(), Value::from(&*window.window));
+        obj.insert("source".into(), Value::from(&*window.source));
+        obj.insert("window_index".into(), Value::from(window.index));
+        obj.insert("window_start_s".into(), Value::from(window.start_s));
+        obj.insert("window_end_s".into(), Value::from(window.end_s));
+        obj.insert("complete".into(), Value::from(window.complete));
+        obj.insert("events".into(), Value::from(window.events()));
+        obj.insert("late".into(), Value::from(window.late));
+        obj.insert("dropped".into(), Value::from(window.dropped));
+        obj.insert("seconds".into(), Value::from(seconds));
+        match result {
+            Ok(fields) => obj.extend(fields),
+            Err(e) => {
+                tracing::warn!(stage = %name, window_start_s = window.start_s, error = %e, "Stage failed on a window.");
+                obj.insert("error".into(), Value::from(e.to_string()));
+            }
+        }
+        let json = Value::Object(obj).to_string();
+        if out
+            .send(Output {
+                stage: name.clone(),
+                json,
+                closed_at: window.closed_at,
+            })
+            .is_err()
+        {
+            break;
+        }
+    }
+    stage.finish();
+}

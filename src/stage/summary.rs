@@ -1,0 +1,96 @@
+//! Per-channel summary of sensor windows: count, missing (NaN) samples, mean, standard
+//! deviation (population, two-pass), minimum and maximum. A cheap stage that shows a sensor
+//! stream flowing through windows to sinks, and the template of the sensor stages.
+
+use serde_json::{Map, Value, json};
+
+use super::{Stage, StageError, StreamKind};
+use crate::window::{Window, WindowData};
+
+/// The summary stage.
+#[derive(Debug, Default)]
+pub struct SummaryStage;
+
+impl Stage for SummaryStage {
+    fn input(&self) -> StreamKind {
+        StreamKind::Sensor
+    }
+
+    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
+        let WindowData::Samples {
+            channels,
+            values,
+            rate_hz,
+            start_sample,
+        } = &window.data
+        else {
+            return Err(StageError::WrongInput {
+                expected: StreamKind::Sensor,
+                got: StreamKind::Spikes,
+            });
+        };
+        let ch = (*channels).max(1);
+        let per_channel: Vec<Value> = (0..ch)
+            .map(|c| {
+                let xs: Vec<f64> = values
+                    .iter()
+                    .skip(c)
+                    .step_by(ch)
+                    .copied()
+                    .filter(|v| !v.is_nan())
+                    .collect();
+                let missing = values.len() / ch - xs.len();
+                if xs.is_empty() {
+                    return json!({"count": 0, "missing": missing});
+                }
+                let n = xs.len() as f64;
+                let mean = xs.iter().sum::<f64>() / n;
+                let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+                let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                json!({"count": xs.len(), "missing": missing, "mean": mean, "std": var.sqrt(), "min": min, "max": max})
+            })
+            .collect();
+        let mut m = Map::new();
+        m.insert("start_sample".into(), Value::from(*start_sample));
+        m.insert("rate_hz".into(), Value::from(*rate_hz));
+        m.insert("channels".into(), Value::from(per_channel));
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    #[test]
+    fn summarises_each_channel_and_ignores_nan() {
+        let w = Window {
+            window: Arc::from("w"),
+            source: Arc::from("s"),
+            index: 0,
+            start_s: 0.0,
+            end_s: 1.0,
+            complete: true,
+            late: 0,
+            dropped: 0,
+            closed_at: Instant::now(),
+            data: WindowData::Samples {
+                start_sample: 0,
+                channels: 2,
+                rate_hz: 3.0,
+                values: vec![1.0, 10.0, 3.0, f64::NAN, 5.0, 30.0],
+            },
+        };
+        let m = SummaryStage.process(&w).unwrap();
+        let c = &m["channels"];
+        assert_eq!(c[0]["mean"], 3.0);
+        assert_eq!(c[0]["min"], 1.0);
+        assert_eq!(c[0]["max"], 5.0);
+        assert_eq!(c[1]["missing"], 1);
+        assert_eq!(c[1]["mean"], 20.0);
+        assert_eq!(c[1]["std"], 10.0);
+    }
+}

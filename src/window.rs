@@ -1,0 +1,635 @@
+//! Sliding windows: time-based over spikes, sample-based over sensor streams.
+//!
+//! **Spike windows** have length `L` and hop `H` seconds; window `k ≥ 0` is the half-open
+//! interval `[k·H, k·H + L)`. A window closes when the watermark — the newest event time minus
+//! the allowed lateness — reaches its end. An event is **late** when a window it belongs to
+//! was already emitted (its time is before the end of the newest emitted window); late events
+//! are counted and rejected, so every emitted window holds exactly the accepted events in its
+//! interval. Windows holding no event are skipped.
+//!
+//! **Sensor windows** have `length_samples` and `hop_samples`; window `k` holds stream samples
+//! `[k·hop, k·hop + length)`. Samples are placed by their sequence numbers: a frame that repeats
+//! samples already received is late for those samples (counted, rejected); a gap is filled with
+//! NaN and counted as missing.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::buffer::SensorFrame;
+use crate::telemetry::WindowMetrics;
+
+/// The data of one window.
+#[derive(Clone, Debug)]
+pub enum WindowData {
+    /// Spikes in `[start_s, end_s)`, in arrival order.
+    Spikes {
+        /// Times, seconds. Shape `[events]`.
+        times: Vec<f64>,
+        /// Unit ids, parallel to `times`; index into `names`.
+        units: Vec<u32>,
+        /// Name of every unit id the source has announced.
+        names: Arc<[Arc<str>]>,
+    },
+    /// Sensor samples.
+    Samples {
+        /// Stream index of the first sample.
+        start_sample: u64,
+        /// Channels per sample.
+        channels: usize,
+        /// Nominal sampling rate, Hz.
+        rate_hz: f64,
+        /// Sample-major values, shape `[length_samples, channels]`; NaN where missing.
+        values: Vec<f64>,
+    },
+}
+
+/// A window ready for its stages.
+#[derive(Clone, Debug)]
+pub struct Window {
+    /// Name of the window definition (`[windows.<name>]`).
+    pub window: Arc<str>,
+    /// Name of the source.
+    pub source: Arc<str>,
+    /// Window index `k`.
+    pub index: u64,
+    /// Start, seconds (inclusive).
+    pub start_s: f64,
+    /// End, seconds (exclusive).
+    pub end_s: f64,
+    /// False when emitted at the end of the input or at a restart before the watermark
+    /// passed its end.
+    pub complete: bool,
+    /// Late events rejected by this window definition so far.
+    pub late: u64,
+    /// Events the source has dropped so far.
+    pub dropped: u64,
+    /// When the record that closed the window was taken off the ring.
+    pub closed_at: Instant,
+    /// The data.
+    pub data: WindowData,
+}
+
+impl Window {
+    /// Number of events (spikes) or samples.
+    #[must_use]
+    pub fn events(&self) -> usize {
+        match &self.data {
+            WindowData::Spikes { times, .. } => times.len(),
+            WindowData::Samples {
+                values, channels, ..
+            } => values.len() / (*channels).max(1),
+        }
+    }
+}
+
+/// Names and counters common to both windowers.
+struct Common {
+    window: Arc<str>,
+    source: Arc<str>,
+    late: u64,
+    metrics: WindowMetrics,
+}
+
+/// Time-based sliding windows over spikes.
+pub struct SpikeWindower {
+    c: Common,
+    length_s: f64,
+    hop_s: f64,
+    lateness_s: f64,
+    next: Option<u64>,
+    buf: Vec<(f64, u32)>,
+    max_t: f64,
+    closed_end: f64,
+}
+
+impl std::fmt::Debug for SpikeWindower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpikeWindower")
+            .field("window", &self.c.window)
+            .field("length_s", &self.length_s)
+            .field("hop_s", &self.hop_s)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SpikeWindower {
+    /// Windows of `length_s` every `hop_s` seconds, closing `lateness_s` after their end.
+    ///
+    /// # Panics
+    /// If `length_s` or `hop_s` is not positive and finite or `lateness_s` is negative
+    /// (configuration validation rejects these first).
+    #[must_use]
+    pub fn new(window: &str, source: &str, length_s: f64, hop_s: f64, lateness_s: f64) -> Self {
+        assert!(
+            length_s.is_finite() && length_s > 0.0,
+            "length_s {length_s}"
+        );
+        assert!(hop_s.is_finite() && hop_s > 0.0, "hop_s {hop_s}");
+        assert!(
+            lateness_s.is_finite() && lateness_s >= 0.0,
+            "lateness {lateness_s}"
+        );
+        Self {
+            c: Common {
+                window: window.into(),
+                source: source.into(),
+                late: 0,
+                metrics: WindowMetrics::new(window),
+            },
+            length_s,
+            hop_s,
+            lateness_s,
+            next: None,
+            buf: Vec::new(),
+            max_t: f64::NEG_INFINITY,
+            closed_end: f64::NEG_INFINITY,
+        }
+    }
+
+    fn start(&self, k: u64) -> f64 {
+        k as f64 * self.hop_s
+    }
+
+    fn end(&self, k: u64) -> f64 {
+        self.start(k) + self.length_s
+    }
+
+    /// The first window containing time `t`.
+    fn first_window_of(&self, t: f64) -> u64 {
+        let k = ((t - self.length_s) / self.hop_s).floor() + 1.0;
+        let mut k = if k > 0.0 { k as u64 } else { 0 };
+        // Guard the float division at the boundaries.
+        while k > 0 && self.end(k - 1) > t {
+            k -= 1;
+        }
+        while self.end(k) <= t {
+            k += 1;
+        }
+        k
+    }
+
+    /// Late events rejected so far.
+    #[must_use]
+    pub fn late(&self) -> u64 {
+        self.c.late
+    }
+
+    /// Adds spike (`t_s`, `unit`); appends the windows it closes to `out`.
+    pub fn push(
+        &mut self,
+        t_s: f64,
+        unit: u32,
+        names: &Arc<[Arc<str>]>,
+        dropped: u64,
+        out: &mut Vec<Window>,
+    ) {
+        if t_s < self.closed_end {
+            self.c.late += 1;
+            self.c.metrics.late.increment(1);
+            return;
+        }
+        let first = self.first_window_of(t_s);
+        match self.next {
+            None => self.next = Some(first),
+            // `first` is after every emitted window: `t_s ≥ closed_end`.
+            Some(k) if first < k => self.next = Some(first),
+            _ => {}
+        }
+        self.buf.push((t_s, unit));
+        if t_s > self.max_t {
+            self.max_t = t_s;
+            let watermark = self.max_t - self.lateness_s;
+            while let Some(k) = self.next {
+                if self.end(k) > watermark {
+                    break;
+                }
+                self.emit(k, true, names, dropped, out);
+            }
+            self.c
+                .metrics
+                .lag
+                .set((self.max_t - self.closed_end).max(0.0));
+        }
+    }
+
+    /// Emits window `k` if it holds events, then moves on to the next window that can.
+    fn emit(
+        &mut self,
+        k: u64,
+        complete: bool,
+        names: &Arc<[Arc<str>]>,
+        dropped: u64,
+        out: &mut Vec<Window>,
+    ) {
+        let (start, end) = (self.start(k), self.end(k));
+        let mut times = Vec::new();
+        let mut units = Vec::new();
+        for &(t, u) in &self.buf {
+            if t >= start && t < end {
+                times.push(t);
+                units.push(u);
+            }
+        }
+        self.closed_end = end;
+        if !times.is_empty() {
+            self.c.metrics.windows.increment(1);
+            out.push(Window {
+                window: self.c.window.clone(),
+                source: self.c.source.clone(),
+                index: k,
+                start_s: start,
+                end_s: end,
+                complete,
+                late: self.c.late,
+                dropped,
+                closed_at: Instant::now(),
+                data: WindowData::Spikes {
+                    times,
+                    units,
+                    names: names.clone(),
+                },
+            });
+        }
+        // Keep what later windows need; skip windows that would be empty.
+        let next_start = self.start(k + 1);
+        self.buf.retain(|&(t, _)| t >= next_start);
+        let earliest = self
+            .buf
+            .iter()
+            .map(|&(t, _)| t)
+            .fold(f64::INFINITY, f64::min);
+        self.next = Some(if earliest.is_finite() {
+            self.first_window_of(earliest).max(k + 1)
+        } else {
+            // Nothing buffered: the next event decides; never reopen closed windows.
+            k + 1
+        });
+        if !earliest.is_finite() {
+            self.next = None;
+        }
+    }
+
+    /// Emits every open window that holds events, marked incomplete, and starts afresh
+    /// (end of input, or a publisher restart).
+    pub fn flush(&mut self, names: &Arc<[Arc<str>]>, dropped: u64, out: &mut Vec<Window>) {
+        while let Some(k) = self.next {
+            if self.buf.is_empty() {
+                break;
+            }
+            let complete = self.end(k) <= self.max_t - self.lateness_s;
+            self.emit(k, complete, names, dropped, out);
+        }
+        self.reset();
+    }
+
+    /// Discards open windows (shutdown) and starts afresh; returns how many events they held.
+    pub fn discard(&mut self) -> usize {
+        let n = self.buf.len();
+        self.reset();
+        n
+    }
+
+    fn reset(&mut self) {
+        self.next = None;
+        self.buf.clear();
+        self.max_t = f64::NEG_INFINITY;
+        self.closed_end = f64::NEG_INFINITY;
+    }
+}
+
+/// Sample-based sliding windows over one sensor stream.
+pub struct SensorWindower {
+    c: Common,
+    length: u64,
+    hop: u64,
+    /// Shape of the stream (channels, rate) once known.
+    shape: Option<(usize, f64)>,
+    /// Stream index of `values[0]`.
+    base: u64,
+    /// Stream index of the next expected sample.
+    next_sample: u64,
+    values: std::collections::VecDeque<f64>,
+    times: std::collections::VecDeque<f64>,
+    next_window: u64,
+    /// NaN samples inserted for gaps.
+    missing: u64,
+}
+
+impl std::fmt::Debug for SensorWindower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SensorWindower")
+            .field("window", &self.c.window)
+            .field("length", &self.length)
+            .field("hop", &self.hop)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SensorWindower {
+    /// Windows of `length` samples every `hop` samples.
+    ///
+    /// # Panics
+    /// If `length` or `hop` is zero (configuration validation rejects these first).
+    #[must_use]
+    pub fn new(window: &str, source: &str, length: u64, hop: u64) -> Self {
+        assert!(length > 0 && hop > 0, "length {length}, hop {hop}");
+        Self {
+            c: Common {
+                window: window.into(),
+                source: source.into(),
+                late: 0,
+                metrics: WindowMetrics::new(window),
+            },
+            length,
+            hop,
+            shape: None,
+            base: 0,
+            next_sample: 0,
+            values: std::collections::VecDeque::new(),
+            times: std::collections::VecDeque::new(),
+            next_window: 0,
+            missing: 0,
+        }
+    }
+
+    /// Late samples rejected so far.
+    #[must_use]
+    pub fn late(&self) -> u64 {
+        self.c.late
+    }
+
+    /// Samples filled with NaN for gaps so far.
+    #[must_use]
+    pub fn missing(&self) -> u64 {
+        self.missing
+    }
+
+    /// Adds a frame; appends the windows it completes to `out`.
+    pub fn push(&mut self, frame: &SensorFrame, dropped: u64, out: &mut Vec<Window>) {
+        let shape = (frame.channels, frame.rate_hz);
+        if self.shape.is_some_and(|s| s != shape) {
+            tracing::warn!(window = %self.c.window, "The sensor stream changed its channels or rate; windows restart.");
+            self.flush(dropped, out);
+        }
+        let ch = frame.channels;
+        let n = frame.samples() as u64;
+        if self.shape.is_none() {
+            self.shape = Some(shape);
+            // The first window containing the frame's first sample.
+            let s = frame.first_sample;
+            let k = if s < self.length {
+                0
+            } else {
+                (s - self.length) / self.hop + 1
+            };
+            self.next_window = k;
+            self.base = k * self.hop;
+            self.next_sample = self.base;
+        }
+        let mut skip = 0u64;
+        if frame.first_sample < self.next_sample {
+            skip = (self.next_sample - frame.first_sample).min(n);
+            self.c.late += skip;
+            self.c.metrics.late.increment(skip);
+        } else if frame.first_sample > self.next_sample {
+            let gap = frame.first_sample - self.next_sample;
+            self.missing += gap;
+            for g in 0..gap {
+                let t = frame.t0_s - (gap - g) as f64 / frame.rate_hz;
+                self.times.push_back(t);
+                self.values.extend(std::iter::repeat_n(f64::NAN, ch));
+            }
+            self.next_sample = frame.first_sample;
+        }
+        for k in skip..n {
+            let k = k as usize;
+            self.times.push_back(frame.t0_s + k as f64 / frame.rate_hz);
+            self.values
+                .extend(frame.values[k * ch..(k + 1) * ch].iter().copied());
+        }
+        self.next_sample = self.next_sample.max(frame.first_sample + n);
+        while self.next_window * self.hop + self.length <= self.next_sample {
+            self.emit(true, dropped, out);
+        }
+    }
+
+    fn emit(&mut self, complete: bool, dropped: u64, out: &mut Vec<Window>) {
+        let Some((ch, rate)) = self.shape else {
+            return;
+        };
+        let start = self.next_window * self.hop;
+        let from = (start - self.base) as usize;
+        let available = self.times.len().saturating_sub(from);
+        let len = (self.length as usize).min(available);
+        if len > 0 {
+            let values: Vec<f64> = self
+                .values
+                .range(from * ch..(from + len) * ch)
+                .copied()
+                .collect();
+            let start_s = self.times[from];
+            let end_s = self.times[from + len - 1] + 1.0 / rate;
+            self.c.metrics.windows.increment(1);
+            out.push(Window {
+                window: self.c.window.clone(),
+                source: self.c.source.clone(),
+                index: self.next_window,
+                start_s,
+                end_s,
+                complete,
+                late: self.c.late,
+                dropped,
+                closed_at: Instant::now(),
+                data: WindowData::Samples {
+                    start_sample: start,
+                    channels: ch,
+                    rate_hz: rate,
+                    values,
+                },
+            });
+        }
+        self.next_window += 1;
+        let keep_from = (self.next_window * self.hop).min(self.next_sample);
+        let drop = ((keep_from - self.base) as usize).min(self.times.len());
+        self.times.drain(..drop);
+        self.values.drain(..drop * ch);
+        self.base += drop as u64;
+    }
+
+    /// Emits the partial windows that hold samples, marked incomplete, and starts afresh.
+    pub fn flush(&mut self, dropped: u64, out: &mut Vec<Window>) {
+        while self.shape.is_some() && self.next_window * self.hop < self.next_sample {
+            self.emit(false, dropped, out);
+        }
+        self.discard();
+    }
+
+    /// Discards open windows; returns how many samples they held.
+    pub fn discard(&mut self) -> usize {
+        let n = self.times.len();
+        self.shape = None;
+        self.values.clear();
+        self.times.clear();
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn names(n: usize) -> Arc<[Arc<str>]> {
+        (0..n).map(|i| Arc::from(i.to_string())).collect()
+    }
+
+    fn run(w: &mut SpikeWindower, events: &[(f64, u32)]) -> Vec<Window> {
+        let names = names(4);
+        let mut out = Vec::new();
+        for &(t, u) in events {
+            w.push(t, u, &names, 0, &mut out);
+        }
+        w.flush(&names, 0, &mut out);
+        out
+    }
+
+    fn times(w: &Window) -> Vec<f64> {
+        match &w.data {
+            WindowData::Spikes { times, .. } => times.clone(),
+            WindowData::Samples { .. } => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn sliding_windows_hold_exactly_their_half_open_interval() {
+        let mut w = SpikeWindower::new("w", "s", 2.0, 1.0, 0.0);
+        let ev: Vec<(f64, u32)> = [0.5, 1.0, 1.5, 2.0, 3.9, 4.0]
+            .iter()
+            .map(|&t| (t, 0))
+            .collect();
+        let out = run(&mut w, &ev);
+        let got: Vec<(f64, f64, Vec<f64>, bool)> = out
+            .iter()
+            .map(|w| (w.start_s, w.end_s, times(w), w.complete))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0.0, 2.0, vec![0.5, 1.0, 1.5], true),
+                (1.0, 3.0, vec![1.0, 1.5, 2.0], true),
+                (2.0, 4.0, vec![2.0, 3.9], true),
+                (3.0, 5.0, vec![3.9, 4.0], false),
+                (4.0, 6.0, vec![4.0], false),
+            ]
+        );
+    }
+
+    #[test]
+    fn late_events_are_counted_and_rejected() {
+        let mut w = SpikeWindower::new("w", "s", 1.0, 1.0, 0.5);
+        let out = run(
+            &mut w,
+            &[(0.2, 0), (1.2, 0), (0.9, 1), (1.6, 0), (0.95, 2), (1.7, 0)],
+        );
+        // 0.9 arrives within the lateness (watermark 0.7 < 1.0); 0.95 after window 0 closed.
+        assert_eq!(times(&out[0]), vec![0.2, 0.9]);
+        assert_eq!(w.late(), 1);
+        assert_eq!(out[1].late, 1);
+    }
+
+    #[test]
+    fn empty_windows_are_skipped() {
+        let mut w = SpikeWindower::new("w", "s", 1.0, 0.5, 0.0);
+        let out = run(&mut w, &[(0.1, 0), (100.2, 0), (200.0, 0)]);
+        let starts: Vec<f64> = out.iter().map(|w| w.start_s).collect();
+        assert_eq!(starts, vec![0.0, 99.5, 100.0, 199.5, 200.0]);
+    }
+
+    proptest! {
+        /// Every accepted event lies in exactly the windows whose interval contains it, and
+        /// the late count is exactly the number of rejected events.
+        #[test]
+        fn windows_equal_the_oracle(
+            mut ts in proptest::collection::vec(0.0f64..50.0, 1..200),
+            jitter in proptest::collection::vec(0.0f64..3.0, 200),
+            length in 0.5f64..10.0,
+            hop in 0.25f64..5.0,
+            lateness in 0.0f64..2.0,
+        ) {
+            ts.sort_by(f64::total_cmp);
+            // Arrival order: sorted, then some events delayed by up to 3 s of data time.
+            let mut arrivals: Vec<(f64, f64)> = ts.iter().zip(&jitter).map(|(&t, &j)| (t + j, t)).collect();
+            arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let events: Vec<(f64, u32)> = arrivals.iter().map(|&(_, t)| (t, 0)).collect();
+            let mut w = SpikeWindower::new("w", "s", length, hop, lateness);
+            // Replay while tracking which events were accepted (the oracle of lateness).
+            let names = names(1);
+            let mut out = Vec::new();
+            let mut accepted = Vec::new();
+            for &(t, u) in &events {
+                let late_before = w.late();
+                w.push(t, u, &names, 0, &mut out);
+                if w.late() == late_before {
+                    accepted.push(t);
+                }
+            }
+            w.flush(&names, 0, &mut out);
+            prop_assert_eq!(accepted.len() as u64 + w.late(), events.len() as u64);
+            for win in &out {
+                let mut want: Vec<f64> = accepted.iter().copied().filter(|&t| t >= win.start_s && t < win.end_s).collect();
+                let mut got = times(win);
+                want.sort_by(f64::total_cmp);
+                got.sort_by(f64::total_cmp);
+                prop_assert_eq!(got, want);
+            }
+            // Every non-empty window of an accepted event was emitted once, in order.
+            let ks: Vec<u64> = out.iter().map(|w| w.index).collect();
+            prop_assert!(ks.windows(2).all(|p| p[0] < p[1]));
+            for &t in &accepted {
+                let k = (t / hop).floor() as u64;
+                if (k as f64) * hop <= t && t < (k as f64) * hop + length {
+                    prop_assert!(ks.contains(&k), "event {} missing window {}", t, k);
+                }
+            }
+        }
+    }
+
+    fn frame(first: u64, n: usize) -> SensorFrame {
+        SensorFrame {
+            first_sample: first,
+            t0_s: first as f64 / 10.0,
+            rate_hz: 10.0,
+            channels: 2,
+            values: (0..n * 2).map(|i| (first * 2) as f64 + i as f64).collect(),
+        }
+    }
+
+    fn samples(w: &Window) -> Vec<f64> {
+        match &w.data {
+            WindowData::Samples { values, .. } => values.clone(),
+            WindowData::Spikes { .. } => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn sensor_windows_slide_by_samples_and_fill_gaps_with_nan() {
+        let mut w = SensorWindower::new("w", "s", 4, 2);
+        let mut out = Vec::new();
+        w.push(&frame(0, 3), 0, &mut out);
+        w.push(&frame(3, 3), 0, &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(samples(&out[0]), (0..8).map(f64::from).collect::<Vec<_>>());
+        assert_eq!(samples(&out[1]), (4..12).map(f64::from).collect::<Vec<_>>());
+        assert_eq!((out[1].start_s, out[1].end_s), (0.2, 0.6));
+        // A repeat of samples 4..6 is late; a gap of 2 samples becomes NaN.
+        w.push(&frame(4, 2), 0, &mut out);
+        assert_eq!(w.late(), 2);
+        w.push(&frame(8, 2), 0, &mut out);
+        assert_eq!(w.missing(), 2);
+        let last = samples(out.last().unwrap());
+        assert_eq!(last.len(), 8);
+        assert!(last[4..8].iter().all(|v| v.is_nan()));
+        w.flush(0, &mut out);
+        assert!(!out.last().unwrap().complete);
+    }
+}
