@@ -1,0 +1,405 @@
+//! End-to-end streaming over real loopback sockets: `replay` → pipeline → results equal to
+//! offline mining of the same windows, in both wire formats; malformed messages counted and
+//! survived; a restarting publisher picked up again.
+
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, unbounded};
+use serde_json::Value;
+use synfire::episode::{Interval, MinerConfig, SupportPer, Threshold, mine};
+use synfire::event::{EventStream, Ordering};
+use synfire::ingest::{openephys, wire};
+use synfire::pipeline::config::PipelineConfig;
+use synfire::pipeline::{RunOptions, RunSummary, run};
+use synfire::replay::{ReplayFormat, ReplayOptions, replay};
+use synfire::report::MineReport;
+use synfire::stage::Output;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/spikes/A2929-200711/A2929-200711.nwb")
+}
+
+/// A free loopback TCP port.
+fn port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+const WINDOW_S: f64 = 120.0;
+const HOP_S: f64 = 60.0;
+const INTERVALS: [[f64; 2]; 3] = [[0.0, 0.005], [0.005, 0.010], [0.010, 0.020]];
+
+fn live_pipeline(endpoint: &str, format: &str, extra: &str) -> PipelineConfig {
+    let text = format!(
+        r#"
+[sources.live]
+kind = "zmq"
+endpoint = "{endpoint}"
+format = "{format}"
+overflow = "block"
+receive_hwm_messages = 0
+{extra}
+
+[windows.w]
+source = "live"
+length_s = {WINDOW_S}
+hop_s = {HOP_S}
+
+[stages.episodes]
+kind = "episodes"
+window = "w"
+intervals_s = {INTERVALS:?}
+support = 0.2
+support_per = "seconds"
+max_level = 4
+device = "cpu"
+
+[sinks.null]
+kind = "jsonl"
+path = "{}"
+"#,
+        std::env::temp_dir()
+            .join(format!("synfire-stream-{}.jsonl", std::process::id()))
+            .display()
+    );
+    PipelineConfig::parse(&text, Path::new("test.toml")).expect("valid test pipeline")
+}
+
+/// Runs `config` on a thread; returns its results channel, stop flag and join handle.
+fn start(
+    config: PipelineConfig,
+) -> (
+    Receiver<Output>,
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<RunSummary>,
+) {
+    let (tx, rx) = unbounded();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let h = std::thread::spawn(move || {
+        run(
+            &config,
+            RunOptions {
+                tap: Some(tx),
+                stop: Some(s),
+                ..Default::default()
+            },
+        )
+        .expect("pipeline runs")
+    });
+    (rx, stop, h)
+}
+
+/// The offline result of one window: `synfire mine`'s library path on the same interval.
+fn offline_episodes(stream: &EventStream, start: f64, end: f64) -> Value {
+    let w = stream.window(start, end).expect("events in the window");
+    let ivs: Vec<Interval> = INTERVALS
+        .iter()
+        .map(|&[l, h]| Interval::new(l, h).unwrap())
+        .collect();
+    let mut config = MinerConfig::new(
+        ivs,
+        Threshold::from_options(None, Some(0.2), SupportPer::Seconds),
+    );
+    config.max_level = 4;
+    let result = mine(&w, &config).unwrap();
+    serde_json::to_value(MineReport::new("", &w, &config, &result).episodes).unwrap()
+}
+
+/// Windows of the archive that a live run must emit as complete (end ≤ last event).
+fn complete_windows(stream: &EventStream) -> Vec<(f64, f64)> {
+    let last = stream.end();
+    (0..)
+        .map(|k| (f64::from(k) * HOP_S, f64::from(k) * HOP_S + WINDOW_S))
+        .take_while(|&(_, e)| e <= last)
+        .filter(|&(s, e)| stream.window(s, e).is_ok())
+        .collect()
+}
+
+fn check_against_offline(results: &[Value], stream: &EventStream) {
+    let want = complete_windows(stream);
+    assert!(want.len() >= 8, "the fixture spans enough windows");
+    let complete: Vec<&Value> = results.iter().filter(|r| r["complete"] == true).collect();
+    assert_eq!(complete.len(), want.len(), "complete windows");
+    for (r, &(s, e)) in complete.iter().zip(&want) {
+        assert_eq!(r["window_start_s"].as_f64(), Some(s));
+        assert_eq!(r["window_end_s"].as_f64(), Some(e));
+        assert_eq!(r["late"], 0);
+        assert_eq!(r["dropped"], 0);
+        let n = stream.window(s, e).unwrap().len();
+        assert_eq!(r["events"].as_u64(), Some(n as u64), "events of [{s}, {e})");
+        assert_eq!(
+            r["episodes"],
+            offline_episodes(stream, s, e),
+            "episodes of [{s}, {e})"
+        );
+        assert!(
+            !r["episodes"].as_array().unwrap().is_empty(),
+            "a real check: frequent episodes exist in [{s}, {e})"
+        );
+    }
+}
+
+fn collect_until(rx: &Receiver<Output>, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut out = Vec::new();
+    while out.len() < n && Instant::now() < deadline {
+        if let Ok(o) = rx.recv_timeout(Duration::from_millis(200)) {
+            out.push(serde_json::from_str(&o.json).unwrap());
+        }
+    }
+    out
+}
+
+#[test]
+fn synfire_format_replay_equals_offline_mining_per_window() {
+    let stream = synfire::ingest::read_spikes(&fixture(), Ordering::RequireSorted).unwrap();
+    let endpoint = format!("tcp://127.0.0.1:{}", port());
+    let (rx, _stop, h) = start(live_pipeline(&endpoint, "synfire", ""));
+    let stats = replay(&ReplayOptions {
+        input: fixture(),
+        to: endpoint,
+        speed: None,
+        format: ReplayFormat::Synfire,
+        batch: 1000,
+        subscribers: 1,
+        sample_rate_hz: 30_000.0,
+        series: None,
+    })
+    .unwrap();
+    assert_eq!(stats.events, stream.len() as u64);
+    // The end-of-stream message ends the source; the run ends by itself.
+    let summary = h.join().unwrap();
+    assert_eq!(summary.sources["live"], (stream.len() as u64, 0, 0));
+    let results: Vec<Value> = rx
+        .try_iter()
+        .map(|o| serde_json::from_str(&o.json).unwrap())
+        .collect();
+    check_against_offline(&results, &stream);
+    // The windows still open at the end are emitted, marked incomplete.
+    assert!(results.last().unwrap()["complete"] == false);
+}
+
+#[test]
+fn openephys_format_replay_equals_offline_mining_per_window() {
+    let stream = synfire::ingest::read_spikes(&fixture(), Ordering::RequireSorted).unwrap();
+    let endpoint = format!("tcp://127.0.0.1:{}", port());
+    let (rx, stop, h) = start(live_pipeline(
+        &endpoint,
+        "openephys",
+        "unit_key = \"electrode\"",
+    ));
+    replay(&ReplayOptions {
+        input: fixture(),
+        to: endpoint,
+        speed: None,
+        format: ReplayFormat::Openephys,
+        batch: 1,
+        subscribers: 1,
+        sample_rate_hz: 30_000.0,
+        series: None,
+    })
+    .unwrap();
+    // Open Ephys has no end-of-stream: wait for every complete window, then stop as SIGTERM
+    // would (windows already closed finish, open ones are discarded).
+    let want = complete_windows(&stream).len();
+    let results = collect_until(&rx, want);
+    stop.store(true, AtomicOrdering::Relaxed);
+    let summary = h.join().unwrap();
+    assert_eq!(summary.sources["live"], (stream.len() as u64, 0, 0));
+    check_against_offline(&results, &stream);
+}
+
+fn publisher(endpoint: &str) -> (zmq::Context, zmq::Socket) {
+    let ctx = zmq::Context::new();
+    let s = ctx.socket(zmq::PUB).unwrap();
+    s.set_linger(5000).unwrap();
+    s.bind(endpoint).unwrap();
+    (ctx, s)
+}
+
+/// PUB/SUB drops what is sent before a subscriber has connected (the slow joiner). The
+/// pipeline's SUB retries its connection with a back-off of at most 1 s, so wait longer.
+fn wait_for_subscriber() {
+    std::thread::sleep(Duration::from_millis(1500));
+}
+
+#[test]
+fn malformed_openephys_messages_are_counted_and_never_corrupt_other_events() {
+    let endpoint = format!("tcp://127.0.0.1:{}", port());
+    let (_ctx, p) = publisher(&endpoint);
+    let (rx, stop, h) = start(live_pipeline(
+        &endpoint,
+        "openephys",
+        "max_message_bytes = 4096",
+    ));
+    wait_for_subscriber();
+    let spike = |t: f64| openephys::encode_raw(3, t, 30_000.0);
+    let kind = 1u16.to_le_bytes().to_vec();
+    let bad: Vec<Vec<Vec<u8>>> = vec![
+        vec![kind.clone()],                                      // frame count
+        vec![kind.clone(), b"{}".to_vec(), b"extra".to_vec()],   // frame count
+        vec![kind.clone(), b"{\"electrode\": 3, oops".to_vec()], // bad JSON
+        vec![9u16.to_le_bytes().to_vec(), b"{}".to_vec()],       // unknown type
+        vec![kind.clone(), vec![2, 0, 0, 0]],                    // truncated binary
+        vec![
+            kind.clone(),
+            br#"{"electrode":"3","sample_rate":30000,"sample_number":-9}"#.to_vec(),
+        ], // negative time
+        vec![kind.clone(), vec![b'{'; 5000]],                    // oversized
+    ];
+    let mut nan = spike(1.0).to_vec();
+    nan[1][16..24].copy_from_slice(&f64::NAN.to_le_bytes());
+    let mut good = 0u64;
+    for i in 0..200 {
+        let t = 1.0 + f64::from(i) * 0.75;
+        let f = spike(t);
+        p.send_multipart(&f, 0).unwrap();
+        good += 1;
+        let b = &bad[i as usize % bad.len()];
+        p.send_multipart(b, 0).unwrap();
+        if i % 50 == 0 {
+            p.send_multipart(&nan, 0).unwrap();
+        }
+    }
+    let bad_sent = 200 + 4;
+    // Every good spike arrives: windows [0,120) closes at t ≥ 120.
+    let results = collect_until(&rx, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, AtomicOrdering::Relaxed);
+    let summary = h.join().unwrap();
+    assert_eq!(summary.sources["live"], (good, 0, bad_sent));
+    assert_eq!(
+        results[0]["events"], 159,
+        "spikes in [0, 120) s: t = 1 + 0.75 i < 120"
+    );
+}
+
+#[test]
+fn malformed_synfire_messages_are_counted_and_a_restarting_publisher_is_picked_up() {
+    let endpoint = format!("tcp://127.0.0.1:{}", port());
+    let (rx, _stop, h) = start(live_pipeline(
+        &endpoint,
+        "synfire",
+        "max_message_bytes = 100000",
+    ));
+    let times =
+        |from: u32| -> Vec<f64> { (from..from + 100).map(|i| f64::from(i) * 0.5).collect() };
+    let units = vec![7u32; 100];
+    // Session 1: spikes, malformed messages, then the publisher vanishes without an end.
+    {
+        let (_ctx, p) = publisher(&endpoint);
+        wait_for_subscriber();
+        p.send(wire::encode_spikes(1, 0, &times(0), &units), 0)
+            .unwrap();
+        let good = wire::encode_spikes(1, 100, &times(100), &units);
+        let mut version = good.clone();
+        version[4] = 9;
+        let mut kind = good.clone();
+        kind[6] = 42;
+        let bad: Vec<Vec<u8>> = vec![
+            good[..good.len() - 3].to_vec(),                // truncated
+            b"not synfire at all".to_vec(),                 // bad magic
+            version,                                        // version
+            kind,                                           // unknown type
+            wire::encode_spikes(1, 100, &[f64::NAN], &[1]), // NaN time
+            vec![0; 200_000],                               // oversized
+        ];
+        for b in &bad {
+            p.send(b.as_slice(), 0).unwrap();
+        }
+        p.send(good.as_slice(), 0).unwrap();
+        p.send_multipart([b"topic".as_slice(), good.as_slice()], 0)
+            .unwrap(); // frame count
+        // A gap: spikes 200..300 never sent, 300..400 sent (100 counted as dropped).
+        p.send(wire::encode_spikes(1, 300, &times(300), &units), 0)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Session 2 on the same endpoint: times restart at 0.
+    {
+        let (_ctx, p) = publisher(&endpoint);
+        wait_for_subscriber(); // the SUB reconnects by itself
+        p.send(wire::encode_spikes(2, 0, &times(0), &units), 0)
+            .unwrap();
+        p.send(wire::encode_end(2, 100), 0).unwrap();
+    }
+    let summary = h.join().unwrap();
+    assert_eq!(summary.sources["live"], (400, 100, 7));
+    let results: Vec<Value> = rx
+        .try_iter()
+        .map(|o| serde_json::from_str(&o.json).unwrap())
+        .collect();
+    // Session 1's windows were flushed at the restart, session 2's at its end.
+    let starts: Vec<f64> = results
+        .iter()
+        .map(|r| r["window_start_s"].as_f64().unwrap())
+        .collect();
+    assert!(
+        starts.windows(2).any(|w| w[1] < w[0]),
+        "windows restart: {starts:?}"
+    );
+    assert_eq!(results.last().unwrap()["events"], 100);
+    assert!(results.iter().all(|r| r["late"] == 0));
+}
+
+#[test]
+fn shipped_pipelines_validate_and_the_archive_replay_runs() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            PipelineConfig::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+    }
+    assert!(n >= 3);
+    // Paths in the shipped files are relative to the repository root.
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let config = PipelineConfig::load(&dir.join("replay-nwb.toml")).unwrap();
+    let (tx, rx) = unbounded();
+    let mut config = config;
+    for s in config.sinks.values_mut() {
+        if let synfire::pipeline::config::SinkConfig::Jsonl(j) = s {
+            j.path = Some(
+                std::env::temp_dir().join(format!("synfire-shipped-{}.jsonl", std::process::id())),
+            );
+        }
+    }
+    let summary = run(
+        &config,
+        RunOptions {
+            tap: Some(tx),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let stream = synfire::ingest::read_spikes(&fixture(), Ordering::RequireSorted).unwrap();
+    assert_eq!(summary.sources["a2929"].0, stream.len() as u64);
+    let results: Vec<Value> = rx
+        .try_iter()
+        .map(|o| serde_json::from_str(&o.json).unwrap())
+        .collect();
+    let heading = results
+        .iter()
+        .filter(|r| r["stage"] == "heading_summary")
+        .count();
+    // 63,527 samples, windows of 1,200 every 600: 104 full windows, then the 2 partial
+    // windows starting before the last sample, emitted at the end of the archive.
+    assert_eq!(heading, 104 + 2);
+    for r in results.iter().filter(|r| r["stage"] == "episodes") {
+        let (s, e) = (
+            r["window_start_s"].as_f64().unwrap(),
+            r["window_end_s"].as_f64().unwrap(),
+        );
+        let w = stream.window(s, e).unwrap();
+        assert_eq!(r["events"].as_u64(), Some(w.len() as u64));
+    }
+}
