@@ -626,9 +626,14 @@ mod tests {
         assert_eq!(w.late(), 2);
         w.push(&frame(8, 2), 0, &mut out);
         assert_eq!(w.missing(), 2);
-        let last = samples(out.last().unwrap());
-        assert_eq!(last.len(), 8);
-        assert!(last[4..8].iter().all(|v| v.is_nan()));
+        // Windows [4, 8) and [6, 10): samples 6 and 7 (2 channels each) are NaN.
+        assert_eq!(out.len(), 4);
+        let w2 = samples(&out[2]);
+        assert_eq!(&w2[..4], &[8.0, 9.0, 10.0, 11.0]);
+        assert!(w2[4..8].iter().all(|v| v.is_nan()));
+        let w3 = samples(&out[3]);
+        assert!(w3[..4].iter().all(|v| v.is_nan()));
+        assert_eq!(&w3[4..], &[16.0, 17.0, 18.0, 19.0]);
         w.flush(0, &mut out);
         assert!(!out.last().unwrap().complete);
     }
