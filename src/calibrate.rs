@@ -34,9 +34,60 @@ pub struct CalibrateArgs {
     /// Timed repetitions per point after one warm-up; medians are used.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
+    /// Candidates timed: `real` (what the level-wise miner generates on the workload: level 1,
+    /// pairs of frequent types, joins of frequent episodes; random where a level has none) or
+    /// `random` (uniform types and intervals).
+    #[arg(long, value_enum, default_value_t = CandidateKind::Real)]
+    candidates: CandidateKind,
     /// Where to write the calibration (default: the per-model file `mine` reads).
     #[arg(short, long)]
     output: Option<PathBuf>,
+}
+
+/// Which candidates `calibrate` times.
+#[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
+pub enum CandidateKind {
+    /// The miner's own candidates on the workload.
+    Real,
+    /// Uniformly random types and intervals.
+    Random,
+}
+
+/// The candidates the level-wise miner generates on `stream` for each size `1..=max_nodes`
+/// (index N − 1): level 1, pairs of the frequent types × intervals, then joins of the frequent
+/// episodes of the level below. Empty where the level below has no frequent episode.
+fn real_candidates(
+    stream: &synfire::event::EventStream,
+    config: &synfire::episode::MinerConfig,
+    gpu: &GpuCounter,
+    max_nodes: usize,
+) -> Result<Vec<Vec<Episode>>> {
+    use synfire::episode::candidates;
+    let mut cfg = config.clone();
+    cfg.max_level = max_nodes.saturating_sub(1).max(1);
+    let mined = synfire::episode::mine_with(stream, &cfg, gpu, &synfire::episode::NoProgress)?;
+    let at = |n: usize| -> Vec<Episode> {
+        mined
+            .episodes
+            .iter()
+            .filter(|f| f.episode.len() == n)
+            .map(|f| f.episode.clone())
+            .collect()
+    };
+    let mut out = vec![candidates::level_one(stream.alphabet().len())];
+    if max_nodes >= 2 {
+        let types: Vec<EventType> = at(1).iter().map(|e| e.types()[0]).collect();
+        out.push(candidates::level_two(&types, &config.intervals));
+    }
+    for n in 3..=max_nodes {
+        out.push(candidates::join(&at(n - 1)));
+    }
+    Ok(out)
+}
+
+/// `m` candidates taken cyclically from `pool` (repeats time the same work again).
+fn cycled(pool: &[Episode], m: usize) -> Vec<Episode> {
+    pool.iter().cycle().take(m).cloned().collect()
 }
 
 /// `count` candidates of `nodes` nodes with random types and intervals (seeded).
@@ -109,10 +160,21 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         })?
         .clone();
     let gpu = GpuCounter::new(&stream, &config.intervals, &[args.gpu])?;
+    let max_nodes = args
+        .max_nodes
+        .clamp(1, synfire::device::kernels::MAX_GPU_NODES);
+    let real = match args.candidates {
+        CandidateKind::Real => real_candidates(&stream, &config, &gpu, max_nodes)?,
+        CandidateKind::Random => Vec::new(),
+    };
     let workload = format!(
-        "{:?} seed 1 ({} events), random candidates over its {} intervals",
+        "{:?} seed 1 ({} events), {} candidates over its {} intervals",
         args.workload,
         stream.len(),
+        match args.candidates {
+            CandidateKind::Real => "the miner's",
+            CandidateKind::Random => "random",
+        },
         config.intervals.len()
     );
     println!(
@@ -131,14 +193,24 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let types = u32::try_from(stream.alphabet().len()).context("too many event types")?;
     let mut crossovers = Vec::new();
-    for nodes in 1..=args
-        .max_nodes
-        .clamp(1, synfire::device::kernels::MAX_GPU_NODES)
-    {
+    for nodes in 1..=max_nodes {
+        let pool = real.get(nodes - 1).filter(|p| !p.is_empty());
+        if args.candidates == CandidateKind::Real {
+            println!(
+                "# N = {nodes}: {}",
+                pool.map_or("no real candidates; random ones".to_owned(), |p| format!(
+                    "{} real candidates, cycled",
+                    p.len()
+                ))
+            );
+        }
         let mut timings = Vec::new();
         for log2 in args.min_log2_episodes..=args.max_log2_episodes.max(args.min_log2_episodes) {
             let m = 1usize << log2;
-            let cands = random_candidates(&mut rng, types, &config.intervals, nodes, m);
+            let cands = match pool {
+                Some(p) => cycled(p, m),
+                None => random_candidates(&mut rng, types, &config.intervals, nodes, m),
+            };
             let (ptpe, a) = kernel_ms(&gpu, ExactAlgorithm::Ptpe, &cands, args.repeat.max(1))?;
             let (mtpe, b) = kernel_ms(&gpu, ExactAlgorithm::Mtpe, &cands, args.repeat.max(1))?;
             anyhow::ensure!(

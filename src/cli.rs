@@ -307,6 +307,9 @@ enum BenchWhich {
     /// Level-wise episode mining on Sym26 and the real fixture: per level, candidates, PreElim
     /// eliminations, seconds and candidate-events per second.
     Episodes(crate::bench::EpisodesArgs),
+    /// Streaming: ingest throughput over loopback ZeroMQ (synfire wire format) and the latency
+    /// from a window's closing spike to its published result.
+    Stream(crate::bench_stream::StreamArgs),
 }
 
 /// Runs the parsed command.
@@ -330,6 +333,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchArgs {
             which: BenchWhich::Episodes(args),
         }) => crate::bench::episodes(&args),
+        Command::Bench(BenchArgs {
+            which: BenchWhich::Stream(args),
+        }) => crate::bench_stream::stream(&args),
     }
 }
 

@@ -2,6 +2,7 @@
 //! logging, and calls the library.
 
 mod bench;
+mod bench_stream;
 mod calibrate;
 mod cli;
 

@@ -146,13 +146,11 @@ impl WindowMetrics {
 }
 
 /// [`names::STAGE_SECONDS`] of stage `stage`.
-#[must_use]
 pub fn stage_seconds(stage: &str) -> Histogram {
     metrics::histogram!(names::STAGE_SECONDS, "stage" => stage.to_owned())
 }
 
 /// [`names::RESULTS_OUT`] of sink `sink`.
-#[must_use]
 pub fn results_out(sink: &str) -> Counter {
     metrics::counter!(names::RESULTS_OUT, "sink" => sink.to_owned())
 }

@@ -2,7 +2,6 @@
 //! offline mining of the same windows, in both wire formats; malformed messages counted and
 //! survived; a restarting publisher picked up again.
 
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};

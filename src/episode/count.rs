@@ -293,6 +293,38 @@ pub fn count_exact_merged(merged: &Merged, set: &[EventType], episode: &Episode)
     count
 }
 
+/// The exact non-overlapped count of the two-node episode `A → B` (`A ≠ B`) with gap
+/// `(low, high]`, from the two types' sorted times, in one merge-free two-pointer pass.
+///
+/// Equal to [`count_exact`] (Algorithm 1 specialised to N = 2): at each `B` at `t`, in time
+/// order, the machine's list holds the `A`s after the last counted occurrence with
+/// `t − a ≤ high`; the occurrence completes when the oldest of them has `t − a > low`. The
+/// pointer finds that oldest `A` with the same floating-point comparisons. With `low = 0` it is
+/// PreElim's count (the relaxed episode). O(|A| + |B|), no allocation: level 2 dominates the
+/// mining of a sliding window, and this removes the merge there.
+#[must_use]
+pub fn count_pair(a: &[f64], b: &[f64], low: f64, high: f64) -> u64 {
+    let mut count = 0u64;
+    let mut last_end = f64::NEG_INFINITY;
+    let mut i = 0usize;
+    for &t in b {
+        if t <= last_end {
+            continue;
+        }
+        while i < a.len() && (t - a[i] > high || a[i] <= last_end) {
+            i += 1;
+        }
+        if i == a.len() {
+            break;
+        }
+        if t - a[i] > low {
+            count += 1;
+            last_end = t;
+        }
+    }
+    count
+}
+
 /// The state machine of Algorithm 1 for one episode, fed one event at a time.
 ///
 /// Its state is the per-node lists plus `last_end`, the end time of the last counted

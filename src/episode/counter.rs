@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 
 use crate::episode::count::{
-    Merged, TypeIndex, count_exact_merged, count_preelim_merged, distinct_types,
+    Merged, TypeIndex, count_exact_merged, count_pair, count_preelim_merged, distinct_types,
 };
 use crate::episode::model::Episode;
 use crate::event::EventStream;
@@ -92,8 +92,27 @@ impl Counter for CpuCounter {
             CountKind::Exact => count_exact_merged,
             CountKind::PreElim => count_preelim_merged,
         };
+        // Two distinct types: the merge-free pair count (equal to the machines' counts).
+        let pair = |e: &Episode| e.len() == 2 && e.types()[0] != e.types()[1];
+        let mut out = vec![0u64; candidates.len()];
+        out.par_iter_mut()
+            .zip(candidates)
+            .filter(|(_, e)| pair(e))
+            .for_each(|(o, e)| {
+                let iv = e.intervals()[0];
+                let low = match kind {
+                    CountKind::Exact => iv.low(),
+                    CountKind::PreElim => 0.0,
+                };
+                *o = count_pair(
+                    self.index.times(e.types()[0]),
+                    self.index.times(e.types()[1]),
+                    low,
+                    iv.high(),
+                );
+            });
         let mut groups: HashMap<Vec<crate::event::EventType>, Vec<usize>> = HashMap::new();
-        for (i, e) in candidates.iter().enumerate() {
+        for (i, e) in candidates.iter().enumerate().filter(|(_, e)| !pair(e)) {
             let mut set = distinct_types(e);
             set.sort_unstable();
             groups.entry(set).or_default().push(i);
@@ -109,7 +128,6 @@ impl Counter for CpuCounter {
                     .collect()
             })
             .collect();
-        let mut out = vec![0u64; candidates.len()];
         for (i, c) in counted.into_iter().flatten() {
             out[i] = c;
         }

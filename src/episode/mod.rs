@@ -23,7 +23,7 @@ pub mod miner;
 pub mod model;
 pub mod mtpe;
 
-pub use count::{TypeIndex, count_exact, count_preelim};
+pub use count::{TypeIndex, count_exact, count_pair, count_preelim};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
 pub use gpu::{DeviceChoice, GpuCounter, GpuSettings, GpuStats, select_counter, select_gpu};
 pub use miner::{

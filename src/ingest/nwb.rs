@@ -661,7 +661,7 @@ pub fn read_timeseries(path: &Path, series: &str) -> Result<TimeSeries, IngestEr
         }
         let t = r.read_raw::<f64>(&ds, &ts_name)?;
         for (i, w) in t.windows(2).enumerate() {
-            if !(w[1] >= w[0]) {
+            if w[1] < w[0] || w[1].is_nan() {
                 return Err(r.bad_value(
                     &ts_name,
                     format!(

@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn raw_round_trip_keeps_the_exact_time() {
-        let t = 1234.567_890_123_4;
+        let t = 1_234.567_890_123_4;
         let frames = encode_raw(17, t, 30_000.0).to_vec();
         assert_eq!(
             decode(&frames, UnitKey::Electrode),

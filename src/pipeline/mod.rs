@@ -271,7 +271,8 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary> {
     let queue = config.pipeline.stage_queue_windows.unwrap_or(4);
     let (out_tx, out_rx) = bounded::<Output>(64);
     let mut stage_inputs: BTreeMap<&str, Vec<Sender<Arc<Window>>>> = BTreeMap::new();
-    let mut stages: Vec<(String, Box<dyn Stage>, Receiver<Arc<Window>>)> = Vec::new();
+    type StageThread = (String, Box<dyn Stage>, Receiver<Arc<Window>>);
+    let mut stages: Vec<StageThread> = Vec::new();
     for (name, s) in &config.stages {
         let st = build_stage(s).with_context(|| format!("stage `{name}`"))?;
         let (tx, rx) = bounded(queue);
@@ -297,7 +298,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary> {
     let tap = options.tap;
     let (sink_done_tx, sink_done_rx) = bounded::<Vec<(String, u64)>>(1);
     threads.spawn("synfire:sinks".into(), move || {
-        for out in &out_rx {
+        for mut out in &out_rx {
             for s in &mut sinks {
                 if s.takes(&out.stage) {
                     if let Err(e) = s.write(&out) {
@@ -305,6 +306,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary> {
                     }
                 }
             }
+            out.published_at = Some(std::time::Instant::now());
             if let Some(t) = &tap {
                 let _ = t.send(out);
             }

@@ -83,6 +83,8 @@ pub struct Output {
     pub json: String,
     /// When the window's closing record left the ring (for latency measurements).
     pub closed_at: Instant,
+    /// When the sinks had written it (set by the sink thread).
+    pub published_at: Option<Instant>,
 }
 
 /// Runs `stage` named `name` over every window from `windows` until that channel closes,
@@ -124,6 +126,7 @@ pub fn run(
                 stage: name.clone(),
                 json,
                 closed_at: window.closed_at,
+                published_at: None,
             })
             .is_err()
         {

@@ -1,0 +1,299 @@
+//! `synfire bench stream`: ingest throughput over loopback ZeroMQ in synfire's wire format,
+//! and the latency from a window's closing event to its published result.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use synfire::buffer::{self, EndReason, Overflow, Record};
+use synfire::ingest::openephys::UnitKey;
+use synfire::ingest::wire;
+use synfire::ingest::zmq::{self as zsource, WireFormat, ZmqSource};
+use synfire::pipeline::config::PipelineConfig;
+use synfire::pipeline::{RunOptions, run};
+use synfire::stage::StreamKind;
+use synfire::synth::{self, SynthParams};
+
+/// Options of `synfire bench stream`.
+#[derive(Debug, Args)]
+pub struct StreamArgs {
+    /// Spikes sent in the throughput run.
+    #[arg(long, default_value_t = 20_000_000)]
+    events: u64,
+    /// Spikes per wire-format message in the throughput run.
+    #[arg(long, default_value_t = 8192)]
+    batch: usize,
+    /// Seconds of data in the latency run (64 channels, 20 Hz basal, the `mea64` chains).
+    #[arg(long, default_value_t = 90.0)]
+    duration_s: f64,
+    /// Replay speed of the latency run (real time × this; 1 = live, one hop per second).
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// Inter-event intervals of the latency run's episode stage.
+    #[arg(long, default_value = "0.004-0.006,0.009-0.011")]
+    intervals: String,
+    /// Support of the latency run's episode stage, occurrences per second of the window.
+    #[arg(long, default_value_t = 8.0)]
+    support: f64,
+    /// Where the latency run counts: `cpu`, `gpu` or `auto`.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+}
+
+fn free_endpoint() -> Result<String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    Ok(format!("tcp://127.0.0.1:{port}"))
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Publishes pre-encoded messages on an XPUB socket after one subscription arrives.
+fn publish(
+    endpoint: String,
+    messages: Vec<Vec<u8>>,
+    speed_gaps: Option<Vec<Duration>>,
+) -> Result<std::thread::JoinHandle<Result<()>>> {
+    let ctx = zmq::Context::new();
+    let s = ctx.socket(zmq::XPUB)?;
+    s.set_sndhwm(0)?;
+    s.set_linger(30_000)?;
+    s.bind(&endpoint)?;
+    std::thread::Builder::new()
+        .name("bench:publisher".into())
+        .spawn(move || {
+            let _ctx = ctx;
+            s.set_rcvtimeo(30_000)?;
+            let sub = s.recv_bytes(0).context("no subscriber within 30 s")?;
+            if sub.first() != Some(&1) {
+                bail!("unexpected subscription message");
+            }
+            let start = Instant::now();
+            for (i, m) in messages.iter().enumerate() {
+                if let Some(due) = speed_gaps.as_ref().map(|g| g[i]) {
+                    let now = start.elapsed();
+                    if due > now {
+                        std::thread::sleep(due - now);
+                    }
+                }
+                s.send(m.as_slice(), 0)?;
+            }
+            Ok(())
+        })
+        .context("starting the publisher")
+}
+
+/// Runs the benchmark and prints its table.
+///
+/// # Errors
+/// Socket or pipeline failures.
+pub fn stream(args: &StreamArgs) -> Result<()> {
+    println!(
+        "# synfire bench stream ({} host cores)",
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+    );
+    // 1. Ingest throughput: publisher → SUB socket → decode → SPSC ring → consumer.
+    let endpoint = free_endpoint()?;
+    let session = 1;
+    let n = args.events;
+    let batch = args.batch.max(1) as u64;
+    let mut messages = Vec::new();
+    let mut first = 0u64;
+    while first < n {
+        let end = (first + batch).min(n);
+        let times: Vec<f64> = (first..end).map(|i| i as f64 / 1280.0).collect();
+        let units: Vec<u32> = (first..end).map(|i| (i % 64) as u32).collect();
+        messages.push(wire::encode_spikes(session, first, &times, &units));
+        first = end;
+    }
+    messages.push(wire::encode_end(session, n));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (prod, mut cons) = buffer::ring("bench", 1 << 20, Overflow::DropNewest, stop);
+    let cfg = ZmqSource {
+        name: "bench".into(),
+        endpoint: endpoint.clone(),
+        bind: false,
+        format: WireFormat::Synfire,
+        content: StreamKind::Spikes,
+        unit_key: UnitKey::Full,
+        max_message_bytes: 64 << 20,
+        receive_hwm: 0,
+        restart_gap_s: 10.0,
+        stop_on_end: true,
+    };
+    let ctx = zmq::Context::new();
+    let socket = zsource::open(&cfg, &ctx)?;
+    let publisher = publish(endpoint, messages, None)?;
+    let source = std::thread::Builder::new()
+        .name("synfire:src-bench".into())
+        .spawn(move || zsource::run(&cfg, &socket, prod))?;
+    let mut spikes = 0u64;
+    let mut started: Option<Instant> = None;
+    loop {
+        match cons.pop() {
+            Record::Spike { .. } => {
+                if started.is_none() {
+                    started = Some(Instant::now());
+                }
+                spikes += 1;
+            }
+            Record::End(reason) => {
+                if reason != EndReason::Finished {
+                    bail!("the source ended with {reason:?}");
+                }
+                break;
+            }
+            _ => {}
+        }
+    }
+    let seconds = started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+    publisher
+        .join()
+        .map_err(|_| anyhow::anyhow!("publisher panicked"))??;
+    source
+        .join()
+        .map_err(|_| anyhow::anyhow!("source panicked"))?;
+    let dropped = cons
+        .stats()
+        .dropped
+        .load(std::sync::atomic::Ordering::Relaxed);
+    println!();
+    println!(
+        "## ingest: loopback ZMQ, synfire wire format, {} spikes/message",
+        args.batch
+    );
+    println!("| spikes | received | dropped | seconds | spikes/s |");
+    println!("|---:|---:|---:|---:|---:|");
+    println!(
+        "| {n} | {spikes} | {dropped} | {seconds:.3} | {:.3e} |",
+        spikes as f64 / seconds
+    );
+
+    // 2. Window-to-result latency through the whole pipeline.
+    let mut params = SynthParams::mea64(1);
+    params.duration_s = args.duration_s;
+    let stream = synth::generate(&params)?;
+    let endpoint = free_endpoint()?;
+    let ivs: Vec<[f64; 2]> = synfire::episode::Interval::parse_list(&args.intervals)
+        .map_err(|e| anyhow::anyhow!("`--intervals`: {e}"))?
+        .iter()
+        .map(|iv| [iv.low(), iv.high()])
+        .collect();
+    let out =
+        std::env::temp_dir().join(format!("synfire-bench-stream-{}.jsonl", std::process::id()));
+    let config = PipelineConfig::parse(
+        &format!(
+            r#"
+[sources.live]
+kind = "zmq"
+endpoint = "{endpoint}"
+format = "synfire"
+overflow = "drop_newest"
+
+[windows.w60]
+source = "live"
+length_s = 60.0
+hop_s = 1.0
+
+[stages.episodes]
+kind = "episodes"
+window = "w60"
+intervals_s = {ivs:?}
+support = {}
+support_per = "seconds"
+max_level = 8
+device = "{}"
+
+[sinks.file]
+kind = "jsonl"
+path = "{}"
+"#,
+            args.support,
+            args.device,
+            out.display()
+        ),
+        std::path::Path::new("bench-stream.toml"),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Messages of at most 10 ms of data each, paced at real time × speed.
+    let (times, types) = (stream.times(), stream.types());
+    let mut messages = Vec::new();
+    let mut due = Vec::new();
+    let mut i = 0;
+    while i < times.len() {
+        let mut j = i + 1;
+        while j < times.len() && times[j] < times[i] + 0.01 {
+            j += 1;
+        }
+        let units: Vec<u32> = types[i..j].iter().map(|t| t.0).collect();
+        messages.push(wire::encode_spikes(2, i as u64, &times[i..j], &units));
+        due.push(Duration::from_secs_f64(times[j - 1] / args.speed));
+        i = j;
+    }
+    messages.push(wire::encode_end(2, times.len() as u64));
+    due.push(*due.last().unwrap_or(&Duration::ZERO));
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let publisher = publish(endpoint, messages, Some(due))?;
+    let summary = run(
+        &config,
+        RunOptions {
+            tap: Some(tx),
+            ..Default::default()
+        },
+    )?;
+    publisher
+        .join()
+        .map_err(|_| anyhow::anyhow!("publisher panicked"))??;
+    let mut latency = Vec::new();
+    let mut stage_s = Vec::new();
+    let mut episodes = 0;
+    for o in rx.try_iter() {
+        let v: serde_json::Value = serde_json::from_str(&o.json)?;
+        if v["complete"] == true && v["window_start_s"].as_f64().unwrap_or(0.0) >= 0.0 {
+            if let Some(p) = o.published_at {
+                latency.push(p.duration_since(o.closed_at).as_secs_f64());
+            }
+            stage_s.push(v["seconds"].as_f64().unwrap_or(f64::NAN));
+            episodes = v["episodes"].as_array().map_or(0, Vec::len);
+        }
+    }
+    let _ = std::fs::remove_file(&out);
+    latency.sort_by(f64::total_cmp);
+    stage_s.sort_by(f64::total_cmp);
+    let (events_in, dropped, _) = summary.sources["live"];
+    println!();
+    println!(
+        "## latency: 64 channels, {:.0} spikes/s, 60 s windows, 1 s hops, replay ×{}, episodes on `{}` (intervals {}, support {}/s)",
+        stream.len() as f64 / stream.span(),
+        args.speed,
+        args.device,
+        args.intervals,
+        args.support
+    );
+    println!(
+        "| windows | spikes in | dropped | stage p50 s | latency p50 ms | p99 ms | max ms | episodes (last window) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {} | {events_in} | {dropped} | {:.4} | {:.1} | {:.1} | {:.1} | {episodes} |",
+        latency.len(),
+        percentile(&stage_s, 0.5),
+        percentile(&latency, 0.5) * 1e3,
+        percentile(&latency, 0.99) * 1e3,
+        latency.last().copied().unwrap_or(f64::NAN) * 1e3
+    );
+    println!();
+    println!(
+        "Latency: from the window thread taking the closing spike off the ring to the sink having written the result (stage + queues + sink)."
+    );
+    Ok(())
+}
