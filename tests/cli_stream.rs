@@ -221,3 +221,24 @@ fn mine_with_start_and_end_reproduces_a_window_of_run() {
         assert!(m["episodes"].as_array().unwrap().len() > 15);
     }
 }
+
+#[test]
+fn a_gpu_stage_without_a_gpu_is_a_clear_startup_error() {
+    if synfire::device::probe().is_ok_and(|d| !d.is_empty()) {
+        eprintln!("skipped: this host has a GPU");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = dir.path().join("gpu.toml");
+    let text = std::fs::read_to_string(format!("{ROOT}/pipelines/replay-nwb.toml"))
+        .unwrap()
+        .replace("device = \"auto\"", "device = \"gpu\"")
+        .replace("path = \"fixtures/", &format!("path = \"{ROOT}/fixtures/"));
+    std::fs::write(&pipeline, text).unwrap();
+    let out = synfire(["run".as_ref(), pipeline.as_os_str()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stage `episodes`"), "{err}");
+    assert!(err.contains("no CUDA driver"), "{err}");
+    assert!(out.stdout.is_empty(), "no results before the error");
+}

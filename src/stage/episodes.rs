@@ -25,8 +25,6 @@ pub struct EpisodeStage {
     device: DeviceChoice,
     settings: GpuSettings,
     gpu: Option<GpuCounter>,
-    /// The GPU was looked for (found or not).
-    probed: bool,
 }
 
 impl std::fmt::Debug for EpisodeStage {
@@ -41,32 +39,33 @@ impl std::fmt::Debug for EpisodeStage {
 impl EpisodeStage {
     /// A stage mining with `config` on `device`.
     ///
+    /// With a GPU device choice, the GPU workers start here (once per pipeline).
+    ///
     /// # Errors
-    /// [`StageError::Mine`] for settings `synfire mine` would refuse.
+    /// [`StageError::Mine`] for settings `synfire mine` would refuse; [`StageError::Device`]
+    /// for `device = "gpu"` without a usable GPU.
     pub fn new(
         config: MinerConfig,
         device: DeviceChoice,
         settings: GpuSettings,
     ) -> Result<Self, StageError> {
         config.validate()?;
-        Ok(Self {
+        let mut stage = Self {
             config,
             device,
             settings,
             gpu: None,
-            probed: false,
-        })
+        };
+        if device != DeviceChoice::Cpu {
+            // Start the device threads (contexts, NVRTC modules) now, on a one-event stream,
+            // so that the first window does not pay for it; windows then only upload.
+            let warm_up = EventStream::from_labelled([(0.0, "warm-up")])?;
+            stage.gpu = select_gpu(&warm_up, &stage.config.intervals, device, &stage.settings)?;
+        }
+        Ok(stage)
     }
 
     fn prepare_gpu(&mut self, stream: &EventStream) -> Result<(), StageError> {
-        if self.device == DeviceChoice::Cpu {
-            return Ok(());
-        }
-        if !self.probed {
-            self.probed = true;
-            self.gpu = select_gpu(stream, &self.config.intervals, self.device, &self.settings)?;
-            return Ok(());
-        }
         if let Some(gpu) = &mut self.gpu {
             if let Err(e) = gpu.reload(stream) {
                 if self.device == DeviceChoice::Gpu {
