@@ -881,3 +881,32 @@ fn truncated_real_file_is_refused_not_panicking() {
         }
     }
 }
+
+#[test]
+fn reads_an_nwb_time_series_and_names_a_missing_one() {
+    use synfire::ingest::nwb::{SeriesTime, read_timeseries};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/spikes/A2929-200711/A2929-200711.nwb");
+    let ts = read_timeseries(&path, "/acquisition/CompassDirection/rz").unwrap();
+    assert_eq!((ts.samples(), ts.channels), (63_527, 1));
+    let SeriesTime::Timestamps(t) = &ts.time else {
+        panic!("the fixture's series has timestamps");
+    };
+    assert_eq!(t[0], 670.6407);
+    assert!(t.windows(2).all(|w| w[0] <= w[1]));
+    assert!(
+        ts.values
+            .iter()
+            .all(|v| (0.0..=std::f64::consts::TAU).contains(v))
+    );
+    assert!((ts.rate_hz() - 120.0).abs() < 0.1, "{}", ts.rate_hz());
+    let err = read_timeseries(&path, "/acquisition/Nope")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("/acquisition/Nope") && err.contains("no such group"),
+        "{err}"
+    );
+    let err = read_timeseries(&path, "/units").unwrap_err().to_string();
+    assert!(err.contains("/units/data"), "{err}");
+}

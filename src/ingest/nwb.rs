@@ -85,14 +85,7 @@ pub struct NwbUnits {
 /// * [`IngestError::NoEvents`] if there are no spikes at all.
 pub fn read_units(path: &Path, ordering: Ordering) -> Result<NwbUnits, IngestError> {
     let r = Reader { path };
-    std::fs::metadata(path).map_err(|source| IngestError::Io {
-        path: path.into(),
-        source,
-    })?;
-    let file = File::open(path).map_err(|e| IngestError::NotHdf5 {
-        path: path.into(),
-        message: e.to_string(),
-    })?;
+    let file = r.open()?;
     if !file.link_exists("units") {
         return Err(r.missing(UNITS_GROUP));
     }
@@ -277,6 +270,18 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// Opens the file: an I/O error if it cannot be read at all, `NotHdf5` if HDF5 refuses it.
+    fn open(&self) -> Result<File, IngestError> {
+        std::fs::metadata(self.path).map_err(|source| IngestError::Io {
+            path: self.path.into(),
+            source,
+        })?;
+        File::open(self.path).map_err(|e| IngestError::NotHdf5 {
+            path: self.path.into(),
+            message: e.to_string(),
+        })
+    }
+
     fn missing(&self, dataset: &str) -> IngestError {
         IngestError::MissingDataset {
             path: self.path.into(),
@@ -596,14 +601,7 @@ impl TimeSeries {
 /// missing or non-positive `rate`, or no samples at all.
 pub fn read_timeseries(path: &Path, series: &str) -> Result<TimeSeries, IngestError> {
     let r = Reader { path };
-    std::fs::metadata(path).map_err(|source| IngestError::Io {
-        path: path.into(),
-        source,
-    })?;
-    let file = File::open(path).map_err(|e| IngestError::NotHdf5 {
-        path: path.into(),
-        message: e.to_string(),
-    })?;
+    let file = r.open()?;
     let series = format!("/{}", series.trim_matches('/'));
     let missing = |what: &str, why: &str| IngestError::BadValue {
         path: path.into(),
