@@ -200,12 +200,6 @@ impl RingProducer {
         self.metrics.malformed(kind);
     }
 
-    /// Records on the ring now.
-    #[must_use]
-    pub fn occupied(&self) -> usize {
-        self.prod.occupied_len()
-    }
-
     /// The source's counters.
     #[must_use]
     pub fn stats(&self) -> &Arc<SourceStats> {
@@ -261,17 +255,6 @@ impl RingConsumer {
         }
     }
 
-    /// Pops up to `max` records into `out` without waiting; returns how many.
-    pub fn pop_ready(&mut self, out: &mut Vec<Record>, max: usize) -> usize {
-        let before = out.len();
-        out.extend(self.cons.pop_iter().take(max));
-        let n = out.len() - before;
-        self.metrics
-            .ring_fill
-            .set(self.cons.occupied_len() as f64 / self.cons.capacity().get() as f64);
-        n
-    }
-
     /// The source's counters.
     #[must_use]
     pub fn stats(&self) -> &Arc<SourceStats> {
@@ -295,15 +278,11 @@ mod tests {
         assert_eq!(accepted, 8);
         assert_eq!(p.stats().dropped.load(Ordering::Relaxed), 12);
         assert_eq!(p.stats().events_in.load(Ordering::Relaxed), 8);
-        let mut got = Vec::new();
-        c.pop_ready(&mut got, 100);
-        let times: Vec<f64> = got
-            .iter()
-            .map(|r| match r {
-                Record::Spike { t_s, .. } => *t_s,
-                _ => f64::NAN,
-            })
-            .collect();
+        drop(p);
+        let mut times = Vec::new();
+        while let Record::Spike { t_s, .. } = c.pop() {
+            times.push(t_s);
+        }
         assert_eq!(times, (0..8).map(f64::from).collect::<Vec<_>>());
     }
 

@@ -7,12 +7,12 @@
 //! synfire's wire format (batches, then an end-of-stream message).
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::buffer::SensorFrame;
 use crate::event::Ordering;
+use crate::ingest::archive::Pacer;
 use crate::ingest::{self, openephys, wire};
 
 /// Message format of `synfire replay`.
@@ -60,16 +60,6 @@ pub struct ReplayStats {
     pub seconds: f64,
 }
 
-fn pace(start: Instant, t0: f64, t: f64, speed: Option<f64>) {
-    if let Some(k) = speed {
-        let due = Duration::from_secs_f64(((t - t0) / k).max(0.0));
-        let now = start.elapsed();
-        if due > now {
-            std::thread::sleep(due - now);
-        }
-    }
-}
-
 /// Runs a replay to the end.
 ///
 /// # Errors
@@ -104,16 +94,15 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayStats> {
         Some(s) => Data::Series(ingest::nwb::read_timeseries(&opts.input, s)?),
         None => Data::Spikes(ingest::read_spikes(&opts.input, Ordering::SortIfNeeded)?),
     };
+    if opts.subscribers > 0 {
+        tracing::info!(endpoint = %opts.to, subscribers = opts.subscribers, "Waiting for subscribers.");
+    }
     let mut seen = 0;
-    let waiting = Instant::now();
     while seen < opts.subscribers {
         match socket.recv_bytes(0) {
             Ok(m) if m.first() == Some(&1) => seen += 1,
             Ok(_) | Err(zmq::Error::EAGAIN) => {}
             Err(e) => return Err(e).context("waiting for subscribers"),
-        }
-        if seen < opts.subscribers && waiting.elapsed().as_secs() % 5 == 0 {
-            tracing::debug!(endpoint = %opts.to, seen, wanted = opts.subscribers, "Waiting for subscribers.");
         }
     }
     let send =
@@ -124,6 +113,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayStats> {
         Data::Spikes(stream) => {
             let labels = stream.alphabet().labels();
             let t0 = stream.start();
+            let pacer = Pacer::start(t0, opts.speed);
             match opts.format {
                 ReplayFormat::Openephys | ReplayFormat::OpenephysJson => {
                     let channels: Vec<u16> = if opts.format == ReplayFormat::Openephys {
@@ -135,7 +125,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayStats> {
                         Vec::new()
                     };
                     for (t, ty) in stream.iter() {
-                        pace(start, t0, t, opts.speed);
+                        pacer.wait(t, || false);
                         let frames = if opts.format == ReplayFormat::Openephys {
                             openephys::encode_raw(channels[ty.index()], t, opts.sample_rate_hz)
                         } else {
@@ -154,11 +144,9 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayStats> {
                     let (times, types) = (stream.times(), stream.types());
                     let mut i = 0;
                     while i < times.len() {
-                        pace(start, t0, times[i], opts.speed);
+                        pacer.wait(times[i], || false);
                         // Everything due now, up to a batch.
-                        let now_t = opts
-                            .speed
-                            .map_or(f64::INFINITY, |k| t0 + start.elapsed().as_secs_f64() * k);
+                        let now_t = pacer.due_now();
                         let mut j = i + 1;
                         while j < times.len() && j - i < opts.batch.max(1) && times[j] <= now_t {
                             j += 1;
@@ -181,21 +169,12 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayStats> {
         }
         Data::Series(series) => {
             let n = series.samples();
-            let ch = series.channels;
-            let rate = series.rate_hz();
-            let t0 = series.time_of(0);
+            let pacer = Pacer::start(series.time_of(0), opts.speed);
             let mut first = 0;
             while first < n {
                 let end = (first + opts.batch.max(1)).min(n);
-                pace(start, t0, series.time_of(end - 1), opts.speed);
-                let frame = SensorFrame {
-                    first_sample: first as u64,
-                    t0_s: series.time_of(first),
-                    rate_hz: rate,
-                    channels: ch,
-                    values: series.values[first * ch..end * ch].to_vec(),
-                };
-                send(&[&wire::encode_sensor(session, &frame)])?;
+                pacer.wait(series.time_of(end - 1), || false);
+                send(&[&wire::encode_sensor(session, &series.frame(first..end))])?;
                 stats.events += (end - first) as u64;
                 stats.messages += 1;
                 first = end;

@@ -90,6 +90,41 @@ struct Common {
     metrics: WindowMetrics,
 }
 
+impl Common {
+    fn new(window: &str, source: &str) -> Self {
+        Self {
+            window: window.into(),
+            source: source.into(),
+            late: 0,
+            metrics: WindowMetrics::new(window),
+        }
+    }
+
+    /// A window closed now, counted in the windows metric.
+    fn close(
+        &self,
+        index: u64,
+        (start_s, end_s): (f64, f64),
+        complete: bool,
+        dropped: u64,
+        data: WindowData,
+    ) -> Window {
+        self.metrics.windows.increment(1);
+        Window {
+            window: self.window.clone(),
+            source: self.source.clone(),
+            index,
+            start_s,
+            end_s,
+            complete,
+            late: self.late,
+            dropped,
+            closed_at: Instant::now(),
+            data,
+        }
+    }
+}
+
 /// Time-based sliding windows over spikes.
 pub struct SpikeWindower {
     c: Common,
@@ -130,12 +165,7 @@ impl SpikeWindower {
             "lateness {lateness_s}"
         );
         Self {
-            c: Common {
-                window: window.into(),
-                source: source.into(),
-                late: 0,
-                metrics: WindowMetrics::new(window),
-            },
+            c: Common::new(window, source),
             length_s,
             hop_s,
             lateness_s,
@@ -232,23 +262,17 @@ impl SpikeWindower {
         }
         self.closed_end = end;
         if !times.is_empty() {
-            self.c.metrics.windows.increment(1);
-            out.push(Window {
-                window: self.c.window.clone(),
-                source: self.c.source.clone(),
-                index: k,
-                start_s: start,
-                end_s: end,
+            out.push(self.c.close(
+                k,
+                (start, end),
                 complete,
-                late: self.c.late,
                 dropped,
-                closed_at: Instant::now(),
-                data: WindowData::Spikes {
+                WindowData::Spikes {
                     times,
                     units,
                     names: names.clone(),
                 },
-            });
+            ));
         }
         // Keep what later windows need; skip windows that would be empty.
         let next_start = self.start(k + 1);
@@ -334,12 +358,7 @@ impl SensorWindower {
     pub fn new(window: &str, source: &str, length: u64, hop: u64) -> Self {
         assert!(length > 0 && hop > 0, "length {length}, hop {hop}");
         Self {
-            c: Common {
-                window: window.into(),
-                source: source.into(),
-                late: 0,
-                metrics: WindowMetrics::new(window),
-            },
+            c: Common::new(window, source),
             length,
             hop,
             shape: None,
@@ -429,24 +448,18 @@ impl SensorWindower {
                 .collect();
             let start_s = self.times[from];
             let end_s = self.times[from + len - 1] + 1.0 / rate;
-            self.c.metrics.windows.increment(1);
-            out.push(Window {
-                window: self.c.window.clone(),
-                source: self.c.source.clone(),
-                index: self.next_window,
-                start_s,
-                end_s,
+            out.push(self.c.close(
+                self.next_window,
+                (start_s, end_s),
                 complete,
-                late: self.c.late,
                 dropped,
-                closed_at: Instant::now(),
-                data: WindowData::Samples {
+                WindowData::Samples {
                     start_sample: start,
                     channels: ch,
                     rate_hz: rate,
                     values,
                 },
-            });
+            ));
         }
         self.next_window += 1;
         let keep_from = (self.next_window * self.hop).min(self.next_sample);

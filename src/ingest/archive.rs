@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::IngestError;
-use crate::buffer::{EndReason, Record, RingProducer, SensorFrame};
+use crate::buffer::{EndReason, Record, RingProducer};
 use crate::event::{EventStream, Ordering};
 
 /// What an archive source reads.
@@ -65,21 +65,42 @@ pub fn load(cfg: &ArchiveSource) -> Result<Loaded, IngestError> {
     }
 }
 
-/// Sleeps until data time `t_s` is due (paced replay); returns `false` on shutdown.
-struct Pacer {
+/// Paces a replay: data time `t0` is now, data time `t` is due `(t − t0) / speed` seconds later.
+#[derive(Clone, Copy, Debug)]
+pub struct Pacer {
     start: Instant,
     t0: f64,
     speed: Option<f64>,
 }
 
 impl Pacer {
-    fn wait(&self, t_s: f64, ring: &RingProducer) -> bool {
+    /// Starts the clock at data time `t0`; `speed = None` means as fast as possible.
+    #[must_use]
+    pub fn start(t0: f64, speed: Option<f64>) -> Self {
+        Self {
+            start: Instant::now(),
+            t0,
+            speed,
+        }
+    }
+
+    /// The data time due now (infinite when unpaced).
+    #[must_use]
+    pub fn due_now(&self) -> f64 {
+        self.speed.map_or(f64::INFINITY, |k| {
+            self.t0 + self.start.elapsed().as_secs_f64() * k
+        })
+    }
+
+    /// Sleeps until data time `t_s` is due, checking `stopping` at least every 50 ms; returns
+    /// `false` when `stopping` said so.
+    pub fn wait(&self, t_s: f64, stopping: impl Fn() -> bool) -> bool {
         let Some(speed) = self.speed else {
-            return !ring.stopping();
+            return !stopping();
         };
         let due = Duration::from_secs_f64(((t_s - self.t0) / speed).max(0.0));
         loop {
-            if ring.stopping() {
+            if stopping() {
                 return false;
             }
             let now = self.start.elapsed();
@@ -101,14 +122,10 @@ pub fn run(cfg: &ArchiveSource, data: Loaded, mut ring: RingProducer) {
                     name: Arc::from(name.as_str()),
                 });
             }
-            let pacer = Pacer {
-                start: Instant::now(),
-                t0: stream.start(),
-                speed: cfg.speed,
-            };
+            let pacer = Pacer::start(stream.start(), cfg.speed);
             let mut reason = EndReason::Finished;
             for (i, (t_s, ty)) in stream.iter().enumerate() {
-                if (cfg.speed.is_some() || i % 4096 == 0) && !pacer.wait(t_s, &ring) {
+                if (cfg.speed.is_some() || i % 4096 == 0) && !pacer.wait(t_s, || ring.stopping()) {
                     reason = EndReason::Interrupted;
                     break;
                 }
@@ -118,29 +135,17 @@ pub fn run(cfg: &ArchiveSource, data: Loaded, mut ring: RingProducer) {
         }
         Loaded::Series(series, frame) => {
             let n = series.samples();
-            let ch = series.channels;
-            let rate = series.rate_hz();
-            let pacer = Pacer {
-                start: Instant::now(),
-                t0: series.time_of(0),
-                speed: cfg.speed,
-            };
+            let pacer = Pacer::start(series.time_of(0), cfg.speed);
             let mut reason = EndReason::Finished;
             let mut first = 0;
             while first < n {
                 let end = (first + frame).min(n);
                 // A frame is published when its last sample has been taken.
-                if !pacer.wait(series.time_of(end - 1), &ring) {
+                if !pacer.wait(series.time_of(end - 1), || ring.stopping()) {
                     reason = EndReason::Interrupted;
                     break;
                 }
-                ring.push(Record::Samples(Box::new(SensorFrame {
-                    first_sample: first as u64,
-                    t0_s: series.time_of(first),
-                    rate_hz: rate,
-                    channels: ch,
-                    values: series.values[first * ch..end * ch].to_vec(),
-                })));
+                ring.push(Record::Samples(Box::new(series.frame(first..end))));
                 first = end;
             }
             reason

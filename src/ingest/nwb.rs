@@ -573,6 +573,22 @@ impl TimeSeries {
         }
     }
 
+    /// Samples `samples` (a range of sample indices) as a [`SensorFrame`] at the nominal rate.
+    ///
+    /// # Panics
+    /// If the range is empty or goes past the last sample.
+    #[must_use]
+    pub fn frame(&self, samples: std::ops::Range<usize>) -> crate::buffer::SensorFrame {
+        let ch = self.channels;
+        crate::buffer::SensorFrame {
+            first_sample: samples.start as u64,
+            t0_s: self.time_of(samples.start),
+            rate_hz: self.rate_hz(),
+            channels: ch,
+            values: self.values[samples.start * ch..samples.end * ch].to_vec(),
+        }
+    }
+
     /// The nominal rate, Hz: `rate` for a regular series, else (samples − 1) over the
     /// timestamps' span (1 Hz for fewer than two distinct timestamps).
     #[must_use]
