@@ -28,6 +28,7 @@ pub mod ingest;
 pub mod pipeline;
 pub mod replay;
 pub mod report;
+pub mod series;
 pub mod sink;
 pub mod stage;
 pub mod synth;

@@ -1012,3 +1012,46 @@ mod tests {
         );
     }
 }
+
+/// Reads any numeric HDF5 dataset as `f64`, or the `data` of a group (an NWB `TimeSeries`).
+///
+/// `object` is an absolute HDF5 path such as `/acquisition/CompassDirection/rz` (a group:
+/// its `data` is read) or `/acquisition/CompassDirection/rz/data` (a dataset). Returns the
+/// shape and the values in C (row-major) order; integers are widened to `f64`.
+///
+/// # Errors
+/// [`IngestError::Io`]/[`IngestError::NotHdf5`] for the file; [`IngestError::MissingDataset`]
+/// if `object` is neither a dataset nor a group with `data`; [`IngestError::BadDtype`] for a
+/// non-numeric dataset; [`IngestError::NoEvents`] for an empty one; [`IngestError::Hdf5`] if
+/// reading fails.
+pub fn read_numeric(path: &Path, object: &str) -> Result<(Vec<usize>, Vec<f64>), IngestError> {
+    let r = Reader { path };
+    let file = r.open()?;
+    let object = format!("/{}", object.trim_matches('/'));
+    let (name, ds) = match file.dataset(&object) {
+        Ok(ds) => (object.clone(), ds),
+        Err(_) => {
+            let data = format!("{object}/data");
+            match file.dataset(&data) {
+                Ok(ds) => (data, ds),
+                Err(_) => return Err(r.missing(&object)),
+            }
+        }
+    };
+    let shape = ds
+        .get_shape()
+        .map_err(|e| r.hdf5(&name, "cannot read the shape", &e))?;
+    if shape.iter().product::<usize>() == 0 {
+        return Err(IngestError::NoEvents {
+            path: path.into(),
+            what: format!("dataset `{name}`"),
+        });
+    }
+    const NUMERIC: &str = "a float or integer type";
+    match r.descriptor(&ds, &name, NUMERIC)? {
+        TypeDescriptor::Float(_) | TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) => {}
+        other => return Err(r.bad_dtype(&name, other.to_string(), NUMERIC)),
+    }
+    let values = r.read_raw::<f64>(&ds, &name)?;
+    Ok((shape, values))
+}
