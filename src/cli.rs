@@ -46,6 +46,8 @@ enum Command {
     Validate(ValidateArgs),
     /// Stream an archived session live over ZeroMQ (a publisher for demos and tests).
     Replay(ReplayArgs),
+    /// Find the exact top-k motifs (closest pairs of z-normalised subsequences) of a series.
+    Motif(crate::motif_cmd::MotifArgs),
 }
 
 #[derive(Debug, Args)]
@@ -310,6 +312,9 @@ enum BenchWhich {
     /// Streaming: ingest throughput over loopback ZeroMQ (synfire wire format) and the latency
     /// from a window's closing spike to its published result.
     Stream(crate::bench_stream::StreamArgs),
+    /// Motif discovery: seeded random walk and the ECG, CPU and GPU paths, seconds and pairs
+    /// evaluated or pruned.
+    Motif(crate::motif_cmd::BenchMotifArgs),
 }
 
 /// Runs the parsed command.
@@ -330,6 +335,10 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Run(args) => run_pipeline(&args),
         Command::Validate(args) => run_validate(&args),
         Command::Replay(args) => run_replay(&args),
+        Command::Motif(args) => crate::motif_cmd::motif(&args),
+        Command::Bench(BenchArgs {
+            which: BenchWhich::Motif(args),
+        }) => crate::motif_cmd::bench(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Episodes(args),
         }) => crate::bench::episodes(&args),

@@ -25,6 +25,7 @@ pub mod device;
 pub mod episode;
 pub mod event;
 pub mod ingest;
+pub mod motif;
 pub mod pipeline;
 pub mod replay;
 pub mod report;

@@ -5,6 +5,7 @@ mod bench;
 mod bench_stream;
 mod calibrate;
 mod cli;
+mod motif_cmd;
 
 use std::process::ExitCode;
 

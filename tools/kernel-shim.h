@@ -15,3 +15,10 @@ inline double __longlong_as_double(unsigned long long v) { double d; std::memcpy
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
+// Atomics and intrinsics of kernels/motif.cu (sequential stand-ins).
+inline long long __double_as_longlong(double d) { long long v; std::memcpy(&v, &d, 8); return v; }
+inline double __longlong_as_double(long long v) { double d; std::memcpy(&d, &v, 8); return d; }
+inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) { auto o = *p; if (v < o) *p = v; return o; }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { auto o = *p; *p += v; return o; }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { auto o = *p; *p += v; return o; }
+inline double atomicAdd(double* p, double v) { auto o = *p; *p += v; return o; }

@@ -27,8 +27,15 @@ pub const EPISODES: KernelFile = KernelFile {
     source: include_str!("../../kernels/episodes.cu"),
 };
 
-/// Every kernel file (compiled eagerly by `synfire` device threads).
-pub const ALL: &[KernelFile] = &[EPISODES];
+/// Motif discovery: MK (reference distances, permutation, offset sweep, remaining-work count)
+/// and the exact matrix profile.
+pub const MOTIF: KernelFile = KernelFile {
+    name: "motif.cu",
+    source: include_str!("../../kernels/motif.cu"),
+};
+
+/// Every kernel file (`tools/check-kernels.sh` compiles them all).
+pub const ALL: &[KernelFile] = &[EPISODES, MOTIF];
 
 /// The longest episode the GPU kernels count (`SYNFIRE_MAX_GPU_NODES` in `episodes.cu`).
 pub const MAX_GPU_NODES: usize = 16;

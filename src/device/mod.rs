@@ -13,10 +13,13 @@
 
 pub mod error;
 pub mod kernels;
+pub mod motif;
 pub mod worker;
 
 pub use error::DeviceError;
 pub use worker::{BatchCounts, CandidateBatch, EpisodeKernel, GpuWorker, StreamData, StreamReport};
+
+use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
 use cudarc::driver::sys::CUdevice_attribute;
@@ -96,4 +99,40 @@ pub(crate) fn info_of(
         total_memory: ctx.total_mem().map_err(d("cuDeviceTotalMem"))?,
         driver_version,
     })
+}
+
+/// A process-wide device thread, locked for the caller's exclusive use.
+pub type SharedWorker = parking_lot::ArcMutexGuard<parking_lot::RawMutex, GpuWorker>;
+
+type Pool = parking_lot::Mutex<std::collections::BTreeMap<usize, Arc<parking_lot::Mutex<GpuWorker>>>>;
+
+/// The process-wide device thread of GPU `ordinal` (`None`: the first GPU), started on first
+/// use and kept, with its context, compiled modules and buffers, for the life of the process,
+/// so repeated stage calls (motif searches, soft-DTW batches, pipeline windows) pay the
+/// context creation and NVRTC once. The guard gives its holder the thread to itself: a
+/// second caller waits until the first drops it.
+///
+/// # Errors
+/// [`probe`]'s errors, [`DeviceError::InvalidOrdinal`], or the worker's start errors.
+pub fn shared_worker(ordinal: Option<usize>) -> Result<SharedWorker, DeviceError> {
+    static POOL: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
+    let pool = POOL.get_or_init(Default::default);
+    let mut map = pool.lock();
+    let key = match ordinal {
+        Some(o) => o,
+        None => match map.keys().next() {
+            Some(&o) => o,
+            None => probe()?.first().ok_or(DeviceError::NoDevices)?.ordinal,
+        },
+    };
+    let slot = match map.get(&key) {
+        Some(w) => w.clone(),
+        None => {
+            let w = Arc::new(parking_lot::Mutex::new(GpuWorker::start(key, 0, None)?));
+            map.insert(key, w.clone());
+            w
+        }
+    };
+    drop(map);
+    Ok(parking_lot::Mutex::lock_arc(&slot))
 }

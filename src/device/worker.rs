@@ -126,6 +126,8 @@ enum Job {
         range: Range<usize>,
         reply: Sender<Result<BatchCounts, DeviceError>>,
     },
+    /// Any other job (motif, soft-DTW, ...): a closure run on the device thread.
+    Run(Box<dyn FnOnce(&mut Device) + Send>),
 }
 
 /// A handle to one device thread. Dropping it closes the job channel and joins the thread.
@@ -281,6 +283,21 @@ impl GpuWorker {
     }
 }
 
+impl GpuWorker {
+    /// Runs `f` on the device thread with its [`Device`] and returns its result: the way the
+    /// stage-specific device modules (`device::motif`, ...) submit their jobs.
+    pub(crate) fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Device) -> Result<T, DeviceError> + Send + 'static,
+    ) -> Ticket<T> {
+        self.submit(|reply| {
+            Job::Run(Box::new(move |device: &mut Device| {
+                let _ = reply.send(f(device));
+            }))
+        })
+    }
+}
+
 impl Drop for GpuWorker {
     fn drop(&mut self) {
         self.jobs.take();
@@ -312,10 +329,14 @@ struct DeviceStream {
 }
 
 /// Thread-local state of a device thread: context, stream, module functions, uploaded data.
-struct Device {
-    info: DeviceInfo,
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
+pub(crate) struct Device {
+    pub(crate) info: DeviceInfo,
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    /// Modules of kernel files other than `episodes.cu`, loaded on first use.
+    modules: std::collections::HashMap<&'static str, Arc<cudarc::driver::CudaModule>>,
+    /// Motif-discovery buffers (`device::motif`).
+    pub(crate) motif: Option<super::motif::MotifBuffers>,
     preelim: Vec<CudaFunction>,
     ptpe: Vec<CudaFunction>,
     /// Per machine (0: exact, 1: PreElim), per N: the MTPE counting and merging kernels.
@@ -395,6 +416,40 @@ impl Device {
             mtpe_merge,
             ptpe_resident,
             data: None,
+            modules: std::collections::HashMap::new(),
+            motif: None,
+        })
+    }
+
+    /// Function `name` of kernel file `file`, compiling (cached) and loading the module on
+    /// first use.
+    pub(crate) fn function(
+        &mut self,
+        file: &kernels::KernelFile,
+        name: &str,
+    ) -> Result<CudaFunction, DeviceError> {
+        let module = match self.modules.get(file.name) {
+            Some(m) => m.clone(),
+            None => {
+                let ptx = kernels::ptx_for(
+                    file,
+                    self.info.compute_capability,
+                    self.info.driver_version,
+                )?;
+                let m = self
+                    .ctx
+                    .load_module(Ptx::from_src(ptx.as_str()))
+                    .map_err(|e| DeviceError::Load {
+                        what: file.name.into(),
+                        message: e.to_string(),
+                    })?;
+                self.modules.insert(file.name, m.clone());
+                m
+            }
+        };
+        module.load_function(name).map_err(|e| DeviceError::Load {
+            what: name.into(),
+            message: e.to_string(),
         })
     }
 
@@ -412,6 +467,7 @@ impl Device {
                 } => {
                     let _ = reply.send(self.count(kernel, &batch, range));
                 }
+                Job::Run(f) => f(&mut self),
             }
         }
     }

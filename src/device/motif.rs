@@ -1,0 +1,421 @@
+//! Motif-discovery jobs for a device thread (`kernels/motif.cu`); `motif::gpu` drives them.
+//!
+//! The series and its statistics are uploaded once ([`GpuWorker::motif_load`]); MK's
+//! reference rows, permuted distance matrix and order stay on the device between the top-k
+//! searches; each search resets the allowed mask, the BSF and the candidate list, runs MK
+//! sweeps or the matrix profile, and downloads only the candidates.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+use super::kernels::MOTIF;
+use super::worker::{Device, GpuWorker, Ticket};
+use super::DeviceError;
+
+/// Threads per block of the motif kernels.
+const BLOCK: u32 = 256;
+/// Candidate pairs the device can hold per search.
+pub const CANDIDATE_CAPACITY: usize = 1 << 20;
+
+/// A series with its subsequence statistics (see `motif::Subsequences`), shapes `[n]` for
+/// `x` and `[N]` (subsequences) for the rest.
+#[derive(Clone, Debug, Default)]
+pub struct MotifSeries {
+    /// Samples (NaN allowed: those subsequences are invalid).
+    pub x: Vec<f64>,
+    /// Subsequence length.
+    pub m: usize,
+    /// Mean per subsequence.
+    pub mean: Vec<f64>,
+    /// `1 / sigma` per subsequence (0: constant or invalid).
+    pub inv_std: Vec<f64>,
+    /// `1 / (sqrt(m) sigma)` per subsequence.
+    pub inv_norm: Vec<f64>,
+    /// SCAMP's `df` per subsequence.
+    pub df: Vec<f64>,
+    /// SCAMP's `dg` per subsequence.
+    pub dg: Vec<f64>,
+    /// 1 where the subsequence is finite.
+    pub valid: Vec<u8>,
+}
+
+/// What a sweep or matrix-profile launch reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SweepReport {
+    /// The BSF after the launch.
+    pub bsf: f64,
+    /// Some thread's window goes on past the launch's last offset (MK: launch again).
+    pub open: bool,
+    /// The candidate list overflowed.
+    pub overflow: bool,
+    /// Kernel time, milliseconds (CUDA events).
+    pub kernel_ms: f64,
+}
+
+/// The candidates and counters of one search.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MotifCandidates {
+    /// `(distance, i, j)`, `i < j`, as the kernels measured them.
+    pub pairs: Vec<(f64, u32, u32)>,
+    /// Lower bounds computed (MK).
+    pub lower_bounds: u64,
+    /// True distances computed (MK).
+    pub distances: u64,
+}
+
+/// Device buffers of a motif search.
+pub(crate) struct MotifBuffers {
+    n_sub: u32,
+    m: i32,
+    x: CudaSlice<f64>,
+    mean: CudaSlice<f64>,
+    inv_std: CudaSlice<f64>,
+    inv_norm: CudaSlice<f64>,
+    df: CudaSlice<f64>,
+    dg: CudaSlice<f64>,
+    valid: CudaSlice<u8>,
+    allowed: CudaSlice<u8>,
+    rows: Option<CudaSlice<f64>>,
+    refs: u32,
+    dp: Option<CudaSlice<f64>>,
+    order: Option<CudaSlice<u32>>,
+    len: u32,
+    bsf: CudaSlice<u64>,
+    cand_d: CudaSlice<f64>,
+    cand_i: CudaSlice<u32>,
+    cand_j: CudaSlice<u32>,
+    cand_count: CudaSlice<u32>,
+    flags: CudaSlice<u32>,
+    counters: CudaSlice<u64>,
+}
+
+fn drv(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> DeviceError {
+    move |e| DeviceError::driver(call, e)
+}
+
+fn u32_of(what: &str, v: usize) -> Result<u32, DeviceError> {
+    u32::try_from(v).map_err(|_| DeviceError::Unsupported(format!("{what} = {v} (at most 2^32 - 1)")))
+}
+
+fn buffers(d: &mut Device) -> Result<&mut MotifBuffers, DeviceError> {
+    d.motif
+        .as_mut()
+        .ok_or_else(|| DeviceError::Unsupported("motif job before motif_load".into()))
+}
+
+fn grid(n: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(BLOCK).max(1), 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+impl GpuWorker {
+    /// Uploads a series and its statistics, replacing any previous one.
+    pub fn motif_load(&self, s: Arc<MotifSeries>) -> Ticket<()> {
+        self.run(move |d| {
+            d.motif = None;
+            let st = d.stream.clone();
+            let up = drv("cuMemcpyHtoD");
+            let alloc = drv("cuMemAlloc");
+            let n_sub = u32_of("subsequences", s.mean.len())?;
+            let bufs = MotifBuffers {
+                n_sub,
+                m: i32::try_from(s.m)
+                    .map_err(|_| DeviceError::Unsupported(format!("m = {}", s.m)))?,
+                x: st.clone_htod(&s.x).map_err(&up)?,
+                mean: st.clone_htod(&s.mean).map_err(&up)?,
+                inv_std: st.clone_htod(&s.inv_std).map_err(&up)?,
+                inv_norm: st.clone_htod(&s.inv_norm).map_err(&up)?,
+                df: st.clone_htod(&s.df).map_err(&up)?,
+                dg: st.clone_htod(&s.dg).map_err(&up)?,
+                valid: st.clone_htod(&s.valid).map_err(&up)?,
+                allowed: st.clone_htod(&s.valid).map_err(&up)?,
+                rows: None,
+                refs: 0,
+                dp: None,
+                order: None,
+                len: 0,
+                bsf: st.alloc_zeros::<u64>(1).map_err(&alloc)?,
+                cand_d: st.alloc_zeros::<f64>(CANDIDATE_CAPACITY).map_err(&alloc)?,
+                cand_i: st.alloc_zeros::<u32>(CANDIDATE_CAPACITY).map_err(&alloc)?,
+                cand_j: st.alloc_zeros::<u32>(CANDIDATE_CAPACITY).map_err(&alloc)?,
+                cand_count: st.alloc_zeros::<u32>(1).map_err(&alloc)?,
+                flags: st.alloc_zeros::<u32>(2).map_err(&alloc)?,
+                counters: st.alloc_zeros::<u64>(2).map_err(&alloc)?,
+            };
+            d.motif = Some(bufs);
+            st.synchronize().map_err(drv("cuStreamSynchronize"))
+        })
+    }
+
+    /// Computes the distance rows of the references (Alg. 3) on the device and returns each
+    /// row's standard deviation (Alg. 4) over the valid subsequences.
+    pub fn motif_reference_rows(&self, refs: Vec<u32>) -> Ticket<Vec<f64>> {
+        self.run(move |d| {
+            let f = d.function(&MOTIF, "motif_reference_row")?;
+            let st = d.stream.clone();
+            let b = buffers(d)?;
+            let n = b.n_sub as usize;
+            let mut rows = st
+                .alloc_zeros::<f64>(n * refs.len().max(1))
+                .map_err(drv("cuMemAlloc"))?;
+            let mut sums = st
+                .alloc_zeros::<f64>(3 * refs.len().max(1))
+                .map_err(drv("cuMemAlloc"))?;
+            for (q, &r) in refs.iter().enumerate() {
+                let mut row = rows.slice_mut(q * n..(q + 1) * n);
+                let mut sum = sums.slice_mut(3 * q..3 * q + 3);
+                let mut l = st.launch_builder(&f);
+                l.arg(&b.x).arg(&b.mean).arg(&b.inv_std).arg(&b.valid);
+                l.arg(&b.n_sub).arg(&b.m).arg(&r).arg(&mut row).arg(&mut sum);
+                // SAFETY: matches `motif_reference_row` (x f64* [n], mean, inv_std f64* [N],
+                // valid u8* [N], n_sub u32, m i32, ref u32 < N, row f64* [N], sums f64* [3]);
+                // threads with j >= N return first; the caller passes valid reference starts.
+                unsafe { l.launch(grid(b.n_sub)) }.map_err(drv("cuLaunchKernel"))?;
+            }
+            let sums = st.clone_dtoh(&sums).map_err(drv("cuMemcpyDtoH"))?;
+            b.rows = Some(rows);
+            b.refs = u32_of("references", refs.len())?;
+            Ok(sums
+                .chunks(3)
+                .take(refs.len())
+                .map(|s| {
+                    let c = s[2].max(1.0);
+                    let mean = s[0] / c;
+                    (s[1] / c - mean * mean).max(0.0).sqrt()
+                })
+                .collect())
+        })
+    }
+
+    /// Downloads reference row `q` (distances to every subsequence; +inf for invalid ones).
+    pub fn motif_row(&self, q: usize) -> Ticket<Vec<f64>> {
+        self.run(move |d| {
+            let st = d.stream.clone();
+            let b = buffers(d)?;
+            let n = b.n_sub as usize;
+            let rows = b
+                .rows
+                .as_ref()
+                .ok_or_else(|| DeviceError::Unsupported("motif_row before the rows".into()))?;
+            st.clone_dtoh(&rows.slice(q * n..(q + 1) * n))
+                .map_err(drv("cuMemcpyDtoH"))
+        })
+    }
+
+    /// Stores `I_S` (`order`, valid subsequences by distance to the ordering reference) and
+    /// builds `D` permuted into it, rows in the order `rank` (`I_SD`).
+    pub fn motif_set_order(&self, order: Arc<Vec<u32>>, rank: Vec<u32>) -> Ticket<()> {
+        self.run(move |d| {
+            let f = d.function(&MOTIF, "motif_gather")?;
+            let st = d.stream.clone();
+            let b = buffers(d)?;
+            let len = u32_of("ordered subsequences", order.len())?;
+            let r = u32_of("references", rank.len())?;
+            let ord = st.clone_htod(&order[..]).map_err(drv("cuMemcpyHtoD"))?;
+            let rank_d = st.clone_htod(&rank).map_err(drv("cuMemcpyHtoD"))?;
+            let mut dp = st
+                .alloc_zeros::<f64>((order.len() * rank.len()).max(1))
+                .map_err(drv("cuMemAlloc"))?;
+            let rows = b
+                .rows
+                .as_ref()
+                .ok_or_else(|| DeviceError::Unsupported("motif_set_order before rows".into()))?;
+            if len > 0 && r > 0 {
+                let mut l = st.launch_builder(&f);
+                l.arg(rows).arg(&ord).arg(&rank_d).arg(&len).arg(&b.n_sub).arg(&mut dp);
+                let cfg = LaunchConfig {
+                    grid_dim: (len.div_ceil(BLOCK), r, 1),
+                    ..grid(len)
+                };
+                // SAFETY: matches `motif_gather` (rows f64* [refs*N], order u32* [len] < N,
+                // rank u32* [r] < refs, len u32, n_sub u32, dp f64* [r*len]); threads with
+                // k >= len return first.
+                unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
+            }
+            b.dp = Some(dp);
+            b.order = Some(ord);
+            b.len = len;
+            b.refs = r;
+            st.synchronize().map_err(drv("cuStreamSynchronize"))
+        })
+    }
+
+    /// Starts a search: the allowed mask (1 = may pair), the initial BSF, an empty candidate
+    /// list and zero counters.
+    pub fn motif_begin(&self, allowed: Arc<Vec<u8>>, bsf: f64) -> Ticket<()> {
+        self.run(move |d| {
+            let st = d.stream.clone();
+            let b = buffers(d)?;
+            st.memcpy_htod(&allowed[..], &mut b.allowed)
+                .map_err(drv("cuMemcpyHtoD"))?;
+            st.memcpy_htod(&[bsf.to_bits()], &mut b.bsf)
+                .map_err(drv("cuMemcpyHtoD"))?;
+            st.memset_zeros(&mut b.cand_count).map_err(drv("cuMemsetD8"))?;
+            st.memset_zeros(&mut b.flags).map_err(drv("cuMemsetD8"))?;
+            st.memset_zeros(&mut b.counters).map_err(drv("cuMemsetD8"))?;
+            st.synchronize().map_err(drv("cuStreamSynchronize"))
+        })
+    }
+
+    /// MK offsets `[o_begin, o_end)` for every k (Algs. 6–8 fused).
+    pub fn motif_mk_sweep(&self, exclusion: u32, o_begin: u32, o_end: u32) -> Ticket<SweepReport> {
+        self.run(move |d| {
+            let f = d.function(&MOTIF, "motif_mk_sweep")?;
+            let st = d.stream.clone();
+            let b = buffers(d)?;
+            let (Some(dp), Some(order)) = (b.dp.as_ref(), b.order.as_ref()) else {
+                return Err(DeviceError::Unsupported("motif_mk_sweep before the order".into()));
+            };
+            st.memset_zeros(&mut b.flags).map_err(drv("cuMemsetD8"))?;
+            let cap = CANDIDATE_CAPACITY as u32;
+            let start = st
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(drv("cuEventRecord"))?;
+            let mut l = st.launch_builder(&f);
+            l.arg(dp).arg(&b.refs).arg(&b.len).arg(order).arg(&b.allowed);
+            l.arg(&exclusion).arg(&o_begin).arg(&o_end);
+            l.arg(&b.x).arg(&b.mean).arg(&b.inv_std).arg(&b.m);
+            l.arg(&mut b.bsf)
+                .arg(&mut b.cand_d)
+                .arg(&mut b.cand_i)
+                .arg(&mut b.cand_j)
+                .arg(&mut b.cand_count)
+                .arg(&cap)
+                .arg(&mut b.flags)
+                .arg(&mut b.counters);
+            // SAFETY: matches `motif_mk_sweep` (dp f64* [r*len], r, len u32, order u32* [len],
+            // allowed u8* [N], exclusion, o_begin, o_end u32, x f64* [n], mean, inv_std f64*
+            // [N], m i32, bsf u64* [1], cand_d f64* [cap], cand_i, cand_j u32* [cap],
+            // cand_count u32* [1], cap u32, flags u32* [2], counters u64* [2]); threads with
+            // k >= len return first and p = k + o < len is checked before reading.
+            unsafe { l.launch(grid(b.len)) }.map_err(drv("cuLaunchKernel"))?;
+            let end = st
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(drv("cuEventRecord"))?;
+            report(&st, b, &start, &end)
+        })
+    }
+
+    /// Pairs the ordering bound admits beyond offset `major` with BSF-plus-slack `limit`.
+    pub fn motif_mk_remaining(&self, limit: f64, major: u32) -> Ticket<u64> {
+        self.run(move |d| {
+            let f = d.function(&MOTIF, "motif_mk_remaining")?;
+            let st = d.stream.clone();
+            let b = buffers(d)?;
+            let dp = b
+                .dp
+                .as_ref()
+                .ok_or_else(|| DeviceError::Unsupported("motif_mk_remaining before dp".into()))?;
+            let mut out = st.alloc_zeros::<u64>(1).map_err(drv("cuMemAlloc"))?;
+            let mut l = st.launch_builder(&f);
+            l.arg(dp).arg(&b.len).arg(&limit).arg(&major).arg(&mut out);
+            // SAFETY: matches `motif_mk_remaining` (dp0 f64* [len] = the first row of dp, len
+            // u32, limit f64, major u32, out u64* [1]); threads with k >= len return first.
+            unsafe { l.launch(grid(b.len)) }.map_err(drv("cuLaunchKernel"))?;
+            Ok(st.clone_dtoh(&out).map_err(drv("cuMemcpyDtoH"))?[0])
+        })
+    }
+
+    /// The exact matrix profile's closest pair over diagonals `> exclusion`, tiles of `tile`
+    /// rows.
+    pub fn motif_profile(&self, exclusion: u32, tile: u32) -> Ticket<SweepReport> {
+        self.run(move |d| {
+            let f = d.function(&MOTIF, "motif_profile")?;
+            let st = d.stream.clone();
+            let b = buffers(d)?;
+            let first = exclusion + 1;
+            let diagonals = b.n_sub.saturating_sub(first);
+            let cap = CANDIDATE_CAPACITY as u32;
+            let tile = tile.max(1);
+            let start = st
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(drv("cuEventRecord"))?;
+            if diagonals > 0 {
+                let tiles = b.n_sub.div_ceil(tile);
+                // Keep every launch's grid.y within the hardware limit of 65,535.
+                for y0 in (0..tiles).step_by(65_535) {
+                    let ys = (tiles - y0).min(65_535);
+                    let offset_rows = y0 * tile;
+                    let mut l = st.launch_builder(&f);
+                    l.arg(&b.x).arg(&b.mean).arg(&b.inv_norm).arg(&b.df).arg(&b.dg);
+                    l.arg(&b.valid).arg(&b.allowed).arg(&b.n_sub).arg(&b.m);
+                    l.arg(&first).arg(&tile).arg(&offset_rows);
+                    l.arg(&mut b.bsf)
+                        .arg(&mut b.cand_d)
+                        .arg(&mut b.cand_i)
+                        .arg(&mut b.cand_j)
+                        .arg(&mut b.cand_count)
+                        .arg(&cap)
+                        .arg(&mut b.flags);
+                    let cfg = LaunchConfig {
+                        grid_dim: (diagonals.div_ceil(BLOCK), ys, 1),
+                        block_dim: (BLOCK, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    // SAFETY: matches `motif_profile` (x f64* [n], mean, inv_norm, df, dg f64*
+                    // [N], valid, allowed u8* [N], n_sub u32, m i32, first_diag, tile,
+                    // row_offset u32, bsf u64* [1], candidates as in the sweep, flags u32* [2]);
+                    // threads outside the triangle j < N return before reading.
+                    unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
+                }
+            }
+            let end = st
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(drv("cuEventRecord"))?;
+            report(&st, b, &start, &end)
+        })
+    }
+
+    /// Downloads the candidates and counters of the current search.
+    pub fn motif_candidates(&self) -> Ticket<MotifCandidates> {
+        self.run(move |d| {
+            let st = d.stream.clone();
+            let b = buffers(d)?;
+            let count = st.clone_dtoh(&b.cand_count).map_err(drv("cuMemcpyDtoH"))?[0] as usize;
+            let count = count.min(CANDIDATE_CAPACITY);
+            let counters = st.clone_dtoh(&b.counters).map_err(drv("cuMemcpyDtoH"))?;
+            let mut pairs = Vec::with_capacity(count);
+            if count > 0 {
+                let dd = st
+                    .clone_dtoh(&b.cand_d.slice(..count))
+                    .map_err(drv("cuMemcpyDtoH"))?;
+                let ii = st
+                    .clone_dtoh(&b.cand_i.slice(..count))
+                    .map_err(drv("cuMemcpyDtoH"))?;
+                let jj = st
+                    .clone_dtoh(&b.cand_j.slice(..count))
+                    .map_err(drv("cuMemcpyDtoH"))?;
+                for k in 0..count {
+                    pairs.push((dd[k], ii[k], jj[k]));
+                }
+            }
+            Ok(MotifCandidates {
+                pairs,
+                lower_bounds: counters[0],
+                distances: counters[1],
+            })
+        })
+    }
+}
+
+fn report(
+    st: &Arc<cudarc::driver::CudaStream>,
+    b: &MotifBuffers,
+    start: &cudarc::driver::CudaEvent,
+    end: &cudarc::driver::CudaEvent,
+) -> Result<SweepReport, DeviceError> {
+    let flags = st.clone_dtoh(&b.flags).map_err(drv("cuMemcpyDtoH"))?;
+    let bsf = st.clone_dtoh(&b.bsf).map_err(drv("cuMemcpyDtoH"))?;
+    let kernel_ms = f64::from(start.elapsed_ms(end).map_err(drv("cuEventElapsedTime"))?);
+    Ok(SweepReport {
+        bsf: f64::from_bits(bsf[0]),
+        open: flags[1] != 0,
+        overflow: flags[0] != 0,
+        kernel_ms,
+    })
+}

@@ -1,0 +1,242 @@
+//! The GPU paths: the paper's parallel MK (Algorithms 2–8 as CUDA kernels) and the exact
+//! matrix profile, driven from the host through one device thread (`device::motif`).
+//!
+//! Differences from the paper's OpenACC code, all keeping the result exact:
+//! * the subsequence matrix `S` is never materialised: kernels read the series and the
+//!   per-subsequence mean and `1/sigma` (8 B per subsequence instead of `8 m`);
+//! * `I_S` is sorted on the host (one row of `D` is downloaded), and `D` is permuted on the
+//!   device into that order so the bound kernels read contiguous memory;
+//! * Algs. 6–8 are fused into one kernel that runs a range of offsets per launch, each thread
+//!   leaving its `k` at the first offset whose ordering bound exceeds the BSF; launches repeat
+//!   with doubling offset ranges until no thread is still inside its window;
+//! * Alg. 5 initialises the BSF from the ordering reference's row only.
+//!
+//! The device thread is the process-wide one of [`crate::device::shared_worker`]: the context
+//! and the compiled kernels outlive the search.
+//!
+//! Candidate pairs (within `1e-7 (1 + BSF)` of the BSF they saw) come back to the host, which
+//! re-measures them with [`Subsequences::distance`] and keeps the smallest
+//! `(distance, i, j)`, so the GPU answer equals brute force's. If the candidate list
+//! overflows (more than a million near-ties), that search is redone by CPU MK.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::mk::{Mk, OFFSET_MAJOR, choose_references};
+use super::profile::scamp_terms;
+use super::{
+    Method, MethodChoice, Motif, MotifConfig, MotifError, PairSearch, SearchStats, Subsequences,
+    valid_pairs,
+};
+use crate::device::motif::{MotifCandidates, MotifSeries};
+use crate::device::{DeviceError, SharedWorker};
+
+/// Matrix-profile tile: rows per thread between direct covariances.
+const PROFILE_TILE: u32 = 2048;
+/// Offsets of the first MK launch after the offset-major phase (doubling after that).
+const FIRST_BLOCK: u32 = 256;
+
+/// MK and the matrix profile on one GPU (see [`PairSearch`]).
+pub struct GpuMotifSearch<'s> {
+    subs: &'s Subsequences<'s>,
+    cfg: MotifConfig,
+    worker: SharedWorker,
+    /// `D(ordering reference, j)` in subsequence order (empty for matrix-profile only).
+    row0: Vec<f64>,
+    reference0: Option<usize>,
+    /// Kernel milliseconds (CUDA events) of the last search.
+    pub kernel_ms: f64,
+}
+
+impl std::fmt::Debug for GpuMotifSearch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuMotifSearch")
+            .field("device", &self.worker.info().name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'s> GpuMotifSearch<'s> {
+    /// Starts a device thread on the first GPU, uploads the series and, unless only the
+    /// matrix profile was asked for, runs MK's preprocessing (Algs. 2–4).
+    ///
+    /// # Errors
+    /// [`DeviceError`] when there is no usable GPU or a kernel fails.
+    pub fn start(subs: &'s Subsequences<'s>, cfg: &MotifConfig) -> Result<Self, DeviceError> {
+        let worker = crate::device::shared_worker(None)?;
+        let (df, dg) = scamp_terms(subs);
+        let sm = (subs.m as f64).sqrt();
+        let series = MotifSeries {
+            x: subs.x.to_vec(),
+            m: subs.m,
+            mean: subs.mean.clone(),
+            inv_std: subs.inv_std.clone(),
+            inv_norm: subs.inv_std.iter().map(|s| s / sm).collect(),
+            df,
+            dg,
+            valid: subs.valid.iter().map(|&v| u8::from(v)).collect(),
+        };
+        worker.motif_load(Arc::new(series)).wait()?;
+        let mut me = Self {
+            subs,
+            cfg: cfg.clone(),
+            worker,
+            row0: Vec::new(),
+            reference0: None,
+            kernel_ms: 0.0,
+        };
+        if cfg.method != MethodChoice::MatrixProfile {
+            me.prepare_mk()?;
+        }
+        Ok(me)
+    }
+
+    fn prepare_mk(&mut self) -> Result<(), DeviceError> {
+        let refs = choose_references(self.subs, self.cfg.references, self.cfg.seed);
+        if refs.is_empty() {
+            return Ok(());
+        }
+        let refs32: Vec<u32> = refs.iter().map(|&r| r as u32).collect();
+        let sds = self.worker.motif_reference_rows(refs32).wait()?;
+        let mut rank: Vec<u32> = (0..refs.len() as u32).collect();
+        rank.sort_by(|&a, &b| {
+            sds[b as usize]
+                .total_cmp(&sds[a as usize])
+                .then(refs[a as usize].cmp(&refs[b as usize]))
+        });
+        let row0 = self.worker.motif_row(rank[0] as usize).wait()?;
+        let mut order: Vec<u32> = (0..self.subs.count())
+            .filter(|&j| self.subs.valid[j])
+            .map(|j| j as u32)
+            .collect();
+        order.par_sort_unstable_by(|&a, &b| {
+            row0[a as usize]
+                .total_cmp(&row0[b as usize])
+                .then(a.cmp(&b))
+        });
+        self.worker.motif_set_order(Arc::new(order), rank.clone()).wait()?;
+        self.reference0 = Some(refs[rank[0] as usize]);
+        self.row0 = row0;
+        Ok(())
+    }
+
+    /// Alg. 5 on the ordering reference's row.
+    fn initial_bsf(&self, allowed: &[bool]) -> Option<Motif> {
+        let r = self.reference0?;
+        if !allowed[r] {
+            return None;
+        }
+        self.row0
+            .iter()
+            .enumerate()
+            .filter(|&(j, d)| allowed[j] && r.abs_diff(j) > self.cfg.exclusion && d.is_finite())
+            .map(|(j, &d)| Motif {
+                i: r.min(j),
+                j: r.max(j),
+                distance: d,
+            })
+            .fold(None, |a, m| Motif::best(a, Some(m)))
+    }
+
+    fn resolve(&self, candidates: &[(f64, u32, u32)], bsf: f64) -> Option<Motif> {
+        let cut = bsf + 1e-7 * (1.0 + bsf);
+        candidates
+            .iter()
+            .filter(|c| c.0 <= cut)
+            .map(|&(_, i, j)| Motif {
+                i: i as usize,
+                j: j as usize,
+                distance: self.subs.distance(i as usize, j as usize),
+            })
+            .fold(None, |a, m| Motif::best(a, Some(m)))
+    }
+
+    fn profile(
+        &mut self,
+        allowed: &[bool],
+        mask: &Arc<Vec<u8>>,
+        bsf: f64,
+        mut earlier: MotifCandidates,
+    ) -> Result<(Option<Motif>, bool, MotifCandidates), DeviceError> {
+        self.worker.motif_begin(mask.clone(), bsf).wait()?;
+        let excl = self.cfg.exclusion as u32;
+        let report = self.worker.motif_profile(excl, PROFILE_TILE).wait()?;
+        self.kernel_ms += report.kernel_ms;
+        let c = self.worker.motif_candidates().wait()?;
+        earlier.pairs.extend(c.pairs);
+        earlier.distances += valid_pairs(allowed, self.cfg.exclusion);
+        Ok((self.resolve(&earlier.pairs, report.bsf), report.overflow, earlier))
+    }
+}
+
+impl PairSearch for GpuMotifSearch<'_> {
+    fn best_pair(
+        &mut self,
+        allowed: &[bool],
+    ) -> Result<(Option<Motif>, Method, SearchStats), MotifError> {
+        let started = std::time::Instant::now();
+        self.kernel_ms = 0.0;
+        let pairs = valid_pairs(allowed, self.cfg.exclusion);
+        let mask = Arc::new(allowed.iter().map(|&a| u8::from(a)).collect::<Vec<u8>>());
+        let excl = self.cfg.exclusion as u32;
+        let (best, method, overflow, c) = if self.reference0.is_none() {
+            let (b, o, c) = self.profile(allowed, &mask, f64::INFINITY, MotifCandidates::default())?;
+            (b, Method::MatrixProfile, o, c)
+        } else {
+            let init = self.initial_bsf(allowed);
+            let bsf0 = init.map_or(f64::INFINITY, |m| m.distance);
+            self.worker.motif_begin(mask.clone(), bsf0).wait()?;
+            let len = self.subs.valid.iter().filter(|&&v| v).count() as u32;
+            let major = (OFFSET_MAJOR as u32).min(len.saturating_sub(1));
+            let mut report = self.worker.motif_mk_sweep(excl, 1, 1 + major).wait()?;
+            self.kernel_ms += report.kernel_ms;
+            let limit = report.bsf + 1e-9 * (1.0 + report.bsf);
+            let switch = self.cfg.method == MethodChoice::Auto
+                && self.worker.motif_mk_remaining(limit, major).wait()? > pairs / 4;
+            if switch {
+                tracing::info!("MK pruning is weak on this series; switching to the matrix profile.");
+                let mk = self.worker.motif_candidates().wait()?;
+                let (b, o, c) = self.profile(allowed, &mask, report.bsf, mk)?;
+                (Motif::best(b, init), Method::MatrixProfile, o || report.overflow, c)
+            } else {
+                let (mut o, mut block) = (1 + major, FIRST_BLOCK);
+                while report.open && !report.overflow && o < len {
+                    let end = o.saturating_add(block).min(len);
+                    report = self.worker.motif_mk_sweep(excl, o, end).wait()?;
+                    self.kernel_ms += report.kernel_ms;
+                    o = end;
+                    block = block.saturating_mul(2);
+                }
+                let c = self.worker.motif_candidates().wait()?;
+                let best = Motif::best(self.resolve(&c.pairs, report.bsf), init.map(|m| Motif {
+                    distance: self.subs.distance(m.i, m.j),
+                    ..m
+                }));
+                (best, Method::Mk, report.overflow, c)
+            }
+        };
+        if overflow {
+            tracing::warn!(
+                "More than a million near-tied motif candidates on the GPU; redoing this search with CPU MK."
+            );
+            let (b, _, s) = Mk::new(self.subs, &MotifConfig {
+                method: MethodChoice::Mk,
+                ..self.cfg.clone()
+            })
+            .best_pair(allowed)?;
+            return Ok((b, Method::Mk, s));
+        }
+        let stats = SearchStats {
+            pairs,
+            lower_bounds: c.lower_bounds,
+            distances: c.distances,
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        Ok((best, method, stats))
+    }
+
+    fn device(&self) -> String {
+        self.worker.info().name.clone()
+    }
+}
