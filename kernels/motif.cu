@@ -15,6 +15,9 @@
 
 typedef unsigned long long synfire_u64;
 
+// +infinity (NVRTC has no <cmath> INFINITY).
+#define SYNFIRE_INF __longlong_as_double(0x7ff0000000000000LL)
+
 // Bounds are compared against bsf plus this slack, so rounding never prunes a tie.
 __device__ __forceinline__ double synfire_slack(double bsf) { return bsf + 1e-9 * (1.0 + bsf); }
 
@@ -65,7 +68,7 @@ __global__ void motif_reference_row(const double* __restrict__ x, const double* 
     const unsigned j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= n_sub) return;
     if (!valid[j]) {
-        row[j] = INFINITY;
+        row[j] = SYNFIRE_INF;
         return;
     }
     const double d = synfire_zdist(x, mean, inv_std, m, ref, j);
@@ -145,52 +148,83 @@ __global__ void motif_mk_remaining(const double* __restrict__ dp0, unsigned len,
     if (lo > first) atomicAdd(out, (synfire_u64)(lo - first));
 }
 
-// The exact matrix profile's closest pair. Thread = one diagonal j - i = first_diag + global x
-// index, rows [blockIdx.y * tile, + tile). Adjacent threads take adjacent diagonals, so reads
-// at j are coalesced and reads at i are broadcasts. SCAMP's recurrence
+// The exact matrix profile's closest pair. Each thread walks SYNFIRE_MP_DIAGS adjacent
+// diagonals j - i = k0 .. k0 + 3 (k0 = first_diag + 4 * global x index) over the rows
+// [row_offset + blockIdx.y * tile, + tile): the values at j = i + k0 + d slide through
+// registers, so each step loads one new j and reuses three. SCAMP's recurrence
 //   cov(i, j) = cov(i-1, j-1) + df[i] dg[j] + df[j] dg[i]
 // restarts from a direct dot product at each tile start and after invalid subsequences.
-// Each thread offers its best pair (smallest d^2, then (i, j)).
+// st packs each subsequence's state: NaN = invalid (restart), st >= 0 = allowed with
+// st = 1 / (sqrt(m) sigma) (0 = constant), st < 0 = valid but not allowed.
+// Each thread offers its best pair; near-ties keep the earlier (smaller) (i, j).
+#define SYNFIRE_MP_DIAGS 4
 __global__ void motif_profile(const double* __restrict__ x, const double* __restrict__ mean,
-                              const double* __restrict__ inv_norm, const double* __restrict__ df,
-                              const double* __restrict__ dg, const unsigned char* __restrict__ valid,
-                              const unsigned char* __restrict__ allowed, unsigned n_sub, int m,
+                              const double* __restrict__ st, const double* __restrict__ df,
+                              const double* __restrict__ dg, unsigned n_sub, int m,
                               unsigned first_diag, unsigned tile, unsigned row_offset,
-                              synfire_u64* bsf_bits,
-                              double* cand_d, unsigned* cand_i, unsigned* cand_j,
-                              unsigned* cand_count, unsigned cap, unsigned* flags) {
-    const unsigned k = first_diag + blockIdx.x * blockDim.x + threadIdx.x;
+                              synfire_u64* bsf_bits, double* cand_d, unsigned* cand_i,
+                              unsigned* cand_j, unsigned* cand_count, unsigned cap,
+                              unsigned* flags) {
+    const unsigned k0 = first_diag + (blockIdx.x * blockDim.x + threadIdx.x) * SYNFIRE_MP_DIAGS;
     const unsigned i0 = row_offset + blockIdx.y * tile;
-    if (k >= n_sub || i0 >= n_sub - k) return;
-    const unsigned end = (n_sub - k - i0 < tile) ? n_sub - k : i0 + tile;
-    const double two_m = 2.0 * m;
-    double best = INFINITY;
+    if (k0 >= n_sub || i0 >= n_sub - k0) return;
+    const unsigned end = (n_sub - k0 - i0 < tile) ? n_sub - k0 : i0 + tile;
+    const double two_m = 2.0 * m, tol = 1e-9 * two_m;
+    double best = SYNFIRE_INF;
     unsigned bi = 0, bj = 0;
-    double cov = 0.0;
-    bool fresh = true;
-    for (unsigned i = i0; i < end; ++i) {
-        const unsigned j = i + k;
-        if (!valid[i] || !valid[j]) { fresh = true; continue; }
-        if (fresh) {
-            const double mi = mean[i], mj = mean[j];
-            cov = 0.0;
-            for (int t = 0; t < m; ++t) cov += (x[i + t] - mi) * (x[j + t] - mj);
-            fresh = false;
-        } else {
-            cov += df[i] * dg[j] + df[j] * dg[i];
-        }
-        if (!allowed[i] || !allowed[j]) continue;
-        const double ni = inv_norm[i], nj = inv_norm[j];
-        double d2;
-        if (ni == 0.0 || nj == 0.0) {
-            d2 = (ni == 0.0 && nj == 0.0) ? 0.0 : (double)m;
-        } else {
-            d2 = fmax(0.0, two_m * (1.0 - cov * ni * nj));
-        }
-        // Near-ties (within the recurrence's rounding) keep the earlier, smaller (i, j).
-        if (d2 < best - 1e-9 * two_m) { best = d2; bi = i; bj = j; }
+    double cov[SYNFIRE_MP_DIAGS];
+    bool fresh[SYNFIRE_MP_DIAGS];
+    double wdf[SYNFIRE_MP_DIAGS], wdg[SYNFIRE_MP_DIAGS], wst[SYNFIRE_MP_DIAGS];
+#pragma unroll
+    for (int d = 0; d < SYNFIRE_MP_DIAGS; ++d) {
+        cov[d] = 0.0;
+        fresh[d] = true;
+        const unsigned j = i0 + k0 + d;
+        const bool in = j < n_sub;
+        wdf[d] = in ? df[j] : 0.0;
+        wdg[d] = in ? dg[j] : 0.0;
+        wst[d] = in ? st[j] : -1.0;
     }
-    if (best < INFINITY) {
+    for (unsigned i = i0; i < end; ++i) {
+        const double dfi = df[i], dgi = dg[i], si = st[i];
+#pragma unroll
+        for (int d = 0; d < SYNFIRE_MP_DIAGS; ++d) {
+            const unsigned j = i + k0 + d;
+            if (j >= n_sub) continue;
+            const double sj = wst[d];
+            if (si != si || sj != sj) { fresh[d] = true; continue; }  // NaN: invalid
+            if (fresh[d]) {
+                const double mi = mean[i], mj = mean[j];
+                double c = 0.0;
+                for (int t = 0; t < m; ++t) c += (x[i + t] - mi) * (x[j + t] - mj);
+                cov[d] = c;
+                fresh[d] = false;
+            } else {
+                cov[d] += dfi * wdg[d] + wdf[d] * dgi;
+            }
+            if (si < 0.0 || sj < 0.0) continue;
+            double d2;
+            if (si == 0.0 || sj == 0.0) {
+                d2 = (si == 0.0 && sj == 0.0) ? 0.0 : (double)m;
+            } else {
+                d2 = fmax(0.0, two_m * (1.0 - cov[d] * si * sj));
+            }
+            if (d2 < best - tol) { best = d2; bi = i; bj = j; }
+        }
+        // Slide the window: j-values for row i + 1.
+#pragma unroll
+        for (int d = 0; d + 1 < SYNFIRE_MP_DIAGS; ++d) {
+            wdf[d] = wdf[d + 1];
+            wdg[d] = wdg[d + 1];
+            wst[d] = wst[d + 1];
+        }
+        const unsigned jn = i + 1 + k0 + SYNFIRE_MP_DIAGS - 1;
+        const bool in = jn < n_sub;
+        wdf[SYNFIRE_MP_DIAGS - 1] = in ? df[jn] : 0.0;
+        wdg[SYNFIRE_MP_DIAGS - 1] = in ? dg[jn] : 0.0;
+        wst[SYNFIRE_MP_DIAGS - 1] = in ? st[jn] : -1.0;
+    }
+    if (best < SYNFIRE_INF) {
         // The recurrence's rounding is far below 1e-7 relative: near-ties within that are
         // kept for the host's exact re-measurement.
         synfire_offer(sqrt(best), 1e-7, bi, bj, bsf_bits, cand_d, cand_i, cand_j, cand_count,

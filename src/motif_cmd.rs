@@ -134,6 +134,9 @@ pub struct BenchMotifArgs {
     /// The ECG to time as the real input.
     #[arg(long, default_value = "fixtures/sensors/mitbih-208-ecg/ecg.npy")]
     ecg: String,
+    /// MK reference subsequences r.
+    #[arg(long, default_value_t = synfire::motif::DEFAULT_REFERENCES)]
+    references: usize,
     /// Also run the CPU on the random walk (slow on few cores).
     #[arg(long)]
     cpu_walk: bool,
@@ -185,7 +188,10 @@ pub fn bench(args: &BenchMotifArgs) -> Result<()> {
     );
     println!("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for (name, x) in &inputs {
-        let cfg = MotifConfig::new(args.m);
+        let cfg = MotifConfig {
+            references: args.references,
+            ..MotifConfig::new(args.m)
+        };
         let mut reference: Option<MotifResult> = None;
         for &device in &devices {
             if device == DeviceChoice::Cpu && x.len() > 1 << 20 && !args.cpu_walk {
@@ -242,7 +248,7 @@ pub fn bench(args: &BenchMotifArgs) -> Result<()> {
                 };
                 let s = &r.stats;
                 let pruned = if s.pairs > 0 {
-                    1.0 - s.distances as f64 / s.pairs as f64
+                    1.0 - s.distances.min(s.pairs) as f64 / s.pairs as f64
                 } else {
                     0.0
                 };

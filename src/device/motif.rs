@@ -16,6 +16,10 @@ use super::DeviceError;
 
 /// Threads per block of the motif kernels.
 const BLOCK: u32 = 256;
+/// Diagonals per matrix-profile thread (`SYNFIRE_MP_DIAGS`).
+const PROFILE_DIAGS: u32 = 4;
+/// Threads per block of the matrix-profile kernel.
+const PROFILE_BLOCK: u32 = 128;
 /// Candidate pairs the device can hold per search.
 pub const CANDIDATE_CAPACITY: usize = 1 << 20;
 
@@ -31,8 +35,6 @@ pub struct MotifSeries {
     pub mean: Vec<f64>,
     /// `1 / sigma` per subsequence (0: constant or invalid).
     pub inv_std: Vec<f64>,
-    /// `1 / (sqrt(m) sigma)` per subsequence.
-    pub inv_norm: Vec<f64>,
     /// SCAMP's `df` per subsequence.
     pub df: Vec<f64>,
     /// SCAMP's `dg` per subsequence.
@@ -72,7 +74,6 @@ pub(crate) struct MotifBuffers {
     x: CudaSlice<f64>,
     mean: CudaSlice<f64>,
     inv_std: CudaSlice<f64>,
-    inv_norm: CudaSlice<f64>,
     df: CudaSlice<f64>,
     dg: CudaSlice<f64>,
     valid: CudaSlice<u8>,
@@ -129,7 +130,6 @@ impl GpuWorker {
                 x: st.clone_htod(&s.x).map_err(&up)?,
                 mean: st.clone_htod(&s.mean).map_err(&up)?,
                 inv_std: st.clone_htod(&s.inv_std).map_err(&up)?,
-                inv_norm: st.clone_htod(&s.inv_norm).map_err(&up)?,
                 df: st.clone_htod(&s.df).map_err(&up)?,
                 dg: st.clone_htod(&s.dg).map_err(&up)?,
                 valid: st.clone_htod(&s.valid).map_err(&up)?,
@@ -322,12 +322,15 @@ impl GpuWorker {
     }
 
     /// The exact matrix profile's closest pair over diagonals `> exclusion`, tiles of `tile`
-    /// rows.
-    pub fn motif_profile(&self, exclusion: u32, tile: u32) -> Ticket<SweepReport> {
+    /// rows, 4 diagonals per thread. `state` packs each subsequence's state (see
+    /// `motif_profile` in `kernels/motif.cu`): NaN = invalid, `>= 0` = allowed with
+    /// `1 / (sqrt(m) sigma)`, `< 0` = valid but not allowed.
+    pub fn motif_profile(&self, state: Arc<Vec<f64>>, exclusion: u32, tile: u32) -> Ticket<SweepReport> {
         self.run(move |d| {
             let f = d.function(&MOTIF, "motif_profile")?;
             let st = d.stream.clone();
             let b = buffers(d)?;
+            let state_d = st.clone_htod(&state[..]).map_err(drv("cuMemcpyHtoD"))?;
             let first = exclusion + 1;
             let diagonals = b.n_sub.saturating_sub(first);
             let cap = CANDIDATE_CAPACITY as u32;
@@ -337,14 +340,14 @@ impl GpuWorker {
                 .map_err(drv("cuEventRecord"))?;
             if diagonals > 0 {
                 let tiles = b.n_sub.div_ceil(tile);
+                let threads = diagonals.div_ceil(PROFILE_DIAGS);
                 // Keep every launch's grid.y within the hardware limit of 65,535.
                 for y0 in (0..tiles).step_by(65_535) {
                     let ys = (tiles - y0).min(65_535);
                     let offset_rows = y0 * tile;
                     let mut l = st.launch_builder(&f);
-                    l.arg(&b.x).arg(&b.mean).arg(&b.inv_norm).arg(&b.df).arg(&b.dg);
-                    l.arg(&b.valid).arg(&b.allowed).arg(&b.n_sub).arg(&b.m);
-                    l.arg(&first).arg(&tile).arg(&offset_rows);
+                    l.arg(&b.x).arg(&b.mean).arg(&state_d).arg(&b.df).arg(&b.dg);
+                    l.arg(&b.n_sub).arg(&b.m).arg(&first).arg(&tile).arg(&offset_rows);
                     l.arg(&mut b.bsf)
                         .arg(&mut b.cand_d)
                         .arg(&mut b.cand_i)
@@ -353,14 +356,14 @@ impl GpuWorker {
                         .arg(&cap)
                         .arg(&mut b.flags);
                     let cfg = LaunchConfig {
-                        grid_dim: (diagonals.div_ceil(BLOCK), ys, 1),
-                        block_dim: (BLOCK, 1, 1),
+                        grid_dim: (threads.div_ceil(PROFILE_BLOCK), ys, 1),
+                        block_dim: (PROFILE_BLOCK, 1, 1),
                         shared_mem_bytes: 0,
                     };
-                    // SAFETY: matches `motif_profile` (x f64* [n], mean, inv_norm, df, dg f64*
-                    // [N], valid, allowed u8* [N], n_sub u32, m i32, first_diag, tile,
-                    // row_offset u32, bsf u64* [1], candidates as in the sweep, flags u32* [2]);
-                    // threads outside the triangle j < N return before reading.
+                    // SAFETY: matches `motif_profile` (x f64* [n], mean, state, df, dg f64* [N],
+                    // n_sub u32, m i32, first_diag, tile, row_offset u32, bsf u64* [1],
+                    // cand_d f64* [cap], cand_i, cand_j u32* [cap], cand_count u32* [1], cap
+                    // u32, flags u32* [2]); every j read is checked against n_sub first.
                     unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
                 }
             }

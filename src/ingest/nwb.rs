@@ -978,41 +978,6 @@ fn iso8601_utc(secs: u64) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uuid4_has_version_and_variant() {
-        for _ in 0..100 {
-            let u = uuid4();
-            assert_eq!(u.len(), 36);
-            assert_eq!(&u[14..15], "4", "{u}");
-            assert!("89ab".contains(&u[19..20]), "{u}");
-        }
-    }
-
-    #[test]
-    fn iso8601_known_dates() {
-        assert_eq!(iso8601_utc(0), "1970-01-01T00:00:00+00:00");
-        assert_eq!(iso8601_utc(951_782_400), "2000-02-29T00:00:00+00:00");
-        assert_eq!(iso8601_utc(1_700_000_000), "2023-11-14T22:13:20+00:00");
-    }
-
-    #[test]
-    fn merge_orders_ties_by_unit() {
-        // unit 0: [1, 3], unit 1: [], unit 2: [1, 2]
-        let times = [1.0, 3.0, 1.0, 2.0];
-        let bounds = [(0, 2), (2, 2), (2, 4)];
-        let (t, ty) = merge_sorted_units(&times, &bounds);
-        assert_eq!(t, vec![1.0, 1.0, 2.0, 3.0]);
-        assert_eq!(
-            ty,
-            vec![EventType(0), EventType(2), EventType(2), EventType(0)]
-        );
-    }
-}
-
 /// Reads any numeric HDF5 dataset as `f64`, or the `data` of a group (an NWB `TimeSeries`).
 ///
 /// `object` is an absolute HDF5 path such as `/acquisition/CompassDirection/rz` (a group:
@@ -1055,3 +1020,39 @@ pub fn read_numeric(path: &Path, object: &str) -> Result<(Vec<usize>, Vec<f64>),
     let values = r.read_raw::<f64>(&ds, &name)?;
     Ok((shape, values))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid4_has_version_and_variant() {
+        for _ in 0..100 {
+            let u = uuid4();
+            assert_eq!(u.len(), 36);
+            assert_eq!(&u[14..15], "4", "{u}");
+            assert!("89ab".contains(&u[19..20]), "{u}");
+        }
+    }
+
+    #[test]
+    fn iso8601_known_dates() {
+        assert_eq!(iso8601_utc(0), "1970-01-01T00:00:00+00:00");
+        assert_eq!(iso8601_utc(951_782_400), "2000-02-29T00:00:00+00:00");
+        assert_eq!(iso8601_utc(1_700_000_000), "2023-11-14T22:13:20+00:00");
+    }
+
+    #[test]
+    fn merge_orders_ties_by_unit() {
+        // unit 0: [1, 3], unit 1: [], unit 2: [1, 2]
+        let times = [1.0, 3.0, 1.0, 2.0];
+        let bounds = [(0, 2), (2, 2), (2, 4)];
+        let (t, ty) = merge_sorted_units(&times, &bounds);
+        assert_eq!(t, vec![1.0, 1.0, 2.0, 3.0]);
+        assert_eq!(
+            ty,
+            vec![EventType(0), EventType(2), EventType(2), EventType(0)]
+        );
+    }
+}
+

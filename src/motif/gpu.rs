@@ -34,6 +34,8 @@ use crate::device::{DeviceError, SharedWorker};
 
 /// Matrix-profile tile: rows per thread between direct covariances.
 const PROFILE_TILE: u32 = 2048;
+/// Auto switches to the matrix profile when MK would bound more than `pairs / MK_TO_PROFILE`.
+const MK_TO_PROFILE: u64 = 12;
 /// Offsets of the first MK launch after the offset-major phase (doubling after that).
 const FIRST_BLOCK: u32 = 256;
 
@@ -66,13 +68,11 @@ impl<'s> GpuMotifSearch<'s> {
     pub fn start(subs: &'s Subsequences<'s>, cfg: &MotifConfig) -> Result<Self, DeviceError> {
         let worker = crate::device::shared_worker(None)?;
         let (df, dg) = scamp_terms(subs);
-        let sm = (subs.m as f64).sqrt();
         let series = MotifSeries {
             x: subs.x.to_vec(),
             m: subs.m,
             mean: subs.mean.clone(),
             inv_std: subs.inv_std.clone(),
-            inv_norm: subs.inv_std.iter().map(|s| s / sm).collect(),
             df,
             dg,
             valid: subs.valid.iter().map(|&v| u8::from(v)).collect(),
@@ -161,7 +161,23 @@ impl<'s> GpuMotifSearch<'s> {
     ) -> Result<(Option<Motif>, bool, MotifCandidates), DeviceError> {
         self.worker.motif_begin(mask.clone(), bsf).wait()?;
         let excl = self.cfg.exclusion as u32;
-        let report = self.worker.motif_profile(excl, PROFILE_TILE).wait()?;
+        let sm = (self.subs.m as f64).sqrt();
+        let state: Vec<f64> = (0..self.subs.count())
+            .map(|i| {
+                let inv = self.subs.inv_std[i] / sm;
+                if !self.subs.valid[i] {
+                    f64::NAN
+                } else if allowed[i] {
+                    inv
+                } else {
+                    -inv - 1.0
+                }
+            })
+            .collect();
+        let report = self
+            .worker
+            .motif_profile(Arc::new(state), excl, PROFILE_TILE)
+            .wait()?;
         self.kernel_ms += report.kernel_ms;
         let c = self.worker.motif_candidates().wait()?;
         earlier.pairs.extend(c.pairs);
@@ -192,8 +208,10 @@ impl PairSearch for GpuMotifSearch<'_> {
             let mut report = self.worker.motif_mk_sweep(excl, 1, 1 + major).wait()?;
             self.kernel_ms += report.kernel_ms;
             let limit = report.bsf + 1e-9 * (1.0 + report.bsf);
+            // Measured on an H100 (docs/benchmarks.md): a GPU MK lower bound (with the true
+            // distances it lets through) costs about 12 matrix-profile cells.
             let switch = self.cfg.method == MethodChoice::Auto
-                && self.worker.motif_mk_remaining(limit, major).wait()? > pairs / 4;
+                && self.worker.motif_mk_remaining(limit, major).wait()? > pairs / MK_TO_PROFILE;
             if switch {
                 tracing::info!("MK pruning is weak on this series; switching to the matrix profile.");
                 let mk = self.worker.motif_candidates().wait()?;
