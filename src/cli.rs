@@ -46,6 +46,11 @@ enum Command {
     Validate(ValidateArgs),
     /// Stream an archived session live over ZeroMQ (a publisher for demos and tests).
     Replay(ReplayArgs),
+    /// Soft-DTW values (or divergences) of all pairs of two collections of series, optionally
+    /// with gradients.
+    Softdtw(crate::softdtw_cli::SoftDtwArgs),
+    /// Soft-DTW barycenter of a collection of series (L-BFGS).
+    Barycenter(crate::softdtw_cli::BarycenterArgs),
 }
 
 #[derive(Debug, Args)]
@@ -330,6 +335,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Run(args) => run_pipeline(&args),
         Command::Validate(args) => run_validate(&args),
         Command::Replay(args) => run_replay(&args),
+        Command::Softdtw(args) => crate::softdtw_cli::run_softdtw(&args),
+        Command::Barycenter(args) => crate::softdtw_cli::run_barycenter(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Episodes(args),
         }) => crate::bench::episodes(&args),

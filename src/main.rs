@@ -5,6 +5,7 @@ mod bench;
 mod bench_stream;
 mod calibrate;
 mod cli;
+mod softdtw_cli;
 
 use std::process::ExitCode;
 
