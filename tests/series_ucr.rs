@@ -41,7 +41,12 @@ fn ecg200_ucr2018_tsv() {
     assert_eq!(label_counts(&d), counts(&[("-1", 31), ("1", 69)]));
     assert_eq!(d.labels.as_ref().unwrap()[0], "-1");
     assert_eq!(d.series[0].values[..2], [0.50205548, 0.54216265]);
-    assert!(d.series.iter().flat_map(|s| &s.values).all(|v| v.is_finite()));
+    assert!(
+        d.series
+            .iter()
+            .flat_map(|s| &s.values)
+            .all(|v| v.is_finite())
+    );
 }
 
 #[test]
