@@ -3,6 +3,9 @@
 //! a log-sum-exp of negated arguments), central finite differences, and plain DTW; plus the
 //! divergence's properties, checkpointing, bands, long pairs, batches and barycenters.
 
+// The oracles index matrices as the paper writes them (R[i][j], 1-based); iterators would hide that.
+#![allow(clippy::needless_range_loop)]
+
 use std::num::NonZeroUsize;
 use std::path::Path;
 

@@ -270,23 +270,12 @@ fn read_ts(path: &Path) -> Result<Dataset, SeriesError> {
             };
             match tag.as_str() {
                 "data" => in_data = true,
-                "classlabel" => {
-                    if flag(&rest)? {
-                        header.labelled = true;
-                        header.classes =
-                            Some(rest[1..].iter().map(|l| normalise_label(l)).collect());
-                    }
+                "classlabel" if flag(&rest)? => {
+                    header.labelled = true;
+                    header.classes = Some(rest[1..].iter().map(|l| normalise_label(l)).collect());
                 }
-                "targetlabel" => {
-                    if flag(&rest)? {
-                        header.labelled = true;
-                    }
-                }
-                "univariate" => {
-                    if flag(&rest)? {
-                        header.dims = Some(1);
-                    }
-                }
+                "targetlabel" if flag(&rest)? => header.labelled = true,
+                "univariate" if flag(&rest)? => header.dims = Some(1),
                 "dimensions" | "dimension" => {
                     let d = rest
                         .first()
@@ -295,13 +284,11 @@ fn read_ts(path: &Path) -> Result<Dataset, SeriesError> {
                         .ok_or_else(|| parse(n, "`@dimensions` needs a positive integer".into()))?;
                     header.dims = Some(d);
                 }
-                "timestamps" => {
-                    if flag(&rest)? {
-                        return Err(parse(
-                            n,
-                            "`@timeStamps true` (time-stamped values) is not supported".into(),
-                        ));
-                    }
+                "timestamps" if flag(&rest)? => {
+                    return Err(parse(
+                        n,
+                        "`@timeStamps true` (time-stamped values) is not supported".into(),
+                    ));
                 }
                 // Informative only: lengths and missing values are checked on the data.
                 _ => {}

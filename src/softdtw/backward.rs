@@ -127,8 +127,9 @@ pub(crate) fn gradient_unchecked(x: &Series, y: &Series, opts: &Options) -> Grad
                 continue;
             }
             let xi = p.xi(i);
-            for j in lo..=hi {
-                d_cur[j] = super::forward::cost(xi, p.yj(j));
+            let ys = p.y[(lo - 1) * dims..hi * dims].chunks_exact(dims);
+            for (d, yj) in d_cur[lo..=hi].iter_mut().zip(ys) {
+                *d = super::forward::cost(xi, yj);
             }
             let dxi = &mut dx[(i - 1) * dims..i * dims];
             for j in (lo..=hi).rev() {
