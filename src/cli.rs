@@ -47,7 +47,12 @@ enum Command {
     /// Stream an archived session live over ZeroMQ (a publisher for demos and tests).
     Replay(ReplayArgs),
     /// Find the exact top-k motifs (closest pairs of z-normalised subsequences) of a series.
-    Motif(crate::motif_cmd::MotifArgs),
+    Motif(crate::motif_cli::MotifArgs),
+    /// Soft-DTW values (or divergences) of all pairs of two collections of series, optionally
+    /// with gradients.
+    Softdtw(crate::softdtw_cli::SoftDtwArgs),
+    /// Soft-DTW barycenter of a collection of series (L-BFGS).
+    Barycenter(crate::softdtw_cli::BarycenterArgs),
 }
 
 #[derive(Debug, Args)]
@@ -314,7 +319,7 @@ enum BenchWhich {
     Stream(crate::bench_stream::StreamArgs),
     /// Motif discovery: seeded random walk and the ECG, CPU and GPU paths, seconds and pairs
     /// evaluated or pruned.
-    Motif(crate::motif_cmd::BenchMotifArgs),
+    Motif(crate::motif_cli::BenchMotifArgs),
 }
 
 /// Runs the parsed command.
@@ -335,10 +340,12 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Run(args) => run_pipeline(&args),
         Command::Validate(args) => run_validate(&args),
         Command::Replay(args) => run_replay(&args),
-        Command::Motif(args) => crate::motif_cmd::motif(&args),
+        Command::Motif(args) => crate::motif_cli::motif(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Motif(args),
-        }) => crate::motif_cmd::bench(&args),
+        }) => crate::motif_cli::bench(&args),
+        Command::Softdtw(args) => crate::softdtw_cli::run_softdtw(&args),
+        Command::Barycenter(args) => crate::softdtw_cli::run_barycenter(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Episodes(args),
         }) => crate::bench::episodes(&args),

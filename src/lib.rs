@@ -31,6 +31,7 @@ pub mod replay;
 pub mod report;
 pub mod series;
 pub mod sink;
+pub mod softdtw;
 pub mod stage;
 pub mod synth;
 pub mod telemetry;

@@ -5,7 +5,8 @@ mod bench;
 mod bench_stream;
 mod calibrate;
 mod cli;
-mod motif_cmd;
+mod motif_cli;
+mod softdtw_cli;
 
 use std::process::ExitCode;
 

@@ -65,7 +65,13 @@ fn assert_same(got: &MotifResult, want: &MotifResult, what: &str) {
         want.motifs
     );
     for (g, w) in got.motifs.iter().zip(&want.motifs) {
-        assert_eq!((g.i, g.j), (w.i, w.j), "{what}: {:?} vs {:?}", got.motifs, want.motifs);
+        assert_eq!(
+            (g.i, g.j),
+            (w.i, w.j),
+            "{what}: {:?} vs {:?}",
+            got.motifs,
+            want.motifs
+        );
         let tol = 1e-6 * w.distance.max(1e-12);
         assert!(
             (g.distance - w.distance).abs() <= tol,
@@ -78,7 +84,11 @@ fn assert_same(got: &MotifResult, want: &MotifResult, what: &str) {
 
 /// Every CPU path (and the GPU paths when `gpu`) against `oracle`.
 fn check_all(x: &[f64], cfg: &MotifConfig, oracle: &MotifResult, gpu: bool, what: &str) {
-    for method in [MethodChoice::Mk, MethodChoice::MatrixProfile, MethodChoice::Auto] {
+    for method in [
+        MethodChoice::Mk,
+        MethodChoice::MatrixProfile,
+        MethodChoice::Auto,
+    ] {
         let got = run(x, cfg, method, DeviceChoice::Cpu);
         assert_same(&got, oracle, &format!("{what}: CPU {method:?}"));
         if gpu {
@@ -93,7 +103,12 @@ fn brute(x: &[f64], cfg: &MotifConfig) -> MotifResult {
 }
 
 fn check_random_walks(gpu: bool) {
-    for (seed, n, m, k) in [(1, 800, 16, 3), (2, 2000, 50, 2), (3, 1500, 8, 4), (4, 3000, 100, 1)] {
+    for (seed, n, m, k) in [
+        (1, 800, 16, 3),
+        (2, 2000, 50, 2),
+        (3, 1500, 8, 4),
+        (4, 3000, 100, 1),
+    ] {
         let x = random_walk(n, seed);
         let mut cfg = MotifConfig::new(m);
         cfg.top_k = k;
@@ -103,7 +118,13 @@ fn check_random_walks(gpu: bool) {
         for w in oracle.motifs.windows(2) {
             assert!(w[0].distance <= w[1].distance);
         }
-        check_all(&x, &cfg, &oracle, gpu, &format!("random walk seed {seed} n {n} m {m}"));
+        check_all(
+            &x,
+            &cfg,
+            &oracle,
+            gpu,
+            &format!("random walk seed {seed} n {n} m {m}"),
+        );
     }
 }
 
@@ -129,11 +150,21 @@ fn check_nan_and_constant(gpu: bool) {
     let oracle = brute(&x, &cfg);
     // The constant run holds 29 constant subsequences; the first pair outside the exclusion
     // zone (3) is (100, 104), at distance 0.
-    assert_eq!((oracle.motifs[0].i, oracle.motifs[0].j, oracle.motifs[0].distance), (100, 104, 0.0));
+    assert_eq!(
+        (
+            oracle.motifs[0].i,
+            oracle.motifs[0].j,
+            oracle.motifs[0].distance
+        ),
+        (100, 104, 0.0)
+    );
     for m in &oracle.motifs {
         assert!(m.distance.is_finite());
         for s in [m.i, m.j] {
-            assert!(!(489..=500).contains(&s) && !(889..=904).contains(&s), "{m:?} spans a NaN");
+            assert!(
+                !(489..=500).contains(&s) && !(889..=904).contains(&s),
+                "{m:?} spans a NaN"
+            );
         }
     }
     check_all(&x, &cfg, &oracle, gpu, "NaN and constant run");
@@ -141,7 +172,10 @@ fn check_nan_and_constant(gpu: bool) {
     let flat = vec![7.5; 300];
     let cfg = MotifConfig::new(20);
     let r = run(&flat, &cfg, MethodChoice::Auto, DeviceChoice::Cpu);
-    assert_eq!((r.motifs[0].i, r.motifs[0].j, r.motifs[0].distance), (0, 6, 0.0));
+    assert_eq!(
+        (r.motifs[0].i, r.motifs[0].j, r.motifs[0].distance),
+        (0, 6, 0.0)
+    );
     // All NaN: no motif, no panic.
     let nan = vec![f64::NAN; 300];
     let r = run(&nan, &cfg, MethodChoice::Auto, DeviceChoice::Cpu);
@@ -196,7 +230,11 @@ fn real_series_gpu() {
         let mut cfg = MotifConfig::new(100);
         cfg.top_k = 3;
         let want = run(&ecg, &cfg, MethodChoice::MatrixProfile, DeviceChoice::Cpu);
-        for method in [MethodChoice::Mk, MethodChoice::MatrixProfile, MethodChoice::Auto] {
+        for method in [
+            MethodChoice::Mk,
+            MethodChoice::MatrixProfile,
+            MethodChoice::Auto,
+        ] {
             let got = run(&ecg, &cfg, method, DeviceChoice::Gpu);
             assert_same(&got, &want, &format!("whole ECG: GPU {method:?}"));
         }

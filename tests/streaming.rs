@@ -393,6 +393,37 @@ fn shipped_pipelines_validate_and_the_archive_replay_runs() {
     // 63,527 samples, windows of 1,200 every 600: 104 full windows, then the 2 partial
     // windows starting before the last sample, emitted at the end of the archive.
     assert_eq!(heading, 104 + 2);
+    // The motif stage: every window answered, and complete windows equal brute force on the
+    // same samples of the series.
+    let motifs: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["stage"] == "heading_motif")
+        .collect();
+    assert_eq!(motifs.len(), 104 + 2);
+    let hd = synfire::series::read_series(&format!(
+        "{}:/acquisition/CompassDirection/rz",
+        fixture().display()
+    ))
+    .unwrap();
+    let mut checked = 0;
+    for r in motifs.iter().filter(|r| r["complete"] == true).take(3) {
+        let first =
+            r["motifs"][0]["start_i"].as_u64().unwrap() - r["motifs"][0]["i"].as_u64().unwrap();
+        let x = &hd[first as usize..first as usize + 1200];
+        let cfg = synfire::motif::MotifConfig {
+            method: synfire::motif::MethodChoice::BruteForce,
+            ..synfire::motif::MotifConfig::new(240)
+        };
+        let want = synfire::motif::find_motifs(x, &cfg, synfire::episode::DeviceChoice::Cpu)
+            .unwrap()
+            .motifs[0];
+        assert_eq!(r["motifs"][0]["i"].as_u64(), Some(want.i as u64));
+        assert_eq!(r["motifs"][0]["j"].as_u64(), Some(want.j as u64));
+        let d = r["motifs"][0]["distance"].as_f64().unwrap();
+        assert!((d - want.distance).abs() <= 1e-9 * want.distance.max(1e-12));
+        checked += 1;
+    }
+    assert_eq!(checked, 3);
     for r in results.iter().filter(|r| r["stage"] == "episodes") {
         let (s, e) = (
             r["window_start_s"].as_f64().unwrap(),

@@ -104,7 +104,8 @@ pub(crate) fn info_of(
 /// A process-wide device thread, locked for the caller's exclusive use.
 pub type SharedWorker = parking_lot::ArcMutexGuard<parking_lot::RawMutex, GpuWorker>;
 
-type Pool = parking_lot::Mutex<std::collections::BTreeMap<usize, Arc<parking_lot::Mutex<GpuWorker>>>>;
+type Pool =
+    parking_lot::Mutex<std::collections::BTreeMap<usize, Arc<parking_lot::Mutex<GpuWorker>>>>;
 
 /// The process-wide device thread of GPU `ordinal` (`None`: the first GPU), started on first
 /// use and kept, with its context, compiled modules and buffers, for the life of the process,

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
+use super::DeviceError;
 use super::kernels::MOTIF;
 use super::worker::{Device, GpuWorker, Ticket};
-use super::DeviceError;
 
 /// Threads per block of the motif kernels.
 const BLOCK: u32 = 256;
@@ -97,7 +97,8 @@ fn drv(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> DeviceErro
 }
 
 fn u32_of(what: &str, v: usize) -> Result<u32, DeviceError> {
-    u32::try_from(v).map_err(|_| DeviceError::Unsupported(format!("{what} = {v} (at most 2^32 - 1)")))
+    u32::try_from(v)
+        .map_err(|_| DeviceError::Unsupported(format!("{what} = {v} (at most 2^32 - 1)")))
 }
 
 fn buffers(d: &mut Device) -> Result<&mut MotifBuffers, DeviceError> {
@@ -171,7 +172,11 @@ impl GpuWorker {
                 let mut sum = sums.slice_mut(3 * q..3 * q + 3);
                 let mut l = st.launch_builder(&f);
                 l.arg(&b.x).arg(&b.mean).arg(&b.inv_std).arg(&b.valid);
-                l.arg(&b.n_sub).arg(&b.m).arg(&r).arg(&mut row).arg(&mut sum);
+                l.arg(&b.n_sub)
+                    .arg(&b.m)
+                    .arg(&r)
+                    .arg(&mut row)
+                    .arg(&mut sum);
                 // SAFETY: matches `motif_reference_row` (x f64* [n], mean, inv_std f64* [N],
                 // valid u8* [N], n_sub u32, m i32, ref u32 < N, row f64* [N], sums f64* [3]);
                 // threads with j >= N return first; the caller passes valid reference starts.
@@ -227,7 +232,12 @@ impl GpuWorker {
                 .ok_or_else(|| DeviceError::Unsupported("motif_set_order before rows".into()))?;
             if len > 0 && r > 0 {
                 let mut l = st.launch_builder(&f);
-                l.arg(rows).arg(&ord).arg(&rank_d).arg(&len).arg(&b.n_sub).arg(&mut dp);
+                l.arg(rows)
+                    .arg(&ord)
+                    .arg(&rank_d)
+                    .arg(&len)
+                    .arg(&b.n_sub)
+                    .arg(&mut dp);
                 let cfg = LaunchConfig {
                     grid_dim: (len.div_ceil(BLOCK), r, 1),
                     ..grid(len)
@@ -255,9 +265,11 @@ impl GpuWorker {
                 .map_err(drv("cuMemcpyHtoD"))?;
             st.memcpy_htod(&[bsf.to_bits()], &mut b.bsf)
                 .map_err(drv("cuMemcpyHtoD"))?;
-            st.memset_zeros(&mut b.cand_count).map_err(drv("cuMemsetD8"))?;
+            st.memset_zeros(&mut b.cand_count)
+                .map_err(drv("cuMemsetD8"))?;
             st.memset_zeros(&mut b.flags).map_err(drv("cuMemsetD8"))?;
-            st.memset_zeros(&mut b.counters).map_err(drv("cuMemsetD8"))?;
+            st.memset_zeros(&mut b.counters)
+                .map_err(drv("cuMemsetD8"))?;
             st.synchronize().map_err(drv("cuStreamSynchronize"))
         })
     }
@@ -269,7 +281,9 @@ impl GpuWorker {
             let st = d.stream.clone();
             let b = buffers(d)?;
             let (Some(dp), Some(order)) = (b.dp.as_ref(), b.order.as_ref()) else {
-                return Err(DeviceError::Unsupported("motif_mk_sweep before the order".into()));
+                return Err(DeviceError::Unsupported(
+                    "motif_mk_sweep before the order".into(),
+                ));
             };
             st.memset_zeros(&mut b.flags).map_err(drv("cuMemsetD8"))?;
             let cap = CANDIDATE_CAPACITY as u32;
@@ -277,7 +291,11 @@ impl GpuWorker {
                 .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(drv("cuEventRecord"))?;
             let mut l = st.launch_builder(&f);
-            l.arg(dp).arg(&b.refs).arg(&b.len).arg(order).arg(&b.allowed);
+            l.arg(dp)
+                .arg(&b.refs)
+                .arg(&b.len)
+                .arg(order)
+                .arg(&b.allowed);
             l.arg(&exclusion).arg(&o_begin).arg(&o_end);
             l.arg(&b.x).arg(&b.mean).arg(&b.inv_std).arg(&b.m);
             l.arg(&mut b.bsf)
@@ -325,7 +343,12 @@ impl GpuWorker {
     /// rows, 4 diagonals per thread. `state` packs each subsequence's state (see
     /// `motif_profile` in `kernels/motif.cu`): NaN = invalid, `>= 0` = allowed with
     /// `1 / (sqrt(m) sigma)`, `< 0` = valid but not allowed.
-    pub fn motif_profile(&self, state: Arc<Vec<f64>>, exclusion: u32, tile: u32) -> Ticket<SweepReport> {
+    pub fn motif_profile(
+        &self,
+        state: Arc<Vec<f64>>,
+        exclusion: u32,
+        tile: u32,
+    ) -> Ticket<SweepReport> {
         self.run(move |d| {
             let f = d.function(&MOTIF, "motif_profile")?;
             let st = d.stream.clone();
@@ -347,7 +370,11 @@ impl GpuWorker {
                     let offset_rows = y0 * tile;
                     let mut l = st.launch_builder(&f);
                     l.arg(&b.x).arg(&b.mean).arg(&state_d).arg(&b.df).arg(&b.dg);
-                    l.arg(&b.n_sub).arg(&b.m).arg(&first).arg(&tile).arg(&offset_rows);
+                    l.arg(&b.n_sub)
+                        .arg(&b.m)
+                        .arg(&first)
+                        .arg(&tile)
+                        .arg(&offset_rows);
                     l.arg(&mut b.bsf)
                         .arg(&mut b.cand_d)
                         .arg(&mut b.cand_i)

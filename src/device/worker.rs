@@ -431,11 +431,8 @@ impl Device {
         let module = match self.modules.get(file.name) {
             Some(m) => m.clone(),
             None => {
-                let ptx = kernels::ptx_for(
-                    file,
-                    self.info.compute_capability,
-                    self.info.driver_version,
-                )?;
+                let ptx =
+                    kernels::ptx_for(file, self.info.compute_capability, self.info.driver_version)?;
                 let m = self
                     .ctx
                     .load_module(Ptx::from_src(ptx.as_str()))

@@ -30,15 +30,14 @@ impl PairSearch for BruteForce<'_> {
             .filter(|&i| allowed[i])
             .map(|i| {
                 let mut best: Option<Motif> = None;
-                for j in (i + self.exclusion + 1)..n {
-                    if allowed[j] {
-                        let m = Motif {
-                            i,
-                            j,
-                            distance: self.subs.distance(i, j),
-                        };
-                        best = Motif::best(best, Some(m));
-                    }
+                let first = (i + self.exclusion + 1).min(n);
+                for (j, _) in allowed.iter().enumerate().skip(first).filter(|p| *p.1) {
+                    let m = Motif {
+                        i,
+                        j,
+                        distance: self.subs.distance(i, j),
+                    };
+                    best = Motif::best(best, Some(m));
                 }
                 best
             })

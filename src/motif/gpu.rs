@@ -115,7 +115,9 @@ impl<'s> GpuMotifSearch<'s> {
                 .total_cmp(&row0[b as usize])
                 .then(a.cmp(&b))
         });
-        self.worker.motif_set_order(Arc::new(order), rank.clone()).wait()?;
+        self.worker
+            .motif_set_order(Arc::new(order), rank.clone())
+            .wait()?;
         self.reference0 = Some(refs[rank[0] as usize]);
         self.row0 = row0;
         Ok(())
@@ -182,7 +184,11 @@ impl<'s> GpuMotifSearch<'s> {
         let c = self.worker.motif_candidates().wait()?;
         earlier.pairs.extend(c.pairs);
         earlier.distances += valid_pairs(allowed, self.cfg.exclusion);
-        Ok((self.resolve(&earlier.pairs, report.bsf), report.overflow, earlier))
+        Ok((
+            self.resolve(&earlier.pairs, report.bsf),
+            report.overflow,
+            earlier,
+        ))
     }
 }
 
@@ -197,7 +203,8 @@ impl PairSearch for GpuMotifSearch<'_> {
         let mask = Arc::new(allowed.iter().map(|&a| u8::from(a)).collect::<Vec<u8>>());
         let excl = self.cfg.exclusion as u32;
         let (best, method, overflow, c) = if self.reference0.is_none() {
-            let (b, o, c) = self.profile(allowed, &mask, f64::INFINITY, MotifCandidates::default())?;
+            let (b, o, c) =
+                self.profile(allowed, &mask, f64::INFINITY, MotifCandidates::default())?;
             (b, Method::MatrixProfile, o, c)
         } else {
             let init = self.initial_bsf(allowed);
@@ -213,10 +220,17 @@ impl PairSearch for GpuMotifSearch<'_> {
             let switch = self.cfg.method == MethodChoice::Auto
                 && self.worker.motif_mk_remaining(limit, major).wait()? > pairs / MK_TO_PROFILE;
             if switch {
-                tracing::info!("MK pruning is weak on this series; switching to the matrix profile.");
+                tracing::info!(
+                    "MK pruning is weak on this series; switching to the matrix profile."
+                );
                 let mk = self.worker.motif_candidates().wait()?;
                 let (b, o, c) = self.profile(allowed, &mask, report.bsf, mk)?;
-                (Motif::best(b, init), Method::MatrixProfile, o || report.overflow, c)
+                (
+                    Motif::best(b, init),
+                    Method::MatrixProfile,
+                    o || report.overflow,
+                    c,
+                )
             } else {
                 let (mut o, mut block) = (1 + major, FIRST_BLOCK);
                 while report.open && !report.overflow && o < len {
@@ -227,10 +241,13 @@ impl PairSearch for GpuMotifSearch<'_> {
                     block = block.saturating_mul(2);
                 }
                 let c = self.worker.motif_candidates().wait()?;
-                let best = Motif::best(self.resolve(&c.pairs, report.bsf), init.map(|m| Motif {
-                    distance: self.subs.distance(m.i, m.j),
-                    ..m
-                }));
+                let best = Motif::best(
+                    self.resolve(&c.pairs, report.bsf),
+                    init.map(|m| Motif {
+                        distance: self.subs.distance(m.i, m.j),
+                        ..m
+                    }),
+                );
                 (best, Method::Mk, report.overflow, c)
             }
         };
@@ -238,10 +255,13 @@ impl PairSearch for GpuMotifSearch<'_> {
             tracing::warn!(
                 "More than a million near-tied motif candidates on the GPU; redoing this search with CPU MK."
             );
-            let (b, _, s) = Mk::new(self.subs, &MotifConfig {
-                method: MethodChoice::Mk,
-                ..self.cfg.clone()
-            })
+            let (b, _, s) = Mk::new(
+                self.subs,
+                &MotifConfig {
+                    method: MethodChoice::Mk,
+                    ..self.cfg.clone()
+                },
+            )
             .best_pair(allowed)?;
             return Ok((b, Method::Mk, s));
         }

@@ -32,7 +32,7 @@ use rayon::prelude::*;
 
 use super::profile::MatrixProfile;
 use super::{
-    Method, MethodChoice, MotifConfig, Motif, MotifError, PairSearch, SearchStats, Subsequences,
+    Method, MethodChoice, Motif, MotifConfig, MotifError, PairSearch, SearchStats, Subsequences,
     valid_pairs,
 };
 

@@ -240,9 +240,7 @@ pub fn validate(n: usize, cfg: &MotifConfig) -> Result<(), MotifError> {
         return Err(MotifError::Zero { what: "top_k" });
     }
     if cfg.references == 0 {
-        return Err(MotifError::Zero {
-            what: "references",
-        });
+        return Err(MotifError::Zero { what: "references" });
     }
     let needed = cfg.m + cfg.exclusion + 1;
     if n < needed {
@@ -366,7 +364,10 @@ mod tests {
     #[test]
     fn bad_configs_are_errors() {
         let mut c = MotifConfig::new(1);
-        assert!(matches!(validate(100, &c), Err(MotifError::MTooShort { m: 1 })));
+        assert!(matches!(
+            validate(100, &c),
+            Err(MotifError::MTooShort { m: 1 })
+        ));
         c = MotifConfig::new(10);
         let e = validate(12, &c).unwrap_err().to_string();
         assert!(e.contains("12 samples"), "{e}");

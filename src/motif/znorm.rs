@@ -134,7 +134,12 @@ mod tests {
             w.map(|v| (v - mu) / sd)
         };
         let (p, q) = (z([1.0, 2.0, 3.0]), z([1.0, 1.0, 2.0]));
-        let want = p.iter().zip(&q).map(|(a, b)| (a - b).powi(2)).sum::<f64>().sqrt();
+        let want = p
+            .iter()
+            .zip(&q)
+            .map(|(a, b)| (a - b).powi(2))
+            .sum::<f64>()
+            .sqrt();
         assert!((s.distance(2, 1) - want).abs() < 1e-12);
         assert_eq!(s.distance(2, 1).to_bits(), s.distance(1, 2).to_bits());
     }

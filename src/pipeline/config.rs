@@ -298,9 +298,57 @@ pub struct SummaryConfig {
     pub window: String,
 }
 
+/// `[stages.<name>]` with `kind = "motif"`: exact top-k motifs of one channel of each sensor
+/// window (`synfire motif`'s options).
+#[derive(Clone, Debug, Deserialize)]
+pub struct MotifStageConfig {
+    /// The window it reads.
+    pub window: String,
+    /// Subsequence length, samples (≥ 2).
+    pub m: usize,
+    /// Exclusion zone = ceil(m / exclusion_denom) (default 4).
+    #[serde(default = "default_exclusion_denom")]
+    pub exclusion_denom: usize,
+    /// Non-overlapping motifs per window (default 1).
+    #[serde(default = "one")]
+    pub top_k: usize,
+    /// The channel searched (0-based, default 0).
+    #[serde(default)]
+    pub channel: usize,
+    /// Exact path (default `auto`).
+    #[serde(default)]
+    pub method: crate::motif::MethodChoice,
+    /// Where to search (default `auto`).
+    #[serde(default)]
+    pub device: DeviceChoice,
+}
+
+fn default_exclusion_denom() -> usize {
+    4
+}
+
+fn one() -> usize {
+    1
+}
+
+impl MotifStageConfig {
+    /// The search configuration.
+    #[must_use]
+    pub fn motif(&self) -> crate::motif::MotifConfig {
+        crate::motif::MotifConfig {
+            exclusion: crate::motif::default_exclusion(self.m, self.exclusion_denom),
+            top_k: self.top_k,
+            method: self.method,
+            ..crate::motif::MotifConfig::new(self.m)
+        }
+    }
+}
+
 /// A stage.
 #[derive(Clone, Debug)]
 pub enum StageConfig {
+    /// Exact motifs of sensor windows.
+    Motif(MotifStageConfig),
     /// Frequent-episode mining.
     Episodes(EpisodesConfig),
     /// Sensor summary.
@@ -314,6 +362,7 @@ impl StageConfig {
         match self {
             Self::Episodes(e) => &e.window,
             Self::Summary(s) => &s.window,
+            Self::Motif(s) => &s.window,
         }
     }
 
@@ -322,7 +371,7 @@ impl StageConfig {
     pub fn input(&self) -> StreamKind {
         match self {
             Self::Episodes(_) => StreamKind::Spikes,
-            Self::Summary(_) => StreamKind::Sensor,
+            Self::Summary(_) | Self::Motif(_) => StreamKind::Sensor,
         }
     }
 }
@@ -542,12 +591,14 @@ impl PipelineConfig {
         let mut stages = BTreeMap::new();
         for (name, mut t) in sections(&mut root, "stages", &mut errors) {
             let p = format!("stages.{name}");
-            let Some(kind) = take_kind(&mut t, &p, &["episodes", "summary"], &mut errors) else {
+            let Some(kind) = take_kind(&mut t, &p, &["episodes", "summary", "motif"], &mut errors)
+            else {
                 continue;
             };
             let v = toml::Value::Table(t);
             let s = match kind.as_str() {
                 "episodes" => typed(v, &p, &mut errors).map(StageConfig::Episodes),
+                "motif" => typed(v, &p, &mut errors).map(StageConfig::Motif),
                 _ => typed(v, &p, &mut errors).map(StageConfig::Summary),
             };
             if let Some(s) = s {
@@ -777,6 +828,33 @@ impl PipelineConfig {
                                 ),
                             );
                         }
+                    }
+                }
+            }
+            if let StageConfig::Motif(mc) = s {
+                if mc.m < 2 {
+                    err(
+                        format!("{p}.m"),
+                        format!("must be at least 2, got {}", mc.m),
+                    );
+                }
+                if mc.exclusion_denom == 0 {
+                    err(format!("{p}.exclusion_denom"), "must be at least 1".into());
+                }
+                if mc.top_k == 0 {
+                    err(format!("{p}.top_k"), "must be at least 1".into());
+                }
+                if let Some(len) = self.windows.get(s.window()).and_then(|w| w.length_samples) {
+                    let needed = mc.motif().m + mc.motif().exclusion + 1;
+                    if len < needed as u64 {
+                        err(
+                            format!("{p}.m"),
+                            format!(
+                                "m = {} needs windows of at least {needed} samples; window `{}` has {len}",
+                                mc.m,
+                                s.window()
+                            ),
+                        );
                     }
                 }
             }

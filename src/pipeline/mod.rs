@@ -191,6 +191,11 @@ fn build_stage(config: &StageConfig) -> Result<Box<dyn Stage>> {
             )?)
         }
         StageConfig::Summary(_) => Box::new(stage::summary::SummaryStage),
+        StageConfig::Motif(mc) => Box::new(stage::motif::MotifStage::new(
+            mc.motif(),
+            mc.channel,
+            mc.device,
+        )),
     })
 }
 

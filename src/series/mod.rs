@@ -10,11 +10,15 @@
 //! | `x.csv`, `x.csv:2`, `x.csv:voltage`    | a CSV column, by 0-based index or header name (default: the only column) |
 //! | `file.nwb:/acquisition/...`            | an HDF5/NWB dataset, or the `data` of a `TimeSeries` group |
 //!
+//! Collections of labelled series (UCR/UEA `.ts`, `.tsv`, `.txt`, and `.npy` batches) come
+//! from [`ucr::read_dataset`].
+//!
 //! `NaN` and `nan` are accepted in text and CSV and kept (the stages document what they do
 //! with missing samples); anything else that is not a number is an error naming the file,
 //! the line and the text.
 
 pub mod npy;
+pub mod ucr;
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -22,6 +26,7 @@ use std::path::{Path, PathBuf};
 use crate::ingest::IngestError;
 
 pub use npy::Array;
+pub use ucr::{Dataset, Series, read_dataset};
 
 /// Errors of the series readers. Every message names the input.
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +87,9 @@ pub enum SeriesError {
     #[error(transparent)]
     Hdf5(#[from] IngestError),
     /// A collection of series whose lengths differ where equal lengths are required.
-    #[error("{input}: series {index} has {len} samples, series 0 has {expected}; equal lengths are required")]
+    #[error(
+        "{input}: series {index} has {len} samples, series 0 has {expected}; equal lengths are required"
+    )]
     Ragged {
         /// The input spec.
         input: String,
@@ -237,35 +244,35 @@ pub fn read_csv_column(path: &Path, column: Option<&str>) -> Result<Vec<f64>, Se
     let first = first.map_err(|e| parse_err(1, e))?;
     let header = first.iter().any(|f| parse_value(f).is_none());
     let names: Vec<String> = first.iter().map(str::to_owned).collect();
-    let col = match column {
-        None if names.len() == 1 => 0,
-        None => {
-            return Err(SeriesError::Column {
-                path: path.into(),
-                column: String::new(),
-                message: format!(
-                    "the file has {} columns; name one as `{}:COLUMN` (index or header)",
-                    names.len(),
-                    path.display()
-                ),
-            });
-        }
-        Some(c) => match c.parse::<usize>() {
-            Ok(i) if i < names.len() => i,
-            _ => names
-                .iter()
-                .position(|n| header && n == c)
-                .ok_or_else(|| SeriesError::Column {
+    let col =
+        match column {
+            None if names.len() == 1 => 0,
+            None => {
+                return Err(SeriesError::Column {
                     path: path.into(),
-                    column: c.into(),
-                    message: if header {
-                        format!("the header has {names:?}")
-                    } else {
-                        format!("the file has {} columns and no header", names.len())
-                    },
+                    column: String::new(),
+                    message: format!(
+                        "the file has {} columns; name one as `{}:COLUMN` (index or header)",
+                        names.len(),
+                        path.display()
+                    ),
+                });
+            }
+            Some(c) => match c.parse::<usize>() {
+                Ok(i) if i < names.len() => i,
+                _ => names.iter().position(|n| header && n == c).ok_or_else(|| {
+                    SeriesError::Column {
+                        path: path.into(),
+                        column: c.into(),
+                        message: if header {
+                            format!("the header has {names:?}")
+                        } else {
+                            format!("the file has {} columns and no header", names.len())
+                        },
+                    }
                 })?,
-        },
-    };
+            },
+        };
     let mut values = Vec::new();
     let mut push = |record: &csv::StringRecord, line: usize| -> Result<(), SeriesError> {
         let field = record.get(col).ok_or_else(|| SeriesError::Parse {
@@ -319,9 +326,15 @@ mod tests {
             SeriesSpec::parse("a.csv:volts"),
             SeriesSpec::Csv("a.csv".into(), Some("volts".into()))
         );
-        assert_eq!(SeriesSpec::parse("a.csv"), SeriesSpec::Csv("a.csv".into(), None));
+        assert_eq!(
+            SeriesSpec::parse("a.csv"),
+            SeriesSpec::Csv("a.csv".into(), None)
+        );
         assert_eq!(SeriesSpec::parse("a.NPY"), SeriesSpec::Npy("a.NPY".into()));
-        assert_eq!(SeriesSpec::parse("C:x.txt"), SeriesSpec::Text("C:x.txt".into()));
+        assert_eq!(
+            SeriesSpec::parse("C:x.txt"),
+            SeriesSpec::Text("C:x.txt".into())
+        );
     }
 
     #[test]

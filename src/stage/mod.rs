@@ -8,6 +8,7 @@
 //! later issues (motif, soft-DTW, shapelets, SING) implement the same trait.
 
 pub mod episodes;
+pub mod motif;
 pub mod summary;
 
 use std::sync::Arc;
@@ -57,6 +58,9 @@ pub enum StageError {
     /// The window's events break a stream invariant.
     #[error(transparent)]
     Event(#[from] crate::event::EventError),
+    /// The stage's options do not fit the window (e.g. a channel it does not have).
+    #[error("{0}")]
+    Config(String),
 }
 
 /// What runs on each window.

@@ -109,7 +109,13 @@ pub fn motif(args: &MotifArgs) -> Result<()> {
                 r.stats.seconds
             );
             for (k, m) in r.motifs.iter().enumerate() {
-                println!("{:>3}  i = {:>9}  j = {:>9}  distance = {:.9}", k + 1, m.i, m.j, m.distance);
+                println!(
+                    "{:>3}  i = {:>9}  j = {:>9}  distance = {:.9}",
+                    k + 1,
+                    m.i,
+                    m.j,
+                    m.distance
+                );
             }
         }
     }
@@ -198,7 +204,11 @@ pub fn bench(args: &BenchMotifArgs) -> Result<()> {
                 continue;
             }
             let configs: Vec<MethodChoice> = if device == DeviceChoice::Gpu {
-                vec![MethodChoice::Auto, MethodChoice::Mk, MethodChoice::MatrixProfile]
+                vec![
+                    MethodChoice::Auto,
+                    MethodChoice::Mk,
+                    MethodChoice::MatrixProfile,
+                ]
             } else {
                 vec![MethodChoice::Auto]
             };
@@ -241,7 +251,12 @@ pub fn bench(args: &BenchMotifArgs) -> Result<()> {
                         (a.i, a.j) == (b.i, b.j)
                             && (a.distance - b.distance).abs() <= 1e-6 * b.distance.max(1e-12)
                     }) && r.motifs.len() == want.motifs.len();
-                    anyhow::ensure!(same, "{name}: {:?} differs from the reference {:?}", r.motifs, want.motifs);
+                    anyhow::ensure!(
+                        same,
+                        "{name}: {:?} differs from the reference {:?}",
+                        r.motifs,
+                        want.motifs
+                    );
                     "yes"
                 } else {
                     "-"

@@ -1,0 +1,157 @@
+//! Exact motifs of each sensor window (`kind = "motif"`): the top-k closest pairs of
+//! z-normalised subsequences of one channel, by [`crate::motif::find_motifs`] (MK or the matrix
+//! profile, CPU or GPU; the GPU's device thread is the process-wide one and outlives windows).
+
+use serde_json::{Map, Value, json};
+
+use super::{Stage, StageError, StreamKind};
+use crate::episode::DeviceChoice;
+use crate::motif::{MotifConfig, find_motifs};
+use crate::window::{Window, WindowData};
+
+/// The motif stage.
+#[derive(Debug)]
+pub struct MotifStage {
+    cfg: MotifConfig,
+    channel: usize,
+    device: DeviceChoice,
+}
+
+impl MotifStage {
+    /// Searches channel `channel` of each window with `cfg` on `device`.
+    #[must_use]
+    pub fn new(cfg: MotifConfig, channel: usize, device: DeviceChoice) -> Self {
+        Self {
+            cfg,
+            channel,
+            device,
+        }
+    }
+}
+
+impl Stage for MotifStage {
+    fn input(&self) -> StreamKind {
+        StreamKind::Sensor
+    }
+
+    /// Fields: `channel`, `m`, `exclusion`, `method`, `device`, and `motifs`, each with
+    /// `i`, `j` (window-relative subsequence starts), `start_i`, `start_j` (stream sample
+    /// numbers) and `distance`. A window with too few samples gives an empty list and a
+    /// `reason`.
+    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
+        let WindowData::Samples {
+            channels,
+            values,
+            start_sample,
+            ..
+        } = &window.data
+        else {
+            return Err(StageError::WrongInput {
+                expected: StreamKind::Sensor,
+                got: StreamKind::Spikes,
+            });
+        };
+        let ch = (*channels).max(1);
+        if self.channel >= ch {
+            return Err(StageError::Config(format!(
+                "channel {} requested, the window has {ch}",
+                self.channel
+            )));
+        }
+        let x: Vec<f64> = values
+            .iter()
+            .skip(self.channel)
+            .step_by(ch)
+            .copied()
+            .collect();
+        let mut m = Map::new();
+        m.insert("channel".into(), Value::from(self.channel));
+        m.insert("m".into(), Value::from(self.cfg.m));
+        m.insert("exclusion".into(), Value::from(self.cfg.exclusion));
+        match find_motifs(&x, &self.cfg, self.device) {
+            Ok(r) => {
+                m.insert("method".into(), Value::from(r.method.as_str()));
+                m.insert("device".into(), Value::from(r.device));
+                let motifs: Vec<Value> = r
+                    .motifs
+                    .iter()
+                    .map(|p| {
+                        json!({"i": p.i, "j": p.j, "start_i": start_sample + p.i as u64,
+                               "start_j": start_sample + p.j as u64, "distance": p.distance})
+                    })
+                    .collect();
+                m.insert("motifs".into(), Value::from(motifs));
+            }
+            Err(crate::motif::MotifError::Device(e)) => return Err(e.into()),
+            Err(e) => {
+                m.insert("motifs".into(), Value::Array(Vec::new()));
+                m.insert("reason".into(), Value::from(e.to_string()));
+            }
+        }
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    fn window(values: Vec<f64>, channels: usize) -> Window {
+        Window {
+            window: Arc::from("w"),
+            source: Arc::from("s"),
+            index: 0,
+            start_s: 0.0,
+            end_s: 1.0,
+            complete: true,
+            late: 0,
+            dropped: 0,
+            closed_at: Instant::now(),
+            data: WindowData::Samples {
+                channels,
+                values,
+                rate_hz: 100.0,
+                start_sample: 1000,
+            },
+        }
+    }
+
+    #[test]
+    fn finds_the_brute_force_motif_of_the_chosen_channel() {
+        // Channel 1: bumps at 10 and 60 on random noise; channel 0: a ramp.
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let n = 100;
+        let mut v = vec![0.0; 2 * n];
+        for t in 0..n {
+            v[2 * t] = t as f64;
+            let bump = |c: usize| {
+                if (c..c + 8).contains(&t) {
+                    ((t - c) as f64 - 3.5).powi(2)
+                } else {
+                    0.0
+                }
+            };
+            v[2 * t + 1] = bump(10) + bump(60) + rng.random_range(0.0..0.1);
+        }
+        let mut cfg = MotifConfig::new(8);
+        cfg.method = crate::motif::MethodChoice::BruteForce;
+        let x: Vec<f64> = v.iter().skip(1).step_by(2).copied().collect();
+        let want = find_motifs(&x, &cfg, DeviceChoice::Cpu).unwrap().motifs[0];
+        let mut s = MotifStage::new(MotifConfig::new(8), 1, DeviceChoice::Cpu);
+        let out = s.process(&window(v, 2)).unwrap();
+        let got = &out["motifs"][0];
+        assert_eq!(
+            (got["i"].as_u64(), got["j"].as_u64()),
+            (Some(want.i as u64), Some(want.j as u64))
+        );
+        assert_eq!(got["start_i"].as_u64(), Some(1000 + want.i as u64));
+        // Channel 0 (a ramp) would give distance 0: every window of a ramp z-normalises alike.
+        assert!(got["distance"].as_f64().unwrap() > 0.0);
+        let short = s.process(&window(vec![1.0; 10], 2)).unwrap();
+        assert!(short["reason"].as_str().unwrap().contains("samples"));
+        assert!(s.process(&window(vec![1.0; 10], 1)).is_err());
+    }
+}
