@@ -83,13 +83,34 @@ pub(crate) struct MotifBuffers {
     dp: Option<CudaSlice<f64>>,
     order: Option<CudaSlice<u32>>,
     len: u32,
-    bsf: CudaSlice<u64>,
-    cand_d: CudaSlice<f64>,
-    cand_i: CudaSlice<u32>,
-    cand_j: CudaSlice<u32>,
-    cand_count: CudaSlice<u32>,
-    flags: CudaSlice<u32>,
+    offers: Offers,
     counters: CudaSlice<u64>,
+}
+
+/// The BSF and the candidate list every search kernel offers pairs to (`synfire_offer` in
+/// `kernels/motif.cu`).
+struct Offers {
+    bsf: CudaSlice<u64>,
+    d: CudaSlice<f64>,
+    i: CudaSlice<u32>,
+    j: CudaSlice<u32>,
+    count: CudaSlice<u32>,
+    cap: u32,
+    flags: CudaSlice<u32>,
+}
+
+impl Offers {
+    /// Pushes the kernel arguments `bsf u64* [1], cand_d f64* [cap], cand_i, cand_j u32* [cap],
+    /// cand_count u32* [1], cap u32, flags u32* [2]`, in that order.
+    fn push<'a>(&'a mut self, l: &mut cudarc::driver::LaunchArgs<'a>) {
+        l.arg(&mut self.bsf)
+            .arg(&mut self.d)
+            .arg(&mut self.i)
+            .arg(&mut self.j)
+            .arg(&mut self.count)
+            .arg(&self.cap)
+            .arg(&mut self.flags);
+    }
 }
 
 fn drv(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> DeviceError {
@@ -140,12 +161,15 @@ impl GpuWorker {
                 dp: None,
                 order: None,
                 len: 0,
-                bsf: st.alloc_zeros::<u64>(1).map_err(&alloc)?,
-                cand_d: st.alloc_zeros::<f64>(CANDIDATE_CAPACITY).map_err(&alloc)?,
-                cand_i: st.alloc_zeros::<u32>(CANDIDATE_CAPACITY).map_err(&alloc)?,
-                cand_j: st.alloc_zeros::<u32>(CANDIDATE_CAPACITY).map_err(&alloc)?,
-                cand_count: st.alloc_zeros::<u32>(1).map_err(&alloc)?,
-                flags: st.alloc_zeros::<u32>(2).map_err(&alloc)?,
+                offers: Offers {
+                    bsf: st.alloc_zeros::<u64>(1).map_err(&alloc)?,
+                    d: st.alloc_zeros::<f64>(CANDIDATE_CAPACITY).map_err(&alloc)?,
+                    i: st.alloc_zeros::<u32>(CANDIDATE_CAPACITY).map_err(&alloc)?,
+                    j: st.alloc_zeros::<u32>(CANDIDATE_CAPACITY).map_err(&alloc)?,
+                    count: st.alloc_zeros::<u32>(1).map_err(&alloc)?,
+                    cap: CANDIDATE_CAPACITY as u32,
+                    flags: st.alloc_zeros::<u32>(2).map_err(&alloc)?,
+                },
                 counters: st.alloc_zeros::<u64>(2).map_err(&alloc)?,
             };
             d.motif = Some(bufs);
@@ -263,11 +287,12 @@ impl GpuWorker {
             let b = buffers(d)?;
             st.memcpy_htod(&allowed[..], &mut b.allowed)
                 .map_err(drv("cuMemcpyHtoD"))?;
-            st.memcpy_htod(&[bsf.to_bits()], &mut b.bsf)
+            st.memcpy_htod(&[bsf.to_bits()], &mut b.offers.bsf)
                 .map_err(drv("cuMemcpyHtoD"))?;
-            st.memset_zeros(&mut b.cand_count)
+            st.memset_zeros(&mut b.offers.count)
                 .map_err(drv("cuMemsetD8"))?;
-            st.memset_zeros(&mut b.flags).map_err(drv("cuMemsetD8"))?;
+            st.memset_zeros(&mut b.offers.flags)
+                .map_err(drv("cuMemsetD8"))?;
             st.memset_zeros(&mut b.counters)
                 .map_err(drv("cuMemsetD8"))?;
             st.synchronize().map_err(drv("cuStreamSynchronize"))
@@ -285,8 +310,8 @@ impl GpuWorker {
                     "motif_mk_sweep before the order".into(),
                 ));
             };
-            st.memset_zeros(&mut b.flags).map_err(drv("cuMemsetD8"))?;
-            let cap = CANDIDATE_CAPACITY as u32;
+            st.memset_zeros(&mut b.offers.flags)
+                .map_err(drv("cuMemsetD8"))?;
             let start = st
                 .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(drv("cuEventRecord"))?;
@@ -298,14 +323,8 @@ impl GpuWorker {
                 .arg(&b.allowed);
             l.arg(&exclusion).arg(&o_begin).arg(&o_end);
             l.arg(&b.x).arg(&b.mean).arg(&b.inv_std).arg(&b.m);
-            l.arg(&mut b.bsf)
-                .arg(&mut b.cand_d)
-                .arg(&mut b.cand_i)
-                .arg(&mut b.cand_j)
-                .arg(&mut b.cand_count)
-                .arg(&cap)
-                .arg(&mut b.flags)
-                .arg(&mut b.counters);
+            b.offers.push(&mut l);
+            l.arg(&mut b.counters);
             // SAFETY: matches `motif_mk_sweep` (dp f64* [r*len], r, len u32, order u32* [len],
             // allowed u8* [N], exclusion, o_begin, o_end u32, x f64* [n], mean, inv_std f64*
             // [N], m i32, bsf u64* [1], cand_d f64* [cap], cand_i, cand_j u32* [cap],
@@ -356,7 +375,6 @@ impl GpuWorker {
             let state_d = st.clone_htod(&state[..]).map_err(drv("cuMemcpyHtoD"))?;
             let first = exclusion + 1;
             let diagonals = b.n_sub.saturating_sub(first);
-            let cap = CANDIDATE_CAPACITY as u32;
             let tile = tile.max(1);
             let start = st
                 .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
@@ -375,13 +393,7 @@ impl GpuWorker {
                         .arg(&first)
                         .arg(&tile)
                         .arg(&offset_rows);
-                    l.arg(&mut b.bsf)
-                        .arg(&mut b.cand_d)
-                        .arg(&mut b.cand_i)
-                        .arg(&mut b.cand_j)
-                        .arg(&mut b.cand_count)
-                        .arg(&cap)
-                        .arg(&mut b.flags);
+                    b.offers.push(&mut l);
                     let cfg = LaunchConfig {
                         grid_dim: (threads.div_ceil(PROFILE_BLOCK), ys, 1),
                         block_dim: (PROFILE_BLOCK, 1, 1),
@@ -406,19 +418,21 @@ impl GpuWorker {
         self.run(move |d| {
             let st = d.stream.clone();
             let b = buffers(d)?;
-            let count = st.clone_dtoh(&b.cand_count).map_err(drv("cuMemcpyDtoH"))?[0] as usize;
+            let count = st
+                .clone_dtoh(&b.offers.count)
+                .map_err(drv("cuMemcpyDtoH"))?[0] as usize;
             let count = count.min(CANDIDATE_CAPACITY);
             let counters = st.clone_dtoh(&b.counters).map_err(drv("cuMemcpyDtoH"))?;
             let mut pairs = Vec::with_capacity(count);
             if count > 0 {
                 let dd = st
-                    .clone_dtoh(&b.cand_d.slice(..count))
+                    .clone_dtoh(&b.offers.d.slice(..count))
                     .map_err(drv("cuMemcpyDtoH"))?;
                 let ii = st
-                    .clone_dtoh(&b.cand_i.slice(..count))
+                    .clone_dtoh(&b.offers.i.slice(..count))
                     .map_err(drv("cuMemcpyDtoH"))?;
                 let jj = st
-                    .clone_dtoh(&b.cand_j.slice(..count))
+                    .clone_dtoh(&b.offers.j.slice(..count))
                     .map_err(drv("cuMemcpyDtoH"))?;
                 for k in 0..count {
                     pairs.push((dd[k], ii[k], jj[k]));
@@ -439,8 +453,10 @@ fn report(
     start: &cudarc::driver::CudaEvent,
     end: &cudarc::driver::CudaEvent,
 ) -> Result<SweepReport, DeviceError> {
-    let flags = st.clone_dtoh(&b.flags).map_err(drv("cuMemcpyDtoH"))?;
-    let bsf = st.clone_dtoh(&b.bsf).map_err(drv("cuMemcpyDtoH"))?;
+    let flags = st
+        .clone_dtoh(&b.offers.flags)
+        .map_err(drv("cuMemcpyDtoH"))?;
+    let bsf = st.clone_dtoh(&b.offers.bsf).map_err(drv("cuMemcpyDtoH"))?;
     let kernel_ms = f64::from(start.elapsed_ms(end).map_err(drv("cuEventElapsedTime"))?);
     Ok(SweepReport {
         bsf: f64::from_bits(bsf[0]),

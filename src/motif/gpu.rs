@@ -143,15 +143,13 @@ impl<'s> GpuMotifSearch<'s> {
 
     fn resolve(&self, candidates: &[(f64, u32, u32)], bsf: f64) -> Option<Motif> {
         let cut = bsf + 1e-7 * (1.0 + bsf);
-        candidates
-            .iter()
-            .filter(|c| c.0 <= cut)
-            .map(|&(_, i, j)| Motif {
-                i: i as usize,
-                j: j as usize,
-                distance: self.subs.distance(i as usize, j as usize),
-            })
-            .fold(None, |a, m| Motif::best(a, Some(m)))
+        super::best_exact(
+            self.subs,
+            candidates
+                .iter()
+                .filter(|c| c.0 <= cut)
+                .map(|&(_, i, j)| (i as usize, j as usize)),
+        )
     }
 
     fn profile(

@@ -274,6 +274,22 @@ pub trait PairSearch {
     }
 }
 
+/// The best of `pairs` by the exact distance ([`Subsequences::distance`]), then `(i, j)`:
+/// how the fast paths settle their near-tied candidates.
+pub(crate) fn best_exact(
+    subs: &Subsequences<'_>,
+    pairs: impl IntoIterator<Item = (usize, usize)>,
+) -> Option<Motif> {
+    pairs
+        .into_iter()
+        .map(|(i, j)| Motif {
+            i: i.min(j),
+            j: i.max(j),
+            distance: subs.distance(i, j),
+        })
+        .fold(None, |acc, m| Motif::best(acc, Some(m)))
+}
+
 /// Valid pairs among `allowed` outside the exclusion zone (for [`SearchStats::pairs`]).
 #[must_use]
 pub fn valid_pairs(allowed: &[bool], exclusion: usize) -> u64 {

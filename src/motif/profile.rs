@@ -82,15 +82,13 @@ impl Candidates {
     /// The exact winner: candidates within the tolerance re-evaluated directly.
     pub(crate) fn resolve(&self, subs: &Subsequences<'_>) -> Option<Motif> {
         let cut = self.best + self.tolerance;
-        self.pairs
-            .iter()
-            .filter(|p| p.0 <= cut)
-            .map(|&(_, i, j)| Motif {
-                i,
-                j,
-                distance: subs.distance(i, j),
-            })
-            .fold(None, |acc, m| Motif::best(acc, Some(m)))
+        super::best_exact(
+            subs,
+            self.pairs
+                .iter()
+                .filter(|p| p.0 <= cut)
+                .map(|&(_, i, j)| (i, j)),
+        )
     }
 }
 

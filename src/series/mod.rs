@@ -301,20 +301,19 @@ pub fn read_csv_column(path: &Path, column: Option<&str>) -> Result<Vec<f64>, Se
     Ok(values)
 }
 
+/// Writes `text` to a file `name` in a fresh temporary directory (kept alive by the guard).
+#[cfg(test)]
+pub(crate) fn test_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_file as file;
     use super::*;
-    use std::io::Write;
-
-    fn file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(name);
-        std::fs::File::create(&path)
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        (dir, path)
-    }
 
     #[test]
     fn specs_parse_by_extension_and_suffix() {

@@ -434,18 +434,7 @@ fn read_npy(path: &Path) -> Result<Dataset, SeriesError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-    use std::path::PathBuf;
-
-    fn file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(name);
-        std::fs::File::create(&path)
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        (dir, path)
-    }
+    use crate::series::test_file as file;
 
     #[test]
     fn ucr2015_text_whitespace_and_commas() {

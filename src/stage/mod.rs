@@ -17,7 +17,57 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::{Map, Value};
 
-use crate::window::Window;
+use crate::window::{Window, WindowData};
+
+/// A sensor window's samples, as the sensor stages read them.
+#[derive(Clone, Copy, Debug)]
+pub struct Samples<'w> {
+    /// Stream index of the first sample.
+    pub start_sample: u64,
+    /// Channels per sample (≥ 1).
+    pub channels: usize,
+    /// Nominal sampling rate, Hz.
+    pub rate_hz: f64,
+    /// Sample-major values, shape `[samples, channels]`; NaN where missing.
+    pub values: &'w [f64],
+}
+
+impl Samples<'_> {
+    /// The samples of the window, or [`StageError::WrongInput`] for a spike window.
+    ///
+    /// # Errors
+    /// [`StageError::WrongInput`] when `window` holds spikes.
+    pub fn of(window: &Window) -> Result<Samples<'_>, StageError> {
+        match &window.data {
+            WindowData::Samples {
+                start_sample,
+                channels,
+                rate_hz,
+                values,
+            } => Ok(Samples {
+                start_sample: *start_sample,
+                channels: (*channels).max(1),
+                rate_hz: *rate_hz,
+                values,
+            }),
+            WindowData::Spikes { .. } => Err(StageError::WrongInput {
+                expected: StreamKind::Sensor,
+                got: StreamKind::Spikes,
+            }),
+        }
+    }
+
+    /// Channel `c`'s samples, shape `[samples]` (`c < channels`).
+    #[must_use]
+    pub fn channel(&self, c: usize) -> Vec<f64> {
+        self.values
+            .iter()
+            .skip(c)
+            .step_by(self.channels)
+            .copied()
+            .collect()
+    }
+}
 
 /// The kind of stream a source produces and a stage reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,10 +4,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Stage, StageError, StreamKind};
+use super::{Samples, Stage, StageError, StreamKind};
 use crate::episode::DeviceChoice;
 use crate::motif::{MotifConfig, find_motifs};
-use crate::window::{Window, WindowData};
+use crate::window::Window;
 
 /// The motif stage.
 #[derive(Debug)]
@@ -39,31 +39,15 @@ impl Stage for MotifStage {
     /// numbers) and `distance`. A window with too few samples gives an empty list and a
     /// `reason`.
     fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
-        let WindowData::Samples {
-            channels,
-            values,
-            start_sample,
-            ..
-        } = &window.data
-        else {
-            return Err(StageError::WrongInput {
-                expected: StreamKind::Sensor,
-                got: StreamKind::Spikes,
-            });
-        };
-        let ch = (*channels).max(1);
-        if self.channel >= ch {
+        let samples = Samples::of(window)?;
+        if self.channel >= samples.channels {
             return Err(StageError::Config(format!(
-                "channel {} requested, the window has {ch}",
-                self.channel
+                "channel {} requested, the window has {}",
+                self.channel, samples.channels
             )));
         }
-        let x: Vec<f64> = values
-            .iter()
-            .skip(self.channel)
-            .step_by(ch)
-            .copied()
-            .collect();
+        let start_sample = samples.start_sample;
+        let x = samples.channel(self.channel);
         let mut m = Map::new();
         m.insert("channel".into(), Value::from(self.channel));
         m.insert("m".into(), Value::from(self.cfg.m));
@@ -95,6 +79,7 @@ impl Stage for MotifStage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::window::WindowData;
     use std::sync::Arc;
     use std::time::Instant;
 

@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Stage, StageError, StreamKind};
-use crate::window::{Window, WindowData};
+use super::{Samples, Stage, StageError, StreamKind};
+use crate::window::Window;
 
 /// The summary stage.
 #[derive(Debug, Default)]
@@ -17,29 +17,13 @@ impl Stage for SummaryStage {
     }
 
     fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
-        let WindowData::Samples {
-            channels,
-            values,
-            rate_hz,
-            start_sample,
-        } = &window.data
-        else {
-            return Err(StageError::WrongInput {
-                expected: StreamKind::Sensor,
-                got: StreamKind::Spikes,
-            });
-        };
-        let ch = (*channels).max(1);
-        let per_channel: Vec<Value> = (0..ch)
+        let samples = Samples::of(window)?;
+        let per_channel: Vec<Value> = (0..samples.channels)
             .map(|c| {
-                let xs: Vec<f64> = values
-                    .iter()
-                    .skip(c)
-                    .step_by(ch)
-                    .copied()
-                    .filter(|v| !v.is_nan())
-                    .collect();
-                let missing = values.len() / ch - xs.len();
+                let mut xs = samples.channel(c);
+                let total = xs.len();
+                xs.retain(|v| !v.is_nan());
+                let missing = total - xs.len();
                 if xs.is_empty() {
                     return json!({"count": 0, "missing": missing});
                 }
@@ -52,8 +36,8 @@ impl Stage for SummaryStage {
             })
             .collect();
         let mut m = Map::new();
-        m.insert("start_sample".into(), Value::from(*start_sample));
-        m.insert("rate_hz".into(), Value::from(*rate_hz));
+        m.insert("start_sample".into(), Value::from(samples.start_sample));
+        m.insert("rate_hz".into(), Value::from(samples.rate_hz));
         m.insert("channels".into(), Value::from(per_channel));
         Ok(m)
     }
@@ -62,6 +46,7 @@ impl Stage for SummaryStage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::window::WindowData;
     use std::sync::Arc;
     use std::time::Instant;
 
