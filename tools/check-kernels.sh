@@ -11,3 +11,5 @@ for f in kernels/*.cu; do
 done
 g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-misleading-indentation -I. -o "${TMPDIR:-/tmp}/synfire-kernel-emulation" tools/kernel-emulation.cpp
 "${TMPDIR:-/tmp}/synfire-kernel-emulation"
+g++ -std=c++20 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -pthread -o "${TMPDIR:-/tmp}/synfire-softdtw-emulation" tools/softdtw-emulation.cpp
+"${TMPDIR:-/tmp}/synfire-softdtw-emulation"

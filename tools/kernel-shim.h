@@ -10,7 +10,7 @@
 #define __forceinline__ inline
 #define __restrict__
 struct synfire_dim3 { unsigned x, y, z; };
-static synfire_dim3 blockIdx, blockDim, threadIdx, gridDim;
+static thread_local synfire_dim3 blockIdx, blockDim, threadIdx, gridDim;
 inline double __longlong_as_double(unsigned long long v) { double d; std::memcpy(&d, &v, 8); return d; }
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
@@ -22,3 +22,12 @@ inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v)
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { auto o = *p; *p += v; return o; }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { auto o = *p; *p += v; return o; }
 inline double atomicAdd(double* p, double v) { auto o = *p; *p += v; return o; }
+// Built-ins of kernels/softdtw.cu.
+struct float2 { float x, y; };
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
+inline float __int_as_float(int v) { float f; std::memcpy(&f, &v, 4); return f; }
+inline int __float_as_int(float f) { int v; std::memcpy(&v, &f, 4); return v; }
+inline float atomicAdd(float* p, float v) { auto o = *p; *p += v; return o; }
+using std::exp2f;
+using std::log2f;
+using std::fmaf;

@@ -1,0 +1,452 @@
+// Soft-DTW on the GPU (src/softdtw/gpu.rs, src/device/softdtw.rs).
+//
+// Cuturi & Blondel 2017: R(i, j) = d(i, j) + softmin_g(R(i-1, j-1), R(i-1, j), R(i, j-1)),
+// d = squared Euclidean cost (fused: computed from the inputs, never stored), E from the
+// backward pass (their Algorithm 2) gives the gradients. Layout after the cuTimeWarp report
+// (papers/soft-dtw-gpu-cutimewarp.tex): the DP runs as an anti-diagonal wavefront, here *inside
+// a warp*: lane l owns ROWS consecutive rows of a strip of 32 * ROWS rows and handles column
+// j at step j + l, so the cell above arrives from lane l - 1 by one register shuffle per step
+// and the matrix is never stored. Rows longer than one strip are done strip by strip through a
+// boundary row (O(M) per warp). One long pair is tiled: tiles of 32 * ROWS rows by TILE_COLS
+// columns, one warp each, launched one tile anti-diagonal at a time; tile boundaries go through
+// three rotating row and column buffers (O(N + M)).
+//
+// Arithmetic: everything is scaled to base 2, r = R * log2(e) / gamma, so the soft-min is
+// mu - log2(1 + 2^(mu - b) + 2^(mu - c)) with the MUFU ex2/lg2 instructions on arguments that
+// are differences of neighbouring cells (exact enough in f32). Values keep r in f32 (relative
+// error ~ cells along the path * 2^-24). Gradients keep r in f64 (Acc = double): a weight of
+// the backward pass is 2^(mu - r_k) / sum, and f32 r of magnitude |R| / gamma would put an
+// error of ulp(|R| / gamma) into every weight (1e-3 at gamma = 0.01, |R| = 100). The forward
+// pass of the gradient kernel stores each cell's three incoming soft-min weights (8 bytes:
+// the two smaller ones, the largest as 1 - their sum, its index in the low mantissa bits of
+// the first), and the backward pass is then only multiply-adds:
+// E(i, j) = sum over successors s of E(s) * w_s(i, j), E(N, M) = 1.
+
+#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ float sdtw_ex2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+__device__ __forceinline__ float sdtw_lg2(float x) { float y; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+#define SDTW_SHFL_UP(v, k) __shfl_up_sync(0xffffffffu, (v), (k))
+#define SDTW_SHFL_DOWN(v, k) __shfl_down_sync(0xffffffffu, (v), (k))
+#define SDTW_SYNCWARP() __syncwarp()
+#else
+// Host builds (tools/check-kernels.sh): tools/softdtw-emulation.cpp defines the warp
+// primitives with 32 threads before including this file; the syntax check uses stand-ins.
+__device__ __forceinline__ float sdtw_ex2(float x) { return exp2f(x); }
+__device__ __forceinline__ float sdtw_lg2(float x) { return log2f(x); }
+#ifndef SDTW_SHFL_UP
+#define SDTW_SHFL_UP(v, k) (v)
+#define SDTW_SHFL_DOWN(v, k) (v)
+#define SDTW_SYNCWARP()
+#endif
+#endif
+
+#define SDTW_INF_F __int_as_float(0x7f800000)
+#define SDTW_INF_D __longlong_as_double(0x7ff0000000000000LL)
+
+typedef unsigned int sdtw_u32;
+typedef long long sdtw_i64;
+
+template <typename T> __device__ __forceinline__ T sdtw_inf();
+template <> __device__ __forceinline__ float sdtw_inf<float>() { return SDTW_INF_F; }
+template <> __device__ __forceinline__ double sdtw_inf<double>() { return SDTW_INF_D; }
+
+// Cell (i, j), 1-based, lies inside the Sakoe-Chiba band (|i M - j N| <= W min(N, M);
+// band < 0: no band). Same rule as softdtw::Band on the host.
+__device__ __forceinline__ bool sdtw_in_band(sdtw_i64 i, sdtw_i64 j, sdtw_i64 n, sdtw_i64 m,
+                                             sdtw_i64 band) {
+    if (band < 0) return true;
+    sdtw_i64 a = i * m - j * n;
+    if (a < 0) a = -a;
+    return a <= band * (n < m ? n : m);
+}
+
+// One soft-min step in base-2 units. Returns r(i, j); with W, also the three incoming
+// weights (diag, up, left), all 0 when the cell is unreachable.
+template <typename Acc, bool W>
+__device__ __forceinline__ Acc sdtw_cell(Acc diag, Acc up, Acc left, float cost, float* w) {
+    Acc mu = diag < up ? diag : up;
+    mu = mu < left ? mu : left;
+    if (!(mu < sdtw_inf<Acc>())) {
+        if (W) { w[0] = 0.f; w[1] = 0.f; w[2] = 0.f; }
+        return sdtw_inf<Acc>();
+    }
+    const float ed = sdtw_ex2((float)(mu - diag));
+    const float eu = sdtw_ex2((float)(mu - up));
+    const float el = sdtw_ex2((float)(mu - left));
+    const float s = ed + eu + el;  // >= 1: the minimum's term is exactly 1
+    if (W) {
+        const float inv = 1.0f / s;
+        w[0] = ed * inv; w[1] = eu * inv; w[2] = el * inv;
+    }
+    return (Acc)cost + mu - (Acc)sdtw_lg2(s);
+}
+
+// Packs three weights summing to 1 into 8 bytes: the two smaller ones exactly, the index of
+// the largest in the low two mantissa bits of the first (a relative change below 2^-21).
+__device__ __forceinline__ float2 sdtw_pack(const float* w) {
+    int big = 0;
+    if (w[1] > w[big]) big = 1;
+    if (w[2] > w[big]) big = 2;
+    const float a = big == 0 ? w[1] : w[0];
+    const float b = big == 2 ? w[1] : w[2];
+    // Unreachable cells (all weights 0) get index 3.
+    if (!(w[big] > 0.f)) big = 3;
+    const int bits = (__float_as_int(a) & ~3) | big;
+    return make_float2(__int_as_float(bits), b);
+}
+
+__device__ __forceinline__ void sdtw_unpack(float2 p, float* w) {
+    const int bits = __float_as_int(p.x);
+    const int big = bits & 3;
+    const float a = __int_as_float(bits & ~3);
+    const float b = p.y;
+    const float rest = 1.0f - (a + b);
+    const float c = rest > 0.f ? rest : 0.f;
+    if (big == 0) { w[0] = c; w[1] = a; w[2] = b; }
+    else if (big == 1) { w[0] = a; w[1] = c; w[2] = b; }
+    else if (big == 2) { w[0] = a; w[1] = b; w[2] = c; }
+    else { w[0] = 0.f; w[1] = 0.f; w[2] = 0.f; }
+}
+
+// The input rows a lane owns (DIMS = 1: in registers; DIMS = 0: `dims` channels read from
+// global memory through the cache).
+template <int ROWS, int DIMS>
+struct SdtwRows {
+    float x[DIMS == 1 ? ROWS : 1];
+    const float* base;  // first row of the lane, time-major
+    int dims;
+    __device__ __forceinline__ void load(const float* xs, int first, int n, int d) {
+        base = xs + (sdtw_i64)first * d;
+        dims = d;
+        if (DIMS == 1) {
+#pragma unroll
+            for (int k = 0; k < ROWS; ++k) x[k] = first + k < n ? xs[first + k] : 0.f;
+        }
+    }
+    __device__ __forceinline__ float cost(int k, const float* y, float y0) const {
+        if (DIMS == 1) {
+            const float t = x[k] - y0;
+            return t * t;
+        }
+        float s = 0.f;
+        for (int c = 0; c < dims; ++c) {
+            const float t = base[(sdtw_i64)k * dims + c] - y[c];
+            s = fmaf(t, t, s);
+        }
+        return s;
+    }
+};
+
+// One strip of 32 * ROWS rows (1-based rows i0 + 1 ..) against columns j0 + 1 .. j0 + ncols
+// of a pair of lengths n x m. Boundaries, all in base-2 units:
+//   top[c]  = r(i0, j0 + 1 + c) for c < ncols (null: row 0, all +inf);
+//   corner  = r(i0, j0);
+//   left[k] = r(i0 + 1 + k, j0) (null: +inf).
+// Outputs (null to skip): bottom[c] = r(i0 + 32 ROWS, j0 + 1 + c) (lane 31), right[k] =
+// r(i0 + 1 + k, j0 + ncols), *last = r(n, j0 + ncols) if row n lies in the strip. With W,
+// weights[(t * 32 + lane) * ROWS + k] = packed incoming weights of the lane's row k at step t.
+// `bottom` may alias `top` (each top[c] is read at step c, bottom[c] written at step c + 31).
+template <typename Acc, int ROWS, int DIMS, bool W>
+__device__ void sdtw_strip(const float* __restrict__ xs, int n, const float* __restrict__ ys, int m,
+                           int dims, float scale, sdtw_i64 band, int i0, int j0, int ncols,
+                           const Acc* top, Acc corner, const Acc* left, Acc* bottom, Acc* right,
+                           Acc* last, float2* weights) {
+    const int lane = threadIdx.x & 31;
+    const int first = i0 + lane * ROWS;  // 0-based first row of this lane
+    SdtwRows<ROWS, DIMS> rows;
+    rows.load(xs, first, n, dims);
+    Acc prev[ROWS];
+#pragma unroll
+    for (int k = 0; k < ROWS; ++k) prev[k] = left ? left[lane * ROWS + k] : sdtw_inf<Acc>();
+    Acc diag0 = lane == 0 ? corner : (left ? left[lane * ROWS - 1] : sdtw_inf<Acc>());
+    Acc recv = sdtw_inf<Acc>();
+    float ycarry = 0.f;
+    const int steps = ncols + 31;
+    for (int t = 0; t < steps; ++t) {
+        const int c = t - lane;  // column within the strip, 0-based
+        // y for this lane's column arrives from lane - 1 (lane 0 loads it).
+        float yv = DIMS == 1 ? (float)SDTW_SHFL_UP(ycarry, 1) : 0.f;
+        Acc up0 = SDTW_SHFL_UP(recv, 1);
+        if (lane == 0) {
+            up0 = top && c < ncols ? top[c] : sdtw_inf<Acc>();
+            if (DIMS == 1 && c < ncols) yv = ys[j0 + c];
+        }
+        Acc mine = sdtw_inf<Acc>();
+        if (c >= 0 && c < ncols) {
+            const int j = j0 + c;  // 0-based column
+            const float* y = ys + (sdtw_i64)j * dims;
+            Acc diag = diag0, up = up0;
+#pragma unroll
+            for (int k = 0; k < ROWS; ++k) {
+                const sdtw_i64 i1 = first + k + 1, j1 = j + 1;
+                float w[3];
+                Acc r;
+                if (first + k < n && sdtw_in_band(i1, j1, n, m, band)) {
+                    r = sdtw_cell<Acc, W>(diag, up, prev[k], rows.cost(k, y, yv) * scale, w);
+                } else {
+                    r = sdtw_inf<Acc>();
+                    w[0] = w[1] = w[2] = 0.f;
+                }
+                if (W) weights[(t * 32 + lane) * ROWS + k] = sdtw_pack(w);
+                diag = prev[k];
+                prev[k] = r;
+                up = r;
+                if (first + k + 1 == n && last && c == ncols - 1) *last = r;
+            }
+            diag0 = up0;
+            mine = prev[ROWS - 1];
+            if (lane == 31 && bottom) bottom[c] = mine;
+            if (right && c == ncols - 1) {
+#pragma unroll
+                for (int k = 0; k < ROWS; ++k) right[lane * ROWS + k] = prev[k];
+            }
+        } else if (W) {
+#pragma unroll
+            for (int k = 0; k < ROWS; ++k) weights[(t * 32 + lane) * ROWS + k] = make_float2(0.f, 0.f);
+        }
+        recv = mine;
+        ycarry = yv;
+        SDTW_SYNCWARP();
+    }
+}
+
+// The backward pass over one strip (after sdtw_strip with W stored `weights`): E per cell,
+// gradients accumulated into gx (this strip's rows, [32 ROWS][dims], registers or global) and
+// gy ([m][dims], global, this warp's own). `below` carries the contributions of the strip
+// below's first row: below[c] = (E * w_up, E * w_diag) at column c; this strip writes the same
+// for the strip above into `above` (may alias `below`: each below[c] is read before above[c]
+// is written). `end_here`: row n lies in this strip (E(n, m) = 1).
+template <int ROWS, int DIMS>
+__device__ void sdtw_strip_backward(const float* __restrict__ xs, int n, const float* __restrict__ ys,
+                                    int m, int dims, int i0, const float2* weights,
+                                    const float2* below, float2* above, float* gx, float* gy) {
+    const int lane = threadIdx.x & 31;
+    const int first = i0 + lane * ROWS;
+    SdtwRows<ROWS, DIMS> rows;
+    rows.load(xs, first, n, dims);
+    float accx[DIMS == 1 ? ROWS : 1];
+#pragma unroll
+    for (int k = 0; k < (DIMS == 1 ? ROWS : 1); ++k) accx[k] = 0.f;
+    float pl[ROWS], pd[ROWS];  // pushes to the left and diagonal from the previous column
+#pragma unroll
+    for (int k = 0; k < ROWS; ++k) { pl[k] = 0.f; pd[k] = 0.f; }
+    float shU = 0.f, shD = 0.f, shDprev = 0.f;
+    const int steps = m + 31;
+    for (int t = 0; t < steps; ++t) {
+        const int c = m - 1 - (t - (31 - lane));  // column, 0-based, going left
+        float inU = shU, inD = shDprev;
+        if (lane == 31) {
+            inU = below && c >= 0 && c < m ? below[c].x : 0.f;
+            inD = below && c + 1 < m && c + 1 >= 0 ? below[c + 1].y : 0.f;
+        }
+        float push_u0 = 0.f, push_d0 = 0.f;
+        if (c >= 0 && c < m) {
+            const float* y = ys + (sdtw_i64)c * dims;
+            const float y0 = DIMS == 1 ? ys[c] : 0.f;
+            // The forward step at which this lane handled column c.
+            const int tf = c + lane;
+            float fromBelow = inU, fromDiag = inD;
+            float sumy = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < ROWS; ++kk) {
+                const int k = ROWS - 1 - kk;
+                const int i = first + k;  // 0-based row
+                float e = 0.f;
+                if (i < n) e = (i == n - 1 && c == m - 1) ? 1.0f : fromBelow + fromDiag + pl[k];
+                float w[3];
+                sdtw_unpack(weights[(tf * 32 + lane) * ROWS + k], w);
+                const float pu = e * w[1];
+                const float old_pd = pd[k];
+                pd[k] = e * w[0];
+                pl[k] = e * w[2];
+                fromBelow = pu;
+                fromDiag = old_pd;
+                if (e != 0.f) {
+                    if (DIMS == 1) {
+                        const float diff = rows.x[k] - y0;
+                        accx[k] = fmaf(e, diff, accx[k]);
+                        sumy = fmaf(e, -diff, sumy);
+                    } else {
+                        for (int ch = 0; ch < dims; ++ch) {
+                            const float diff = rows.base[(sdtw_i64)k * dims + ch] - y[ch];
+                            gx[(sdtw_i64)(lane * ROWS + k) * dims + ch] += e * diff;
+                            gy[(sdtw_i64)c * dims + ch] -= e * diff;
+                        }
+                    }
+                }
+                if (k == 0) { push_u0 = pu; push_d0 = pd[0]; }
+            }
+            if (DIMS == 1) gy[c] += sumy;
+            if (lane == 0 && above) above[c] = make_float2(push_u0, push_d0);
+        }
+        shDprev = shD;
+        shU = SDTW_SHFL_DOWN(push_u0, 1);
+        shD = SDTW_SHFL_DOWN(push_d0, 1);
+        SDTW_SYNCWARP();
+    }
+    if (DIMS == 1) {
+#pragma unroll
+        for (int k = 0; k < ROWS; ++k) gx[lane * ROWS + k] += accx[k];
+    }
+}
+
+// Which pair a warp handles: mode 0 = all pairs (p = ia * nb + ib), mode 1 = paired (ia = ib).
+__device__ __forceinline__ void sdtw_pair(sdtw_u32 p, sdtw_u32 nb, sdtw_u32 mode, sdtw_u32* ia,
+                                          sdtw_u32* ib) {
+    if (mode == 0) { *ia = p / nb; *ib = p % nb; }
+    else { *ia = p; *ib = p; }
+}
+
+// Bytes of a warp's scratch, in this order (the host computes the same, src/device/softdtw.rs):
+//   hrow   Acc    [m_max + 1]        strip boundary row
+//   last   Acc    [2]                r(n, m) of the pair
+//   GRAD only:
+//   wts    float2 [strips_max * (m_max + 31) * 32 * ROWS]
+//   eb     float2 [m_max]            strip-to-strip backward contributions
+//   gy     float  [m_max * dims]
+//   gx     float  [32 * ROWS * dims]
+// Every part starts on a 16-byte boundary.
+__device__ __forceinline__ sdtw_i64 sdtw_align(sdtw_i64 b) { return (b + 15) & ~(sdtw_i64)15; }
+
+// Batched soft-DTW, one warp per pair, persistent over pairs. A and B are concatenated
+// time-major f32 series with offsets in time steps, aoff [na + 1], boff [nb + 1]. values[p] =
+// sdtw_gamma(a_ia, b_ib) in the inputs' units (scale = log2(e) / gamma). With GRAD, also
+// d/da_ia and d/db_ib, added (mode 0: atomically, summed over the other set) or stored (mode
+// 1) into ga / gb, shaped like ax / bx.
+template <typename Acc, int ROWS, int DIMS, bool GRAD>
+__device__ void sdtw_batch(const float* __restrict__ ax, const sdtw_u32* __restrict__ aoff,
+                           const float* __restrict__ bx, const sdtw_u32* __restrict__ boff,
+                           sdtw_u32 nb, sdtw_u32 pairs, sdtw_u32 mode, int dims, float scale,
+                           sdtw_i64 band, double* __restrict__ values, float* ga, float* gb,
+                           char* scratch, sdtw_i64 stride, int m_max, int strips_max) {
+    const int lane = threadIdx.x & 31;
+    const sdtw_i64 warp = ((sdtw_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const sdtw_i64 warps = ((sdtw_i64)gridDim.x * blockDim.x) >> 5;
+    char* base = scratch + warp * stride;
+    sdtw_i64 off = 0;
+    Acc* hrow = (Acc*)(base + off);
+    off = sdtw_align(off + (sdtw_i64)(m_max + 1) * sizeof(Acc));
+    Acc* lastv = (Acc*)(base + off);
+    off = sdtw_align(off + 2 * sizeof(Acc));
+    float2* wts = (float2*)(base + off);
+    off = sdtw_align(off + (sdtw_i64)strips_max * (m_max + 31) * 32 * ROWS * sizeof(float2));
+    float2* eb = (float2*)(base + off);
+    off = sdtw_align(off + (sdtw_i64)m_max * sizeof(float2));
+    float* gy = (float*)(base + off);
+    off = sdtw_align(off + (sdtw_i64)m_max * dims * sizeof(float));
+    float* gx = (float*)(base + off);
+    const int strip_rows = 32 * ROWS;
+    for (sdtw_i64 p = warp; p < pairs; p += warps) {
+        sdtw_u32 ia, ib;
+        sdtw_pair((sdtw_u32)p, nb, mode, &ia, &ib);
+        const int n = (int)(aoff[ia + 1] - aoff[ia]);
+        const int m = (int)(boff[ib + 1] - boff[ib]);
+        const float* xs = ax + (sdtw_i64)aoff[ia] * dims;
+        const float* ys = bx + (sdtw_i64)boff[ib] * dims;
+        const int strips = (n + strip_rows - 1) / strip_rows;
+        if (GRAD) {
+            for (int k = lane; k < m * dims; k += 32) gy[k] = 0.f;
+        }
+        for (int s = 0; s < strips; ++s) {
+            SDTW_SYNCWARP();
+            sdtw_strip<Acc, ROWS, DIMS, GRAD>(
+                xs, n, ys, m, dims, scale, band, s * strip_rows, 0, m,
+                s == 0 ? (const Acc*)0 : hrow, s == 0 ? (Acc)0 : sdtw_inf<Acc>(), (const Acc*)0,
+                s + 1 < strips ? hrow : (Acc*)0, (Acc*)0, lastv,
+                wts + (sdtw_i64)s * (m + 31) * 32 * ROWS);
+        }
+        SDTW_SYNCWARP();
+        if (lane == 0) values[p] = (double)lastv[0] / (double)scale;
+        if (!GRAD) continue;
+        for (int s = strips - 1; s >= 0; --s) {
+            for (int k = lane; k < strip_rows * dims; k += 32) gx[k] = 0.f;
+            SDTW_SYNCWARP();
+            sdtw_strip_backward<ROWS, DIMS>(xs, n, ys, m, dims, s * strip_rows,
+                                            wts + (sdtw_i64)s * (m + 31) * 32 * ROWS,
+                                            s + 1 < strips ? eb : (const float2*)0,
+                                            s > 0 ? eb : (float2*)0, gx, gy);
+            SDTW_SYNCWARP();
+            const int rows = (n - s * strip_rows) < strip_rows ? (n - s * strip_rows) : strip_rows;
+            float* out = ga + ((sdtw_i64)aoff[ia] + s * strip_rows) * dims;
+            for (int k = lane; k < rows * dims; k += 32) {
+                const float g = 2.0f * gx[k];
+                if (mode == 0) atomicAdd(out + k, g); else out[k] = g;
+            }
+        }
+        SDTW_SYNCWARP();
+        float* outy = gb + (sdtw_i64)boff[ib] * dims;
+        for (int k = lane; k < m * dims; k += 32) {
+            const float g = 2.0f * gy[k];
+            if (mode == 0) atomicAdd(outy + k, g); else outy[k] = g;
+        }
+    }
+}
+
+// One tile of a long pair on tile anti-diagonal `diag` (one warp per tile, tiles of 32 * ROWS
+// rows by tile_cols columns). hrow: 3 rotating buffers of m + 1 base-2 values (row boundary,
+// 1-based columns), vcol: 3 rotating buffers of strips * 32 * ROWS + 1 (column boundary,
+// 1-based rows). *last receives r(n, m) (base-2 units, f32).
+template <int ROWS, int DIMS>
+__device__ void sdtw_tile(const float* __restrict__ xs, int n, const float* __restrict__ ys, int m,
+                          int dims, float scale, sdtw_i64 band, int tile_cols, int diag,
+                          float* hrow, float* vcol, float* last) {
+    const int strip_rows = 32 * ROWS;
+    const int strips = (n + strip_rows - 1) / strip_rows;
+    const int blocks = (m + tile_cols - 1) / tile_cols;
+    const int warp = (int)(((sdtw_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int s_min = diag - blocks + 1 > 0 ? diag - blocks + 1 : 0;
+    const int s_max = diag < strips - 1 ? diag : strips - 1;
+    const int s = s_min + warp;
+    if (s > s_max) return;
+    const int c = diag - s;
+    const int i0 = s * strip_rows, j0 = c * tile_cols;
+    const int ncols = m - j0 < tile_cols ? m - j0 : tile_cols;
+    const sdtw_i64 hlen = (sdtw_i64)m + 1;
+    const sdtw_i64 vlen = (sdtw_i64)strips * strip_rows + 1;
+    float* h_prev = hrow + ((diag + 2) % 3) * hlen;  // diag - 1
+    float* h_prev2 = hrow + ((diag + 1) % 3) * hlen;  // diag - 2
+    float* h_out = hrow + (diag % 3) * hlen;
+    float* v_prev = vcol + ((diag + 2) % 3) * vlen;
+    float* v_out = vcol + (diag % 3) * vlen;
+    const float corner = c == 0 ? (s == 0 ? 0.f : SDTW_INF_F) : (s == 0 ? SDTW_INF_F : h_prev2[j0]);
+    sdtw_strip<float, ROWS, DIMS, false>(
+        xs, n, ys, m, dims, scale, band, i0, j0, ncols, s == 0 ? (const float*)0 : h_prev + j0 + 1,
+        corner, c == 0 ? (const float*)0 : v_prev + i0 + 1, h_out + j0 + 1, v_out + i0 + 1,
+        c == blocks - 1 ? last : (float*)0, (float2*)0);
+}
+
+#define SDTW_BATCH(R, D)                                                                          \
+    extern "C" __global__ void softdtw_values_r##R##_d##D(                                        \
+        const float* ax, const sdtw_u32* aoff, const float* bx, const sdtw_u32* boff,             \
+        sdtw_u32 nb, sdtw_u32 pairs, sdtw_u32 mode, int dims, float scale, sdtw_i64 band,         \
+        double* values, char* scratch, sdtw_i64 stride, int m_max) {                              \
+        sdtw_batch<float, R, D, false>(ax, aoff, bx, boff, nb, pairs, mode, dims, scale, band,    \
+                                       values, (float*)0, (float*)0, scratch, stride, m_max, 0);  \
+    }                                                                                             \
+    extern "C" __global__ void softdtw_grad_r##R##_d##D(                                          \
+        const float* ax, const sdtw_u32* aoff, const float* bx, const sdtw_u32* boff,             \
+        sdtw_u32 nb, sdtw_u32 pairs, sdtw_u32 mode, int dims, float scale, sdtw_i64 band,         \
+        double* values, float* ga, float* gb, char* scratch, sdtw_i64 stride, int m_max,          \
+        int strips_max) {                                                                         \
+        sdtw_batch<double, R, D, true>(ax, aoff, bx, boff, nb, pairs, mode, dims, scale, band,    \
+                                       values, ga, gb, scratch, stride, m_max, strips_max);       \
+    }
+
+SDTW_BATCH(1, 1)
+SDTW_BATCH(2, 1)
+SDTW_BATCH(4, 1)
+SDTW_BATCH(8, 1)
+SDTW_BATCH(1, 0)
+SDTW_BATCH(2, 0)
+SDTW_BATCH(4, 0)
+SDTW_BATCH(8, 0)
+
+#define SDTW_TILE(R, D)                                                                           \
+    extern "C" __global__ void softdtw_tile_r##R##_d##D(                                          \
+        const float* x, int n, const float* y, int m, int dims, float scale, sdtw_i64 band,       \
+        int tile_cols, int diag, float* hrow, float* vcol, float* last) {                         \
+        sdtw_tile<R, D>(x, n, y, m, dims, scale, band, tile_cols, diag, hrow, vcol, last);        \
+    }
+
+SDTW_TILE(8, 1)
+SDTW_TILE(8, 0)
