@@ -14,10 +14,13 @@
 // Arithmetic: everything is scaled to base 2, r = R * log2(e) / gamma, so the soft-min is
 // mu - log2(1 + 2^(mu - b) + 2^(mu - c)) with the MUFU ex2/lg2 instructions on arguments that
 // are differences of neighbouring cells (exact enough in f32). Values keep r in f32 (relative
-// error ~ cells along the path * 2^-24). Gradients keep r in f64 (Acc = double): a weight of
-// the backward pass is 2^(mu - r_k) / sum, and f32 r of magnitude |R| / gamma would put an
-// error of ulp(|R| / gamma) into every weight (1e-3 at gamma = 0.01, |R| = 100). The forward
-// pass of the gradient kernel stores each cell's three incoming soft-min weights (8 bytes:
+// error ~ cells along the path * 2^-24). Gradients keep r in f64 (the soft-min's arguments,
+// differences of neighbouring cells, are converted to f32 for ex2): a weight of the backward
+// pass is 2^(mu - r_k) / sum, and f32 r of magnitude |R| / gamma would put an error of
+// ulp(|R| / gamma) into every weight (1e-3 at gamma = 0.01, |R| = 100). (A double-float
+// r = hi + lo in f32 arithmetic was tried: exact enough, but 25% slower on an H100.) The forward
+// pass of the gradient kernel stores each cell's three incoming soft-min weights (8 bytes,
+// laid out [step][row][lane] so a warp's stores coalesce:
 // the two smaller ones, the largest as 1 - their sum, its index in the low mantissa bits of
 // the first), and the backward pass is then only multiply-adds:
 // E(i, j) = sum over successors s of E(s) * w_s(i, j), E(N, M) = 1.
@@ -25,8 +28,8 @@
 #if defined(__CUDA_ARCH__)
 __device__ __forceinline__ float sdtw_ex2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 __device__ __forceinline__ float sdtw_lg2(float x) { float y; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
-#define SDTW_SHFL_UP(v, k) __shfl_up_sync(0xffffffffu, (v), (k))
-#define SDTW_SHFL_DOWN(v, k) __shfl_down_sync(0xffffffffu, (v), (k))
+#define SDTW_SHFL_UP(v, k) sdtw_shfl_up((v), (k))
+#define SDTW_SHFL_DOWN(v, k) sdtw_shfl_down((v), (k))
 #define SDTW_SYNCWARP() __syncwarp()
 #else
 // Host builds (tools/check-kernels.sh): tools/softdtw-emulation.cpp defines the warp
@@ -50,6 +53,26 @@ template <typename T> __device__ __forceinline__ T sdtw_inf();
 template <> __device__ __forceinline__ float sdtw_inf<float>() { return SDTW_INF_F; }
 template <> __device__ __forceinline__ double sdtw_inf<double>() { return SDTW_INF_D; }
 
+#if defined(__CUDA_ARCH__)
+template <typename T> __device__ __forceinline__ T sdtw_shfl_up(T v, int k) { return __shfl_up_sync(0xffffffffu, v, k); }
+template <typename T> __device__ __forceinline__ T sdtw_shfl_down(T v, int k) { return __shfl_down_sync(0xffffffffu, v, k); }
+#endif
+
+template <typename T> __device__ __forceinline__ T sdtw_zero() { return (T)0; }
+
+__device__ __forceinline__ bool sdtw_less(float a, float b) { return a < b; }
+__device__ __forceinline__ bool sdtw_less(double a, double b) { return a < b; }
+__device__ __forceinline__ bool sdtw_finite(float a) { return a < SDTW_INF_F; }
+__device__ __forceinline__ bool sdtw_finite(double a) { return a < SDTW_INF_D; }
+// a - b as f32 (a finite; b may be +inf, giving -inf).
+__device__ __forceinline__ float sdtw_diff(float a, float b) { return a - b; }
+__device__ __forceinline__ float sdtw_diff(double a, double b) { return (float)(a - b); }
+// a + t (a finite).
+__device__ __forceinline__ float sdtw_add(float a, float t) { return a + t; }
+__device__ __forceinline__ double sdtw_add(double a, float t) { return a + (double)t; }
+__device__ __forceinline__ double sdtw_to_double(float a) { return (double)a; }
+__device__ __forceinline__ double sdtw_to_double(double a) { return a; }
+
 // Cell (i, j), 1-based, lies inside the Sakoe-Chiba band (|i M - j N| <= W min(N, M);
 // band < 0: no band). Same rule as softdtw::Band on the host.
 __device__ __forceinline__ bool sdtw_in_band(sdtw_i64 i, sdtw_i64 j, sdtw_i64 n, sdtw_i64 m,
@@ -64,21 +87,21 @@ __device__ __forceinline__ bool sdtw_in_band(sdtw_i64 i, sdtw_i64 j, sdtw_i64 n,
 // weights (diag, up, left), all 0 when the cell is unreachable.
 template <typename Acc, bool W>
 __device__ __forceinline__ Acc sdtw_cell(Acc diag, Acc up, Acc left, float cost, float* w) {
-    Acc mu = diag < up ? diag : up;
-    mu = mu < left ? mu : left;
-    if (!(mu < sdtw_inf<Acc>())) {
+    Acc mu = sdtw_less(diag, up) ? diag : up;
+    mu = sdtw_less(mu, left) ? mu : left;
+    if (!sdtw_finite(mu)) {
         if (W) { w[0] = 0.f; w[1] = 0.f; w[2] = 0.f; }
         return sdtw_inf<Acc>();
     }
-    const float ed = sdtw_ex2((float)(mu - diag));
-    const float eu = sdtw_ex2((float)(mu - up));
-    const float el = sdtw_ex2((float)(mu - left));
+    const float ed = sdtw_ex2(sdtw_diff(mu, diag));
+    const float eu = sdtw_ex2(sdtw_diff(mu, up));
+    const float el = sdtw_ex2(sdtw_diff(mu, left));
     const float s = ed + eu + el;  // >= 1: the minimum's term is exactly 1
     if (W) {
         const float inv = 1.0f / s;
         w[0] = ed * inv; w[1] = eu * inv; w[2] = el * inv;
     }
-    return (Acc)cost + mu - (Acc)sdtw_lg2(s);
+    return sdtw_add(mu, cost - sdtw_lg2(s));
 }
 
 // Packs three weights summing to 1 into 8 bytes: the two smaller ones exactly, the index of
@@ -144,7 +167,7 @@ struct SdtwRows {
 //   left[k] = r(i0 + 1 + k, j0) (null: +inf).
 // Outputs (null to skip): bottom[c] = r(i0 + 32 ROWS, j0 + 1 + c) (lane 31), right[k] =
 // r(i0 + 1 + k, j0 + ncols), *last = r(n, j0 + ncols) if row n lies in the strip. With W,
-// weights[(t * 32 + lane) * ROWS + k] = packed incoming weights of the lane's row k at step t.
+// weights[(t * ROWS + k) * 32 + lane] = packed incoming weights of the lane's row k at step t.
 // `bottom` may alias `top` (each top[c] is read at step c, bottom[c] written at step c + 31).
 template <typename Acc, int ROWS, int DIMS, bool W>
 __device__ void sdtw_strip(const float* __restrict__ xs, int n, const float* __restrict__ ys, int m,
@@ -187,7 +210,7 @@ __device__ void sdtw_strip(const float* __restrict__ xs, int n, const float* __r
                     r = sdtw_inf<Acc>();
                     w[0] = w[1] = w[2] = 0.f;
                 }
-                if (W) weights[(t * 32 + lane) * ROWS + k] = sdtw_pack(w);
+                if (W) weights[(t * ROWS + k) * 32 + lane] = sdtw_pack(w);
                 diag = prev[k];
                 prev[k] = r;
                 up = r;
@@ -202,7 +225,7 @@ __device__ void sdtw_strip(const float* __restrict__ xs, int n, const float* __r
             }
         } else if (W) {
 #pragma unroll
-            for (int k = 0; k < ROWS; ++k) weights[(t * 32 + lane) * ROWS + k] = make_float2(0.f, 0.f);
+            for (int k = 0; k < ROWS; ++k) weights[(t * ROWS + k) * 32 + lane] = make_float2(0.f, 0.f);
         }
         recv = mine;
         ycarry = yv;
@@ -219,7 +242,8 @@ __device__ void sdtw_strip(const float* __restrict__ xs, int n, const float* __r
 template <int ROWS, int DIMS>
 __device__ void sdtw_strip_backward(const float* __restrict__ xs, int n, const float* __restrict__ ys,
                                     int m, int dims, int i0, const float2* weights,
-                                    const float2* below, float2* above, float* gx, float* gy) {
+                                    const float2* below, float2* above, float* gx, float* gy,
+                                    bool accumulate_y) {
     const int lane = threadIdx.x & 31;
     const int first = i0 + lane * ROWS;
     SdtwRows<ROWS, DIMS> rows;
@@ -230,7 +254,7 @@ __device__ void sdtw_strip_backward(const float* __restrict__ xs, int n, const f
     float pl[ROWS], pd[ROWS];  // pushes to the left and diagonal from the previous column
 #pragma unroll
     for (int k = 0; k < ROWS; ++k) { pl[k] = 0.f; pd[k] = 0.f; }
-    float shU = 0.f, shD = 0.f, shDprev = 0.f;
+    float shU = 0.f, shD = 0.f, shDprev = 0.f, shY = 0.f, ysum = 0.f;
     const int steps = m + 31;
     for (int t = 0; t < steps; ++t) {
         const int c = m - 1 - (t - (31 - lane));  // column, 0-based, going left
@@ -254,7 +278,7 @@ __device__ void sdtw_strip_backward(const float* __restrict__ xs, int n, const f
                 float e = 0.f;
                 if (i < n) e = (i == n - 1 && c == m - 1) ? 1.0f : fromBelow + fromDiag + pl[k];
                 float w[3];
-                sdtw_unpack(weights[(tf * 32 + lane) * ROWS + k], w);
+                sdtw_unpack(weights[(tf * ROWS + k) * 32 + lane], w);
                 const float pu = e * w[1];
                 const float old_pd = pd[k];
                 pd[k] = e * w[0];
@@ -276,9 +300,18 @@ __device__ void sdtw_strip_backward(const float* __restrict__ xs, int n, const f
                 }
                 if (k == 0) { push_u0 = pu; push_d0 = pd[0]; }
             }
-            if (DIMS == 1) gy[c] += sumy;
+            if (DIMS == 1) {
+                // Column sums ride down the lanes with the wavefront: lane l + 1 handled this
+                // column one step earlier and passed on the sum of the lanes below.
+                ysum = sumy + (lane == 31 ? 0.f : shY);
+                if (lane == 0) {
+                    if (accumulate_y) gy[c] += ysum; else gy[c] = ysum;
+                }
+            }
             if (lane == 0 && above) above[c] = make_float2(push_u0, push_d0);
         }
+        shY = SDTW_SHFL_DOWN(ysum, 1);
+        ysum = 0.f;
         shDprev = shD;
         shU = SDTW_SHFL_DOWN(push_u0, 1);
         shD = SDTW_SHFL_DOWN(push_d0, 1);
@@ -291,9 +324,12 @@ __device__ void sdtw_strip_backward(const float* __restrict__ xs, int n, const f
 }
 
 // Which pair a warp handles: mode 0 = all pairs (p = ia * nb + ib), mode 1 = paired (ia = ib).
-__device__ __forceinline__ void sdtw_pair(sdtw_u32 p, sdtw_u32 nb, sdtw_u32 mode, sdtw_u32* ia,
-                                          sdtw_u32* ib) {
-    if (mode == 0) { *ia = p / nb; *ib = p % nb; }
+__device__ __forceinline__ void sdtw_pair(sdtw_u32 p, sdtw_u32 na, sdtw_u32 nb, sdtw_u32 mode,
+                                          sdtw_u32* ia, sdtw_u32* ib) {
+    // All pairs are visited in a skewed order (ia = (p / nb + p % nb) mod na): warps running
+    // at the same time then work on different series of both sets, so their gradient sums
+    // (f32 atomics into ga and gb) do not queue on the same addresses.
+    if (mode == 0) { *ib = p % nb; *ia = (p / nb + *ib) % na; }
     else { *ia = p; *ib = p; }
 }
 
@@ -316,8 +352,8 @@ __device__ __forceinline__ sdtw_i64 sdtw_align(sdtw_i64 b) { return (b + 15) & ~
 template <typename Acc, int ROWS, int DIMS, bool GRAD>
 __device__ void sdtw_batch(const float* __restrict__ ax, const sdtw_u32* __restrict__ aoff,
                            const float* __restrict__ bx, const sdtw_u32* __restrict__ boff,
-                           sdtw_u32 nb, sdtw_u32 pairs, sdtw_u32 mode, int dims, float scale,
-                           sdtw_i64 band, double* __restrict__ values, float* ga, float* gb,
+                           sdtw_u32 na, sdtw_u32 nb, sdtw_u32 pairs, sdtw_u32 mode, int dims,
+                           float scale, sdtw_i64 band, double* __restrict__ values, float* ga, float* gb,
                            char* scratch, sdtw_i64 stride, int m_max, int strips_max) {
     const int lane = threadIdx.x & 31;
     const sdtw_i64 warp = ((sdtw_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -325,7 +361,7 @@ __device__ void sdtw_batch(const float* __restrict__ ax, const sdtw_u32* __restr
     char* base = scratch + warp * stride;
     sdtw_i64 off = 0;
     Acc* hrow = (Acc*)(base + off);
-    off = sdtw_align(off + (sdtw_i64)(m_max + 1) * sizeof(Acc));
+    off = sdtw_align(off + (sdtw_i64)(m_max + 1) * (sdtw_i64)sizeof(Acc));
     Acc* lastv = (Acc*)(base + off);
     off = sdtw_align(off + 2 * sizeof(Acc));
     float2* wts = (float2*)(base + off);
@@ -338,7 +374,8 @@ __device__ void sdtw_batch(const float* __restrict__ ax, const sdtw_u32* __restr
     const int strip_rows = 32 * ROWS;
     for (sdtw_i64 p = warp; p < pairs; p += warps) {
         sdtw_u32 ia, ib;
-        sdtw_pair((sdtw_u32)p, nb, mode, &ia, &ib);
+        sdtw_pair((sdtw_u32)p, na, nb, mode, &ia, &ib);
+        const sdtw_i64 slot = mode == 0 ? (sdtw_i64)ia * nb + ib : p;
         const int n = (int)(aoff[ia + 1] - aoff[ia]);
         const int m = (int)(boff[ib + 1] - boff[ib]);
         const float* xs = ax + (sdtw_i64)aoff[ia] * dims;
@@ -351,12 +388,12 @@ __device__ void sdtw_batch(const float* __restrict__ ax, const sdtw_u32* __restr
             SDTW_SYNCWARP();
             sdtw_strip<Acc, ROWS, DIMS, GRAD>(
                 xs, n, ys, m, dims, scale, band, s * strip_rows, 0, m,
-                s == 0 ? (const Acc*)0 : hrow, s == 0 ? (Acc)0 : sdtw_inf<Acc>(), (const Acc*)0,
+                s == 0 ? (const Acc*)0 : hrow, s == 0 ? sdtw_zero<Acc>() : sdtw_inf<Acc>(), (const Acc*)0,
                 s + 1 < strips ? hrow : (Acc*)0, (Acc*)0, lastv,
                 wts + (sdtw_i64)s * (m + 31) * 32 * ROWS);
         }
         SDTW_SYNCWARP();
-        if (lane == 0) values[p] = (double)lastv[0] / (double)scale;
+        if (lane == 0) values[slot] = sdtw_to_double(lastv[0]) / (double)scale;
         if (!GRAD) continue;
         for (int s = strips - 1; s >= 0; --s) {
             for (int k = lane; k < strip_rows * dims; k += 32) gx[k] = 0.f;
@@ -364,7 +401,7 @@ __device__ void sdtw_batch(const float* __restrict__ ax, const sdtw_u32* __restr
             sdtw_strip_backward<ROWS, DIMS>(xs, n, ys, m, dims, s * strip_rows,
                                             wts + (sdtw_i64)s * (m + 31) * 32 * ROWS,
                                             s + 1 < strips ? eb : (const float2*)0,
-                                            s > 0 ? eb : (float2*)0, gx, gy);
+                                            s > 0 ? eb : (float2*)0, gx, gy, s + 1 < strips);
             SDTW_SYNCWARP();
             const int rows = (n - s * strip_rows) < strip_rows ? (n - s * strip_rows) : strip_rows;
             float* out = ga + ((sdtw_i64)aoff[ia] + s * strip_rows) * dims;
@@ -418,17 +455,17 @@ __device__ void sdtw_tile(const float* __restrict__ xs, int n, const float* __re
 #define SDTW_BATCH(R, D)                                                                          \
     extern "C" __global__ void softdtw_values_r##R##_d##D(                                        \
         const float* ax, const sdtw_u32* aoff, const float* bx, const sdtw_u32* boff,             \
-        sdtw_u32 nb, sdtw_u32 pairs, sdtw_u32 mode, int dims, float scale, sdtw_i64 band,         \
-        double* values, char* scratch, sdtw_i64 stride, int m_max) {                              \
-        sdtw_batch<float, R, D, false>(ax, aoff, bx, boff, nb, pairs, mode, dims, scale, band,    \
+        sdtw_u32 na, sdtw_u32 nb, sdtw_u32 pairs, sdtw_u32 mode, int dims, float scale,           \
+        sdtw_i64 band, double* values, char* scratch, sdtw_i64 stride, int m_max) {               \
+        sdtw_batch<float, R, D, false>(ax, aoff, bx, boff, na, nb, pairs, mode, dims, scale, band,    \
                                        values, (float*)0, (float*)0, scratch, stride, m_max, 0);  \
     }                                                                                             \
     extern "C" __global__ void softdtw_grad_r##R##_d##D(                                          \
         const float* ax, const sdtw_u32* aoff, const float* bx, const sdtw_u32* boff,             \
-        sdtw_u32 nb, sdtw_u32 pairs, sdtw_u32 mode, int dims, float scale, sdtw_i64 band,         \
-        double* values, float* ga, float* gb, char* scratch, sdtw_i64 stride, int m_max,          \
-        int strips_max) {                                                                         \
-        sdtw_batch<double, R, D, true>(ax, aoff, bx, boff, nb, pairs, mode, dims, scale, band,    \
+        sdtw_u32 na, sdtw_u32 nb, sdtw_u32 pairs, sdtw_u32 mode, int dims, float scale,           \
+        sdtw_i64 band, double* values, float* ga, float* gb, char* scratch, sdtw_i64 stride,      \
+        int m_max, int strips_max) {                                                              \
+        sdtw_batch<double, R, D, true>(ax, aoff, bx, boff, na, nb, pairs, mode, dims, scale, band,    \
                                        values, ga, gb, scratch, stride, m_max, strips_max);       \
     }
 

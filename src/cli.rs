@@ -320,6 +320,9 @@ enum BenchWhich {
     /// Motif discovery: seeded random walk and the ECG, CPU and GPU paths, seconds and pairs
     /// evaluated or pruned.
     Motif(crate::motif_cli::BenchMotifArgs),
+    /// Soft-DTW: forward and forward+backward cells per second on all pairs of two sets of
+    /// random walks, and forward on one long pair, CPU and GPU.
+    Softdtw(crate::softdtw_cli::BenchSoftDtwArgs),
 }
 
 /// Runs the parsed command.
@@ -344,6 +347,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchArgs {
             which: BenchWhich::Motif(args),
         }) => crate::motif_cli::bench(&args),
+        Command::Bench(BenchArgs {
+            which: BenchWhich::Softdtw(args),
+        }) => crate::softdtw_cli::bench(&args),
         Command::Softdtw(args) => crate::softdtw_cli::run_softdtw(&args),
         Command::Barycenter(args) => crate::softdtw_cli::run_barycenter(&args),
         Command::Bench(BenchArgs {

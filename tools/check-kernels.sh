@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 for f in kernels/*.cu; do
   g++ -std=c++17 -fsyntax-only -Wall -Wno-unused-variable -Wno-unknown-pragmas -include tools/kernel-shim.h -x c++ "$f"
+  g++ -std=c++17 -fsyntax-only -D__CUDA_ARCH__=900 -Wall -Wno-unused-variable -Wno-unknown-pragmas -include tools/kernel-shim.h -x c++ "$f"
   echo "ok: $f"
 done
 g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-misleading-indentation -I. -o "${TMPDIR:-/tmp}/synfire-kernel-emulation" tools/kernel-emulation.cpp

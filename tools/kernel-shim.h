@@ -31,3 +31,17 @@ inline float atomicAdd(float* p, float v) { auto o = *p; *p += v; return o; }
 using std::exp2f;
 using std::log2f;
 using std::fmaf;
+// Device-only intrinsics, declared with CUDA's overload set so that the check with
+// -D__CUDA_ARCH__ (tools/check-kernels.sh) rejects what NVRTC would reject (e.g. a shuffle of a
+// struct).
+#ifdef __CUDA_ARCH__
+int __shfl_up_sync(unsigned, int, unsigned, int w = 32);
+unsigned __shfl_up_sync(unsigned, unsigned, unsigned, int w = 32);
+float __shfl_up_sync(unsigned, float, unsigned, int w = 32);
+double __shfl_up_sync(unsigned, double, unsigned, int w = 32);
+int __shfl_down_sync(unsigned, int, unsigned, int w = 32);
+unsigned __shfl_down_sync(unsigned, unsigned, unsigned, int w = 32);
+float __shfl_down_sync(unsigned, float, unsigned, int w = 32);
+double __shfl_down_sync(unsigned, double, unsigned, int w = 32);
+void __syncwarp(unsigned m = 0xffffffffu);
+#endif

@@ -7,6 +7,7 @@
 // by tools/check-kernels.sh.
 #include <barrier>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -16,14 +17,16 @@
 #include "tools/kernel-shim.h"
 
 static std::barrier<>* g_bar;
-static double g_slots[32];
+static unsigned char g_slots[32][16];
 
 template <typename T> T emu_shfl(T v, int delta) {
+    static_assert(sizeof(T) <= 16, "slot size");
     const int l = threadIdx.x & 31;
-    g_slots[l] = (double)v;
+    std::memcpy(g_slots[l], &v, sizeof(T));
     g_bar->arrive_and_wait();
     const int src = l + delta;
-    const T r = (src >= 0 && src < 32) ? (T)g_slots[src] : v;
+    T r = v;
+    if (src >= 0 && src < 32) std::memcpy(&r, g_slots[src], sizeof(T));
     g_bar->arrive_and_wait();
     return r;
 }
@@ -131,10 +134,10 @@ static void batch_case(std::mt19937_64& rng, int trial) {
     std::vector<double> values(pairs), values_g(pairs);
     std::vector<float> ga(ax.size(), 0.f), gb(bx.size(), 0.f);
     run_warp(0, 1, [&] {
-        sdtw_batch<float, ROWS, DIMS, false>(ax.data(), aoff.data(), bx.data(), boff.data(), nb, pairs, 0, d, scale, band, values.data(), nullptr, nullptr, scratch.data(), stride, m_max, 0);
+        sdtw_batch<float, ROWS, DIMS, false>(ax.data(), aoff.data(), bx.data(), boff.data(), na, nb, pairs, 0, d, scale, band, values.data(), nullptr, nullptr, scratch.data(), stride, m_max, 0);
     });
     run_warp(0, 1, [&] {
-        sdtw_batch<double, ROWS, DIMS, true>(ax.data(), aoff.data(), bx.data(), boff.data(), nb, pairs, 0, d, scale, band, values_g.data(), ga.data(), gb.data(), scratch.data(), stride, m_max, strips_max);
+        sdtw_batch<double, ROWS, DIMS, true>(ax.data(), aoff.data(), bx.data(), boff.data(), na, nb, pairs, 0, d, scale, band, values_g.data(), ga.data(), gb.data(), scratch.data(), stride, m_max, strips_max);
     });
     std::vector<double> ra(ax.size(), 0.0), rb(bx.size(), 0.0);
     bool unreachable = false;

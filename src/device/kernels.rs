@@ -34,8 +34,14 @@ pub const MOTIF: KernelFile = KernelFile {
     source: include_str!("../../kernels/motif.cu"),
 };
 
+/// Soft-DTW: batched values and gradients (one warp per pair) and the tiled long pair.
+pub const SOFTDTW: KernelFile = KernelFile {
+    name: "softdtw.cu",
+    source: include_str!("../../kernels/softdtw.cu"),
+};
+
 /// Every kernel file (`tools/check-kernels.sh` compiles them all).
-pub const ALL: &[KernelFile] = &[EPISODES, MOTIF];
+pub const ALL: &[KernelFile] = &[EPISODES, MOTIF, SOFTDTW];
 
 /// The longest episode the GPU kernels count (`SYNFIRE_MAX_GPU_NODES` in `episodes.cu`).
 pub const MAX_GPU_NODES: usize = 16;

@@ -26,7 +26,7 @@ pub enum Measure {
 
 /// Validates two sets: every series, one channel count for all, and the band for every pair
 /// of lengths that `pairs` yields.
-fn check_sets(
+pub(crate) fn check_sets(
     a: &[Series],
     b: &[Series],
     opts: &Options,
@@ -63,7 +63,7 @@ fn check_sets(
     Ok(())
 }
 
-fn all_length_pairs(a: &[Series], b: &[Series]) -> BTreeSet<(usize, usize)> {
+pub(crate) fn all_length_pairs(a: &[Series], b: &[Series]) -> BTreeSet<(usize, usize)> {
     let la: BTreeSet<usize> = a.iter().map(Series::len).collect();
     let lb: BTreeSet<usize> = b.iter().map(Series::len).collect();
     la.iter()
@@ -157,7 +157,7 @@ pub fn paired(
         .collect()
 }
 
-fn check_paired(a: &[Series], b: &[Series], opts: &Options) -> Result<(), SoftDtwError> {
+pub(crate) fn check_paired(a: &[Series], b: &[Series], opts: &Options) -> Result<(), SoftDtwError> {
     if a.len() != b.len() {
         return Err(SoftDtwError::Count {
             input: "a".into(),

@@ -73,6 +73,7 @@ pub mod barycenter;
 pub mod batch;
 mod divergence;
 mod forward;
+pub mod gpu;
 pub mod report;
 
 use std::num::NonZeroUsize;
@@ -221,6 +222,12 @@ pub enum SoftDtwError {
         other: String,
         /// Its count.
         other_len: usize,
+    },
+    /// The GPU path failed (`--device gpu`), or an input does not fit its f32 arithmetic.
+    #[error("soft-DTW on the GPU: {message}")]
+    Device {
+        /// What went wrong (the driver's or NVRTC's message).
+        message: String,
     },
     /// A set that must not be empty is empty (a barycenter of nothing).
     #[error("{input}: no series")]
