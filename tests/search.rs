@@ -514,3 +514,198 @@ fn device_gpu_without_a_gpu_is_an_error_and_auto_falls_back() {
         assert!(Searcher::new(&index, DeviceChoice::Gpu, opts(2)).is_err());
     }
 }
+
+fn synfire(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_synfire"))
+        .args(args)
+        .env_remove("SYNFIRE_LOG")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the synfire binary runs")
+}
+
+#[test]
+fn cli_build_query_json_equals_brute_force_and_reports_bad_input() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("gp");
+    let train = fixture("fixtures/ucr/GunPoint/GunPoint_TRAIN.ts");
+    let test = fixture("fixtures/ucr/GunPoint/GunPoint_TEST.ts");
+    let out = synfire(&[
+        "search",
+        "build",
+        train.to_str().unwrap(),
+        "--index",
+        dir.to_str().unwrap(),
+        "--leaf-capacity",
+        "4",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = synfire(&[
+        "search",
+        "query",
+        "--index",
+        dir.to_str().unwrap(),
+        test.to_str().unwrap(),
+        "--k",
+        "3",
+        "--format",
+        "json",
+        "--device",
+        "cpu",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let index = Index::load(&dir).unwrap();
+    let qs = read_ucr(test.to_str().unwrap());
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), qs.len());
+    for (i, q) in qs.iter().enumerate() {
+        let want = index.brute_force(q, 3).unwrap().neighbors;
+        let got = &results[i];
+        assert_eq!(got["query"].as_u64(), Some(i as u64));
+        for (g, w) in got["neighbors"].as_array().unwrap().iter().zip(&want) {
+            assert_eq!(g["id"].as_u64(), Some(u64::from(w.id)));
+            let d = g["distance"].as_f64().unwrap();
+            assert!((d - w.distance).abs() <= 1e-12 * w.distance.max(1e-12));
+        }
+    }
+    for key in ["lower_bounds", "real_distances", "seconds"] {
+        assert!(doc["stats"][key].is_number(), "stats.{key}");
+    }
+    // Sliding windows of the ECG, queried with windows of the ECG itself.
+    let ecg = fixture("fixtures/sensors/mitbih-208-ecg/ecg.npy");
+    let wdir = t.path().join("ecg");
+    let out = synfire(&[
+        "search",
+        "build",
+        ecg.to_str().unwrap(),
+        "--window",
+        "128",
+        "--index",
+        wdir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let x = synfire::series::read_series(&ecg.to_string_lossy()).unwrap();
+    let qfile = t.path().join("q.tsv");
+    let line = |s: usize| {
+        std::iter::once("0".to_owned())
+            .chain(x[s..s + 128].iter().map(|v| v.to_string()))
+            .collect::<Vec<_>>()
+            .join("\t")
+    };
+    std::fs::write(&qfile, format!("{}\n{}\n", line(5000), line(77_000))).unwrap();
+    let out = synfire(&[
+        "search",
+        "query",
+        "--index",
+        wdir.to_str().unwrap(),
+        qfile.to_str().unwrap(),
+        "--k",
+        "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["results"][0]["neighbors"][0]["id"].as_u64(), Some(5000));
+    assert_eq!(
+        doc["results"][1]["neighbors"][0]["id"].as_u64(),
+        Some(77_000)
+    );
+    // Bad input: each a clear error, no panic.
+    let err = |args: &[&str], needle: &str| {
+        let out = synfire(args);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && e.contains(needle), "{args:?}: {e}");
+        assert!(!e.contains("panicked"), "{e}");
+    };
+    let d = dir.to_str().unwrap();
+    let ts = test.to_str().unwrap();
+    err(
+        &["search", "query", "--index", d, ts, "--k", "0"],
+        "at least 1",
+    );
+    err(
+        &["search", "query", "--index", wdir.to_str().unwrap(), ts],
+        "length 128",
+    );
+    err(
+        &["search", "query", "--index", "/nonexistent/idx", ts],
+        "index.json",
+    );
+    let ragged = t.path().join("ragged.tsv");
+    std::fs::write(&ragged, "1\t1\t2\t3\n1\t1\t2\n").unwrap();
+    err(
+        &["search", "build", ragged.to_str().unwrap(), "--index", d],
+        "equal length",
+    );
+    let nan = t.path().join("nan.tsv");
+    std::fs::write(&nan, "1\t1\tNaN\t3\n1\t1\t2\t4\n").unwrap();
+    err(
+        &["search", "build", nan.to_str().unwrap(), "--index", d],
+        "non-finite",
+    );
+    let h = std::fs::read_to_string(dir.join("index.json")).unwrap();
+    std::fs::write(
+        dir.join("index.json"),
+        h.replace("\"version\": 1", "\"version\": 2"),
+    )
+    .unwrap();
+    err(&["search", "query", "--index", d, ts], "version 2");
+    if synfire::device::probe().is_err() {
+        err(
+            &[
+                "search",
+                "query",
+                "--index",
+                wdir.to_str().unwrap(),
+                qfile.to_str().unwrap(),
+                "--device",
+                "gpu",
+            ],
+            "--device gpu",
+        );
+    }
+}
+
+#[test]
+fn bench_search_runs_and_verifies_against_brute_force() {
+    let out = synfire(&[
+        "bench",
+        "search",
+        "--series",
+        "3000",
+        "--length",
+        "64",
+        "--queries",
+        "6",
+        "--device",
+        "cpu",
+        "--k",
+        "2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("| cpu | all (6) |") && text.contains("10^8"),
+        "{text}"
+    );
+}

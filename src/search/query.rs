@@ -55,7 +55,8 @@ pub const MIN_CHUNK: u32 = 4096;
 /// Query options (the paper's `N_c`, `N_q`, `N_l`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueryOptions {
-    /// CPU search workers `N_c` (default: rayon's thread count, i.e. all cores or `--threads`).
+    /// CPU search workers `N_c`, run as tasks on rayon's pool (default: the pool's thread
+    /// count, i.e. all cores or `--threads`).
     pub workers: usize,
     /// Priority queues `N_q` (paper: 20).
     pub queues: usize,
@@ -514,7 +515,9 @@ impl Run<'_> {
             self.traversed.fetch_add(1, Ordering::AcqRel);
         }
         // The barrier of Alg. 9 line 115: every queue is complete once every active subtree
-        // has been traversed (counted, so a worker thread that failed to start cannot hang it).
+        // has been traversed. Counted rather than a barrier over the workers: a subtree is
+        // claimed only by a running worker, which finishes it without blocking, so this
+        // wait ends whether or not the other workers ever start.
         while self.traversed.load(Ordering::Acquire) < self.active.len() {
             std::thread::yield_now();
         }
@@ -654,22 +657,16 @@ impl Index {
                     .name("synfire:search-lb".into())
                     .spawn_scoped(s, move || p.produce(plan, board))
             });
-            // Worker 0 is this thread; a worker that cannot be spawned is simply absent.
-            let handles: Vec<_> = (1..workers)
-                .filter_map(|pid| {
+            // The workers are rayon tasks: no thread is started per query, and a task no
+            // idle pool thread picks up is run by the thread waiting for the scope (it then
+            // finds the work done), so a busy machine never stalls a query on a wake-up.
+            rayon::scope(|rs| {
+                for pid in 1..workers {
                     let run = &run;
-                    std::thread::Builder::new()
-                        .name(format!("synfire:search-{pid}"))
-                        .spawn_scoped(s, move || run.worker(pid))
-                        .ok()
-                })
-                .collect();
-            run.worker(0);
-            for h in handles {
-                if let Err(panic) = h.join() {
-                    std::panic::resume_unwind(panic);
+                    rs.spawn(move |_| run.worker(pid));
                 }
-            }
+                run.worker(0);
+            });
             board.stop.store(true, Ordering::Release);
             match producer {
                 None => Ok(0),
