@@ -709,3 +709,57 @@ fn bench_search_runs_and_verifies_against_brute_force() {
         "{text}"
     );
 }
+
+#[test]
+fn shipped_search_pipeline_answers_equal_brute_force() {
+    use synfire::pipeline::config::{PipelineConfig, SinkConfig};
+    use synfire::pipeline::{RunOptions, run};
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let mut config = PipelineConfig::load(Path::new("pipelines/replay-search.toml")).unwrap();
+    for s in config.sinks.values_mut() {
+        if let SinkConfig::Jsonl(j) = s {
+            j.path = Some(
+                std::env::temp_dir().join(format!("synfire-search-{}.jsonl", std::process::id())),
+            );
+        }
+    }
+    let (tx, rx) = crossbeam_channel::unbounded();
+    run(
+        &config,
+        RunOptions {
+            tap: Some(tx),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let results: Vec<serde_json::Value> = rx
+        .try_iter()
+        .map(|o| serde_json::from_str(&o.json).unwrap())
+        .collect();
+    let hd = synfire::series::read_series(
+        "fixtures/spikes/A2929-200711/A2929-200711.nwb:/acquisition/CompassDirection/rz",
+    )
+    .unwrap();
+    // 63,527 samples, windows of 600 every 300.
+    assert!(results.len() > 200, "{}", results.len());
+    let m = 240;
+    let mut checked = 0;
+    for r in results.iter().filter(|r| r["complete"] == true).step_by(40) {
+        let q0 = r["query_start_sample"].as_u64().unwrap() as usize;
+        let got = r["neighbors"].as_array().unwrap();
+        if q0 < m {
+            assert!(got.is_empty());
+            continue;
+        }
+        let c = Collection::sliding_windows("hd", &hd[..q0], m).unwrap();
+        let q = znormalize(&hd[q0..q0 + m]);
+        let want = synfire::search::brute::knn_rows(c.rows(), c.ids(), m, &q, 3).unwrap();
+        for (g, w) in got.iter().zip(&want.neighbors) {
+            assert_eq!(g["start_sample"].as_u64(), Some(u64::from(w.id)), "{r}");
+            assert_eq!(g["distance"].as_f64(), Some(w.distance));
+        }
+        assert_eq!(got.len(), 3);
+        checked += 1;
+    }
+    assert!(checked >= 4, "{checked}");
+}

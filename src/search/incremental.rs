@@ -75,6 +75,12 @@ impl IncrementalIndex {
         })
     }
 
+    /// The series length, samples.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
     /// Series held (indexed and pending).
     #[must_use]
     pub fn count(&self) -> usize {
