@@ -63,11 +63,14 @@ fn queries(data: &[Vec<f64>], count: usize, seed: u64) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// Small approximate searches (`approximate: 0` measures one leaf, as in the paper), so
+/// small collections exercise the whole algorithm rather than the approximate search.
 fn opts(workers: usize) -> QueryOptions {
     QueryOptions {
         workers,
         queues: 3,
         chunks: 4,
+        approximate: 0,
     }
 }
 
@@ -97,6 +100,16 @@ fn check_index(index: &Index, qs: &[Vec<f64>], k: usize, workers: usize, what: &
         assert_eq!(want.neighbors.len(), k.min(index.count()));
         let a = index.knn(q, k, &opts(workers), None).unwrap();
         assert_same(&a.neighbors, &want.neighbors, &format!("{what} query {i}"));
+        let wider = QueryOptions {
+            approximate: 100,
+            ..opts(workers)
+        };
+        let a = index.knn(q, k, &wider, None).unwrap();
+        assert_same(
+            &a.neighbors,
+            &want.neighbors,
+            &format!("{what} query {i} (approximate 100)"),
+        );
         let b = index
             .knn(q, k, &opts(workers), Some(&producer as &dyn LowerBounds))
             .unwrap();

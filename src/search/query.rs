@@ -62,6 +62,12 @@ pub struct QueryOptions {
     pub queues: usize,
     /// Chunks `N_l` of the active array (paper: 32); chunks hold at least [`MIN_CHUNK`].
     pub chunks: usize,
+    /// Series the approximate search measures at least (default 1024): the query's leaf,
+    /// widened to ancestors and then to the root subtrees of smallest MINDIST. The paper
+    /// measures one leaf; with 2^16 root children a leaf is small once series are spread
+    /// over many root keys, and a tighter first BSF prunes more root subtrees. Exact either
+    /// way.
+    pub approximate: usize,
 }
 
 impl Default for QueryOptions {
@@ -70,6 +76,7 @@ impl Default for QueryOptions {
             workers: rayon::current_num_threads().max(1),
             queues: 20,
             chunks: 32,
+            approximate: 1024,
         }
     }
 }
@@ -393,6 +400,9 @@ impl TopK {
 
 type LeafQueue = Mutex<BinaryHeap<Reverse<(u64, u32, u32)>>>;
 
+/// Leaves per queue a worker collects (on average) before taking the queues' locks.
+const PUSH_BATCH: usize = 16;
+
 /// The state of one query shared by its workers.
 struct Run<'a> {
     index: &'a Index,
@@ -443,7 +453,16 @@ impl Run<'_> {
         }
     }
 
-    fn traverse(&self, node: u32, root_start: u32, root_base: u32, q: &mut usize) {
+    /// Alg. 3 (`TraverseSubtree`): leaves the BSF does not prune go to the queues round
+    /// robin, collected in per-worker batches (one lock per batch; see [`Run::flush`]).
+    fn traverse(
+        &self,
+        node: u32,
+        root_start: u32,
+        root_base: u32,
+        q: &mut usize,
+        batches: &mut [Vec<Reverse<(u64, u32, u32)>>],
+    ) {
         let nd = &self.index.tree.nodes[node as usize];
         let lb = node_lb_sq(
             &self.paa,
@@ -457,14 +476,25 @@ impl Run<'_> {
         }
         if nd.is_leaf() {
             let base = root_base + (nd.start - root_start);
-            self.queues[*q]
-                .lock()
-                .push(Reverse((lb.to_bits(), node, base)));
+            batches[*q].push(Reverse((lb.to_bits(), node, base)));
             *q = (*q + 1) % self.queues.len();
         } else {
-            self.traverse(nd.left, root_start, root_base, q);
-            self.traverse(nd.right, root_start, root_base, q);
+            self.traverse(nd.left, root_start, root_base, q, batches);
+            self.traverse(nd.right, root_start, root_base, q, batches);
         }
+    }
+
+    /// Moves the batched leaves into the queues, then counts the `done` subtrees they came
+    /// from as traversed: a subtree counts only once its leaves are in the queues, so the
+    /// end of phase 1 (every subtree counted) means complete queues.
+    fn flush(&self, batches: &mut [Vec<Reverse<(u64, u32, u32)>>], done: &mut usize) {
+        for (q, b) in batches.iter_mut().enumerate() {
+            if !b.is_empty() {
+                self.queues[q].lock().extend(b.drain(..));
+            }
+        }
+        self.traversed.fetch_add(*done, Ordering::AcqRel);
+        *done = 0;
     }
 
     /// Alg. 11: the series of one leaf whose active-array range starts at `base`.
@@ -476,9 +506,8 @@ impl Run<'_> {
             (base / chunk_len) as usize,
             ((base + nd.len - 1) / chunk_len) as usize,
         );
-        let published: Option<Vec<&[Candidate]>> = (c0..=c1).map(|c| self.board.chunk(c)).collect();
-        if let Some(lists) = published {
-            for list in lists {
+        if (c0..=c1).all(|c| self.board.chunk(c).is_some()) {
+            for list in (c0..=c1).filter_map(|c| self.board.chunk(c)) {
                 let lo = list.partition_point(|c| c.pos < s);
                 for c in list[lo..].iter().take_while(|c| c.pos < e) {
                     if !prunable(c.lb_sq, self.board.bsf_sq()) {
@@ -503,6 +532,8 @@ impl Run<'_> {
     fn worker(&self, pid: usize) {
         let nq = self.queues.len();
         let mut q = pid % nq;
+        let mut batches = vec![Vec::new(); nq];
+        let mut done = 0;
         loop {
             let i = self.next_root.fetch_add(1, Ordering::Relaxed);
             let Some(&(lb, node)) = self.active.get(i) else {
@@ -510,10 +541,14 @@ impl Run<'_> {
             };
             if !prunable(lb, self.board.bsf_sq()) {
                 let start = self.index.tree.nodes[node as usize].start;
-                self.traverse(node, start, self.plan.prefix[i], &mut q);
+                self.traverse(node, start, self.plan.prefix[i], &mut q, &mut batches);
             }
-            self.traversed.fetch_add(1, Ordering::AcqRel);
+            done += 1;
+            if batches.iter().map(Vec::len).sum::<usize>() >= PUSH_BATCH * nq {
+                self.flush(&mut batches, &mut done);
+            }
         }
+        self.flush(&mut batches, &mut done);
         // The barrier of Alg. 9 line 115: every queue is complete once every active subtree
         // has been traversed. Counted rather than a barrier over the workers: a subtree is
         // claimed only by a running worker, which finishes it without blocking, so this
@@ -588,29 +623,33 @@ impl Index {
             });
         }
         let k = k.min(self.count);
+        let top_k = k;
         let paa = self.segments.paa(q);
         let word = self.breakpoints.word(&paa);
         let table = QueryTable::new(&paa, &self.segments, &self.breakpoints);
         let roots = RootBounds::new(&paa, &self.segments, &self.breakpoints);
-        let mut root_lbs: Vec<(f64, u32)> = self
+        let root_lbs: Vec<(f64, u32)> = self
             .tree
             .keys
             .iter()
             .map(|&key| (roots.lb_sq(key), self.tree.roots[usize::from(key)]))
             .collect();
-        root_lbs.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
 
         // Approximate search: the first BSF.
-        let (top, approx) = self.approximate(q, &word, &root_lbs, k);
+        let (top, approx) =
+            self.approximate(q, &word, &root_lbs, top_k, top_k.max(options.approximate));
         let approx_distances: u64 = approx.iter().map(|&(_, l)| u64::from(l)).sum();
         let bsf = top.bsf_sq();
 
-        // Active root subtrees (Alg. 8) and the active array.
-        let active: Vec<(f64, u32)> = root_lbs
-            .iter()
-            .copied()
+        // Active root subtrees (Alg. 8) and the active array; a producer gets them by
+        // ascending MINDIST, so its first chunks are the most promising.
+        let mut active: Vec<(f64, u32)> = root_lbs
+            .into_iter()
             .filter(|&(lb, _)| !prunable(lb, bsf))
             .collect();
+        if producer.is_some() {
+            active.sort_unstable_by_key(|&(lb, node)| (lb.to_bits(), node));
+        }
         let mut starts = Vec::with_capacity(active.len());
         let mut prefix = Vec::with_capacity(active.len() + 1);
         prefix.push(0u32);
@@ -705,19 +744,29 @@ impl Index {
         })
     }
 
-    /// The approximate search: the k best of the query's leaf (widened to ≥ k series), and
-    /// the leaf-order ranges it measured.
+    /// The approximate search: the k best among at least `want` series — the query's leaf,
+    /// widened to its ancestors, then whole root subtrees by ascending MINDIST — and the
+    /// leaf-order ranges it measured.
     fn approximate(
         &self,
         q: &[f32],
         word: &super::isax::Word,
         root_lbs: &[(f64, u32)],
         k: usize,
+        want: usize,
     ) -> (TopK, Vec<(u32, u32)>) {
         let nodes = &self.tree.nodes;
+        // Root subtrees by ascending MINDIST: the smallest 64 sorted first, the rest if needed.
+        let mut by_lb: Vec<(u64, u32)> =
+            root_lbs.iter().map(|&(lb, n)| (lb.to_bits(), n)).collect();
+        let head = by_lb.len().min(64);
+        if head < by_lb.len() {
+            by_lb.select_nth_unstable(head);
+        }
+        by_lb[..head].sort_unstable();
         let own = self.tree.roots[usize::from(root_key(word))];
         let start = if own == NONE {
-            root_lbs.first().map_or(NONE, |&(_, n)| n)
+            by_lb.first().map_or(NONE, |&(_, n)| n)
         } else {
             own
         };
@@ -729,16 +778,19 @@ impl Index {
                 n = nodes[n as usize].child_for(word);
                 path.push(n);
             }
-            while (nodes[n as usize].len as usize) < k && path.len() > 1 {
+            while (nodes[n as usize].len as usize) < want && path.len() > 1 {
                 path.pop();
                 n = path.last().copied().unwrap_or(start);
             }
             ranges.push((nodes[n as usize].start, nodes[n as usize].len));
             let mut have = nodes[n as usize].len as usize;
-            for &(_, r) in root_lbs {
-                if have >= k {
-                    break;
+            let mut i = 0;
+            while have < want && i < by_lb.len() {
+                if i == head {
+                    by_lb[head..].sort_unstable();
                 }
+                let r = by_lb[i].1;
+                i += 1;
                 if r != start {
                     let nd = &nodes[r as usize];
                     ranges.push((nd.start, nd.len));
