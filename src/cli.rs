@@ -53,6 +53,8 @@ enum Command {
     Softdtw(crate::softdtw_cli::SoftDtwArgs),
     /// Soft-DTW barycenter of a collection of series (L-BFGS).
     Barycenter(crate::softdtw_cli::BarycenterArgs),
+    /// Exact similarity search (SING): build an index of series, query its k nearest.
+    Search(crate::search_cli::SearchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -323,6 +325,9 @@ enum BenchWhich {
     /// Soft-DTW: forward and forward+backward cells per second on all pairs of two sets of
     /// random walks, and forward on one long pair, CPU and GPU.
     Softdtw(crate::softdtw_cli::BenchSoftDtwArgs),
+    /// Similarity search: seeded random walks, SING (CPU, GPU) against brute force, latency,
+    /// lower bounds and real distances per query.
+    Search(crate::search_cli::BenchSearchArgs),
 }
 
 /// Runs the parsed command.
@@ -352,6 +357,10 @@ pub fn run(cli: Cli) -> Result<()> {
         }) => crate::softdtw_cli::bench(&args),
         Command::Softdtw(args) => crate::softdtw_cli::run_softdtw(&args),
         Command::Barycenter(args) => crate::softdtw_cli::run_barycenter(&args),
+        Command::Search(args) => crate::search_cli::run(&args),
+        Command::Bench(BenchArgs {
+            which: BenchWhich::Search(args),
+        }) => crate::search_cli::bench(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Episodes(args),
         }) => crate::bench::episodes(&args),

@@ -29,6 +29,7 @@ pub mod motif;
 pub mod pipeline;
 pub mod replay;
 pub mod report;
+pub mod search;
 pub mod series;
 pub mod sink;
 pub mod softdtw;

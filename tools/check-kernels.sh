@@ -2,7 +2,8 @@
 # Syntax- and type-checks kernels/*.cu with the host C++ compiler and tools/kernel-shim.h, so a
 # typo in a kernel fails here rather than in NVRTC on a GPU host. Templates are instantiated by
 # the kernel macros, so their bodies are checked too. Then tools/kernel-emulation.cpp runs the
-# device code on the host and checks MTPE against PTPE and PreElim.
+# device code on the host and checks MTPE against PTPE and PreElim, and
+# tools/search-emulation.cpp checks the SING lower-bound kernel against a plain loop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for f in kernels/*.cu; do
@@ -14,3 +15,5 @@ g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-misleadi
 "${TMPDIR:-/tmp}/synfire-kernel-emulation"
 g++ -std=c++20 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -pthread -o "${TMPDIR:-/tmp}/synfire-softdtw-emulation" tools/softdtw-emulation.cpp
 "${TMPDIR:-/tmp}/synfire-softdtw-emulation"
+g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -o "${TMPDIR:-/tmp}/synfire-search-emulation" tools/search-emulation.cpp
+"${TMPDIR:-/tmp}/synfire-search-emulation"

@@ -45,3 +45,7 @@ float __shfl_down_sync(unsigned, float, unsigned, int w = 32);
 double __shfl_down_sync(unsigned, double, unsigned, int w = 32);
 void __syncwarp(unsigned m = 0xffffffffu);
 #endif
+// Built-ins of kernels/search.cu.
+#define __shared__ static
+inline void __syncthreads() {}
+struct uint4 { unsigned x, y, z, w; };

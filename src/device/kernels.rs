@@ -40,8 +40,14 @@ pub const SOFTDTW: KernelFile = KernelFile {
     source: include_str!("../../kernels/softdtw.cu"),
 };
 
+/// SING similarity search: lower bounds of the iSAX array's active chunks, compacted.
+pub const SEARCH: KernelFile = KernelFile {
+    name: "search.cu",
+    source: include_str!("../../kernels/search.cu"),
+};
+
 /// Every kernel file (`tools/check-kernels.sh` compiles them all).
-pub const ALL: &[KernelFile] = &[EPISODES, MOTIF, SOFTDTW];
+pub const ALL: &[KernelFile] = &[EPISODES, MOTIF, SOFTDTW, SEARCH];
 
 /// The longest episode the GPU kernels count (`SYNFIRE_MAX_GPU_NODES` in `episodes.cu`).
 pub const MAX_GPU_NODES: usize = 16;

@@ -15,6 +15,7 @@ pub mod error;
 pub mod kernels;
 pub mod motif;
 pub mod softdtw;
+pub mod search;
 pub mod worker;
 
 pub use error::DeviceError;

@@ -339,6 +339,8 @@ pub(crate) struct Device {
     pub(crate) motif: Option<super::motif::MotifBuffers>,
     /// Soft-DTW scratch (`device::softdtw`).
     pub(crate) softdtw: super::softdtw::SoftDtwBuffers,
+    /// Similarity-search buffers (`device::search`).
+    pub(crate) search: Option<super::search::SearchBuffers>,
     preelim: Vec<CudaFunction>,
     ptpe: Vec<CudaFunction>,
     /// Per machine (0: exact, 1: PreElim), per N: the MTPE counting and merging kernels.
@@ -421,6 +423,7 @@ impl Device {
             modules: std::collections::HashMap::new(),
             motif: None,
             softdtw: Default::default(),
+            search: None,
         })
     }
 

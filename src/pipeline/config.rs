@@ -344,9 +344,60 @@ impl MotifStageConfig {
     }
 }
 
+/// `[stages.<name>]` with `kind = "search"`: exact k nearest earlier occurrences of each
+/// sensor window (or of its last `m` samples) in a SING index of the channel's past.
+#[derive(Clone, Debug, Deserialize)]
+pub struct SearchStageConfig {
+    /// The window it reads.
+    pub window: String,
+    /// The channel searched (0-based, default 0).
+    #[serde(default)]
+    pub channel: usize,
+    /// Subsequence length, samples: index every length-`m` subsequence and query each
+    /// window's last `m` samples. Absent: whole windows are the series.
+    pub m: Option<usize>,
+    /// Neighbours per window (default 1).
+    #[serde(default = "one")]
+    pub k: usize,
+    /// Where lower bounds are computed (default `auto`).
+    #[serde(default)]
+    pub device: DeviceChoice,
+    /// Series per index leaf (default 1024).
+    #[serde(default = "default_leaf_capacity")]
+    pub leaf_capacity: usize,
+    /// Most windows or subsequences kept, newest first (default 1,000,000).
+    #[serde(default = "default_search_capacity")]
+    pub capacity: usize,
+}
+
+fn default_leaf_capacity() -> usize {
+    crate::search::BuildOptions::default().leaf_capacity
+}
+
+fn default_search_capacity() -> usize {
+    1_000_000
+}
+
+impl SearchStageConfig {
+    /// The stage options.
+    #[must_use]
+    pub fn options(&self) -> crate::stage::search::SearchStageOptions {
+        crate::stage::search::SearchStageOptions {
+            channel: self.channel,
+            m: self.m,
+            k: self.k,
+            device: self.device,
+            leaf_capacity: self.leaf_capacity,
+            capacity: self.capacity,
+        }
+    }
+}
+
 /// A stage.
 #[derive(Clone, Debug)]
 pub enum StageConfig {
+    /// Exact similarity search over each channel's past.
+    Search(SearchStageConfig),
     /// Exact motifs of sensor windows.
     Motif(MotifStageConfig),
     /// Frequent-episode mining.
@@ -363,6 +414,7 @@ impl StageConfig {
             Self::Episodes(e) => &e.window,
             Self::Summary(s) => &s.window,
             Self::Motif(s) => &s.window,
+            Self::Search(s) => &s.window,
         }
     }
 
@@ -371,7 +423,7 @@ impl StageConfig {
     pub fn input(&self) -> StreamKind {
         match self {
             Self::Episodes(_) => StreamKind::Spikes,
-            Self::Summary(_) | Self::Motif(_) => StreamKind::Sensor,
+            Self::Summary(_) | Self::Motif(_) | Self::Search(_) => StreamKind::Sensor,
         }
     }
 }
@@ -591,14 +643,19 @@ impl PipelineConfig {
         let mut stages = BTreeMap::new();
         for (name, mut t) in sections(&mut root, "stages", &mut errors) {
             let p = format!("stages.{name}");
-            let Some(kind) = take_kind(&mut t, &p, &["episodes", "summary", "motif"], &mut errors)
-            else {
+            let Some(kind) = take_kind(
+                &mut t,
+                &p,
+                &["episodes", "summary", "motif", "search"],
+                &mut errors,
+            ) else {
                 continue;
             };
             let v = toml::Value::Table(t);
             let s = match kind.as_str() {
                 "episodes" => typed(v, &p, &mut errors).map(StageConfig::Episodes),
                 "motif" => typed(v, &p, &mut errors).map(StageConfig::Motif),
+                "search" => typed(v, &p, &mut errors).map(StageConfig::Search),
                 _ => typed(v, &p, &mut errors).map(StageConfig::Summary),
             };
             if let Some(s) = s {
@@ -858,6 +915,34 @@ impl PipelineConfig {
                     }
                 }
             }
+            if let StageConfig::Search(sc) = s {
+                for (f, v) in [
+                    ("k", sc.k),
+                    ("leaf_capacity", sc.leaf_capacity),
+                    ("capacity", sc.capacity),
+                ] {
+                    if v == 0 {
+                        err(format!("{p}.{f}"), "must be at least 1".into());
+                    }
+                }
+                if sc.m == Some(0) {
+                    err(format!("{p}.m"), "must be at least 1".into());
+                }
+                if let (Some(m), Some(len)) = (
+                    sc.m,
+                    self.windows.get(s.window()).and_then(|w| w.length_samples),
+                ) {
+                    if m as u64 > len {
+                        err(
+                            format!("{p}.m"),
+                            format!(
+                                "m = {m} is longer than window `{}` ({len} samples)",
+                                s.window()
+                            ),
+                        );
+                    }
+                }
+            }
             if let StageConfig::Episodes(e) = s {
                 if let Err(list) = e.miner() {
                     for (f, m) in list {
@@ -941,6 +1026,47 @@ kind = "jsonl"
         let c = PipelineConfig::parse(GOOD, Path::new("t.toml")).unwrap();
         assert_eq!(c.sources.len(), 1);
         assert!(matches!(c.stages["episodes"], StageConfig::Episodes(_)));
+    }
+
+    #[test]
+    fn search_stage_fields_are_validated() {
+        let sensor = r#"
+[sources.s]
+kind = "hdf5"
+path = "fixtures/spikes/A2929-200711/A2929-200711.nwb"
+series = "/acquisition/CompassDirection/rz"
+
+[windows.w]
+source = "s"
+length_samples = 100
+hop_samples = 50
+
+[stages.recall]
+kind = "search"
+window = "w"
+m = 240
+k = 0
+leaf_capacity = 0
+
+[sinks.out]
+kind = "jsonl"
+"#;
+        let e = errors(sensor);
+        let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        for want in [
+            "stages.recall.m",
+            "stages.recall.k",
+            "stages.recall.leaf_capacity",
+        ] {
+            assert!(fields.contains(&want), "missing {want} in {e:#?}");
+        }
+        let ok = sensor
+            .replace("m = 240", "m = 40")
+            .replace("k = 0\nleaf_capacity = 0", "k = 2");
+        let c = PipelineConfig::parse(&ok, Path::new("t.toml")).unwrap();
+        assert!(
+            matches!(&c.stages["recall"], StageConfig::Search(s) if s.k == 2 && s.m == Some(40))
+        );
     }
 
     #[test]

@@ -196,6 +196,7 @@ fn build_stage(config: &StageConfig) -> Result<Box<dyn Stage>> {
             mc.channel,
             mc.device,
         )),
+        StageConfig::Search(sc) => Box::new(stage::search::SearchStage::new(sc.options())),
     })
 }
 

@@ -9,6 +9,7 @@
 
 pub mod episodes;
 pub mod motif;
+pub mod search;
 pub mod summary;
 
 use std::sync::Arc;

@@ -1,0 +1,451 @@
+//! "When did this pattern occur before?" (`kind = "search"`): a SING index of one channel's
+//! past ([`crate::search::IncrementalIndex`]) answers, for each new sensor window, its k
+//! nearest earlier occurrences, exactly (z-normalised Euclidean distance), then takes the
+//! window in.
+//!
+//! Two modes:
+//! * **whole windows** (no `m`): each window of the channel is one series; the answer lists
+//!   the nearest earlier windows (`window_index`, `start_sample`, `start_s`), then the window
+//!   is inserted. Every window must have the length of the first.
+//! * **subsequences** (`m` samples): the index holds every length-`m` subsequence of the
+//!   channel seen so far; the query is the window's last `m` samples, and only subsequences
+//!   that end before the query starts are searched (no trivial self-matches). The answer
+//!   lists their `start_sample` and time `start_s` (on the window's clock). Samples are
+//!   tracked by sample number across overlapping windows; a gap between windows restarts the
+//!   history (no subsequence spans a gap).
+//!
+//! A window or subsequence holding a NaN (missing samples) is neither searched nor inserted;
+//! the result then gives a `reason`.
+
+use std::collections::VecDeque;
+
+use serde_json::{Map, Value, json};
+
+use super::{Samples, Stage, StageError, StreamKind};
+use crate::episode::DeviceChoice;
+use crate::search::collection::znormalize;
+use crate::search::incremental::MIN_REBUILD;
+use crate::search::{BuildOptions, IncrementalIndex, QueryOptions, SearchError};
+use crate::window::Window;
+
+/// Options of the search stage.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchStageOptions {
+    /// The channel searched.
+    pub channel: usize,
+    /// Subsequence length in samples; `None`: whole windows.
+    pub m: Option<usize>,
+    /// Neighbours reported per window.
+    pub k: usize,
+    /// Where lower bounds are computed.
+    pub device: DeviceChoice,
+    /// Leaf capacity of the index.
+    pub leaf_capacity: usize,
+    /// Most series (windows or subsequences) kept; older ones are dropped at rebuilds.
+    pub capacity: usize,
+}
+
+/// The search stage.
+#[derive(Debug)]
+pub struct SearchStage {
+    opts: SearchStageOptions,
+    device: DeviceChoice,
+    index: Option<IncrementalIndex>,
+    /// Whole windows: (window index, start sample, start s) of the windows inserted, oldest
+    /// first.
+    windows: VecDeque<(u64, u64, f64)>,
+    /// Subsequences: the known samples, the first at sample number `history_start`.
+    history: Vec<f64>,
+    history_start: u64,
+    /// Subsequences: the next start sample to insert.
+    next_insert: u64,
+}
+
+fn search_error(e: SearchError) -> StageError {
+    match e {
+        SearchError::Device(d) => StageError::Device(d),
+        other => StageError::Config(other.to_string()),
+    }
+}
+
+impl SearchStage {
+    /// A stage with `opts`. `DeviceChoice::Auto` is resolved once, here: the GPU when one is
+    /// usable, else the CPU with one log line.
+    #[must_use]
+    pub fn new(opts: SearchStageOptions) -> Self {
+        let device = match opts.device {
+            DeviceChoice::Auto => match crate::device::probe() {
+                Ok(_) => DeviceChoice::Gpu,
+                Err(e) => {
+                    tracing::info!(error = %e, "No usable GPU; the search stage runs on the CPU.");
+                    DeviceChoice::Cpu
+                }
+            },
+            d => d,
+        };
+        Self {
+            opts,
+            device,
+            index: None,
+            windows: VecDeque::new(),
+            history: Vec::new(),
+            history_start: 0,
+            next_insert: 0,
+        }
+    }
+
+    fn index_mut(&mut self, len: usize) -> Result<&mut IncrementalIndex, StageError> {
+        if self.index.is_none() {
+            let options = BuildOptions {
+                leaf_capacity: self.opts.leaf_capacity,
+            };
+            self.index = Some(
+                IncrementalIndex::new(len, options, self.opts.capacity).map_err(search_error)?,
+            );
+        }
+        self.index
+            .as_mut()
+            .ok_or_else(|| StageError::Config("the search index is missing".into()))
+    }
+
+    /// The k nearest held series of `z` (empty before anything was inserted).
+    fn knn(&self, z: &[f32]) -> Result<Vec<(u64, f64)>, StageError> {
+        match self.index.as_ref().filter(|i| !i.is_empty()) {
+            None => Ok(Vec::new()),
+            Some(index) => {
+                let (n, _) = index
+                    .knn(z, self.opts.k, self.device, QueryOptions::default())
+                    .map_err(search_error)?;
+                Ok(n.iter().map(|n| (n.id, n.distance)).collect())
+            }
+        }
+    }
+
+    fn whole(
+        &mut self,
+        w: &Window,
+        start_sample: u64,
+        x: &[f64],
+        out: &mut Map<String, Value>,
+    ) -> Result<(), StageError> {
+        if x.is_empty() || x.iter().any(|v| !v.is_finite()) {
+            out.insert(
+                "reason".into(),
+                "the window is empty or has missing (NaN) samples".into(),
+            );
+            return Ok(());
+        }
+        if let Some(index) = &self.index {
+            if index.len() != x.len() {
+                out.insert(
+                    "reason".into(),
+                    format!(
+                        "the window has {} samples, the first had {}",
+                        x.len(),
+                        index.len()
+                    )
+                    .into(),
+                );
+                return Ok(());
+            }
+        }
+        let z = znormalize(x);
+        let neighbors: Vec<Value> = self
+            .knn(&z)?
+            .into_iter()
+            .filter_map(|(id, d)| {
+                let at = self.windows.partition_point(|e| e.0 < id);
+                self.windows.get(at).filter(|e| e.0 == id).map(|&(wi, ss, s)| {
+                    json!({"window_index": wi, "start_sample": ss, "start_s": s, "distance": d})
+                })
+            })
+            .collect();
+        out.insert("neighbors".into(), Value::from(neighbors));
+        self.index_mut(x.len())?
+            .insert(w.index, &z)
+            .map_err(search_error)?;
+        self.windows.push_back((w.index, start_sample, w.start_s));
+        let keep = self
+            .opts
+            .capacity
+            .saturating_add(self.opts.capacity / 4 + MIN_REBUILD);
+        while self.windows.len() > keep {
+            self.windows.pop_front();
+        }
+        Ok(())
+    }
+
+    /// Inserts the subsequences starting at `next_insert..=last` (those the history holds
+    /// whole and without NaN), then forgets the samples no later subsequence needs.
+    fn insert_until(&mut self, last: u64, m: usize) -> Result<(), StageError> {
+        let mut p = self.next_insert.max(self.history_start);
+        let held_end = self.history_start + self.history.len() as u64;
+        while p <= last && p + m as u64 <= held_end {
+            let off = (p - self.history_start) as usize;
+            let sub = &self.history[off..off + m];
+            if sub.iter().all(|v| v.is_finite()) {
+                let z = znormalize(sub);
+                self.index_mut(m)?.insert(p, &z).map_err(search_error)?;
+            }
+            p += 1;
+        }
+        self.next_insert = self.next_insert.max(p);
+        let drop =
+            (self.next_insert.saturating_sub(self.history_start) as usize).min(self.history.len());
+        self.history.drain(..drop);
+        self.history_start += drop as u64;
+        Ok(())
+    }
+
+    fn subsequences(
+        &mut self,
+        w: &Window,
+        s: &Samples<'_>,
+        x: &[f64],
+        m: usize,
+        out: &mut Map<String, Value>,
+    ) -> Result<(), StageError> {
+        let start = s.start_sample;
+        let end = start + x.len() as u64;
+        // Extend the known samples (or restart them after a gap).
+        let known_end = self.history_start + self.history.len() as u64;
+        if self.history.is_empty() || start > known_end {
+            // A gap: every subsequence of the old run is earlier than any later query.
+            self.insert_until(known_end.saturating_sub(m as u64), m)?;
+            self.history.clear();
+            self.history.extend_from_slice(x);
+            self.history_start = start;
+            self.next_insert = self.next_insert.max(start);
+        } else if end > known_end {
+            let from = (known_end - start) as usize;
+            self.history.extend_from_slice(&x[from..]);
+        }
+        if x.len() < m {
+            out.insert(
+                "reason".into(),
+                format!("the window has {} samples, fewer than m = {m}", x.len()).into(),
+            );
+            return Ok(());
+        }
+        // Insert every subsequence that ends before the query (the last m samples) starts.
+        let query_start = end - m as u64;
+        if let Some(last) = query_start.checked_sub(m as u64) {
+            self.insert_until(last, m)?;
+        }
+        let q = &x[x.len() - m..];
+        if q.iter().any(|v| !v.is_finite()) {
+            out.insert(
+                "reason".into(),
+                "the query has missing (NaN) samples".into(),
+            );
+            return Ok(());
+        }
+        let rate = s.rate_hz;
+        let neighbors: Vec<Value> = self
+            .knn(&znormalize(q))?
+            .into_iter()
+            .map(|(p, d)| {
+                let t = w.start_s + (p as f64 - start as f64) / rate;
+                json!({"start_sample": p, "start_s": t, "distance": d})
+            })
+            .collect();
+        out.insert("query_start_sample".into(), Value::from(query_start));
+        out.insert("neighbors".into(), Value::from(neighbors));
+        Ok(())
+    }
+}
+
+impl Stage for SearchStage {
+    fn input(&self) -> StreamKind {
+        StreamKind::Sensor
+    }
+
+    /// Fields: `channel`, `mode` (`windows` or `subsequences`), `m` (subsequences), `k`,
+    /// `device`, `indexed` (series held after this window), `neighbors` (nearest first; see
+    /// the module doc), `query_start_sample` (subsequences), or a `reason` when the window
+    /// could not be searched.
+    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
+        let samples = Samples::of(window)?;
+        if self.opts.channel >= samples.channels {
+            return Err(StageError::Config(format!(
+                "channel {} requested, the window has {}",
+                self.opts.channel, samples.channels
+            )));
+        }
+        let x = samples.channel(self.opts.channel);
+        let mut out = Map::new();
+        out.insert("channel".into(), Value::from(self.opts.channel));
+        out.insert("k".into(), Value::from(self.opts.k));
+        out.insert(
+            "device".into(),
+            Value::from(if self.device == DeviceChoice::Gpu {
+                "gpu"
+            } else {
+                "cpu"
+            }),
+        );
+        match self.opts.m {
+            None => {
+                out.insert("mode".into(), Value::from("windows"));
+                self.whole(window, samples.start_sample, &x, &mut out)?;
+            }
+            Some(m) => {
+                out.insert("mode".into(), Value::from("subsequences"));
+                out.insert("m".into(), Value::from(m));
+                self.subsequences(window, &samples, &x, m, &mut out)?;
+            }
+        }
+        out.insert(
+            "indexed".into(),
+            Value::from(self.index.as_ref().map_or(0, IncrementalIndex::count)),
+        );
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::brute::knn_rows;
+    use crate::window::WindowData;
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, StandardNormal};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    fn window(index: u64, start_sample: u64, values: Vec<f64>) -> Window {
+        Window {
+            window: Arc::from("w"),
+            source: Arc::from("s"),
+            index,
+            start_s: start_sample as f64 / 100.0,
+            end_s: (start_sample as f64 + values.len() as f64) / 100.0,
+            complete: true,
+            late: 0,
+            dropped: 0,
+            closed_at: Instant::now(),
+            data: WindowData::Samples {
+                channels: 1,
+                values,
+                rate_hz: 100.0,
+                start_sample,
+            },
+        }
+    }
+
+    fn opts(m: Option<usize>, k: usize) -> SearchStageOptions {
+        SearchStageOptions {
+            channel: 0,
+            m,
+            k,
+            device: DeviceChoice::Cpu,
+            leaf_capacity: 8,
+            capacity: usize::MAX,
+        }
+    }
+
+    fn walk(n: usize, seed: u64) -> Vec<f64> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut acc = 0.0;
+        (0..n)
+            .map(|_| {
+                let s: f64 = StandardNormal.sample(&mut rng);
+                acc += s;
+                acc
+            })
+            .collect()
+    }
+
+    #[test]
+    fn whole_windows_find_the_nearest_earlier_windows() {
+        let mut stage = SearchStage::new(opts(None, 2));
+        let mut held: Vec<Vec<f32>> = Vec::new();
+        for i in 0..1500u64 {
+            // Every 10th window repeats window i / 10 (scaled): an exact earlier match.
+            let v = if i % 10 == 9 {
+                walk(50, i / 10).iter().map(|x| 3.0 * x - 1.0).collect()
+            } else {
+                walk(50, i)
+            };
+            let out = stage.process(&window(i, i * 50, v.clone())).unwrap();
+            let got = out["neighbors"].as_array().unwrap();
+            if !held.is_empty() {
+                let z = znormalize(&v);
+                let ids: Vec<u32> = (0..held.len() as u32).collect();
+                let want = knn_rows(&held.concat(), &ids, 50, &z, 2).unwrap().neighbors;
+                assert_eq!(got.len(), want.len());
+                for (g, w) in got.iter().zip(&want) {
+                    assert_eq!(
+                        g["window_index"].as_u64(),
+                        Some(u64::from(w.id)),
+                        "window {i}"
+                    );
+                    assert_eq!(g["start_sample"].as_u64(), Some(u64::from(w.id) * 50));
+                    assert_eq!(g["distance"].as_f64(), Some(w.distance));
+                }
+                if i % 10 == 9 && (i / 10) % 10 != 9 {
+                    assert_eq!(got[0]["distance"].as_f64(), Some(0.0));
+                }
+            } else {
+                assert!(got.is_empty());
+            }
+            held.push(znormalize(&v));
+            assert_eq!(out["indexed"].as_u64(), Some(held.len() as u64));
+        }
+        // A window of another length or with a NaN is reported, not inserted.
+        let out = stage.process(&window(2000, 0, vec![1.0; 7])).unwrap();
+        assert!(out["reason"].as_str().unwrap().contains("first had 50"));
+        let mut nan = walk(50, 3);
+        nan[4] = f64::NAN;
+        let out = stage.process(&window(2001, 0, nan)).unwrap();
+        assert!(out["reason"].as_str().unwrap().contains("NaN"));
+        assert_eq!(out["indexed"].as_u64(), Some(1500));
+    }
+
+    #[test]
+    fn subsequences_search_everything_before_the_query_across_gaps() {
+        let m = 20;
+        let x = walk(3000, 9);
+        let mut stage = SearchStage::new(opts(Some(m), 3));
+        // Windows of 100 every 60 samples, then a gap of 500 samples.
+        let mut starts: Vec<u64> = (0..20).map(|i| i * 60).collect();
+        starts.extend((0..20).map(|i| 1700 + i * 60));
+        for (n, &s) in starts.iter().enumerate() {
+            let v = x[s as usize..s as usize + 100].to_vec();
+            let out = stage.process(&window(n as u64, s, v)).unwrap();
+            let q0 = out["query_start_sample"].as_u64().unwrap();
+            assert_eq!(q0, s + 100 - m as u64);
+            // The oracle: subsequences ending by q0 within the current run, and after the
+            // gap every subsequence of the first run (samples 0..1240).
+            let mut ids: Vec<u32> = Vec::new();
+            if s >= 1700 {
+                ids.extend((0..=1240 - m as u32).collect::<Vec<u32>>());
+                ids.extend((1700..q0.saturating_sub(m as u64) + 1).map(|p| p as u32));
+            } else {
+                ids.extend((0..(q0 + 1).saturating_sub(m as u64)).map(|p| p as u32));
+            }
+            let got = out["neighbors"].as_array().unwrap();
+            if ids.is_empty() {
+                assert!(got.is_empty());
+                continue;
+            }
+            let rows: Vec<f32> = ids
+                .iter()
+                .flat_map(|&p| znormalize(&x[p as usize..p as usize + m]))
+                .collect();
+            let q = znormalize(&x[q0 as usize..q0 as usize + m]);
+            let want = knn_rows(&rows, &ids, m, &q, 3).unwrap().neighbors;
+            assert_eq!(got.len(), want.len(), "window {n}");
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(
+                    g["start_sample"].as_u64(),
+                    Some(u64::from(w.id)),
+                    "window {n}"
+                );
+                assert_eq!(g["distance"].as_f64(), Some(w.distance));
+                let t = g["start_s"].as_f64().unwrap();
+                assert!((t - f64::from(w.id) / 100.0).abs() < 1e-9);
+            }
+        }
+    }
+}
