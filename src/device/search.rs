@@ -18,8 +18,11 @@ use super::worker::{GpuWorker, Ticket};
 
 /// Threads per block of `search_lower_bounds`.
 const BLOCK: u32 = 256;
-/// Blocks per multiprocessor (each holds the 32 KiB table in shared memory).
+/// Most blocks per multiprocessor (each holds the 32 KiB table in shared memory).
 const BLOCKS_PER_SM: u32 = 6;
+/// Series per thread the grid is sized for (grid-stride), so the per-block table copy stays
+/// small next to the iSAX words read.
+const ITEMS_PER_THREAD: u32 = 8;
 /// Bytes of one iSAX word.
 const WORD_BYTES: usize = 16;
 /// Entries of the per-query table (16 segments × 256 symbols).
@@ -190,7 +193,9 @@ impl GpuWorker {
                 let begin = c * chunk_len;
                 let end = (u64::from(begin) + u64::from(chunk_len)).min(u64::from(total)) as u32;
                 st.memset_zeros(&mut b.count).map_err(drv("cuMemsetD8"))?;
-                let blocks = (end - begin).div_ceil(BLOCK).clamp(1, sms * BLOCKS_PER_SM);
+                let blocks = (end - begin)
+                    .div_ceil(BLOCK * ITEMS_PER_THREAD)
+                    .clamp(1, sms * BLOCKS_PER_SM);
                 let mut l = st.launch_builder(&f);
                 l.arg(&b.sax).arg(&b.table).arg(&starts).arg(&prefix);
                 l.arg(&ranges).arg(&begin).arg(&end).arg(&bsf_sq);

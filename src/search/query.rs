@@ -398,7 +398,9 @@ impl TopK {
     }
 }
 
-type LeafQueue = Mutex<BinaryHeap<Reverse<(u64, u32, u32)>>>;
+/// A queued leaf: `(MINDIST² bits, node, active-array offset)`, smallest bound first.
+type QueuedLeaf = Reverse<(u64, u32, u32)>;
+type LeafQueue = Mutex<BinaryHeap<QueuedLeaf>>;
 
 /// Leaves per queue a worker collects (on average) before taking the queues' locks.
 const PUSH_BATCH: usize = 16;
@@ -461,7 +463,7 @@ impl Run<'_> {
         root_start: u32,
         root_base: u32,
         q: &mut usize,
-        batches: &mut [Vec<Reverse<(u64, u32, u32)>>],
+        batches: &mut [Vec<QueuedLeaf>],
     ) {
         let nd = &self.index.tree.nodes[node as usize];
         let lb = node_lb_sq(
@@ -487,7 +489,7 @@ impl Run<'_> {
     /// Moves the batched leaves into the queues, then counts the `done` subtrees they came
     /// from as traversed: a subtree counts only once its leaves are in the queues, so the
     /// end of phase 1 (every subtree counted) means complete queues.
-    fn flush(&self, batches: &mut [Vec<Reverse<(u64, u32, u32)>>], done: &mut usize) {
+    fn flush(&self, batches: &mut [Vec<QueuedLeaf>], done: &mut usize) {
         for (q, b) in batches.iter_mut().enumerate() {
             if !b.is_empty() {
                 self.queues[q].lock().extend(b.drain(..));
@@ -648,7 +650,13 @@ impl Index {
             .filter(|&(lb, _)| !prunable(lb, bsf))
             .collect();
         if producer.is_some() {
-            active.sort_unstable_by_key(|&(lb, node)| (lb.to_bits(), node));
+            // The most promising eighth first, sorted (the first chunks); the rest as is.
+            let head = active.len().div_ceil(8);
+            let key = |&(lb, node): &(f64, u32)| (lb.to_bits(), node);
+            if head < active.len() {
+                active.select_nth_unstable_by_key(head, key);
+            }
+            active[..head].sort_unstable_by_key(key);
         }
         let mut starts = Vec::with_capacity(active.len());
         let mut prefix = Vec::with_capacity(active.len() + 1);

@@ -357,8 +357,8 @@ mod tests {
             assert!(!node.is_leaf() || node.len <= 50 || node.bits == [8; 16]);
             for p in node.start..node.start + node.len {
                 let word = &w[order[p as usize] as usize];
-                for j in 0..SEGMENTS {
-                    assert_eq!(word[j] >> (8 - node.bits[j]), node.prefix[j]);
+                for ((s, b), p) in word.iter().zip(&node.bits).zip(&node.prefix) {
+                    assert_eq!(s >> (8 - b), *p);
                 }
             }
         }

@@ -69,13 +69,14 @@ fn search_error(e: SearchError) -> StageError {
 }
 
 impl SearchStage {
-    /// A stage with `opts`. `DeviceChoice::Auto` is resolved once, here: the GPU when one is
-    /// usable, else the CPU with one log line.
+    /// A stage with `opts`. Without a usable GPU, `DeviceChoice::Auto` becomes the CPU here,
+    /// with one log line; with one it stays `Auto` (a GPU failure then falls back to the CPU
+    /// for that query, still exact, instead of failing the window).
     #[must_use]
     pub fn new(opts: SearchStageOptions) -> Self {
         let device = match opts.device {
             DeviceChoice::Auto => match crate::device::probe() {
-                Ok(_) => DeviceChoice::Gpu,
+                Ok(_) => DeviceChoice::Auto,
                 Err(e) => {
                     tracing::info!(error = %e, "No usable GPU; the search stage runs on the CPU.");
                     DeviceChoice::Cpu
@@ -278,7 +279,7 @@ impl Stage for SearchStage {
         out.insert("k".into(), Value::from(self.opts.k));
         out.insert(
             "device".into(),
-            Value::from(if self.device == DeviceChoice::Gpu {
+            Value::from(if self.device != DeviceChoice::Cpu {
                 "gpu"
             } else {
                 "cpu"
