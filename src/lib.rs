@@ -30,6 +30,7 @@ pub mod pipeline;
 pub mod replay;
 pub mod report;
 pub mod series;
+pub mod shapelet;
 pub mod sink;
 pub mod softdtw;
 pub mod stage;
