@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use synfire::series::read_dataset;
 use synfire::shapelet::discovery::{CpuSearch, Problem, Scored, Search, discover};
+use synfire::shapelet::gpu::GpuSearch;
 use synfire::shapelet::tree::train_with;
 use synfire::shapelet::{Node, Op, ShapeletConfig, ShapeletTree, TrainingSet, oracle};
 
@@ -277,4 +278,89 @@ fn bad_input_is_an_error() {
     std::fs::write(&path, "{\"format\": \"something else\"}").unwrap();
     let e = ShapeletTree::load(&path).unwrap_err().to_string();
     assert!(e.contains("bad.json") && e.contains("not a usable"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------
+// GPU variants: the same checks with the GPU search.
+
+fn gpu_or_skip(test: &str) -> bool {
+    match synfire::device::probe() {
+        Ok(_) => true,
+        Err(e) => {
+            assert!(
+                std::env::var("SYNFIRE_REQUIRE_GPU").as_deref() != Ok("1"),
+                "{test}: SYNFIRE_REQUIRE_GPU=1 but no GPU is usable: {e}"
+            );
+            eprintln!("{test}: skipped on the GPU: {e}");
+            false
+        }
+    }
+}
+
+const UCR: [(&str, &str); 4] = [
+    ("Coffee", "txt"),
+    ("GunPoint", "ts"),
+    ("ECG200", "tsv"),
+    ("ItalyPowerDemand", "ts"),
+];
+
+#[test]
+fn gpu_equals_the_oracle_on_random_sets() {
+    if !gpu_or_skip("gpu_equals_the_oracle_on_random_sets") {
+        return;
+    }
+    let mut gpu = GpuSearch::start().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(99);
+    for case in 0..120u64 {
+        let n = rng.random_range(2..9);
+        let len = rng.random_range(5..40);
+        let set = random_set(case, n, len, rng.random_range(2..4), (case % 16) as u8);
+        let min_l = rng.random_range(2..4usize).min(len);
+        let mut cfg = ShapeletConfig::new(min_l, (min_l + rng.random_range(0..20)).min(len));
+        cfg.step = rng.random_range(1..3);
+        check_against_oracle(&set, &cfg.lengths(), &mut gpu);
+    }
+}
+
+/// GPU and CPU pick the same shapelet (series, start, length; the gain within 1e-9 — in fact
+/// bit for bit) at the root of the four UCR sets, all lengths from 2, step 1.
+#[test]
+fn gpu_equals_cpu_on_the_ucr_sets() {
+    if !gpu_or_skip("gpu_equals_cpu_on_the_ucr_sets") {
+        return;
+    }
+    let mut gpu = GpuSearch::start().unwrap();
+    for (name, ext) in UCR {
+        let (set, _, _) = ucr(&format!("fixtures/ucr/{name}/{name}_TRAIN.{ext}"));
+        let lengths: Vec<usize> = (2..=set.length).collect();
+        let subset: Vec<usize> = (0..set.len()).collect();
+        let node = Problem::new(&set, &subset, &lengths);
+        let g = discover(&node, &mut gpu).unwrap();
+        let c = discover(&node, &mut CpuSearch::default()).unwrap();
+        let (g, c) = (g.best.unwrap(), c.best.unwrap());
+        eprintln!("{name}: {:?} gain {} gap {}", g.candidate, g.gain, g.gap);
+        assert_eq!(g.candidate, c.candidate, "{name}");
+        assert!((g.gain - c.gain).abs() <= 1e-9, "{name}");
+        assert_same(Some(&g), Some(&c), name);
+    }
+}
+
+/// Whole trees (all lengths, plain and logical) are identical on the GPU and the CPU.
+#[test]
+fn gpu_trees_equal_cpu_trees() {
+    if !gpu_or_skip("gpu_trees_equal_cpu_trees") {
+        return;
+    }
+    for (name, ext) in [("ItalyPowerDemand", "ts"), ("GunPoint", "ts")] {
+        let (set, _, _) = ucr(&format!("fixtures/ucr/{name}/{name}_TRAIN.{ext}"));
+        let mut cfg = ShapeletConfig::new(2, set.length);
+        for terms in [1, 2] {
+            cfg.max_terms = terms;
+            let (g, stats) =
+                synfire::shapelet::train(&set, &cfg, synfire::episode::DeviceChoice::Gpu).unwrap();
+            assert_ne!(stats.device, "cpu");
+            let (c, _) = train_with(&set, &cfg, &mut CpuSearch::default()).unwrap();
+            assert_eq!(g, c, "{name}, {terms} terms");
+        }
+    }
 }

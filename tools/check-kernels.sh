@@ -2,7 +2,9 @@
 # Syntax- and type-checks kernels/*.cu with the host C++ compiler and tools/kernel-shim.h, so a
 # typo in a kernel fails here rather than in NVRTC on a GPU host. Templates are instantiated by
 # the kernel macros, so their bodies are checked too. Then tools/kernel-emulation.cpp runs the
-# device code on the host and checks MTPE against PTPE and PreElim.
+# device code on the host and checks MTPE against PTPE and PreElim, and
+# tools/shapelet-emulation.cpp runs the shapelet kernels' warps lane by lane and checks them
+# against the canonical shapelet definitions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for f in kernels/*.cu; do
@@ -11,3 +13,5 @@ for f in kernels/*.cu; do
 done
 g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-misleading-indentation -I. -o "${TMPDIR:-/tmp}/synfire-kernel-emulation" tools/kernel-emulation.cpp
 "${TMPDIR:-/tmp}/synfire-kernel-emulation"
+g++ -std=c++20 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -o "${TMPDIR:-/tmp}/synfire-shapelet-emulation" tools/shapelet-emulation.cpp
+"${TMPDIR:-/tmp}/synfire-shapelet-emulation"

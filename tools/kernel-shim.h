@@ -22,3 +22,11 @@ inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v)
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { auto o = *p; *p += v; return o; }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { auto o = *p; *p += v; return o; }
 inline double atomicAdd(double* p, double v) { auto o = *p; *p += v; return o; }
+// Intrinsics of kernels/shapelet.cu (single-thread stand-ins; tools/shapelet-emulation.cpp
+// runs its warps with a lane-accurate shim of its own).
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __dsqrt_rn(double a) { return std::sqrt(a); }
+template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned) { return v; }
+template <class T> inline T __shfl_sync(unsigned, T v, int) { return v; }
+inline void __syncwarp(unsigned = 0xffffffffu) {}
+inline unsigned long long atomicMax(unsigned long long* p, unsigned long long v) { auto o = *p; if (v > o) *p = v; return o; }

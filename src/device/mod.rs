@@ -14,6 +14,7 @@
 pub mod error;
 pub mod kernels;
 pub mod motif;
+pub mod shapelet;
 pub mod worker;
 
 pub use error::DeviceError;

@@ -337,6 +337,8 @@ pub(crate) struct Device {
     modules: std::collections::HashMap<&'static str, Arc<cudarc::driver::CudaModule>>,
     /// Motif-discovery buffers (`device::motif`).
     pub(crate) motif: Option<super::motif::MotifBuffers>,
+    /// Shapelet-discovery training series (`device::shapelet`).
+    pub(crate) shapelet: Option<super::shapelet::ShapeletBuffers>,
     preelim: Vec<CudaFunction>,
     ptpe: Vec<CudaFunction>,
     /// Per machine (0: exact, 1: PreElim), per N: the MTPE counting and merging kernels.
@@ -418,6 +420,7 @@ impl Device {
             data: None,
             modules: std::collections::HashMap::new(),
             motif: None,
+            shapelet: None,
         })
     }
 

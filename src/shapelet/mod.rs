@@ -43,6 +43,7 @@
 
 pub mod discovery;
 pub mod distance;
+pub mod gpu;
 pub mod logical;
 #[doc(hidden)]
 pub mod oracle;
@@ -55,7 +56,23 @@ use crate::series::Dataset;
 
 pub use discovery::{Candidate, Scored};
 pub use logical::Op;
-pub use tree::{Node, Rule, Shapelet, ShapeletTree, TrainStats};
+pub use tree::{Node, Rule, Shapelet, ShapeletTree, TrainStats, train_with};
+
+/// Trains a shapelet tree on `set` (Algorithm 2) on `device`: the CPU, the GPU, or `Auto` (the
+/// GPU when one is usable, else the CPU with one log line).
+///
+/// # Errors
+/// [`ShapeletError::Config`] for options that do not fit the set; [`ShapeletError::Device`]
+/// with `Gpu` when no GPU works.
+pub fn train(
+    set: &TrainingSet,
+    cfg: &ShapeletConfig,
+    device: crate::episode::DeviceChoice,
+) -> Result<(ShapeletTree, TrainStats), ShapeletError> {
+    cfg.validate(set.length)?;
+    let mut search = gpu::select(device)?;
+    train_with(set, cfg, search.as_mut())
+}
 
 /// What to search and how deep to grow the tree.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -60,6 +60,14 @@ impl EntropyTable {
         self.xlogx[size] - acc
     }
 
+    /// `F(n) − Σ_c F(t_c)` for class totals `total` (`n = Σ t_c`): `n` times the node's
+    /// entropy, the first term of [`EntropyTable::gain`], computed the same way.
+    #[must_use]
+    pub fn total_term(&self, total: &[u32]) -> f64 {
+        let n: usize = total.iter().map(|&t| t as usize).sum();
+        self.side(n, total.iter().map(|&t| t as usize))
+    }
+
     /// Information gain (Eq. 3, nats) of the split with left class counts `left` among class
     /// totals `total` (same length; `left[c] <= total[c]`).
     #[must_use]
