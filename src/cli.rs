@@ -53,6 +53,9 @@ enum Command {
     Softdtw(crate::softdtw_cli::SoftDtwArgs),
     /// Soft-DTW barycenter of a collection of series (L-BFGS).
     Barycenter(crate::softdtw_cli::BarycenterArgs),
+    /// Find the shapelets (most discriminative subsequences) of labelled series, train a
+    /// shapelet decision tree and report its accuracy.
+    Shapelet(crate::shapelet_cli::ShapeletArgs),
 }
 
 #[derive(Debug, Args)]
@@ -320,6 +323,9 @@ enum BenchWhich {
     /// Motif discovery: seeded random walk and the ECG, CPU and GPU paths, seconds and pairs
     /// evaluated or pruned.
     Motif(crate::motif_cli::BenchMotifArgs),
+    /// Shapelet trees on the UCR sets (all lengths, step 1): CPU and GPU seconds, test
+    /// accuracy beside the published figures.
+    Shapelet(crate::shapelet_cli::BenchShapeletArgs),
 }
 
 /// Runs the parsed command.
@@ -346,6 +352,10 @@ pub fn run(cli: Cli) -> Result<()> {
         }) => crate::motif_cli::bench(&args),
         Command::Softdtw(args) => crate::softdtw_cli::run_softdtw(&args),
         Command::Barycenter(args) => crate::softdtw_cli::run_barycenter(&args),
+        Command::Shapelet(args) => crate::shapelet_cli::shapelet(&args),
+        Command::Bench(BenchArgs {
+            which: BenchWhich::Shapelet(args),
+        }) => crate::shapelet_cli::bench(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Episodes(args),
         }) => crate::bench::episodes(&args),

@@ -6,6 +6,7 @@ mod bench_stream;
 mod calibrate;
 mod cli;
 mod motif_cli;
+mod shapelet_cli;
 mod softdtw_cli;
 
 use std::process::ExitCode;
