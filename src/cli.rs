@@ -55,6 +55,9 @@ enum Command {
     Barycenter(crate::softdtw_cli::BarycenterArgs),
     /// Exact similarity search (SING): build an index of series, query its k nearest.
     Search(crate::search_cli::SearchArgs),
+    /// Find the shapelets (most discriminative subsequences) of labelled series, train a
+    /// shapelet decision tree and report its accuracy.
+    Shapelet(crate::shapelet_cli::ShapeletArgs),
 }
 
 #[derive(Debug, Args)]
@@ -328,6 +331,9 @@ enum BenchWhich {
     /// Similarity search: seeded random walks, SING (CPU, GPU) against brute force, latency,
     /// lower bounds and real distances per query.
     Search(crate::search_cli::BenchSearchArgs),
+    /// Shapelet trees on the UCR sets (all lengths, step 1): CPU and GPU seconds, test
+    /// accuracy beside the published figures.
+    Shapelet(crate::shapelet_cli::BenchShapeletArgs),
 }
 
 /// Runs the parsed command.
@@ -361,6 +367,10 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchArgs {
             which: BenchWhich::Search(args),
         }) => crate::search_cli::bench(&args),
+        Command::Shapelet(args) => crate::shapelet_cli::shapelet(&args),
+        Command::Bench(BenchArgs {
+            which: BenchWhich::Shapelet(args),
+        }) => crate::shapelet_cli::bench(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Episodes(args),
         }) => crate::bench::episodes(&args),

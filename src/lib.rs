@@ -31,6 +31,7 @@ pub mod replay;
 pub mod report;
 pub mod search;
 pub mod series;
+pub mod shapelet;
 pub mod sink;
 pub mod softdtw;
 pub mod stage;

@@ -7,6 +7,7 @@ mod calibrate;
 mod cli;
 mod motif_cli;
 mod search_cli;
+mod shapelet_cli;
 mod softdtw_cli;
 
 use std::process::ExitCode;

@@ -4,6 +4,8 @@
 # the kernel macros, so their bodies are checked too. Then tools/kernel-emulation.cpp runs the
 # device code on the host and checks MTPE against PTPE and PreElim, and
 # tools/search-emulation.cpp checks the SING lower-bound kernel against a plain loop.
+# tools/shapelet-emulation.cpp runs the shapelet kernels' warps lane by lane and checks them
+# against the canonical shapelet definitions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for f in kernels/*.cu; do
@@ -17,3 +19,5 @@ g++ -std=c++20 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -pthread 
 "${TMPDIR:-/tmp}/synfire-softdtw-emulation"
 g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -o "${TMPDIR:-/tmp}/synfire-search-emulation" tools/search-emulation.cpp
 "${TMPDIR:-/tmp}/synfire-search-emulation"
+g++ -std=c++20 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -o "${TMPDIR:-/tmp}/synfire-shapelet-emulation" tools/shapelet-emulation.cpp
+"${TMPDIR:-/tmp}/synfire-shapelet-emulation"

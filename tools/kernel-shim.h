@@ -43,9 +43,25 @@ int __shfl_down_sync(unsigned, int, unsigned, int w = 32);
 unsigned __shfl_down_sync(unsigned, unsigned, unsigned, int w = 32);
 float __shfl_down_sync(unsigned, float, unsigned, int w = 32);
 double __shfl_down_sync(unsigned, double, unsigned, int w = 32);
+int __shfl_sync(unsigned, int, int, int w = 32);
+unsigned __shfl_sync(unsigned, unsigned, int, int w = 32);
+float __shfl_sync(unsigned, float, int, int w = 32);
+double __shfl_sync(unsigned, double, int, int w = 32);
+long long __shfl_sync(unsigned, long long, int, int w = 32);
+unsigned long long __shfl_sync(unsigned, unsigned long long, int, int w = 32);
 void __syncwarp(unsigned m = 0xffffffffu);
 #endif
 // Built-ins of kernels/search.cu.
 #define __shared__ static
 inline void __syncthreads() {}
 struct uint4 { unsigned x, y, z, w; };
+// Intrinsics of kernels/shapelet.cu (single-thread stand-ins; tools/shapelet-emulation.cpp
+// runs its warps with a lane-accurate shim of its own).
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __dsqrt_rn(double a) { return std::sqrt(a); }
+#ifndef __CUDA_ARCH__
+template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned) { return v; }
+template <class T> inline T __shfl_sync(unsigned, T v, int) { return v; }
+inline void __syncwarp(unsigned = 0xffffffffu) {}
+#endif
+inline unsigned long long atomicMax(unsigned long long* p, unsigned long long v) { auto o = *p; if (v > o) *p = v; return o; }

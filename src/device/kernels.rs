@@ -46,8 +46,15 @@ pub const SEARCH: KernelFile = KernelFile {
     source: include_str!("../../kernels/search.cu"),
 };
 
+/// Shapelet discovery: window statistics, the distance dynamic program with the split scan
+/// (persistent warps), and the contender selection.
+pub const SHAPELET: KernelFile = KernelFile {
+    name: "shapelet.cu",
+    source: include_str!("../../kernels/shapelet.cu"),
+};
+
 /// Every kernel file (`tools/check-kernels.sh` compiles them all).
-pub const ALL: &[KernelFile] = &[EPISODES, MOTIF, SOFTDTW, SEARCH];
+pub const ALL: &[KernelFile] = &[EPISODES, MOTIF, SOFTDTW, SEARCH, SHAPELET];
 
 /// The longest episode the GPU kernels count (`SYNFIRE_MAX_GPU_NODES` in `episodes.cu`).
 pub const MAX_GPU_NODES: usize = 16;

@@ -16,6 +16,7 @@ pub mod kernels;
 pub mod motif;
 pub mod softdtw;
 pub mod search;
+pub mod shapelet;
 pub mod worker;
 
 pub use error::DeviceError;

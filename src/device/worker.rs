@@ -341,6 +341,8 @@ pub(crate) struct Device {
     pub(crate) softdtw: super::softdtw::SoftDtwBuffers,
     /// Similarity-search buffers (`device::search`).
     pub(crate) search: Option<super::search::SearchBuffers>,
+    /// Shapelet-discovery training series (`device::shapelet`).
+    pub(crate) shapelet: Option<super::shapelet::ShapeletBuffers>,
     preelim: Vec<CudaFunction>,
     ptpe: Vec<CudaFunction>,
     /// Per machine (0: exact, 1: PreElim), per N: the MTPE counting and merging kernels.
@@ -424,6 +426,7 @@ impl Device {
             motif: None,
             softdtw: Default::default(),
             search: None,
+            shapelet: None,
         })
     }
 

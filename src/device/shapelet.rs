@@ -1,0 +1,477 @@
+//! Shapelet-discovery jobs for a device thread (`kernels/shapelet.cu`); `shapelet::gpu` drives
+//! them.
+//!
+//! The training series are uploaded once ([`GpuWorker::shapelet_load`]). Each tree node is one
+//! job ([`GpuWorker::shapelet_node`]): it uploads the node's series list, classes and `n ln n`
+//! table, then, per range of lengths that fits the memory budget, computes the window
+//! statistics, runs the search on persistent warps (their number bounded by the scratch
+//! budget, paper §V-C), reduces `G*` and `gap*` and appends the contenders to a bounded pool,
+//! which it downloads at the end. Memory: the series, per warp `8 (N (L + 128) + 32) + 128 (N +
+//! 2C)` bytes, per launch 24 B per window statistic and 32 B per candidate record, and the
+//! pool.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+use super::DeviceError;
+use super::kernels::SHAPELET;
+use super::worker::{GpuWorker, Ticket};
+
+/// Threads per block of the search kernel (4 warps).
+const SEARCH_BLOCK: u32 = 128;
+/// Threads per block of the other kernels.
+const BLOCK: u32 = 256;
+/// Lengths per search work item (an item carries its first row and column across them).
+const LENGTHS_PER_ITEM: u32 = 8;
+/// Contenders the pool holds per node.
+pub const POOL_CAPACITY: u32 = 1 << 20;
+
+/// The training series, row-major `[N, L]`.
+#[derive(Clone, Debug, Default)]
+pub struct ShapeletSeries {
+    /// Samples, shape `[N * L]`.
+    pub values: Vec<f64>,
+    /// Series length `L`.
+    pub len: usize,
+}
+
+/// One node's discovery (`shapelet::discovery::Problem` in device terms).
+#[derive(Clone, Debug, Default)]
+pub struct NodeJob {
+    /// The node's series (indices into the uploaded series), shape `[n]`.
+    pub subset: Vec<u32>,
+    /// Class id of each node series, shape `[n]`.
+    pub classes: Vec<u32>,
+    /// Series per class at the node, shape `[C]`.
+    pub totals: Vec<u32>,
+    /// Candidate lengths, ascending.
+    pub lengths: Vec<u32>,
+    /// `k ln k` for `k = 0..=n` (`shapelet::split::EntropyTable`).
+    pub xlogx: Vec<f64>,
+    /// `F(n) − Σ_c F(t_c)` from the same table.
+    pub h_total: f64,
+    /// Largest `|sample|` of each node series, shape `[n]`.
+    pub xmax: Vec<f64>,
+    /// For a logical term: 1 = AND, 2 = OR, and the rule's canonical squared distances `[n]`.
+    pub base: Option<(i32, Vec<f64>)>,
+}
+
+/// A contender from the pool.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PoolEntry {
+    /// Series index (in the uploaded series).
+    pub series: u32,
+    /// Start.
+    pub start: u32,
+    /// Length.
+    pub length: u32,
+    /// `[g_safe, gap_lo, gap_hi, g_up]` (`shapelet::split::FastRecord`).
+    pub record: [f64; 4],
+}
+
+/// What a node job returns.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeReport {
+    /// The contenders.
+    pub entries: Vec<PoolEntry>,
+    /// More contenders than [`POOL_CAPACITY`]: the entries are incomplete.
+    pub overflow: bool,
+    /// Kernel time, milliseconds (CUDA events).
+    pub kernel_ms: f64,
+    /// Search launches (length ranges).
+    pub launches: u32,
+    /// Persistent warps of the search.
+    pub warps: u32,
+}
+
+/// The uploaded training series.
+pub(crate) struct ShapeletBuffers {
+    x: CudaSlice<f64>,
+    n_all: usize,
+    len: u32,
+}
+
+fn drv(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> DeviceError {
+    move |e| DeviceError::driver(call, e)
+}
+
+fn u32_of(what: &str, v: usize) -> Result<u32, DeviceError> {
+    u32::try_from(v)
+        .map_err(|_| DeviceError::Unsupported(format!("{what} = {v} (at most 2^32 - 1)")))
+}
+
+/// The order-preserving key of `shp_order` in `kernels/shapelet.cu`, inverted.
+fn unorder(o: u64) -> f64 {
+    if o >> 63 == 1 {
+        f64::from_bits(o & 0x7fff_ffff_ffff_ffff)
+    } else {
+        f64::from_bits(!o)
+    }
+}
+
+fn grid_stride(count: u64, sms: u32) -> LaunchConfig {
+    let blocks = count
+        .div_ceil(u64::from(BLOCK))
+        .clamp(1, u64::from(sms.max(1)) * 16);
+    LaunchConfig {
+        grid_dim: (blocks as u32, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+impl GpuWorker {
+    /// Uploads the training series, replacing any previous ones.
+    pub fn shapelet_load(&self, s: Arc<ShapeletSeries>) -> Ticket<()> {
+        self.run(move |d| {
+            d.shapelet = None;
+            let st = d.stream.clone();
+            let len = u32_of("series length", s.len)?;
+            if s.len == 0 || s.values.is_empty() {
+                return Err(DeviceError::Unsupported("no series to upload".into()));
+            }
+            let x = st.clone_htod(&s.values).map_err(drv("cuMemcpyHtoD"))?;
+            d.shapelet = Some(ShapeletBuffers {
+                x,
+                n_all: s.values.len() / s.len,
+                len,
+            });
+            st.synchronize().map_err(drv("cuStreamSynchronize"))
+        })
+    }
+
+    /// Runs one node's discovery (see the module docs) and returns its contenders.
+    #[allow(clippy::too_many_lines)] // one node's launches in order: plan, upload, per range, download
+    pub fn shapelet_node(&self, job: Arc<NodeJob>) -> Ticket<NodeReport> {
+        self.run(move |d| {
+            let f_stats = d.function(&SHAPELET, "shapelet_stats")?;
+            let f_search = d.function(&SHAPELET, "shapelet_search")?;
+            let f_gain = d.function(&SHAPELET, "shapelet_max_gain")?;
+            let f_gap = d.function(&SHAPELET, "shapelet_max_gap")?;
+            let f_compact = d.function(&SHAPELET, "shapelet_compact")?;
+            let sms = d.info.multiprocessors;
+            let total_memory = d.info.total_memory;
+            let st = d.stream.clone();
+            let b = d
+                .shapelet
+                .as_ref()
+                .ok_or_else(|| DeviceError::Unsupported("shapelet_node before the load".into()))?;
+            let n = job.subset.len();
+            let len = b.len as usize;
+            if n < 2 || job.lengths.is_empty() {
+                return Ok(NodeReport::default());
+            }
+            if job.subset.iter().any(|&j| j as usize >= b.n_all)
+                || job.lengths.iter().any(|&l| l < 2 || l as usize > len)
+            {
+                return Err(DeviceError::Unsupported(
+                    "shapelet_node: series or lengths out of range".into(),
+                ));
+            }
+            let n32 = u32_of("node series", n)?;
+            let classes = u32_of("classes", job.totals.len())?;
+            // Memory plan: a quarter of the device for this job.
+            let budget = total_memory / 4;
+            let per_warp_f64 = n * len + 32 * (4 * n + 1);
+            let per_warp_u32 = 32 * (n + 2 * job.totals.len());
+            let per_warp_bytes = 8 * per_warp_f64 + 4 * per_warp_u32;
+            let occupancy = f_search
+                .occupancy_max_active_blocks_per_multiprocessor(SEARCH_BLOCK, 0, None)
+                .map_err(drv("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
+            let warps_by_memory = (budget / 4) / per_warp_bytes.max(1);
+            let resident = (sms as usize) * (occupancy.max(1) as usize) * 4;
+            // Length ranges per launch: statistics + records within half the budget.
+            let launch_bytes = budget / 2;
+            let mut ranges: Vec<(usize, usize)> = Vec::new();
+            let mut start = 0;
+            while start < job.lengths.len() {
+                let mut end = start;
+                let mut bytes = 0usize;
+                while end < job.lengths.len() {
+                    let m = len + 1 - job.lengths[end] as usize;
+                    let more = 24 * n * len + 32 * n * m;
+                    if end > start && bytes + more > launch_bytes {
+                        break;
+                    }
+                    bytes += more;
+                    end += 1;
+                }
+                ranges.push((start, end));
+                start = end;
+            }
+            let max_nlen = ranges.iter().map(|r| r.1 - r.0).max().unwrap_or(1);
+            let max_records = ranges
+                .iter()
+                .map(|&(a, e)| {
+                    n * job.lengths[a..e]
+                        .iter()
+                        .map(|&l| len + 1 - l as usize)
+                        .sum::<usize>()
+                })
+                .max()
+                .unwrap_or(1);
+            let first_blocks = (len + 1 - job.lengths[0] as usize).div_ceil(32);
+            let most_items = n * first_blocks * max_nlen.div_ceil(LENGTHS_PER_ITEM as usize);
+            let warps = resident.min(warps_by_memory).min(most_items.max(1));
+            if warps == 0 {
+                return Err(DeviceError::Unsupported(format!(
+                    "a node of {n} series of length {len} needs {per_warp_bytes} bytes per warp, \
+                     more than the memory budget"
+                )));
+            }
+            let grid = warps.div_ceil(4);
+            let warps = grid * 4;
+            let alloc = drv("cuMemAlloc");
+            let up = drv("cuMemcpyHtoD");
+            let subset = st.clone_htod(&job.subset).map_err(&up)?;
+            let cls = st.clone_htod(&job.classes).map_err(&up)?;
+            let totals = st.clone_htod(&job.totals).map_err(&up)?;
+            let xlogx = st.clone_htod(&job.xlogx).map_err(&up)?;
+            let xmax = st.clone_htod(&job.xmax).map_err(&up)?;
+            let (op, base_host) = match &job.base {
+                Some((op, v)) => (*op, v.clone()),
+                None => (0, vec![0.0; n]),
+            };
+            let base = st.clone_htod(&base_host).map_err(&up)?;
+            let cells = max_nlen * n * len;
+            let mut st_mean = st.alloc_zeros::<f64>(cells).map_err(&alloc)?;
+            let mut st_w = st.alloc_zeros::<f64>(cells).map_err(&alloc)?;
+            let mut st_q = st.alloc_zeros::<f64>(cells).map_err(&alloc)?;
+            let mut recs: [CudaSlice<f64>; 4] = [
+                st.alloc_zeros::<f64>(max_records).map_err(&alloc)?,
+                st.alloc_zeros::<f64>(max_records).map_err(&alloc)?,
+                st.alloc_zeros::<f64>(max_records).map_err(&alloc)?,
+                st.alloc_zeros::<f64>(max_records).map_err(&alloc)?,
+            ];
+            let mut scratch = st
+                .alloc_zeros::<f64>(warps * per_warp_f64)
+                .map_err(&alloc)?;
+            let mut uscratch = st
+                .alloc_zeros::<u32>(warps * per_warp_u32)
+                .map_err(&alloc)?;
+            let mut next_item = st.alloc_zeros::<u32>(1).map_err(&alloc)?;
+            let mut key = st.alloc_zeros::<u64>(1).map_err(&alloc)?;
+            let cap = POOL_CAPACITY;
+            let mut pool_u = st.alloc_zeros::<u32>(3 * cap as usize).map_err(&alloc)?;
+            let mut pool_r = st.alloc_zeros::<f64>(4 * cap as usize).map_err(&alloc)?;
+            let mut pool_count = st.alloc_zeros::<u32>(1).map_err(&alloc)?;
+            let mut flags = st.alloc_zeros::<u32>(2).map_err(&alloc)?;
+            let start_ev = st
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(drv("cuEventRecord"))?;
+            let (mut g_run, mut gap_run) = (f64::NEG_INFINITY, f64::NEG_INFINITY);
+            let null: u64 = 0;
+            for &(a, e) in &ranges {
+                let lengths_h: Vec<u32> = job.lengths[a..e].to_vec();
+                let nlen = u32_of("lengths", lengths_h.len())?;
+                let mut len_off = vec![0u32; lengths_h.len() + 1];
+                for (i, &l) in lengths_h.iter().enumerate() {
+                    len_off[i + 1] = len_off[i] + (b.len - l + 1);
+                }
+                let records = n as u64 * u64::from(len_off[lengths_h.len()]);
+                let lengths_d = st.clone_htod(&lengths_h).map_err(&up)?;
+                let len_off_d = st.clone_htod(&len_off).map_err(&up)?;
+                // Window statistics.
+                let threads = lengths_h.len() as u64 * n as u64 * len as u64;
+                {
+                    let mut l = st.launch_builder(&f_stats);
+                    l.arg(&b.x)
+                        .arg(&subset)
+                        .arg(&n32)
+                        .arg(&b.len)
+                        .arg(&lengths_d)
+                        .arg(&nlen)
+                        .arg(&mut st_mean)
+                        .arg(&mut st_w)
+                        .arg(&mut st_q);
+                    let cfg = LaunchConfig {
+                        grid_dim: (
+                            u32_of("blocks", threads.div_ceil(u64::from(BLOCK)) as usize)?,
+                            1,
+                            1,
+                        ),
+                        block_dim: (BLOCK, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    // SAFETY: matches `shapelet_stats` (x f64* [N*L], subset u32* [n] < N, n, len
+                    // u32, lengths u32* [nlen] in 2..=len, nlen u32, mean, w, q f64* [nlen*n*len]);
+                    // threads past nlen*n*len or with u + l > len return first.
+                    unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
+                }
+                // The search.
+                let blocks = (b.len - lengths_h[0] + 1).div_ceil(32);
+                let items = u32_of(
+                    "work items",
+                    n * blocks as usize * lengths_h.len().div_ceil(LENGTHS_PER_ITEM as usize),
+                )?;
+                st.memset_zeros(&mut next_item).map_err(drv("cuMemsetD8"))?;
+                {
+                    let [r0, r1, r2, r3] = &mut recs;
+                    let mut l = st.launch_builder(&f_search);
+                    l.arg(&b.x)
+                        .arg(&subset)
+                        .arg(&cls)
+                        .arg(&totals)
+                        .arg(&n32)
+                        .arg(&b.len)
+                        .arg(&classes)
+                        .arg(&lengths_d)
+                        .arg(&nlen)
+                        .arg(&len_off_d)
+                        .arg(&st_mean)
+                        .arg(&st_w)
+                        .arg(&st_q)
+                        .arg(&xmax)
+                        .arg(&xlogx)
+                        .arg(&job.h_total)
+                        .arg(&base)
+                        .arg(&op)
+                        .arg(&LENGTHS_PER_ITEM)
+                        .arg(&blocks)
+                        .arg(&items)
+                        .arg(&mut next_item)
+                        .arg(&mut scratch)
+                        .arg(&mut uscratch)
+                        .arg(r0)
+                        .arg(r1)
+                        .arg(r2)
+                        .arg(r3)
+                        .arg(&null);
+                    let cfg = LaunchConfig {
+                        grid_dim: (u32_of("blocks", grid)?, 1, 1),
+                        block_dim: (SEARCH_BLOCK, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    // SAFETY: matches `shapelet_search` (see its signature in kernels/shapelet.cu):
+                    // scratch holds `warps` warps of per_warp_f64 doubles and per_warp_u32 words,
+                    // every warp of the grid is one of them; records hold n * len_off[nlen]
+                    // entries; items = n * blocks * ceil(nlen / 8); debug is null.
+                    unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
+                }
+                // G* of this launch.
+                st.memset_zeros(&mut key).map_err(drv("cuMemsetD8"))?;
+                {
+                    let mut l = st.launch_builder(&f_gain);
+                    l.arg(&recs[0]).arg(&records).arg(&mut key);
+                    // SAFETY: matches `shapelet_max_gain` (g_safe f64* [count], count u64, out
+                    // u64* [1]); grid-stride over count.
+                    unsafe { l.launch(grid_stride(records, sms)) }
+                        .map_err(drv("cuLaunchKernel"))?;
+                }
+                let g = unorder(st.clone_dtoh(&key).map_err(drv("cuMemcpyDtoH"))?[0]);
+                if g > g_run {
+                    g_run = g;
+                    gap_run = f64::NEG_INFINITY;
+                }
+                if g == g_run {
+                    st.memset_zeros(&mut key).map_err(drv("cuMemsetD8"))?;
+                    let mut l = st.launch_builder(&f_gap);
+                    l.arg(&recs[0])
+                        .arg(&recs[1])
+                        .arg(&records)
+                        .arg(&g_run)
+                        .arg(&mut key);
+                    // SAFETY: matches `shapelet_max_gap` (g_safe, gap_lo f64* [count], count u64,
+                    // g f64, out u64* [1]); grid-stride over count.
+                    unsafe { l.launch(grid_stride(records, sms)) }
+                        .map_err(drv("cuLaunchKernel"))?;
+                    let k = st.clone_dtoh(&key).map_err(drv("cuMemcpyDtoH"))?[0];
+                    if k != 0 {
+                        gap_run = gap_run.max(unorder(k));
+                    }
+                }
+                {
+                    let mut l = st.launch_builder(&f_compact);
+                    l.arg(&recs[0])
+                        .arg(&recs[1])
+                        .arg(&recs[2])
+                        .arg(&recs[3])
+                        .arg(&records)
+                        .arg(&g_run)
+                        .arg(&gap_run)
+                        .arg(&subset)
+                        .arg(&lengths_d)
+                        .arg(&nlen)
+                        .arg(&len_off_d)
+                        .arg(&mut pool_u)
+                        .arg(&mut pool_r)
+                        .arg(&mut pool_count)
+                        .arg(&cap)
+                        .arg(&mut flags);
+                    // SAFETY: matches `shapelet_compact` (records f64* [count] x4, count u64, g,
+                    // gap f64, subset u32* [n], lengths u32* [nlen], nlen, len_off u32* [nlen+1],
+                    // pool_u u32* [3 cap], pool_r f64* [4 cap], pool_count u32* [1], cap u32,
+                    // flags u32* [2]); slots >= cap are never written.
+                    unsafe { l.launch(grid_stride(records, sms)) }
+                        .map_err(drv("cuLaunchKernel"))?;
+                }
+            }
+            let end_ev = st
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(drv("cuEventRecord"))?;
+            let dl = drv("cuMemcpyDtoH");
+            let count = (st.clone_dtoh(&pool_count).map_err(&dl)?[0]).min(cap) as usize;
+            let overflow = st.clone_dtoh(&flags).map_err(&dl)?[0] != 0;
+            let mut entries = Vec::with_capacity(count);
+            if count > 0 {
+                let u = st.clone_dtoh(&pool_u.slice(..3 * count)).map_err(&dl)?;
+                let r = st.clone_dtoh(&pool_r.slice(..4 * count)).map_err(&dl)?;
+                for i in 0..count {
+                    entries.push(PoolEntry {
+                        series: u[3 * i],
+                        start: u[3 * i + 1],
+                        length: u[3 * i + 2],
+                        record: [r[4 * i], r[4 * i + 1], r[4 * i + 2], r[4 * i + 3]],
+                    });
+                }
+            }
+            let kernel_ms = f64::from(
+                start_ev
+                    .elapsed_ms(&end_ev)
+                    .map_err(drv("cuEventElapsedTime"))?,
+            );
+            Ok(NodeReport {
+                entries,
+                overflow,
+                kernel_ms,
+                launches: u32_of("launches", ranges.len())?,
+                warps: u32_of("warps", warps)?,
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unorder_inverts_the_kernel_key() {
+        // shp_order from kernels/shapelet.cu, in Rust.
+        let order = |x: f64| {
+            let b = x.to_bits() as i64;
+            if b < 0 {
+                !(b as u64)
+            } else {
+                (b as u64) | 0x8000_0000_0000_0000
+            }
+        };
+        let xs = [
+            f64::NEG_INFINITY,
+            -2.5,
+            -0.0,
+            0.0,
+            1e-300,
+            0.69,
+            f64::INFINITY,
+        ];
+        for w in xs.windows(2) {
+            assert!(order(w[0]) <= order(w[1]), "{w:?}");
+        }
+        for x in xs {
+            assert_eq!(unorder(order(x)).to_bits(), x.to_bits());
+        }
+    }
+}
