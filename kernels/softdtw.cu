@@ -20,7 +20,7 @@
 // ulp(|R| / gamma) into every weight (1e-3 at gamma = 0.01, |R| = 100). (A double-float
 // r = hi + lo in f32 arithmetic was tried: exact enough, but 25% slower on an H100.) The forward
 // pass of the gradient kernel stores each cell's three incoming soft-min weights (8 bytes,
-// laid out [step][row][lane] so a warp's stores coalesce:
+// laid out [step][lane][row], each lane's rows of a step contiguous:
 // the two smaller ones, the largest as 1 - their sum, its index in the low mantissa bits of
 // the first), and the backward pass is then only multiply-adds:
 // E(i, j) = sum over successors s of E(s) * w_s(i, j), E(N, M) = 1.
@@ -167,7 +167,7 @@ struct SdtwRows {
 //   left[k] = r(i0 + 1 + k, j0) (null: +inf).
 // Outputs (null to skip): bottom[c] = r(i0 + 32 ROWS, j0 + 1 + c) (lane 31), right[k] =
 // r(i0 + 1 + k, j0 + ncols), *last = r(n, j0 + ncols) if row n lies in the strip. With W,
-// weights[(t * ROWS + k) * 32 + lane] = packed incoming weights of the lane's row k at step t.
+// weights[(t * 32 + lane) * ROWS + k] = packed incoming weights of the lane's row k at step t.
 // `bottom` may alias `top` (each top[c] is read at step c, bottom[c] written at step c + 31).
 template <typename Acc, int ROWS, int DIMS, bool W>
 __device__ void sdtw_strip(const float* __restrict__ xs, int n, const float* __restrict__ ys, int m,
@@ -210,7 +210,7 @@ __device__ void sdtw_strip(const float* __restrict__ xs, int n, const float* __r
                     r = sdtw_inf<Acc>();
                     w[0] = w[1] = w[2] = 0.f;
                 }
-                if (W) weights[(t * ROWS + k) * 32 + lane] = sdtw_pack(w);
+                if (W) weights[(t * 32 + lane) * ROWS + k] = sdtw_pack(w);
                 diag = prev[k];
                 prev[k] = r;
                 up = r;
@@ -225,7 +225,7 @@ __device__ void sdtw_strip(const float* __restrict__ xs, int n, const float* __r
             }
         } else if (W) {
 #pragma unroll
-            for (int k = 0; k < ROWS; ++k) weights[(t * ROWS + k) * 32 + lane] = make_float2(0.f, 0.f);
+            for (int k = 0; k < ROWS; ++k) weights[(t * 32 + lane) * ROWS + k] = make_float2(0.f, 0.f);
         }
         recv = mine;
         ycarry = yv;
@@ -278,7 +278,7 @@ __device__ void sdtw_strip_backward(const float* __restrict__ xs, int n, const f
                 float e = 0.f;
                 if (i < n) e = (i == n - 1 && c == m - 1) ? 1.0f : fromBelow + fromDiag + pl[k];
                 float w[3];
-                sdtw_unpack(weights[(tf * ROWS + k) * 32 + lane], w);
+                sdtw_unpack(weights[(tf * 32 + lane) * ROWS + k], w);
                 const float pu = e * w[1];
                 const float old_pd = pd[k];
                 pd[k] = e * w[0];
