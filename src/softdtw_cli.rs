@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use synfire::series::{Dataset, read_dataset};
 use synfire::softdtw::report::{BarycenterReport, PairwiseReport, measure_name, series_json};
 use synfire::softdtw::{
-    BarycenterOptions, Init, Measure, Options, barycenter, gpu, pairwise, pairwise_gradient,
+    BarycenterOptions, Init, Measure, Options, barycenter_on, gpu, pairwise, pairwise_gradient,
 };
 
 use crate::cli::DeviceArg;
@@ -88,6 +88,10 @@ pub struct BarycenterArgs {
     /// Where the optimisation starts.
     #[arg(long, value_enum, default_value_t = InitArg::Auto)]
     init: InitArg,
+    /// Where the objective's gradients are computed: `auto` (a GPU when one is usable, else
+    /// the CPU), `cpu` (f64) or `gpu` (f32 kernels).
+    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
+    device: DeviceArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutFormat::Json)]
     format: OutFormat,
@@ -224,7 +228,8 @@ pub fn run_barycenter(args: &BarycenterArgs) -> Result<()> {
         InitArg::Mean => Init::Mean,
         InitArg::Medoid => Init::Medoid,
     };
-    let b = barycenter(&set, &opts)
+    let worker = gpu::worker_for(args.device.into())?;
+    let b = barycenter_on(&set, &opts, worker.as_deref())
         .with_context(|| format!("barycenter of {}", args.data.display()))?;
     tracing::info!(
         series = set.len(),

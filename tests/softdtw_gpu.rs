@@ -206,3 +206,37 @@ fn bad_input_is_an_error_not_a_panic() {
     let e = gpu::pairwise(&w, &b, &b, &Options::new(0.0), Measure::SoftDtw).unwrap_err();
     assert!(e.to_string().contains("gamma"), "{e}");
 }
+
+#[test]
+fn barycenter_on_the_gpu_reaches_the_cpu_objective() {
+    let Some(w) = worker_or_skip("barycenter_on_the_gpu_reaches_the_cpu_objective") else {
+        return;
+    };
+    let d = read_dataset("fixtures/ucr/GunPoint/GunPoint_TRAIN.ts".as_ref()).unwrap();
+    let set: Vec<Series> = d.series.into_iter().take(12).collect();
+    for gamma in [0.1, 1.0] {
+        let mut opts = softdtw::BarycenterOptions::new(gamma);
+        opts.max_iterations = 30;
+        let cpu = softdtw::barycenter_on(&set, &opts, None).unwrap();
+        let g = softdtw::barycenter_on(&set, &opts, Some(&w)).unwrap();
+        let (fc, fg) = (*cpu.objective.last().unwrap(), *g.objective.last().unwrap());
+        // Both minimise the same objective from the same start; the GPU's f32 gradients may
+        // stop it at a slightly different point, never at a worse one by more than 1%.
+        assert!(
+            fg <= fc + 1e-2 * fc.abs().max(1.0),
+            "gamma {gamma}: GPU objective {fg}, CPU {fc}"
+        );
+        // Re-evaluated in f64, the GPU's barycenter is as good as the CPU's.
+        let eval = |z: &Series| -> f64 {
+            set.iter()
+                .map(|x| softdtw::value(z, x, &Options::new(gamma)).unwrap())
+                .sum::<f64>()
+                / set.len() as f64
+        };
+        let (ec, eg) = (eval(&cpu.series), eval(&g.series));
+        assert!(
+            eg <= ec + 1e-2 * ec.abs().max(1.0),
+            "gamma {gamma}: f64 objective GPU {eg}, CPU {ec}"
+        );
+    }
+}

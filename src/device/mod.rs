@@ -14,9 +14,9 @@
 pub mod error;
 pub mod kernels;
 pub mod motif;
-pub mod softdtw;
 pub mod search;
 pub mod shapelet;
+pub mod softdtw;
 pub mod worker;
 
 pub use error::DeviceError;

@@ -393,9 +393,44 @@ impl SearchStageConfig {
     }
 }
 
+/// `[stages.<name>]` with `kind = "softdtw"`: soft-DTW of one channel of each sensor window
+/// against a set of templates (`synfire softdtw`'s options), with the nearest template.
+#[derive(Clone, Debug, Deserialize)]
+pub struct SoftDtwStageConfig {
+    /// The window it reads.
+    pub window: String,
+    /// The templates: a UCR `.ts`/`.tsv`/`.txt` file or `.npy` `[B, L]` (labels, when the
+    /// file has them, name the nearest template).
+    pub templates: PathBuf,
+    /// Smoothing γ > 0.
+    pub gamma: f64,
+    /// Sakoe-Chiba half-width (default: none).
+    #[serde(default)]
+    pub band: Option<usize>,
+    /// The channel compared (0-based, default 0).
+    #[serde(default)]
+    pub channel: usize,
+    /// Z-normalise the window and every template first (default true), so shapes compare
+    /// whatever the units.
+    #[serde(default = "yes")]
+    pub znormalize: bool,
+    /// Report the soft-DTW divergence instead of the value (default false).
+    #[serde(default)]
+    pub divergence: bool,
+    /// Where to compute (default `auto`).
+    #[serde(default)]
+    pub device: DeviceChoice,
+}
+
+fn yes() -> bool {
+    true
+}
+
 /// A stage.
 #[derive(Clone, Debug)]
 pub enum StageConfig {
+    /// Soft-DTW against templates.
+    SoftDtw(SoftDtwStageConfig),
     /// Exact similarity search over each channel's past.
     Search(SearchStageConfig),
     /// Exact motifs of sensor windows.
@@ -415,6 +450,7 @@ impl StageConfig {
             Self::Summary(s) => &s.window,
             Self::Motif(s) => &s.window,
             Self::Search(s) => &s.window,
+            Self::SoftDtw(s) => &s.window,
         }
     }
 
@@ -423,7 +459,9 @@ impl StageConfig {
     pub fn input(&self) -> StreamKind {
         match self {
             Self::Episodes(_) => StreamKind::Spikes,
-            Self::Summary(_) | Self::Motif(_) | Self::Search(_) => StreamKind::Sensor,
+            Self::Summary(_) | Self::Motif(_) | Self::Search(_) | Self::SoftDtw(_) => {
+                StreamKind::Sensor
+            }
         }
     }
 }
@@ -646,7 +684,7 @@ impl PipelineConfig {
             let Some(kind) = take_kind(
                 &mut t,
                 &p,
-                &["episodes", "summary", "motif", "search"],
+                &["episodes", "summary", "motif", "search", "softdtw"],
                 &mut errors,
             ) else {
                 continue;
@@ -656,6 +694,7 @@ impl PipelineConfig {
                 "episodes" => typed(v, &p, &mut errors).map(StageConfig::Episodes),
                 "motif" => typed(v, &p, &mut errors).map(StageConfig::Motif),
                 "search" => typed(v, &p, &mut errors).map(StageConfig::Search),
+                "softdtw" => typed(v, &p, &mut errors).map(StageConfig::SoftDtw),
                 _ => typed(v, &p, &mut errors).map(StageConfig::Summary),
             };
             if let Some(s) = s {
@@ -913,6 +952,20 @@ impl PipelineConfig {
                             ),
                         );
                     }
+                }
+            }
+            if let StageConfig::SoftDtw(sc) = s {
+                if !(sc.gamma.is_finite() && sc.gamma > 0.0) {
+                    err(
+                        format!("{p}.gamma"),
+                        format!("must be a finite number above 0, got {}", sc.gamma),
+                    );
+                }
+                if !sc.templates.exists() {
+                    err(
+                        format!("{p}.templates"),
+                        format!("{} does not exist", sc.templates.display()),
+                    );
                 }
             }
             if let StageConfig::Search(sc) = s {

@@ -197,6 +197,7 @@ fn build_stage(config: &StageConfig) -> Result<Box<dyn Stage>> {
             mc.device,
         )),
         StageConfig::Search(sc) => Box::new(stage::search::SearchStage::new(sc.options())),
+        StageConfig::SoftDtw(sc) => Box::new(stage::softdtw::SoftDtwStage::new(sc)?),
     })
 }
 

@@ -116,6 +116,21 @@ pub struct Barycenter {
 /// [`Init::Mean`] on unequal lengths or `memory = 0`; and, naming `set[k]` or `init`, every
 /// error of [`value`](super::value).
 pub fn barycenter(set: &[Series], opts: &BarycenterOptions) -> Result<Barycenter, SoftDtwError> {
+    barycenter_on(set, opts, None)
+}
+
+/// [`barycenter`] with the objective's values and gradients computed on a GPU worker
+/// (`softdtw::gpu::paired_gradient`, f32: gradients within 1e-3 of the f64 reference, so the
+/// optimisation may stop at a slightly different point), or on the CPU when `worker` is
+/// `None`. The start (mean or medoid) is computed on the CPU either way.
+///
+/// # Errors
+/// As [`barycenter`], plus [`SoftDtwError::Device`] when the GPU fails.
+pub fn barycenter_on(
+    set: &[Series],
+    opts: &BarycenterOptions,
+    worker: Option<&crate::device::GpuWorker>,
+) -> Result<Barycenter, SoftDtwError> {
     let soft = &opts.soft;
     soft.validate()?;
     if set.is_empty() {
@@ -181,11 +196,33 @@ pub fn barycenter(set: &[Series], opts: &BarycenterOptions) -> Result<Barycenter
                 needed,
             })?;
     }
+    let device_failure: std::cell::RefCell<Option<SoftDtwError>> = Default::default();
     let objective = |z: &[f64]| -> (f64, Vec<f64>) {
         let zs = Series {
             dims: start.dims,
             values: z.to_vec(),
         };
+        if let Some(w) = worker {
+            let copies = vec![zs.clone(); set.len()];
+            return match super::gpu::paired_gradient(w, &copies, set, soft, super::Measure::SoftDtw)
+            {
+                Ok(gs) => {
+                    let mut f = 0.0;
+                    let mut grad = vec![0.0; z.len()];
+                    for (g, &wt) in gs.iter().zip(&weights) {
+                        f += wt * g.value;
+                        for (a, b) in grad.iter_mut().zip(&g.dx) {
+                            *a += wt * b;
+                        }
+                    }
+                    (f, grad)
+                }
+                Err(e) => {
+                    device_failure.borrow_mut().get_or_insert(e);
+                    (f64::INFINITY, vec![0.0; z.len()])
+                }
+            };
+        }
         let terms: Vec<(f64, Vec<f64>)> = set
             .par_iter()
             .zip(&weights)
@@ -211,6 +248,9 @@ pub fn barycenter(set: &[Series], opts: &BarycenterOptions) -> Result<Barycenter
         (f, grad)
     };
     let (z, record) = lbfgs(start.values.clone(), objective, opts);
+    if let Some(e) = device_failure.into_inner() {
+        return Err(e);
+    }
     finite(*record.objective.last().unwrap_or(&f64::INFINITY), || {
         "(barycenter, set)".into()
     })?;

@@ -1,0 +1,259 @@
+//! Soft-DTW of each sensor window against templates (`kind = "softdtw"`): one channel of the
+//! window against every series of a template file (Cuturi & Blondel 2017, Eq. 1; CPU f64 or
+//! the GPU kernels, `crate::softdtw::gpu`), and the nearest template. Typical use: name which
+//! of a few recorded gestures or waveforms each window resembles, tolerant to time warping.
+
+use serde_json::{Map, Value, json};
+
+use super::{Samples, Stage, StageError, StreamKind};
+use crate::episode::DeviceChoice;
+use crate::pipeline::config::SoftDtwStageConfig;
+use crate::series::{Series, read_dataset};
+use crate::softdtw::{self, Measure, Options, SoftDtwError, gpu};
+use crate::window::Window;
+
+/// The soft-DTW stage.
+#[derive(Debug)]
+pub struct SoftDtwStage {
+    templates: Vec<Series>,
+    labels: Option<Vec<String>>,
+    opts: Options,
+    measure: Measure,
+    channel: usize,
+    znormalize: bool,
+    device: DeviceChoice,
+}
+
+/// `x` z-normalised per channel (a constant channel becomes zeros).
+fn znormalize(s: &Series) -> Series {
+    let d = s.dims.max(1);
+    let n = s.values.len() / d;
+    let mut out = s.values.clone();
+    for c in 0..d {
+        let col = || s.values.iter().skip(c).step_by(d);
+        let mean = col().sum::<f64>() / n.max(1) as f64;
+        let var = col().map(|v| (v - mean).powi(2)).sum::<f64>() / n.max(1) as f64;
+        let inv = if var > 0.0 { 1.0 / var.sqrt() } else { 0.0 };
+        for t in 0..n {
+            out[t * d + c] = (s.values[t * d + c] - mean) * inv;
+        }
+    }
+    Series {
+        dims: s.dims,
+        values: out,
+    }
+}
+
+impl SoftDtwStage {
+    /// Loads the templates and checks the options.
+    ///
+    /// # Errors
+    /// An unreadable or empty template file, multivariate templates (the stage compares one
+    /// channel), or invalid soft-DTW options, naming the file or field.
+    pub fn new(cfg: &SoftDtwStageConfig) -> anyhow::Result<Self> {
+        let data = read_dataset(&cfg.templates)?;
+        anyhow::ensure!(
+            !data.series.is_empty(),
+            "{}: no template series",
+            cfg.templates.display()
+        );
+        if let Some(k) = data.series.iter().position(|s| s.dims != 1) {
+            anyhow::bail!(
+                "{}: template {k} has {} channels; the soft-DTW stage compares one channel",
+                cfg.templates.display(),
+                data.series[k].dims
+            );
+        }
+        let opts = Options {
+            band: cfg.band,
+            ..Options::new(cfg.gamma)
+        };
+        opts.validate()?;
+        let templates = if cfg.znormalize {
+            data.series.iter().map(znormalize).collect()
+        } else {
+            data.series
+        };
+        Ok(Self {
+            templates,
+            labels: data.labels,
+            opts,
+            measure: if cfg.divergence {
+                Measure::Divergence
+            } else {
+                Measure::SoftDtw
+            },
+            channel: cfg.channel,
+            znormalize: cfg.znormalize,
+            device: cfg.device,
+        })
+    }
+
+    fn values(&self, x: &Series) -> Result<(Vec<f64>, &'static str), SoftDtwError> {
+        let a = std::slice::from_ref(x);
+        match gpu::worker_for(self.device)? {
+            Some(w) => Ok((
+                gpu::pairwise(&w, a, &self.templates, &self.opts, self.measure)?.remove(0),
+                "gpu",
+            )),
+            None => Ok((
+                softdtw::pairwise(a, &self.templates, &self.opts, self.measure)?.remove(0),
+                "cpu",
+            )),
+        }
+    }
+}
+
+impl Stage for SoftDtwStage {
+    fn input(&self) -> StreamKind {
+        StreamKind::Sensor
+    }
+
+    /// Fields: `channel`, `measure`, `device`, `values` (one per template, in file order) and
+    /// `nearest` (`template`, `label` when the file has labels, `value`). A window the measure
+    /// cannot take (NaN samples, a band too narrow for its length) gives no values and a
+    /// `reason`.
+    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
+        let samples = Samples::of(window)?;
+        if self.channel >= samples.channels {
+            return Err(StageError::Config(format!(
+                "channel {} requested, the window has {}",
+                self.channel, samples.channels
+            )));
+        }
+        let raw = Series::univariate(samples.channel(self.channel));
+        let x = if self.znormalize && raw.values.iter().all(|v| v.is_finite()) {
+            znormalize(&raw)
+        } else {
+            raw
+        };
+        let mut m = Map::new();
+        m.insert("channel".into(), Value::from(self.channel));
+        m.insert(
+            "measure".into(),
+            Value::from(softdtw::report::measure_name(self.measure)),
+        );
+        match self.values(&x) {
+            Ok((values, device)) => {
+                m.insert("device".into(), Value::from(device));
+                let best = values
+                    .iter()
+                    .enumerate()
+                    .min_by(|a, b| a.1.total_cmp(b.1))
+                    .map(|(k, &v)| (k, v));
+                if let Some((k, v)) = best {
+                    let mut nearest = json!({"template": k, "value": v});
+                    if let Some(labels) = &self.labels {
+                        nearest["label"] = Value::from(labels[k].clone());
+                    }
+                    m.insert("nearest".into(), nearest);
+                }
+                m.insert("values".into(), Value::from(values));
+            }
+            Err(SoftDtwError::Device { message }) if self.device == DeviceChoice::Gpu => {
+                return Err(StageError::Config(format!(
+                    "soft-DTW on the GPU: {message}"
+                )));
+            }
+            Err(e) => {
+                m.insert("values".into(), Value::Array(Vec::new()));
+                m.insert("reason".into(), Value::from(e.to_string()));
+            }
+        }
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::WindowData;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    fn window(values: Vec<f64>) -> Window {
+        Window {
+            window: Arc::from("w"),
+            source: Arc::from("s"),
+            index: 0,
+            start_s: 0.0,
+            end_s: 1.0,
+            complete: true,
+            late: 0,
+            dropped: 0,
+            closed_at: Instant::now(),
+            data: WindowData::Samples {
+                channels: 1,
+                values,
+                rate_hz: 100.0,
+                start_sample: 0,
+            },
+        }
+    }
+
+    fn stage(divergence: bool) -> SoftDtwStage {
+        let cfg = SoftDtwStageConfig {
+            window: "w".into(),
+            templates: "fixtures/ucr/GunPoint/GunPoint_TRAIN.ts".into(),
+            gamma: 0.1,
+            band: None,
+            channel: 0,
+            znormalize: true,
+            divergence,
+            device: DeviceChoice::Cpu,
+        };
+        SoftDtwStage::new(&cfg).unwrap()
+    }
+
+    #[test]
+    fn values_equal_the_reference_and_the_nearest_is_their_minimum() {
+        let data = read_dataset("fixtures/ucr/GunPoint/GunPoint_TEST.ts".as_ref()).unwrap();
+        for divergence in [false, true] {
+            let mut s = stage(divergence);
+            for (q, labels) in data
+                .series
+                .iter()
+                .zip(data.labels.as_ref().unwrap())
+                .take(3)
+            {
+                let out = s.process(&window(q.values.clone())).unwrap();
+                let got: Vec<f64> = out["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_f64().unwrap())
+                    .collect();
+                let want = softdtw::pairwise(&[znormalize(q)], &s.templates, &s.opts, s.measure)
+                    .unwrap()
+                    .remove(0);
+                assert_eq!(got, want);
+                let (k, min) = want
+                    .iter()
+                    .enumerate()
+                    .min_by(|a, b| a.1.total_cmp(b.1))
+                    .unwrap();
+                assert_eq!(out["nearest"]["template"], k);
+                assert_eq!(out["nearest"]["value"].as_f64().unwrap(), *min);
+                assert!(out["nearest"]["label"].is_string(), "{labels}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_with_nan_gives_a_reason_not_an_error() {
+        let mut s = stage(false);
+        let out = s.process(&window(vec![1.0, f64::NAN, 2.0])).unwrap();
+        assert_eq!(out["values"].as_array().unwrap().len(), 0);
+        assert!(out["reason"].as_str().unwrap().contains("NaN"), "{out:?}");
+    }
+
+    #[test]
+    fn a_missing_channel_is_a_config_error() {
+        let mut s = stage(false);
+        s.channel = 3;
+        assert!(matches!(
+            s.process(&window(vec![1.0, 2.0])),
+            Err(StageError::Config(_))
+        ));
+    }
+}
