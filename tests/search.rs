@@ -707,7 +707,7 @@ fn bench_search_runs_and_verifies_against_brute_force() {
         "--queries",
         "6",
         "--device",
-        "cpu",
+        "cpu,cpu-stream",
         "--k",
         "2",
     ]);
