@@ -718,7 +718,9 @@ fn bench_search_runs_and_verifies_against_brute_force() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("| cpu | all (6) |") && text.contains("10^8"),
+        text.contains("| cpu | all (6) |")
+            && text.contains("| cpu-stream | all (6) |")
+            && text.contains("10^8"),
         "{text}"
     );
 }
