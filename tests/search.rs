@@ -371,6 +371,23 @@ fn broken_index_directories_are_clear_errors() {
         std::fs::write(d.join("tree.bin"), &s).unwrap();
     });
     assert!(e.contains("tree.bin"), "{e}");
+    // One flipped byte in the iSAX array: the checksum.
+    let d = t.path().join("isax");
+    let e = corrupt(&d, |d| {
+        let mut s = std::fs::read(d.join("isax.u8")).unwrap();
+        s[100] ^= 1;
+        std::fs::write(d.join("isax.u8"), &s).unwrap();
+    });
+    assert!(e.contains("isax.u8") && e.contains("checksum"), "{e}");
+    // A damaged node (its prefix wider than its cardinality): refused, no panic.
+    let d = t.path().join("prefix");
+    let e = corrupt(&d, |d| {
+        let mut s = std::fs::read(d.join("tree.bin")).unwrap();
+        let first_node = 4 * 65_536;
+        s[first_node] = 0xff;
+        std::fs::write(d.join("tree.bin"), &s).unwrap();
+    });
+    assert!(e.contains("tree.bin") && e.contains("checksum"), "{e}");
     let d = t.path().join("garbage");
     let e = corrupt(&d, |d| {
         std::fs::write(d.join("index.json"), "{\"format\": 3}").unwrap()
