@@ -12,6 +12,7 @@ use rand_distr::{Distribution, StandardNormal};
 use serde_json::{Value, json};
 use synfire::episode::DeviceChoice;
 use synfire::search::collection::{normalize_query, znormalize, znormalize_into};
+use synfire::search::query::CpuLowerBounds;
 use synfire::search::{
     BuildOptions, Collection, CollectionKind, Index, QueryOptions, QueryStats, Searcher,
 };
@@ -230,9 +231,11 @@ pub struct BenchSearchArgs {
     /// Neighbours per query.
     #[arg(long, default_value_t = 1)]
     k: usize,
-    /// Devices to time: cpu, gpu or all (all skips the GPU with a note when there is none).
-    #[arg(long, default_value = "all")]
-    device: String,
+    /// Devices to time, comma-separated: cpu, gpu, all (= cpu,gpu; the GPU is skipped with a
+    /// note when there is none), or cpu-stream (SING with the CPU lower-bound producer thread:
+    /// the chunk streaming the GPU uses, run on the CPU).
+    #[arg(long, default_value = "all", value_delimiter = ',')]
+    device: Vec<String>,
     /// Standard deviation of the noise added to the (z-normalised) members, as in the paper.
     #[arg(long, default_value_t = 0.1)]
     noise: f64,
@@ -262,9 +265,27 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[r.clamp(1, sorted.len()) - 1]
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Cpu,
+    CpuStream,
+    Gpu,
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpu",
+            Self::CpuStream => "cpu-stream",
+            Self::Gpu => "gpu",
+        }
+    }
+}
+
 struct Timing {
     ms: Vec<f64>,
     lower_bounds: u64,
+    producer_lower_bounds: u64,
     real_distances: u64,
 }
 
@@ -342,32 +363,49 @@ pub fn bench(args: &BenchSearchArgs) -> Result<()> {
         reference.push(a.neighbors);
     }
     let mut devices = Vec::new();
-    if args.device == "all" || args.device == "cpu" {
-        devices.push(DeviceChoice::Cpu);
-    }
-    if args.device == "all" || args.device == "gpu" {
-        match synfire::device::probe() {
-            Ok(_) => devices.push(DeviceChoice::Gpu),
-            Err(e) if args.device == "all" => println!("gpu: skipped ({e})"),
-            Err(e) => return Err(e).context("`--device gpu`"),
+    for d in &args.device {
+        match d.as_str() {
+            "all" | "cpu" => devices.push(Mode::Cpu),
+            "cpu-stream" => devices.push(Mode::CpuStream),
+            "gpu" => {}
+            other => anyhow::bail!("`--device {other}`: expected cpu, gpu, all or cpu-stream"),
+        }
+        if d == "all" || d == "gpu" {
+            match synfire::device::probe() {
+                Ok(_) => devices.push(Mode::Gpu),
+                Err(e) if d == "all" => println!("gpu: skipped ({e})"),
+                Err(e) => return Err(e).context("`--device gpu`"),
+            }
         }
     }
-    if devices.is_empty() {
-        anyhow::bail!("`--device` must be cpu, gpu or all, got `{}`", args.device);
-    }
+    devices.dedup();
     println!();
     println!(
-        "| device | queries | median ms | p99 ms | queries/s | lower bounds/query | real distances/query | brute-force median ms | speedup (median) | verified |"
+        "| device | queries | median ms | p99 ms | queries/s | lower bounds/query | of which by the producer | real distances/query | brute-force median ms | speedup (median) | verified |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     let mut summary = Vec::new();
-    for device in devices {
-        let mut s = Searcher::new(&index, device, QueryOptions::default())?;
-        let _ = s.knn_normalized(&queries[1].1, args.k)?; // warm-up (threads, NVRTC, caches)
+    let cpu_producer = CpuLowerBounds::new(&index);
+    for mode in devices {
+        let device = if mode == Mode::Gpu {
+            DeviceChoice::Gpu
+        } else {
+            DeviceChoice::Cpu
+        };
+        let mut searcher = Searcher::new(&index, device, QueryOptions::default())?;
+        let mut run = |q: &[f32]| -> Result<synfire::search::QueryAnswer> {
+            Ok(if mode == Mode::CpuStream {
+                index.knn_normalized(q, args.k, &QueryOptions::default(), Some(&cpu_producer))?
+            } else {
+                searcher.knn_normalized(q, args.k)?
+            })
+        };
+        let _ = run(&queries[1].1)?; // warm-up (threads, NVRTC, caches)
+        let label = mode.label();
         let mut by: std::collections::BTreeMap<&str, Timing> = Default::default();
         for (j, (kind, q)) in queries.iter().enumerate() {
             let t = Instant::now();
-            let a = s.knn_normalized(q, args.k)?;
+            let a = run(q)?;
             let ms = t.elapsed().as_secs_f64() * 1e3;
             let same = a.neighbors.len() == reference[j].len()
                 && a.neighbors.iter().zip(&reference[j]).all(|(g, w)| {
@@ -375,8 +413,7 @@ pub fn bench(args: &BenchSearchArgs) -> Result<()> {
                 });
             anyhow::ensure!(
                 same,
-                "query {j} ({kind}) on the {}: {:?} differs from brute force {:?}",
-                s.device(),
+                "query {j} ({kind}) on the {label}: {:?} differs from brute force {:?}",
                 a.neighbors,
                 reference[j]
             );
@@ -384,10 +421,12 @@ pub fn bench(args: &BenchSearchArgs) -> Result<()> {
                 let e = by.entry(key).or_insert(Timing {
                     ms: Vec::new(),
                     lower_bounds: 0,
+                    producer_lower_bounds: 0,
                     real_distances: 0,
                 });
                 e.ms.push(ms);
                 e.lower_bounds += a.stats.lower_bounds;
+                e.producer_lower_bounds += a.stats.producer_lower_bounds;
                 e.real_distances += a.stats.real_distances;
             }
         }
@@ -404,18 +443,18 @@ pub fn bench(args: &BenchSearchArgs) -> Result<()> {
             let n = t.ms.len() as f64;
             let (med, bmed) = (percentile(&t.ms, 50.0), percentile(&b, 50.0));
             println!(
-                "| {} | {kind} ({}) | {med:.3} | {:.3} | {:.1} | {:.0} | {:.0} | {bmed:.2} | {:.1}x | yes |",
-                s.device(),
+                "| {label} | {kind} ({}) | {med:.3} | {:.3} | {:.1} | {:.0} | {:.0} | {:.0} | {bmed:.2} | {:.1}x | yes |",
                 t.ms.len(),
                 percentile(&t.ms, 99.0),
                 n / (t.ms.iter().sum::<f64>() / 1e3),
                 t.lower_bounds as f64 / n,
+                t.producer_lower_bounds as f64 / n,
                 t.real_distances as f64 / n,
                 bmed / med
             );
             if kind == "all" {
                 summary.push((
-                    s.device(),
+                    label,
                     med,
                     t.lower_bounds as f64 / n,
                     t.real_distances as f64 / n,

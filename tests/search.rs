@@ -371,6 +371,23 @@ fn broken_index_directories_are_clear_errors() {
         std::fs::write(d.join("tree.bin"), &s).unwrap();
     });
     assert!(e.contains("tree.bin"), "{e}");
+    // One flipped byte in the iSAX array: the checksum.
+    let d = t.path().join("isax");
+    let e = corrupt(&d, |d| {
+        let mut s = std::fs::read(d.join("isax.u8")).unwrap();
+        s[100] ^= 1;
+        std::fs::write(d.join("isax.u8"), &s).unwrap();
+    });
+    assert!(e.contains("isax.u8") && e.contains("checksum"), "{e}");
+    // A damaged node (its prefix wider than its cardinality): refused, no panic.
+    let d = t.path().join("prefix");
+    let e = corrupt(&d, |d| {
+        let mut s = std::fs::read(d.join("tree.bin")).unwrap();
+        let first_node = 4 * 65_536;
+        s[first_node] = 0xff;
+        std::fs::write(d.join("tree.bin"), &s).unwrap();
+    });
+    assert!(e.contains("tree.bin") && e.contains("checksum"), "{e}");
     let d = t.path().join("garbage");
     let e = corrupt(&d, |d| {
         std::fs::write(d.join("index.json"), "{\"format\": 3}").unwrap()
@@ -707,7 +724,7 @@ fn bench_search_runs_and_verifies_against_brute_force() {
         "--queries",
         "6",
         "--device",
-        "cpu",
+        "cpu,cpu-stream",
         "--k",
         "2",
     ]);
@@ -718,7 +735,9 @@ fn bench_search_runs_and_verifies_against_brute_force() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("| cpu | all (6) |") && text.contains("10^8"),
+        text.contains("| cpu | all (6) |")
+            && text.contains("| cpu-stream | all (6) |")
+            && text.contains("10^8"),
         "{text}"
     );
 }

@@ -625,7 +625,6 @@ impl Index {
             });
         }
         let k = k.min(self.count);
-        let top_k = k;
         let paa = self.segments.paa(q);
         let word = self.breakpoints.word(&paa);
         let table = QueryTable::new(&paa, &self.segments, &self.breakpoints);
@@ -638,8 +637,7 @@ impl Index {
             .collect();
 
         // Approximate search: the first BSF.
-        let (top, approx) =
-            self.approximate(q, &word, &root_lbs, top_k, top_k.max(options.approximate));
+        let (top, approx) = self.approximate(q, &word, &root_lbs, k, k.max(options.approximate));
         let approx_distances: u64 = approx.iter().map(|&(_, l)| u64::from(l)).sum();
         let bsf = top.bsf_sq();
 
@@ -752,9 +750,11 @@ impl Index {
         })
     }
 
-    /// The approximate search: the k best among at least `want` series — the query's leaf,
-    /// widened to its ancestors, then whole root subtrees by ascending MINDIST — and the
-    /// leaf-order ranges it measured.
+    /// The approximate search: the k best among at least `want` series, and the leaf-order
+    /// ranges it measured. From the query's own root subtree, then from root subtrees by
+    /// ascending MINDIST, it takes the smallest node on the query's path (the query's leaf,
+    /// widened to ancestors) that supplies the series still needed, so no query measures a
+    /// large root subtree whole.
     fn approximate(
         &self,
         q: &[f32],
@@ -764,6 +764,21 @@ impl Index {
         want: usize,
     ) -> (TopK, Vec<(u32, u32)>) {
         let nodes = &self.tree.nodes;
+        // The node of `root`'s subtree on the query's path holding at least `need` series
+        // (or the whole subtree).
+        let node_for = |root: u32, need: usize| {
+            let mut path = vec![root];
+            let mut n = root;
+            while !nodes[n as usize].is_leaf() {
+                n = nodes[n as usize].child_for(word);
+                path.push(n);
+            }
+            while (nodes[n as usize].len as usize) < need && path.len() > 1 {
+                path.pop();
+                n = path.last().copied().unwrap_or(root);
+            }
+            &nodes[n as usize]
+        };
         // Root subtrees by ascending MINDIST: the smallest 64 sorted first, the rest if needed.
         let mut by_lb: Vec<(u64, u32)> =
             root_lbs.iter().map(|&(lb, n)| (lb.to_bits(), n)).collect();
@@ -773,37 +788,24 @@ impl Index {
         }
         by_lb[..head].sort_unstable();
         let own = self.tree.roots[usize::from(root_key(word))];
-        let start = if own == NONE {
-            by_lb.first().map_or(NONE, |&(_, n)| n)
-        } else {
-            own
-        };
         let mut ranges = Vec::new();
-        if start != NONE {
-            let mut path = vec![start];
-            let mut n = start;
-            while !nodes[n as usize].is_leaf() {
-                n = nodes[n as usize].child_for(word);
-                path.push(n);
+        let mut have = 0usize;
+        if own != NONE {
+            let nd = node_for(own, want);
+            ranges.push((nd.start, nd.len));
+            have += nd.len as usize;
+        }
+        let mut i = 0;
+        while have < want && i < by_lb.len() {
+            if i == head {
+                by_lb[head..].sort_unstable();
             }
-            while (nodes[n as usize].len as usize) < want && path.len() > 1 {
-                path.pop();
-                n = path.last().copied().unwrap_or(start);
-            }
-            ranges.push((nodes[n as usize].start, nodes[n as usize].len));
-            let mut have = nodes[n as usize].len as usize;
-            let mut i = 0;
-            while have < want && i < by_lb.len() {
-                if i == head {
-                    by_lb[head..].sort_unstable();
-                }
-                let r = by_lb[i].1;
-                i += 1;
-                if r != start {
-                    let nd = &nodes[r as usize];
-                    ranges.push((nd.start, nd.len));
-                    have += nd.len as usize;
-                }
+            let r = by_lb[i].1;
+            i += 1;
+            if r != own {
+                let nd = node_for(r, want - have);
+                ranges.push((nd.start, nd.len));
+                have += nd.len as usize;
             }
         }
         let mut top = TopK::new(k);

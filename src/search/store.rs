@@ -2,7 +2,7 @@
 //!
 //! | file         | contents                                                              |
 //! |--------------|-----------------------------------------------------------------------|
-//! | `index.json` | header: `format`, `version`, `endianness`, `series`, `length`, `segments`, `cardinality`, `leaf_capacity`, `nodes`, `collection`, `breakpoints` (255), `bytes` per file |
+//! | `index.json` | header: `format`, `version`, `endianness`, `series`, `length`, `segments`, `cardinality`, `leaf_capacity`, `nodes`, `collection`, `breakpoints` (255), `bytes` per file, `checksums` of the small files |
 //! | `series.f32` | z-normalised series in leaf order, `f32`, `[series, length]`          |
 //! | `isax.u8`    | iSAX words in leaf order, `[series, 16]` bytes                        |
 //! | `ids.u32`    | id of each leaf-order position, `u32`, `[series]`                     |
@@ -11,10 +11,11 @@
 //! The three arrays are mapped read-only (`memmap2`), so loading costs no copy and the OS
 //! pages the series in as queries touch them; `tree.bin` is read and fully validated
 //! ([`Tree::validate`]): node links, ranges and regions are checked before any query trusts
-//! them. The header is written last, so a directory without `index.json` is an interrupted
-//! build. A header of another `version` is refused with a message to rebuild. The arrays
-//! themselves are not checksummed (10 GB at 10^7 series): they must not be modified while an
-//! index is loaded.
+//! them. `isax.u8`, `ids.u32` and `tree.bin` (20 bytes per series together) are checksummed
+//! in the header and checked on every load; `series.f32` (1 KiB per series of 256) is only
+//! size-checked. The header is written last, so a directory without `index.json` is an
+//! interrupted build. A header of another `version` is refused with a message to rebuild.
+//! Mapped files must not be modified while an index is loaded.
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -56,7 +57,28 @@ struct Header {
     collection: CollectionKind,
     breakpoints: Vec<f64>,
     bytes: std::collections::BTreeMap<String, u64>,
+    checksums: std::collections::BTreeMap<String, String>,
 }
+
+/// A 64-bit checksum of a file's bytes (FNV-1a over little-endian 8-byte words, then the
+/// tail bytes): fast enough to check the small index files on every load.
+fn checksum(bytes: &[u8]) -> String {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(PRIME);
+    }
+    for &b in words.remainder() {
+        h = (h ^ u64::from(b)).wrapping_mul(PRIME);
+    }
+    format!("{h:016x}")
+}
+
+/// The files whose checksum is stored and checked (`series.f32` is only size-checked).
+const CHECKED: [&str; 3] = [SAX, IDS, TREE];
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> SearchError + '_ {
     move |source| SearchError::Io {
@@ -88,11 +110,13 @@ fn encode_tree(tree: &Tree) -> Vec<u8> {
 }
 
 fn decode_tree(bytes: &[u8], nodes: usize) -> Result<Tree, String> {
-    if bytes.len() != 4 * ROOT_CHILDREN + NODE_BYTES * nodes {
+    let need = NODE_BYTES
+        .checked_mul(nodes)
+        .and_then(|b| b.checked_add(4 * ROOT_CHILDREN));
+    if need != Some(bytes.len()) {
         return Err(format!(
-            "{TREE} has {} bytes, the header's {nodes} nodes need {}",
-            bytes.len(),
-            4 * ROOT_CHILDREN + NODE_BYTES * nodes
+            "{TREE} has {} bytes, not the size of the header's {nodes} nodes",
+            bytes.len()
         ));
     }
     let u32_at = |b: &[u8], o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
@@ -139,9 +163,13 @@ impl Index {
             (TREE, &tree),
         ];
         let mut bytes = std::collections::BTreeMap::new();
+        let mut checksums = std::collections::BTreeMap::new();
         for (name, data) in files {
             write_file(&dir.join(name), data)?;
             bytes.insert(name.to_owned(), data.len() as u64);
+            if CHECKED.contains(&name) {
+                checksums.insert(name.to_owned(), checksum(data));
+            }
         }
         let header = Header {
             format: FORMAT.into(),
@@ -156,6 +184,7 @@ impl Index {
             collection: self.kind.clone(),
             breakpoints: self.breakpoints.inner().to_vec(),
             bytes,
+            checksums,
         };
         let text = serde_json::to_string_pretty(&header).map_err(|e| SearchError::Io {
             path: dir.join(HEADER),
@@ -232,6 +261,14 @@ impl Index {
         let ids = map(dir, IDS, expect(IDS, 1, 4)?)?;
         let tree_path = dir.join(TREE);
         let tree_bytes = std::fs::read(&tree_path).map_err(io(&tree_path))?;
+        for (name, data) in [(SAX, &sax[..]), (IDS, &ids[..]), (TREE, &tree_bytes[..])] {
+            let found = checksum(data);
+            if h.checksums.get(name) != Some(&found) {
+                return Err(corrupt(format!(
+                    "{name} does not match its checksum in {HEADER} (the file was changed or damaged)"
+                )));
+            }
+        }
         let tree = decode_tree(&tree_bytes, h.nodes).map_err(corrupt)?;
         tree.validate(h.series as u32)
             .map_err(|e| corrupt(format!("{TREE}: {e}")))?;

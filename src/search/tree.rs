@@ -188,7 +188,12 @@ impl Tree {
                     return Err("the node links form a cycle".into());
                 }
                 let nd = &self.nodes[n as usize];
-                if nd.bits.iter().any(|&b| b == 0 || b > SYMBOL_BITS) || nd.len == 0 {
+                let bad_region = nd
+                    .bits
+                    .iter()
+                    .zip(&nd.prefix)
+                    .any(|(&b, &p)| b == 0 || b > SYMBOL_BITS || u32::from(p) >> b != 0);
+                if bad_region || nd.len == 0 {
                     return Err(format!("node {n} has an invalid region or no series"));
                 }
                 if nd.is_leaf() {
@@ -374,7 +379,13 @@ mod tests {
         let (mut t, _) = Tree::build(&words(300, 2), 10);
         assert!(t.validate(301).is_err());
         let inner = t.nodes.iter().position(|n| !n.is_leaf()).unwrap();
+        let good = t.clone();
         t.nodes[inner].left = 1_000_000;
         assert!(t.validate(300).is_err());
+        // A prefix wider than its cardinality would index past the breakpoints.
+        let mut t = good;
+        let leaf = t.nodes.iter().position(|n| n.bits[0] < 8).unwrap();
+        t.nodes[leaf].prefix[0] = 0xff;
+        assert!(t.validate(300).unwrap_err().contains("invalid region"));
     }
 }
