@@ -196,6 +196,9 @@ fn build_stage(config: &StageConfig) -> Result<Box<dyn Stage>> {
             mc.channel,
             mc.device,
         )),
+        StageConfig::Shapelet(sc) => {
+            Box::new(stage::shapelet::ShapeletStage::new(sc.tree()?, sc.channel)?)
+        }
     })
 }
 

@@ -409,8 +409,8 @@ mod tests {
             .map(|_| (0..len).map(|_| rng.random_range(-2.0..2.0)).collect())
             .collect();
         series[1] = series[1].iter().map(|v| 1000.0 + 0.01 * v).collect();
-        for t in 10..25 {
-            series[2][t] = 3.0 + 1e-7 * (t as f64).sin();
+        for (t, v) in series[2].iter_mut().enumerate().take(25).skip(10) {
+            *v = 3.0 + 1e-7 * (t as f64).sin();
         }
         series[3] = series[0].iter().map(|v| -2.0 * v + 1.0).collect();
         let refs: Vec<&[f64]> = series.iter().map(Vec::as_slice).collect();

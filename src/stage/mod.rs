@@ -9,6 +9,7 @@
 
 pub mod episodes;
 pub mod motif;
+pub mod shapelet;
 pub mod summary;
 
 use std::sync::Arc;
