@@ -17,8 +17,11 @@ use synfire::shapelet::gpu::GpuSearch;
 use synfire::shapelet::tree::train_with;
 use synfire::shapelet::{Node, Op, ShapeletConfig, ShapeletTree, TrainingSet, oracle};
 
+/// A fixture under the checkout the tests were built in, else under the current directory
+/// (a test binary copied to a GPU host and run from the repository root).
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    if p.exists() { p } else { PathBuf::from(rel) }
 }
 
 /// A UCR split as a training set (and its raw series and labels for prediction).
