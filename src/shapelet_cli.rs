@@ -219,12 +219,18 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Missing or unusable data sets, a GPU failure, or a GPU tree that differs from the CPU tree.
 pub fn bench(args: &BenchShapeletArgs) -> Result<()> {
     let cpu = args.device == "all" || args.device == "cpu";
-    let gpu = args.device == "all" || args.device == "gpu";
+    let mut gpu = args.device == "all" || args.device == "gpu";
     anyhow::ensure!(
         cpu || gpu,
         "`--device` must be cpu, gpu or all, got `{}`",
         args.device
     );
+    if args.device == "all"
+        && let Err(e) = synfire::device::probe()
+    {
+        tracing::info!(reason = %e, "No usable GPU; timing the CPU only.");
+        gpu = false;
+    }
     anyhow::ensure!(
         args.repeat >= 1 && args.cpu_repeat >= 1,
         "`--repeat` and `--cpu-repeat` must be at least 1"

@@ -11,8 +11,11 @@ use serde_json::Value;
 use synfire::series::read_dataset;
 use synfire::shapelet::{ShapeletTree, univariate};
 
+/// A fixture under the checkout the tests were built in, else under the current directory
+/// (a test binary copied to a GPU host and run from the repository root).
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    if p.exists() { p } else { PathBuf::from(rel) }
 }
 
 fn run_ok(args: &[&str]) -> String {

@@ -17,8 +17,11 @@ use synfire::shapelet::gpu::GpuSearch;
 use synfire::shapelet::tree::train_with;
 use synfire::shapelet::{Node, Op, ShapeletConfig, ShapeletTree, TrainingSet, oracle};
 
+/// A fixture under the checkout the tests were built in, else under the current directory
+/// (a test binary copied to a GPU host and run from the repository root).
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    if p.exists() { p } else { PathBuf::from(rel) }
 }
 
 /// A UCR split as a training set (and its raw series and labels for prediction).
@@ -363,4 +366,119 @@ fn gpu_trees_equal_cpu_trees() {
             assert_eq!(g, c, "{name}, {terms} terms");
         }
     }
+}
+
+/// A pipeline classifies the windows of a sensor stream (the bundled head-direction series)
+/// with a tree trained at startup (`train`) and with the same tree saved to a file (`model`):
+/// both stages label every complete window as the tree does offline.
+#[test]
+fn pipeline_stage_classifies_sensor_windows() {
+    let nwb = fixture("fixtures/spikes/A2929-200711/A2929-200711.nwb");
+    let hd = synfire::series::read_series(&format!(
+        "{}:/acquisition/CompassDirection/rz",
+        nwb.display()
+    ))
+    .unwrap();
+    // Training windows of 120 samples labelled by the net turn over the window.
+    let mut rows = String::new();
+    let (mut series, mut labels) = (Vec::new(), Vec::new());
+    for w in 0..60 {
+        let x = &hd[w * 997..w * 997 + 120];
+        let label = if x[119] > x[0] { "1" } else { "2" };
+        rows += label;
+        for v in x {
+            rows += &format!("\t{v}");
+        }
+        rows += "\n";
+        series.push(x.to_vec());
+        labels.push(label.to_owned());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let train_file = dir.path().join("turns_TRAIN.tsv");
+    std::fs::write(&train_file, rows).unwrap();
+    // The tsv reader keeps the printed values: train offline on what it reads.
+    let d = read_dataset(&train_file).unwrap();
+    let set = TrainingSet::from_dataset(&d, "turns").unwrap();
+    let mut cfg = ShapeletConfig::new(10, 40);
+    cfg.step = 10;
+    let (tree, _) = train_with(&set, &cfg, &mut CpuSearch::default()).unwrap();
+    let model = dir.path().join("turns.json");
+    tree.save(&model).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let text = format!(
+        r#"
+[sources.heading]
+kind = "hdf5"
+path = "{nwb}"
+series = "/acquisition/CompassDirection/rz"
+frame_samples = 256
+
+[windows.w]
+source = "heading"
+length_samples = 120
+hop_samples = 120
+
+[stages.trained]
+kind = "shapelet"
+window = "w"
+train = "{train}"
+min_length = 10
+max_length = 40
+step = 10
+device = "cpu"
+
+[stages.loaded]
+kind = "shapelet"
+window = "w"
+model = "{model}"
+
+[sinks.file]
+kind = "jsonl"
+path = "{out}"
+"#,
+        nwb = nwb.display(),
+        train = train_file.display(),
+        model = model.display(),
+        out = out.display(),
+    );
+    let config =
+        synfire::pipeline::config::PipelineConfig::parse(&text, Path::new("shapelet.toml"))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let (tx, rx) = crossbeam_channel::unbounded();
+    synfire::pipeline::run(
+        &config,
+        synfire::pipeline::RunOptions {
+            tap: Some(tx),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let results: Vec<serde_json::Value> = rx
+        .try_iter()
+        .map(|o| serde_json::from_str(&o.json).unwrap())
+        .collect();
+    let mut checked = 0;
+    for stage in ["trained", "loaded"] {
+        let mine: Vec<&serde_json::Value> =
+            results.iter().filter(|r| r["stage"] == stage).collect();
+        assert_eq!(mine.len(), hd.len().div_ceil(120), "{stage}");
+        for r in mine.iter().filter(|r| r["complete"] == true) {
+            let start = r["start_sample"].as_u64().unwrap() as usize;
+            let (_, class) = tree.classify(&hd[start..start + 120], "hd", 0).unwrap();
+            assert_eq!(
+                r["label"],
+                tree.classes[class].as_str(),
+                "{stage} at {start}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 900, "{checked}");
+    let predicted = tree.predict(&series, "turns").unwrap();
+    let right = predicted
+        .iter()
+        .zip(&labels)
+        .filter(|&(&c, l)| tree.classes[c] == *l)
+        .count();
+    assert!(right >= 54, "training windows right: {right} of 60");
 }

@@ -86,11 +86,90 @@ pub struct NodeReport {
     pub warps: u32,
 }
 
-/// The uploaded training series.
+/// The uploaded training series, and the work buffers of the last node (kept: the root is
+/// the largest node, so later nodes reuse them).
 pub(crate) struct ShapeletBuffers {
     x: CudaSlice<f64>,
     n_all: usize,
     len: u32,
+    work: Option<Work>,
+}
+
+/// Element counts of a node's work buffers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Sizes {
+    /// Window statistics per array (`nlen * n * L`).
+    cells: usize,
+    /// Candidate records per array.
+    records: usize,
+    /// Scratch doubles of all warps.
+    scratch: usize,
+    /// Scratch words of all warps.
+    uscratch: usize,
+}
+
+impl Sizes {
+    fn fits(&self, need: &Self) -> bool {
+        self.cells >= need.cells
+            && self.records >= need.records
+            && self.scratch >= need.scratch
+            && self.uscratch >= need.uscratch
+    }
+
+    fn max(&self, o: &Self) -> Self {
+        Self {
+            cells: self.cells.max(o.cells),
+            records: self.records.max(o.records),
+            scratch: self.scratch.max(o.scratch),
+            uscratch: self.uscratch.max(o.uscratch),
+        }
+    }
+}
+
+/// A node's device buffers. Every element is written before it is read (statistics and
+/// records by the kernels that produce them, scratch by its warp), so none needs zeroing.
+struct Work {
+    sizes: Sizes,
+    st_mean: CudaSlice<f64>,
+    st_w: CudaSlice<f64>,
+    st_q: CudaSlice<f64>,
+    recs: [CudaSlice<f64>; 4],
+    scratch: CudaSlice<f64>,
+    uscratch: CudaSlice<u32>,
+    next_item: CudaSlice<u32>,
+    key: CudaSlice<u64>,
+    pool_u: CudaSlice<u32>,
+    pool_r: CudaSlice<f64>,
+    pool_count: CudaSlice<u32>,
+    flags: CudaSlice<u32>,
+}
+
+impl Work {
+    fn new(st: &Arc<cudarc::driver::CudaStream>, sizes: Sizes) -> Result<Self, DeviceError> {
+        let alloc = drv("cuMemAlloc");
+        let f = |n: usize| st.alloc_zeros::<f64>(n.max(1)).map_err(&alloc);
+        let u = |n: usize| st.alloc_zeros::<u32>(n.max(1)).map_err(&alloc);
+        Ok(Self {
+            sizes,
+            st_mean: f(sizes.cells)?,
+            st_w: f(sizes.cells)?,
+            st_q: f(sizes.cells)?,
+            recs: [
+                f(sizes.records)?,
+                f(sizes.records)?,
+                f(sizes.records)?,
+                f(sizes.records)?,
+            ],
+            scratch: f(sizes.scratch)?,
+            uscratch: u(sizes.uscratch)?,
+            next_item: u(1)?,
+            key: st.alloc_zeros::<u64>(1).map_err(&alloc)?,
+            pool_u: u(3 * POOL_CAPACITY as usize)?,
+            pool_r: f(4 * POOL_CAPACITY as usize)?,
+            pool_count: u(1)?,
+            flags: u(2)?,
+        })
+    }
 }
 
 fn drv(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> DeviceError {
@@ -137,6 +216,7 @@ impl GpuWorker {
                 x,
                 n_all: s.values.len() / s.len,
                 len,
+                work: None,
             });
             st.synchronize().map_err(drv("cuStreamSynchronize"))
         })
@@ -156,7 +236,7 @@ impl GpuWorker {
             let st = d.stream.clone();
             let b = d
                 .shapelet
-                .as_ref()
+                .as_mut()
                 .ok_or_else(|| DeviceError::Unsupported("shapelet_node before the load".into()))?;
             let n = job.subset.len();
             let len = b.len as usize;
@@ -223,7 +303,6 @@ impl GpuWorker {
             }
             let grid = warps.div_ceil(4);
             let warps = grid * 4;
-            let alloc = drv("cuMemAlloc");
             let up = drv("cuMemcpyHtoD");
             let subset = st.clone_htod(&job.subset).map_err(&up)?;
             let cls = st.clone_htod(&job.classes).map_err(&up)?;
@@ -235,29 +314,47 @@ impl GpuWorker {
                 None => (0, vec![0.0; n]),
             };
             let base = st.clone_htod(&base_host).map_err(&up)?;
-            let cells = max_nlen * n * len;
-            let mut st_mean = st.alloc_zeros::<f64>(cells).map_err(&alloc)?;
-            let mut st_w = st.alloc_zeros::<f64>(cells).map_err(&alloc)?;
-            let mut st_q = st.alloc_zeros::<f64>(cells).map_err(&alloc)?;
-            let mut recs: [CudaSlice<f64>; 4] = [
-                st.alloc_zeros::<f64>(max_records).map_err(&alloc)?,
-                st.alloc_zeros::<f64>(max_records).map_err(&alloc)?,
-                st.alloc_zeros::<f64>(max_records).map_err(&alloc)?,
-                st.alloc_zeros::<f64>(max_records).map_err(&alloc)?,
-            ];
-            let mut scratch = st
-                .alloc_zeros::<f64>(warps * per_warp_f64)
-                .map_err(&alloc)?;
-            let mut uscratch = st
-                .alloc_zeros::<u32>(warps * per_warp_u32)
-                .map_err(&alloc)?;
-            let mut next_item = st.alloc_zeros::<u32>(1).map_err(&alloc)?;
-            let mut key = st.alloc_zeros::<u64>(1).map_err(&alloc)?;
+            let need = Sizes {
+                cells: max_nlen * n * len,
+                records: max_records,
+                scratch: warps * per_warp_f64,
+                uscratch: warps * per_warp_u32,
+            };
+            let have = b.work.as_ref().map(|w| w.sizes);
+            if !have.is_some_and(|h| h.fits(&need)) {
+                b.work = None;
+                b.work = Some(Work::new(&st, have.map_or(need, |h| h.max(&need)))?);
+            }
+            let ShapeletBuffers {
+                x,
+                len: len32,
+                work,
+                ..
+            } = b;
+            let (x, len32) = (&*x, *len32);
+            let Some(Work {
+                st_mean,
+                st_w,
+                st_q,
+                recs,
+                scratch,
+                uscratch,
+                next_item,
+                key,
+                pool_u,
+                pool_r,
+                pool_count,
+                flags,
+                ..
+            }) = work.as_mut()
+            else {
+                return Err(DeviceError::Unsupported(
+                    "shapelet work buffers missing".into(),
+                ));
+            };
+            st.memset_zeros(pool_count).map_err(drv("cuMemsetD8"))?;
+            st.memset_zeros(flags).map_err(drv("cuMemsetD8"))?;
             let cap = POOL_CAPACITY;
-            let mut pool_u = st.alloc_zeros::<u32>(3 * cap as usize).map_err(&alloc)?;
-            let mut pool_r = st.alloc_zeros::<f64>(4 * cap as usize).map_err(&alloc)?;
-            let mut pool_count = st.alloc_zeros::<u32>(1).map_err(&alloc)?;
-            let mut flags = st.alloc_zeros::<u32>(2).map_err(&alloc)?;
             let start_ev = st
                 .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(drv("cuEventRecord"))?;
@@ -268,7 +365,7 @@ impl GpuWorker {
                 let nlen = u32_of("lengths", lengths_h.len())?;
                 let mut len_off = vec![0u32; lengths_h.len() + 1];
                 for (i, &l) in lengths_h.iter().enumerate() {
-                    len_off[i + 1] = len_off[i] + (b.len - l + 1);
+                    len_off[i + 1] = len_off[i] + (len32 - l + 1);
                 }
                 let records = n as u64 * u64::from(len_off[lengths_h.len()]);
                 let lengths_d = st.clone_htod(&lengths_h).map_err(&up)?;
@@ -277,15 +374,15 @@ impl GpuWorker {
                 let threads = lengths_h.len() as u64 * n as u64 * len as u64;
                 {
                     let mut l = st.launch_builder(&f_stats);
-                    l.arg(&b.x)
+                    l.arg(x)
                         .arg(&subset)
                         .arg(&n32)
-                        .arg(&b.len)
+                        .arg(&len32)
                         .arg(&lengths_d)
                         .arg(&nlen)
-                        .arg(&mut st_mean)
-                        .arg(&mut st_w)
-                        .arg(&mut st_q);
+                        .arg(&mut *st_mean)
+                        .arg(&mut *st_w)
+                        .arg(&mut *st_q);
                     let cfg = LaunchConfig {
                         grid_dim: (
                             u32_of("blocks", threads.div_ceil(u64::from(BLOCK)) as usize)?,
@@ -301,28 +398,29 @@ impl GpuWorker {
                     unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
                 }
                 // The search.
-                let blocks = (b.len - lengths_h[0] + 1).div_ceil(32);
+                let blocks = (len32 - lengths_h[0] + 1).div_ceil(32);
                 let items = u32_of(
                     "work items",
                     n * blocks as usize * lengths_h.len().div_ceil(LENGTHS_PER_ITEM as usize),
                 )?;
-                st.memset_zeros(&mut next_item).map_err(drv("cuMemsetD8"))?;
+                st.memset_zeros(&mut *next_item)
+                    .map_err(drv("cuMemsetD8"))?;
                 {
-                    let [r0, r1, r2, r3] = &mut recs;
+                    let [r0, r1, r2, r3] = &mut *recs;
                     let mut l = st.launch_builder(&f_search);
-                    l.arg(&b.x)
+                    l.arg(x)
                         .arg(&subset)
                         .arg(&cls)
                         .arg(&totals)
                         .arg(&n32)
-                        .arg(&b.len)
+                        .arg(&len32)
                         .arg(&classes)
                         .arg(&lengths_d)
                         .arg(&nlen)
                         .arg(&len_off_d)
-                        .arg(&st_mean)
-                        .arg(&st_w)
-                        .arg(&st_q)
+                        .arg(&*st_mean)
+                        .arg(&*st_w)
+                        .arg(&*st_q)
                         .arg(&xmax)
                         .arg(&xlogx)
                         .arg(&job.h_total)
@@ -331,9 +429,9 @@ impl GpuWorker {
                         .arg(&LENGTHS_PER_ITEM)
                         .arg(&blocks)
                         .arg(&items)
-                        .arg(&mut next_item)
-                        .arg(&mut scratch)
-                        .arg(&mut uscratch)
+                        .arg(&mut *next_item)
+                        .arg(&mut *scratch)
+                        .arg(&mut *uscratch)
                         .arg(r0)
                         .arg(r1)
                         .arg(r2)
@@ -351,33 +449,33 @@ impl GpuWorker {
                     unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
                 }
                 // G* of this launch.
-                st.memset_zeros(&mut key).map_err(drv("cuMemsetD8"))?;
+                st.memset_zeros(&mut *key).map_err(drv("cuMemsetD8"))?;
                 {
                     let mut l = st.launch_builder(&f_gain);
-                    l.arg(&recs[0]).arg(&records).arg(&mut key);
+                    l.arg(&recs[0]).arg(&records).arg(&mut *key);
                     // SAFETY: matches `shapelet_max_gain` (g_safe f64* [count], count u64, out
                     // u64* [1]); grid-stride over count.
                     unsafe { l.launch(grid_stride(records, sms)) }
                         .map_err(drv("cuLaunchKernel"))?;
                 }
-                let g = unorder(st.clone_dtoh(&key).map_err(drv("cuMemcpyDtoH"))?[0]);
+                let g = unorder(st.clone_dtoh(&*key).map_err(drv("cuMemcpyDtoH"))?[0]);
                 if g > g_run {
                     g_run = g;
                     gap_run = f64::NEG_INFINITY;
                 }
                 if g == g_run {
-                    st.memset_zeros(&mut key).map_err(drv("cuMemsetD8"))?;
+                    st.memset_zeros(&mut *key).map_err(drv("cuMemsetD8"))?;
                     let mut l = st.launch_builder(&f_gap);
                     l.arg(&recs[0])
                         .arg(&recs[1])
                         .arg(&records)
                         .arg(&g_run)
-                        .arg(&mut key);
+                        .arg(&mut *key);
                     // SAFETY: matches `shapelet_max_gap` (g_safe, gap_lo f64* [count], count u64,
                     // g f64, out u64* [1]); grid-stride over count.
                     unsafe { l.launch(grid_stride(records, sms)) }
                         .map_err(drv("cuLaunchKernel"))?;
-                    let k = st.clone_dtoh(&key).map_err(drv("cuMemcpyDtoH"))?[0];
+                    let k = st.clone_dtoh(&*key).map_err(drv("cuMemcpyDtoH"))?[0];
                     if k != 0 {
                         gap_run = gap_run.max(unorder(k));
                     }
@@ -395,11 +493,11 @@ impl GpuWorker {
                         .arg(&lengths_d)
                         .arg(&nlen)
                         .arg(&len_off_d)
-                        .arg(&mut pool_u)
-                        .arg(&mut pool_r)
-                        .arg(&mut pool_count)
+                        .arg(&mut *pool_u)
+                        .arg(&mut *pool_r)
+                        .arg(&mut *pool_count)
                         .arg(&cap)
-                        .arg(&mut flags);
+                        .arg(&mut *flags);
                     // SAFETY: matches `shapelet_compact` (records f64* [count] x4, count u64, g,
                     // gap f64, subset u32* [n], lengths u32* [nlen], nlen, len_off u32* [nlen+1],
                     // pool_u u32* [3 cap], pool_r f64* [4 cap], pool_count u32* [1], cap u32,
@@ -412,8 +510,8 @@ impl GpuWorker {
                 .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(drv("cuEventRecord"))?;
             let dl = drv("cuMemcpyDtoH");
-            let count = (st.clone_dtoh(&pool_count).map_err(&dl)?[0]).min(cap) as usize;
-            let overflow = st.clone_dtoh(&flags).map_err(&dl)?[0] != 0;
+            let count = (st.clone_dtoh(&*pool_count).map_err(&dl)?[0]).min(cap) as usize;
+            let overflow = st.clone_dtoh(&*flags).map_err(&dl)?[0] != 0;
             let mut entries = Vec::with_capacity(count);
             if count > 0 {
                 let u = st.clone_dtoh(&pool_u.slice(..3 * count)).map_err(&dl)?;

@@ -426,6 +426,131 @@ fn yes() -> bool {
     true
 }
 
+/// `[stages.<name>]` with `kind = "shapelet"`: classifies one channel of each sensor window
+/// with a shapelet tree, read from `model` (a file of `synfire shapelet --save-model`) or
+/// trained when the pipeline starts from the labelled series in `train` (`synfire shapelet`'s
+/// options).
+#[derive(Clone, Debug, Deserialize)]
+pub struct ShapeletStageConfig {
+    /// The window it reads.
+    pub window: String,
+    /// A trained model (JSON).
+    pub model: Option<PathBuf>,
+    /// Labelled training series (UCR `.ts`, `.tsv`, `.txt`) to train on at startup.
+    pub train: Option<PathBuf>,
+    /// With `train`: shortest candidate length, samples.
+    pub min_length: Option<usize>,
+    /// With `train`: longest candidate length, samples.
+    pub max_length: Option<usize>,
+    /// With `train`: length step (default 1).
+    pub step: Option<usize>,
+    /// With `train`: shapelets per rule (1 = plain, default; more: logical AND/OR rules).
+    pub max_terms: Option<usize>,
+    /// With `train`: depth limit of the tree.
+    pub max_depth: Option<usize>,
+    /// The channel classified (0-based, default 0).
+    #[serde(default)]
+    pub channel: usize,
+    /// Where to train (default `auto`).
+    #[serde(default)]
+    pub device: DeviceChoice,
+}
+
+impl ShapeletStageConfig {
+    /// The training options (with `train`).
+    #[must_use]
+    pub fn shapelet(&self) -> crate::shapelet::ShapeletConfig {
+        crate::shapelet::ShapeletConfig {
+            min_length: self.min_length.unwrap_or(0),
+            max_length: self.max_length.unwrap_or(0),
+            step: self.step.unwrap_or(1),
+            max_terms: self.max_terms.unwrap_or(1),
+            max_depth: self.max_depth,
+        }
+    }
+
+    /// The tree: the model file read, or a tree trained on `train` (on `device`).
+    ///
+    /// # Errors
+    /// Unreadable or invalid files and training errors, naming the file; neither `model` nor
+    /// `train` given.
+    pub fn tree(&self) -> Result<crate::shapelet::ShapeletTree, crate::shapelet::ShapeletError> {
+        use crate::shapelet::{ShapeletError, ShapeletTree, TrainingSet, train};
+        match (&self.model, &self.train) {
+            (Some(path), _) => ShapeletTree::load(path),
+            (None, Some(path)) => {
+                let input = path.display().to_string();
+                let d = crate::series::read_dataset(path).map_err(|e| ShapeletError::Model {
+                    path: input.clone(),
+                    message: e.to_string(),
+                })?;
+                let set = TrainingSet::from_dataset(&d, &input)?;
+                Ok(train(&set, &self.shapelet(), self.device)?.0)
+            }
+            (None, None) => Err(ShapeletError::Config {
+                option: "model",
+                message: "give `model` or `train`".into(),
+            }),
+        }
+    }
+
+    /// Checks the options (reading the model or the training file); `(field, message)` pairs
+    /// and, when known, the samples a window needs.
+    fn check(&self) -> (Vec<(&'static str, String)>, Option<usize>) {
+        use crate::shapelet::{ShapeletError, ShapeletTree, TrainingSet};
+        let mut errors = Vec::new();
+        let mut needed = None;
+        match (&self.model, &self.train) {
+            (Some(_), Some(_)) => errors.push(("train", "give `model` or `train`, not both".into())),
+            (None, None) => errors.push((
+                "model",
+                "missing: give `model` (a file written by `synfire shapelet --save-model`) or                  `train` with `min_length` and `max_length`"
+                    .into(),
+            )),
+            (Some(path), None) => {
+                for (field, given) in [
+                    ("min_length", self.min_length.is_some()),
+                    ("max_length", self.max_length.is_some()),
+                    ("step", self.step.is_some()),
+                    ("max_terms", self.max_terms.is_some()),
+                    ("max_depth", self.max_depth.is_some()),
+                ] {
+                    if given {
+                        errors.push((field, "only with `train` (a model is already trained)".into()));
+                    }
+                }
+                match ShapeletTree::load(path) {
+                    Ok(t) => needed = Some(t.max_shapelet_length()),
+                    Err(e) => errors.push(("model", e.to_string())),
+                }
+            }
+            (None, Some(path)) => {
+                for (field, v) in [("min_length", self.min_length), ("max_length", self.max_length)] {
+                    if v.is_none() {
+                        errors.push((field, "missing (needed with `train`)".into()));
+                    }
+                }
+                let input = path.display().to_string();
+                let set = crate::series::read_dataset(path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| TrainingSet::from_dataset(&d, &input).map_err(|e| e.to_string()));
+                match set {
+                    Err(e) => errors.push(("train", e)),
+                    Ok(set) if errors.is_empty() => match self.shapelet().validate(set.length) {
+                        Ok(()) => needed = self.max_length,
+                        Err(ShapeletError::Config { option, message }) => {
+                            errors.push((option, message));
+                        }
+                        Err(e) => errors.push(("train", e.to_string())),
+                    },
+                    Ok(_) => {}
+                }
+            }
+        }
+        (errors, needed)
+    }
+}
+
 /// A stage.
 #[derive(Clone, Debug)]
 pub enum StageConfig {
@@ -435,6 +560,8 @@ pub enum StageConfig {
     Search(SearchStageConfig),
     /// Exact motifs of sensor windows.
     Motif(MotifStageConfig),
+    /// Shapelet-tree classification of sensor windows.
+    Shapelet(ShapeletStageConfig),
     /// Frequent-episode mining.
     Episodes(EpisodesConfig),
     /// Sensor summary.
@@ -451,6 +578,7 @@ impl StageConfig {
             Self::Motif(s) => &s.window,
             Self::Search(s) => &s.window,
             Self::SoftDtw(s) => &s.window,
+            Self::Shapelet(s) => &s.window,
         }
     }
 
@@ -459,9 +587,11 @@ impl StageConfig {
     pub fn input(&self) -> StreamKind {
         match self {
             Self::Episodes(_) => StreamKind::Spikes,
-            Self::Summary(_) | Self::Motif(_) | Self::Search(_) | Self::SoftDtw(_) => {
-                StreamKind::Sensor
-            }
+            Self::Summary(_)
+            | Self::Motif(_)
+            | Self::Search(_)
+            | Self::SoftDtw(_)
+            | Self::Shapelet(_) => StreamKind::Sensor,
         }
     }
 }
@@ -684,7 +814,9 @@ impl PipelineConfig {
             let Some(kind) = take_kind(
                 &mut t,
                 &p,
-                &["episodes", "summary", "motif", "search", "softdtw"],
+                &[
+                    "episodes", "summary", "motif", "search", "softdtw", "shapelet",
+                ],
                 &mut errors,
             ) else {
                 continue;
@@ -695,6 +827,7 @@ impl PipelineConfig {
                 "motif" => typed(v, &p, &mut errors).map(StageConfig::Motif),
                 "search" => typed(v, &p, &mut errors).map(StageConfig::Search),
                 "softdtw" => typed(v, &p, &mut errors).map(StageConfig::SoftDtw),
+                "shapelet" => typed(v, &p, &mut errors).map(StageConfig::Shapelet),
                 _ => typed(v, &p, &mut errors).map(StageConfig::Summary),
             };
             if let Some(s) = s {
@@ -996,6 +1129,24 @@ impl PipelineConfig {
                     }
                 }
             }
+            if let StageConfig::Shapelet(sc) = s {
+                let (list, needed) = sc.check();
+                for (f, m) in list {
+                    err(format!("{p}.{f}"), m);
+                }
+                let len = self.windows.get(s.window()).and_then(|w| w.length_samples);
+                if let (Some(len), Some(needed)) = (len, needed) {
+                    if len < needed as u64 {
+                        err(
+                            format!("{p}.window"),
+                            format!(
+                                "the shapelets need windows of at least {needed} samples; window `{}` has {len}",
+                                s.window()
+                            ),
+                        );
+                    }
+                }
+            }
             if let StageConfig::Episodes(e) = s {
                 if let Err(list) = e.miner() {
                     for (f, m) in list {
@@ -1194,5 +1345,99 @@ kind = "jsonl"
         assert!(e.iter().any(|e| e.field == "stages"));
         let e = errors("this is = not toml [");
         assert!(e[0].message.starts_with("not valid TOML"));
+    }
+
+    fn sensor_pipeline(stage: &str) -> String {
+        format!(
+            r#"
+[sources.s]
+kind = "hdf5"
+path = "{nwb}"
+series = "/acquisition/CompassDirection/rz"
+
+[windows.w]
+source = "s"
+length_samples = 50
+hop_samples = 50
+
+[stages.shape]
+kind = "shapelet"
+window = "w"
+{stage}
+
+[sinks.out]
+kind = "jsonl"
+"#,
+            nwb = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/fixtures/spikes/A2929-200711/A2929-200711.nwb"
+            )
+        )
+    }
+
+    #[test]
+    fn shapelet_stages_are_checked() {
+        let italy = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/ucr/ItalyPowerDemand/ItalyPowerDemand_TRAIN.ts"
+        );
+        let ok = sensor_pipeline(&format!(
+            "train = \"{italy}\"\nmin_length = 4\nmax_length = 12\ndevice = \"cpu\""
+        ));
+        let c = PipelineConfig::parse(&ok, Path::new("t.toml")).unwrap();
+        assert!(matches!(c.stages["shape"], StageConfig::Shapelet(_)));
+        let fields = |text: &str| -> Vec<String> {
+            errors(&sensor_pipeline(text))
+                .into_iter()
+                .map(|e| e.field)
+                .collect()
+        };
+        assert_eq!(fields(""), ["stages.shape.model"]);
+        assert_eq!(
+            fields(&format!("train = \"{italy}\"\nmodel = \"m.json\"")),
+            ["stages.shape.train"]
+        );
+        assert_eq!(
+            fields(&format!("train = \"{italy}\"")),
+            ["stages.shape.min_length", "stages.shape.max_length"]
+        );
+        assert_eq!(
+            fields(&format!(
+                "train = \"{italy}\"\nmin_length = 4\nmax_length = 30"
+            )),
+            ["stages.shape.max_length"]
+        );
+        assert_eq!(
+            fields(&format!(
+                "train = \"{italy}\"\nmin_length = 4\nmax_length = 8\nstep = 0"
+            )),
+            ["stages.shape.step"]
+        );
+        // Windows of 50 samples cannot hold shapelets of 60.
+        let gun = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/ucr/GunPoint/GunPoint_TRAIN.ts"
+        );
+        assert_eq!(
+            fields(&format!(
+                "train = \"{gun}\"\nmin_length = 40\nmax_length = 60"
+            )),
+            ["stages.shape.window"]
+        );
+        let e = errors(&sensor_pipeline(
+            "model = \"/nonexistent/m.json\"\nmin_length = 3",
+        ));
+        let f: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            f,
+            ["stages.shape.min_length", "stages.shape.model"],
+            "{e:?}"
+        );
+        assert!(e[1].message.contains("/nonexistent/m.json"), "{e:?}");
+        let e = errors(&sensor_pipeline(
+            "train = \"/nonexistent/t.ts\"\nmin_length = 3\nmax_length = 5",
+        ));
+        assert_eq!(e[0].field, "stages.shape.train");
+        assert!(e[0].message.contains("/nonexistent/t.ts"), "{e:?}");
     }
 }

@@ -198,6 +198,9 @@ fn build_stage(config: &StageConfig) -> Result<Box<dyn Stage>> {
         )),
         StageConfig::Search(sc) => Box::new(stage::search::SearchStage::new(sc.options())),
         StageConfig::SoftDtw(sc) => Box::new(stage::softdtw::SoftDtwStage::new(sc)?),
+        StageConfig::Shapelet(sc) => {
+            Box::new(stage::shapelet::ShapeletStage::new(sc.tree()?, sc.channel)?)
+        }
     })
 }
 

@@ -168,8 +168,11 @@ impl<'a> Problem<'a> {
 }
 
 /// The canonical evaluation of `c` on `node`: canonical distances to every node series (Eqs.
-/// 1–2, combined with the base for a logical term) and the best split; `None` when all
-/// distances are equal.
+/// 1–2, combined with the base for a logical term) and the best split (Eqs. 3–4); `None`
+/// when all distances are equal.
+///
+/// # Panics
+/// If `c` does not lie within its series.
 #[must_use]
 pub fn evaluate(node: &Problem<'_>, c: Candidate) -> Option<Scored> {
     let series = node.set.series(c.series);

@@ -233,6 +233,10 @@ impl StatsTable {
 
     /// Means of series `k`'s windows at length index `lidx`, shape `[L]` (the first
     /// `L − l + 1` are used).
+    ///
+    /// # Panics
+    /// If `lidx` or `k` is out of range (also for [`StatsTable::w`], [`StatsTable::q`],
+    /// [`StatsTable::xmax`]).
     #[must_use]
     pub fn mean(&self, lidx: usize, k: usize) -> &[f64] {
         &self.mean[self.row(lidx, k)]
@@ -266,6 +270,10 @@ impl StatsTable {
 /// directly summed `Ω`, so `chain = s` in [`dp_error_terms`]; the bounds are the extremes of
 /// `D_dp(u) ∓ (coef · w_b(u) + floor)` over `u`, so an ill-conditioned window widens them
 /// only where it competes for the minimum.
+///
+/// # Panics
+/// If `a`, `b` are shorter than the table's series length, `row0`/`col0` shorter than the
+/// number of windows, or `lidx`, `ka`, `kb` out of the table's range.
 #[allow(clippy::too_many_arguments)] // the DP's inputs: two series, two tables, two init vectors, scratch
 pub fn dp_pair(
     a: &[f64],
@@ -329,6 +337,9 @@ pub fn dp_pair(
 /// Adds the terms `t ∈ [from, to)` to the first row and column of `(a, b)`:
 /// `row0[u] += a_t b_{u+t}` for `u < m`, `col0[s] += a_{s+t} b_t` for `s < m`, where `m` is
 /// the number of windows at length `to` (Eq. 7's running sums, here for `Ω`).
+///
+/// # Panics
+/// If `to + m − 1` exceeds `a` or `b`, or `row0`/`col0` hold fewer than `m` values.
 pub fn advance_inits(
     a: &[f64],
     b: &[f64],
@@ -409,8 +420,8 @@ mod tests {
             .map(|_| (0..len).map(|_| rng.random_range(-2.0..2.0)).collect())
             .collect();
         series[1] = series[1].iter().map(|v| 1000.0 + 0.01 * v).collect();
-        for t in 10..25 {
-            series[2][t] = 3.0 + 1e-7 * (t as f64).sin();
+        for (t, v) in series[2].iter_mut().enumerate().take(25).skip(10) {
+            *v = 3.0 + 1e-7 * (t as f64).sin();
         }
         series[3] = series[0].iter().map(|v| -2.0 * v + 1.0).collect();
         let refs: Vec<&[f64]> = series.iter().map(Vec::as_slice).collect();

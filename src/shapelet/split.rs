@@ -70,6 +70,9 @@ impl EntropyTable {
 
     /// Information gain (Eq. 3, nats) of the split with left class counts `left` among class
     /// totals `total` (same length; `left[c] <= total[c]`).
+    ///
+    /// # Panics
+    /// If a count exceeds the table's `n` or `left[c] > total[c]`.
     #[must_use]
     pub fn gain(&self, left: &[u32], total: &[u32]) -> f64 {
         let n: usize = total.iter().map(|&t| t as usize).sum();
@@ -99,6 +102,10 @@ pub struct Split {
 
 /// The canonical best split of series with squared distances `d2` (shape `[n]`) and classes
 /// `classes` (`< totals.len()`), or `None` when all distances are equal.
+///
+/// # Panics
+/// If `classes` is shorter than `d2`, a class id is not below `totals.len()`, or `n`
+/// exceeds the table.
 #[must_use]
 pub fn best_split(
     d2: &[f64],
@@ -216,7 +223,10 @@ pub struct ScanScratch {
 }
 
 /// The bounded scan of one candidate (see [`FastRecord`]): sorts `items` by `(a, index)` and
-/// walks the splits.
+/// walks the splits (Eqs. 3–4 on bounded distances).
+///
+/// # Panics
+/// If an item's class is not below `totals.len()` or `items.len()` exceeds the table.
 pub fn bounded_scan(
     items: &mut [Bounded],
     totals: &[u32],

@@ -10,6 +10,7 @@
 pub mod episodes;
 pub mod motif;
 pub mod search;
+pub mod shapelet;
 pub mod softdtw;
 pub mod summary;
 
