@@ -60,6 +60,20 @@ impl Samples<'_> {
         }
     }
 
+    /// Channel `c`'s samples, shape `[samples]`, for a channel a stage's configuration names.
+    ///
+    /// # Errors
+    /// [`StageError::Config`] when the window has no channel `c`.
+    pub fn configured_channel(&self, c: usize) -> Result<Vec<f64>, StageError> {
+        if c >= self.channels {
+            return Err(StageError::Config(format!(
+                "channel {c} requested, the window has {}",
+                self.channels
+            )));
+        }
+        Ok(self.channel(c))
+    }
+
     /// Channel `c`'s samples, shape `[samples]` (`c < channels`).
     #[must_use]
     pub fn channel(&self, c: usize) -> Vec<f64> {
@@ -191,4 +205,27 @@ pub fn run(
         }
     }
     stage.finish();
+}
+
+/// A sensor window for stage tests: `values` sample-major with `channels` channels at 100 Hz,
+/// starting at stream sample `start_sample`.
+#[cfg(test)]
+pub(crate) fn test_window(values: Vec<f64>, channels: usize, start_sample: u64) -> Window {
+    Window {
+        window: std::sync::Arc::from("w"),
+        source: std::sync::Arc::from("s"),
+        index: 0,
+        start_s: 0.0,
+        end_s: 1.0,
+        complete: true,
+        late: 0,
+        dropped: 0,
+        closed_at: std::time::Instant::now(),
+        data: WindowData::Samples {
+            channels,
+            values,
+            rate_hz: 100.0,
+            start_sample,
+        },
+    }
 }

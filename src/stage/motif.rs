@@ -40,14 +40,8 @@ impl Stage for MotifStage {
     /// `reason`.
     fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
         let samples = Samples::of(window)?;
-        if self.channel >= samples.channels {
-            return Err(StageError::Config(format!(
-                "channel {} requested, the window has {}",
-                self.channel, samples.channels
-            )));
-        }
         let start_sample = samples.start_sample;
-        let x = samples.channel(self.channel);
+        let x = samples.configured_channel(self.channel)?;
         let mut m = Map::new();
         m.insert("channel".into(), Value::from(self.channel));
         m.insert("m".into(), Value::from(self.cfg.m));
@@ -79,28 +73,9 @@ impl Stage for MotifStage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::window::WindowData;
-    use std::sync::Arc;
-    use std::time::Instant;
 
     fn window(values: Vec<f64>, channels: usize) -> Window {
-        Window {
-            window: Arc::from("w"),
-            source: Arc::from("s"),
-            index: 0,
-            start_s: 0.0,
-            end_s: 1.0,
-            complete: true,
-            late: 0,
-            dropped: 0,
-            closed_at: Instant::now(),
-            data: WindowData::Samples {
-                channels,
-                values,
-                rate_hz: 100.0,
-                start_sample: 1000,
-            },
-        }
+        crate::stage::test_window(values, channels, 1000)
     }
 
     #[test]

@@ -267,13 +267,7 @@ impl Stage for SearchStage {
     /// could not be searched.
     fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
         let samples = Samples::of(window)?;
-        if self.opts.channel >= samples.channels {
-            return Err(StageError::Config(format!(
-                "channel {} requested, the window has {}",
-                self.opts.channel, samples.channels
-            )));
-        }
-        let x = samples.channel(self.opts.channel);
+        let x = samples.configured_channel(self.opts.channel)?;
         let mut out = Map::new();
         out.insert("channel".into(), Value::from(self.opts.channel));
         out.insert("k".into(), Value::from(self.opts.k));

@@ -42,13 +42,7 @@ impl Stage for ShapeletStage {
     /// a `reason`.
     fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
         let samples = Samples::of(window)?;
-        if self.channel >= samples.channels {
-            return Err(StageError::Config(format!(
-                "channel {} requested, the window has {}",
-                self.channel, samples.channels
-            )));
-        }
-        let x = samples.channel(self.channel);
+        let x = samples.configured_channel(self.channel)?;
         let mut m = Map::new();
         m.insert("channel".into(), Value::from(self.channel));
         m.insert("samples".into(), Value::from(x.len()));
@@ -77,28 +71,9 @@ mod tests {
     use super::*;
     use crate::shapelet::discovery::CpuSearch;
     use crate::shapelet::{ShapeletConfig, TrainingSet, train_with};
-    use crate::window::WindowData;
-    use std::sync::Arc;
-    use std::time::Instant;
 
     fn window(values: Vec<f64>, channels: usize) -> Window {
-        Window {
-            window: Arc::from("w"),
-            source: Arc::from("s"),
-            index: 0,
-            start_s: 0.0,
-            end_s: 1.0,
-            complete: true,
-            late: 0,
-            dropped: 0,
-            closed_at: Instant::now(),
-            data: WindowData::Samples {
-                channels,
-                values,
-                rate_hz: 100.0,
-                start_sample: 500,
-            },
-        }
+        crate::stage::test_window(values, channels, 500)
     }
 
     #[test]

@@ -115,13 +115,7 @@ impl Stage for SoftDtwStage {
     /// `reason`.
     fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
         let samples = Samples::of(window)?;
-        if self.channel >= samples.channels {
-            return Err(StageError::Config(format!(
-                "channel {} requested, the window has {}",
-                self.channel, samples.channels
-            )));
-        }
-        let raw = Series::univariate(samples.channel(self.channel));
+        let raw = Series::univariate(samples.configured_channel(self.channel)?);
         let x = if self.znormalize && raw.values.iter().all(|v| v.is_finite()) {
             znormalize(&raw)
         } else {
@@ -167,28 +161,9 @@ impl Stage for SoftDtwStage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::window::WindowData;
-    use std::sync::Arc;
-    use std::time::Instant;
 
     fn window(values: Vec<f64>) -> Window {
-        Window {
-            window: Arc::from("w"),
-            source: Arc::from("s"),
-            index: 0,
-            start_s: 0.0,
-            end_s: 1.0,
-            complete: true,
-            late: 0,
-            dropped: 0,
-            closed_at: Instant::now(),
-            data: WindowData::Samples {
-                channels: 1,
-                values,
-                rate_hz: 100.0,
-                start_sample: 0,
-            },
-        }
+        crate::stage::test_window(values, 1, 0)
     }
 
     fn stage(divergence: bool) -> SoftDtwStage {
