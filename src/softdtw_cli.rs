@@ -349,36 +349,32 @@ pub fn bench(args: &BenchSoftDtwArgs) -> Result<()> {
     if want_cpu {
         let k = args.cpu_batch.min(args.batch);
         let (ca, cb) = (&a[..k], &b[..k]);
-        let mut t = Vec::new();
-        for _ in 0..=args.repeat {
-            let s = Instant::now();
-            pairwise(ca, cb, &opts, Measure::SoftDtw)?;
-            t.push(s.elapsed().as_secs_f64());
+        for gradient in [false, true] {
+            let mut t = Vec::new();
+            for _ in 0..=args.repeat {
+                let s = Instant::now();
+                if gradient {
+                    pairwise_gradient(ca, cb, &opts, Measure::SoftDtw)?;
+                } else {
+                    pairwise(ca, cb, &opts, Measure::SoftDtw)?;
+                }
+                t.push(s.elapsed().as_secs_f64());
+            }
+            t.remove(0); // warm-up
+            let work = if gradient {
+                "forward+backward"
+            } else {
+                "forward"
+            };
+            row(
+                &format!("{work} {k}x{k}, L={}", args.length),
+                "cpu f64",
+                k * k,
+                cells(k * k, args.length, args.length),
+                median(t),
+                "reference",
+            );
         }
-        t.remove(0);
-        row(
-            &format!("forward {k}x{k}, L={}", args.length),
-            "cpu f64",
-            k * k,
-            cells(k * k, args.length, args.length),
-            median(t),
-            "reference",
-        );
-        let mut t = Vec::new();
-        for _ in 0..=args.repeat {
-            let s = Instant::now();
-            pairwise_gradient(ca, cb, &opts, Measure::SoftDtw)?;
-            t.push(s.elapsed().as_secs_f64());
-        }
-        t.remove(0);
-        row(
-            &format!("forward+backward {k}x{k}, L={}", args.length),
-            "cpu f64",
-            k * k,
-            cells(k * k, args.length, args.length),
-            median(t),
-            "reference",
-        );
     }
     if !want_gpu {
         return Ok(());
