@@ -54,6 +54,13 @@ pub trait Counter: Send + Sync + std::fmt::Debug {
     fn preferred_batch(&self) -> usize {
         1 << 14
     }
+
+    /// Whether PreElim (Algorithm 3) costs this back end less than the exact count for
+    /// candidates of `level` nodes. Where it does not, the two-pass miner counts that level
+    /// exactly in one pass: the same result (PreElim only eliminates), never more work.
+    fn preelim_cheaper(&self, level: usize) -> bool {
+        level > 1
+    }
 }
 
 /// The multi-threaded CPU reference counter.
@@ -85,6 +92,12 @@ impl CpuCounter {
 impl Counter for CpuCounter {
     fn name(&self) -> &str {
         "cpu"
+    }
+
+    /// Not at level 2: a pair of distinct types is counted by [`count_pair`] for both kinds
+    /// (PreElim is the same scan with `low = 0`), so PreElim would only add a pass.
+    fn preelim_cheaper(&self, level: usize) -> bool {
+        level > 2
     }
 
     fn count(&self, kind: CountKind, candidates: &[Episode]) -> Result<Vec<u64>, CountError> {

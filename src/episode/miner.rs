@@ -110,7 +110,9 @@ pub enum Strategy {
     /// Exact counting of every candidate.
     OnePass,
     /// PreElim on every candidate, exact counting only of those whose bound reaches the
-    /// threshold (identical results, by Theorem 1).
+    /// threshold (identical results, by Theorem 1); levels where the counter's PreElim is no
+    /// cheaper than its exact count ([`Counter::preelim_cheaper`], e.g. level 2 on the CPU)
+    /// are counted exactly in one pass.
     #[default]
     TwoPass,
 }
@@ -190,8 +192,8 @@ pub struct LevelStats {
     pub level: usize,
     /// Candidates generated.
     pub candidates: usize,
-    /// Candidates whose PreElim bound was below the threshold (0 in one-pass mode and at
-    /// level 1, where PreElim equals the exact count).
+    /// Candidates whose PreElim bound was below the threshold (0 in one-pass mode, at level 1,
+    /// where PreElim equals the exact count, and at levels the counter counts in one pass).
     pub eliminated_by_preelim: usize,
     /// Frequent episodes found.
     pub frequent: usize,
@@ -289,7 +291,8 @@ pub fn mine_with(
         if total == 0 {
             break;
         }
-        let two_pass = config.strategy == Strategy::TwoPass && level > 1;
+        let two_pass =
+            config.strategy == Strategy::TwoPass && level > 1 && counter.preelim_cheaper(level);
         progress.level_started(level, total as u64 * if two_pass { 2 } else { 1 });
         let counted = std::thread::scope(|scope| {
             let (tx, rx) = crossbeam_channel::bounded::<Vec<Episode>>(1);
