@@ -4,8 +4,6 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use rand::SeedableRng;
-use rand_distr::{Distribution, StandardNormal};
 use synfire::episode::DeviceChoice;
 use synfire::motif::{MethodChoice, MotifConfig, MotifResult, default_exclusion, find_motifs};
 
@@ -152,18 +150,6 @@ pub struct BenchMotifArgs {
     verify: bool,
 }
 
-fn random_walk(n: usize, seed: u64) -> Vec<f64> {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut acc = 0.0;
-    (0..n)
-        .map(|_| {
-            let s: f64 = StandardNormal.sample(&mut rng);
-            acc += s;
-            acc
-        })
-        .collect()
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -174,7 +160,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// # Errors
 /// Unreadable ECG, a GPU failure, or a result that differs from the reference (`--verify`).
 pub fn bench(args: &BenchMotifArgs) -> Result<()> {
-    let walk = random_walk(1usize << args.log2_n, 2026);
+    let walk = synfire::synth::random_walk(1usize << args.log2_n, 2026);
     let ecg = synfire::series::read_series(&args.ecg)
         .with_context(|| format!("reading `{}`", args.ecg))?;
     let inputs = [

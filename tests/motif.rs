@@ -4,12 +4,11 @@
 //! MIT-BIH ECG and the A2929 head-direction series. GPU variants print why and skip without a
 //! GPU, and fail instead when `SYNFIRE_REQUIRE_GPU=1`.
 
+mod common;
+
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, StandardNormal};
 use synfire::episode::DeviceChoice;
 use synfire::motif::{MethodChoice, MotifConfig, MotifResult, find_motifs};
 use synfire::series::read_series;
@@ -19,32 +18,6 @@ fn fixture(rel: &str) -> String {
     if p.exists() { p } else { PathBuf::from(rel) }
         .to_string_lossy()
         .into_owned()
-}
-
-fn random_walk(n: usize, seed: u64) -> Vec<f64> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut acc = 0.0;
-    (0..n)
-        .map(|_| {
-            let step: f64 = StandardNormal.sample(&mut rng);
-            acc += step;
-            acc
-        })
-        .collect()
-}
-
-fn gpu_or_skip(test: &str) -> bool {
-    match synfire::device::probe() {
-        Ok(_) => true,
-        Err(e) => {
-            assert!(
-                std::env::var("SYNFIRE_REQUIRE_GPU").as_deref() != Ok("1"),
-                "{test}: SYNFIRE_REQUIRE_GPU=1 but no GPU is usable: {e}"
-            );
-            eprintln!("{test}: skipped on the GPU: {e}");
-            false
-        }
-    }
 }
 
 fn run(x: &[f64], cfg: &MotifConfig, method: MethodChoice, device: DeviceChoice) -> MotifResult {
@@ -109,7 +82,7 @@ fn check_random_walks(gpu: bool) {
         (3, 1500, 8, 4),
         (4, 3000, 100, 1),
     ] {
-        let x = random_walk(n, seed);
+        let x = synfire::synth::random_walk(n, seed);
         let mut cfg = MotifConfig::new(m);
         cfg.top_k = k;
         cfg.seed = seed;
@@ -135,13 +108,13 @@ fn random_walks_cpu() {
 
 #[test]
 fn random_walks_gpu() {
-    if gpu_or_skip("random_walks_gpu") {
+    if common::gpu_or_skip("random_walks_gpu") {
         check_random_walks(true);
     }
 }
 
 fn check_nan_and_constant(gpu: bool) {
-    let mut x = random_walk(1200, 9);
+    let mut x = synfire::synth::random_walk(1200, 9);
     x[100..140].iter_mut().for_each(|v| *v = 3.0); // constant run: pairs inside it tie at 0
     x[500] = f64::NAN;
     x[900..905].iter_mut().for_each(|v| *v = f64::INFINITY);
@@ -189,7 +162,7 @@ fn nan_and_constant_cpu() {
 
 #[test]
 fn nan_and_constant_gpu() {
-    if gpu_or_skip("nan_and_constant_gpu") {
+    if common::gpu_or_skip("nan_and_constant_gpu") {
         check_nan_and_constant(true);
     }
 }
@@ -222,7 +195,7 @@ fn real_series_cpu() {
 
 #[test]
 fn real_series_gpu() {
-    if gpu_or_skip("real_series_gpu") {
+    if common::gpu_or_skip("real_series_gpu") {
         check_real(true);
         // The whole ECG: the CPU matrix profile is the reference (brute force would take
         // minutes); GPU MK and the GPU matrix profile must match it.
@@ -255,7 +228,7 @@ proptest! {
         nan_at in proptest::option::of(0usize..260),
     ) {
         prop_assume!(m < n);
-        let mut x = random_walk(n, seed);
+        let mut x = synfire::synth::random_walk(n, seed);
         if quantise {
             x.iter_mut().for_each(|v| *v = v.round()); // ties and flat stretches
         }
@@ -279,7 +252,7 @@ proptest! {
 
 #[test]
 fn bad_input_is_an_error() {
-    let x = random_walk(50, 1);
+    let x = synfire::synth::random_walk(50, 1);
     let e = find_motifs(&x, &MotifConfig::new(60), DeviceChoice::Cpu).unwrap_err();
     assert!(e.to_string().contains("50 samples"), "{e}");
     let e = find_motifs(&x, &MotifConfig::new(1), DeviceChoice::Cpu).unwrap_err();

@@ -6,6 +6,8 @@
 //! input. GPU variants print why and skip without a GPU, and fail instead when
 //! `SYNFIRE_REQUIRE_GPU=1`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
@@ -480,23 +482,10 @@ fn incremental_index_equals_brute_force_as_it_grows() {
     assert!(got[0].id > 0, "the oldest series was evicted");
 }
 
-fn gpu_or_skip(test: &str) -> bool {
-    match synfire::device::probe() {
-        Ok(_) => true,
-        Err(e) => {
-            assert!(
-                std::env::var("SYNFIRE_REQUIRE_GPU").as_deref() != Ok("1"),
-                "{test}: SYNFIRE_REQUIRE_GPU=1 but no GPU is usable: {e}"
-            );
-            eprintln!("{test}: skipped on the GPU: {e}");
-            false
-        }
-    }
-}
-
 #[test]
 fn gpu_lower_bounds_equal_the_cpu_producer_and_answers_equal_brute_force() {
-    if !gpu_or_skip("gpu_lower_bounds_equal_the_cpu_producer_and_answers_equal_brute_force") {
+    if !common::gpu_or_skip("gpu_lower_bounds_equal_the_cpu_producer_and_answers_equal_brute_force")
+    {
         return;
     }
     let data = walks(30_000, 256, 71);
@@ -545,22 +534,13 @@ fn device_gpu_without_a_gpu_is_an_error_and_auto_falls_back() {
     }
 }
 
-fn synfire(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_synfire"))
-        .args(args)
-        .env_remove("SYNFIRE_LOG")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the synfire binary runs")
-}
-
 #[test]
 fn cli_build_query_json_equals_brute_force_and_reports_bad_input() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("gp");
     let train = fixture("fixtures/ucr/GunPoint/GunPoint_TRAIN.ts");
     let test = fixture("fixtures/ucr/GunPoint/GunPoint_TEST.ts");
-    let out = synfire(&[
+    let out = common::synfire([
         "search",
         "build",
         train.to_str().unwrap(),
@@ -574,7 +554,7 @@ fn cli_build_query_json_equals_brute_force_and_reports_bad_input() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = synfire(&[
+    let out = common::synfire([
         "search",
         "query",
         "--index",
@@ -613,7 +593,7 @@ fn cli_build_query_json_equals_brute_force_and_reports_bad_input() {
     // Sliding windows of the ECG, queried with windows of the ECG itself.
     let ecg = fixture("fixtures/sensors/mitbih-208-ecg/ecg.npy");
     let wdir = t.path().join("ecg");
-    let out = synfire(&[
+    let out = common::synfire([
         "search",
         "build",
         ecg.to_str().unwrap(),
@@ -636,7 +616,7 @@ fn cli_build_query_json_equals_brute_force_and_reports_bad_input() {
             .join("\t")
     };
     std::fs::write(&qfile, format!("{}\n{}\n", line(5000), line(77_000))).unwrap();
-    let out = synfire(&[
+    let out = common::synfire([
         "search",
         "query",
         "--index",
@@ -658,7 +638,7 @@ fn cli_build_query_json_equals_brute_force_and_reports_bad_input() {
     );
     // Bad input: each a clear error, no panic.
     let err = |args: &[&str], needle: &str| {
-        let out = synfire(args);
+        let out = common::synfire(args);
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && e.contains(needle), "{args:?}: {e}");
         assert!(!e.contains("panicked"), "{e}");
@@ -714,7 +694,7 @@ fn cli_build_query_json_equals_brute_force_and_reports_bad_input() {
 
 #[test]
 fn bench_search_runs_and_verifies_against_brute_force() {
-    let out = synfire(&[
+    let out = common::synfire([
         "bench",
         "search",
         "--series",

@@ -6,6 +6,8 @@
 //! trip. GPU variants print why and skip without a GPU, and fail instead when
 //! `SYNFIRE_REQUIRE_GPU=1`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
@@ -286,20 +288,6 @@ fn bad_input_is_an_error() {
 // ---------------------------------------------------------------------------------------
 // GPU variants: the same checks with the GPU search.
 
-fn gpu_or_skip(test: &str) -> bool {
-    match synfire::device::probe() {
-        Ok(_) => true,
-        Err(e) => {
-            assert!(
-                std::env::var("SYNFIRE_REQUIRE_GPU").as_deref() != Ok("1"),
-                "{test}: SYNFIRE_REQUIRE_GPU=1 but no GPU is usable: {e}"
-            );
-            eprintln!("{test}: skipped on the GPU: {e}");
-            false
-        }
-    }
-}
-
 const UCR: [(&str, &str); 4] = [
     ("Coffee", "txt"),
     ("GunPoint", "ts"),
@@ -309,7 +297,7 @@ const UCR: [(&str, &str); 4] = [
 
 #[test]
 fn gpu_equals_the_oracle_on_random_sets() {
-    if !gpu_or_skip("gpu_equals_the_oracle_on_random_sets") {
+    if !common::gpu_or_skip("gpu_equals_the_oracle_on_random_sets") {
         return;
     }
     let mut gpu = GpuSearch::start().unwrap();
@@ -329,7 +317,7 @@ fn gpu_equals_the_oracle_on_random_sets() {
 /// bit for bit) at the root of the four UCR sets, all lengths from 2, step 1.
 #[test]
 fn gpu_equals_cpu_on_the_ucr_sets() {
-    if !gpu_or_skip("gpu_equals_cpu_on_the_ucr_sets") {
+    if !common::gpu_or_skip("gpu_equals_cpu_on_the_ucr_sets") {
         return;
     }
     let mut gpu = GpuSearch::start().unwrap();
@@ -351,7 +339,7 @@ fn gpu_equals_cpu_on_the_ucr_sets() {
 /// Whole trees (all lengths, plain and logical) are identical on the GPU and the CPU.
 #[test]
 fn gpu_trees_equal_cpu_trees() {
-    if !gpu_or_skip("gpu_trees_equal_cpu_trees") {
+    if !common::gpu_or_skip("gpu_trees_equal_cpu_trees") {
         return;
     }
     for (name, ext) in [("ItalyPowerDemand", "ts"), ("GunPoint", "ts")] {

@@ -4,23 +4,18 @@
 //! strip), on the real GunPoint series, and for one long pair (tiled kernel). Without a GPU
 //! each test prints why and passes; with `SYNFIRE_REQUIRE_GPU=1` it fails instead.
 
+mod common;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use synfire::series::{Series, read_dataset};
 use synfire::softdtw::{self, Measure, Options, gpu};
 
 fn worker_or_skip(test: &str) -> Option<synfire::device::SharedWorker> {
-    match synfire::device::shared_worker(None) {
-        Ok(w) => Some(w),
-        Err(e) => {
-            assert!(
-                std::env::var("SYNFIRE_REQUIRE_GPU").as_deref() != Ok("1"),
-                "{test}: SYNFIRE_REQUIRE_GPU=1 but no GPU is usable: {e}"
-            );
-            eprintln!("{test}: skipped on the GPU: {e}");
-            None
-        }
+    if !common::gpu_or_skip(test) {
+        return None;
     }
+    Some(synfire::device::shared_worker(None).expect("a GPU was probed"))
 }
 
 fn walk(rng: &mut ChaCha8Rng, len: usize, dims: usize) -> Series {

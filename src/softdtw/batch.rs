@@ -115,11 +115,15 @@ pub fn pairwise(
             })
         })
         .collect::<Result<_, SoftDtwError>>()?;
-    Ok(cells
-        .chunks(b.len().max(1))
-        .map(<[f64]>::to_vec)
-        .take(a.len())
-        .collect())
+    Ok(rows(&cells, a.len(), b.len()))
+}
+
+/// `na` rows of `nb` values from the row-major `cells` of all pairs (`na` empty rows when
+/// `nb = 0`).
+pub(crate) fn rows(cells: &[f64], na: usize, nb: usize) -> Vec<Vec<f64>> {
+    (0..na)
+        .map(|i| cells[i * nb..(i + 1) * nb].to_vec())
+        .collect()
 }
 
 /// Values of paired series: `values[i]` is the measure of `a[i]` against `b[i]`.

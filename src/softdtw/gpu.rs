@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use super::batch::{all_length_pairs, check_paired, check_sets};
+use super::batch::{all_length_pairs, check_paired, check_sets, rows};
 use super::divergence::combine;
 use super::{Gradient, Measure, Options, PairwiseGradient, Series, SoftDtwError};
 use crate::device::softdtw::{
@@ -124,6 +124,15 @@ fn split(values: &[f32], series: &[Series]) -> Vec<Vec<f64>> {
     out
 }
 
+/// Divergences from the values of all pairs and the self values of each set.
+fn combine_rows(values: &mut [Vec<f64>], sa: &[f64], sb: &[f64]) {
+    for (row, &xx) in values.iter_mut().zip(sa) {
+        for (v, &yy) in row.iter_mut().zip(sb) {
+            *v = combine(*v, xx, yy);
+        }
+    }
+}
+
 /// [`super::pairwise`] on a GPU worker.
 ///
 /// # Errors
@@ -137,21 +146,11 @@ pub fn pairwise(
 ) -> Result<Vec<Vec<f64>>, SoftDtwError> {
     check_sets(a, b, opts, all_length_pairs(a, b))?;
     let out = run(w, a, b, opts, PairMode::AllPairs, false)?;
-    let mut rows: Vec<Vec<f64>> = out
-        .values
-        .chunks(b.len().max(1))
-        .map(<[f64]>::to_vec)
-        .take(a.len())
-        .collect();
-    rows.resize(a.len(), Vec::new());
+    let mut rows = rows(&out.values, a.len(), b.len());
     if measure == Measure::Divergence {
         let sa = run(w, a, a, opts, PairMode::Paired, false)?.values;
         let sb = run(w, b, b, opts, PairMode::Paired, false)?.values;
-        for (i, row) in rows.iter_mut().enumerate() {
-            for (j, v) in row.iter_mut().enumerate() {
-                *v = combine(*v, sa[i], sb[j]);
-            }
-        }
+        combine_rows(&mut rows, &sa, &sb);
     }
     Ok(rows)
 }
@@ -221,23 +220,13 @@ pub fn pairwise_gradient(
     }
     check_sets(a, b, opts, all_length_pairs(a, b))?;
     let out = run(w, a, b, opts, PairMode::AllPairs, true)?;
-    let mut values: Vec<Vec<f64>> = out
-        .values
-        .chunks(b.len().max(1))
-        .map(<[f64]>::to_vec)
-        .take(a.len())
-        .collect();
-    values.resize(a.len(), Vec::new());
+    let mut values = rows(&out.values, a.len(), b.len());
     let mut grad_a = split(&out.grad_a, a);
     let mut grad_b = split(&out.grad_b, b);
     if measure == Measure::Divergence {
         let (sa, ga_self) = self_terms(w, a, opts)?;
         let (sb, gb_self) = self_terms(w, b, opts)?;
-        for (i, row) in values.iter_mut().enumerate() {
-            for (j, v) in row.iter_mut().enumerate() {
-                *v = combine(*v, sa[i], sb[j]);
-            }
-        }
+        combine_rows(&mut values, &sa, &sb);
         let (ka, kb) = (-0.5 * b.len() as f64, -0.5 * a.len() as f64);
         for (g, s) in grad_a.iter_mut().zip(&ga_self) {
             g.iter_mut().zip(s).for_each(|(x, y)| *x += ka * y);

@@ -303,8 +303,6 @@ mod tests {
     use super::*;
     use crate::search::brute::knn_rows;
     use crate::window::WindowData;
-    use rand::SeedableRng;
-    use rand_distr::{Distribution, StandardNormal};
     use std::sync::Arc;
     use std::time::Instant;
 
@@ -339,18 +337,6 @@ mod tests {
         }
     }
 
-    fn walk(n: usize, seed: u64) -> Vec<f64> {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let mut acc = 0.0;
-        (0..n)
-            .map(|_| {
-                let s: f64 = StandardNormal.sample(&mut rng);
-                acc += s;
-                acc
-            })
-            .collect()
-    }
-
     #[test]
     fn whole_windows_find_the_nearest_earlier_windows() {
         let mut stage = SearchStage::new(opts(None, 2));
@@ -358,9 +344,12 @@ mod tests {
         for i in 0..1500u64 {
             // Every 10th window repeats window i / 10 (scaled): an exact earlier match.
             let v = if i % 10 == 9 {
-                walk(50, i / 10).iter().map(|x| 3.0 * x - 1.0).collect()
+                crate::synth::random_walk(50, i / 10)
+                    .iter()
+                    .map(|x| 3.0 * x - 1.0)
+                    .collect()
             } else {
-                walk(50, i)
+                crate::synth::random_walk(50, i)
             };
             let out = stage.process(&window(i, i * 50, v.clone())).unwrap();
             let got = out["neighbors"].as_array().unwrap();
@@ -390,7 +379,7 @@ mod tests {
         // A window of another length or with a NaN is reported, not inserted.
         let out = stage.process(&window(2000, 0, vec![1.0; 7])).unwrap();
         assert!(out["reason"].as_str().unwrap().contains("first had 50"));
-        let mut nan = walk(50, 3);
+        let mut nan = crate::synth::random_walk(50, 3);
         nan[4] = f64::NAN;
         let out = stage.process(&window(2001, 0, nan)).unwrap();
         assert!(out["reason"].as_str().unwrap().contains("NaN"));
@@ -400,7 +389,7 @@ mod tests {
     #[test]
     fn subsequences_search_everything_before_the_query_across_gaps() {
         let m = 20;
-        let x = walk(3000, 9);
+        let x = crate::synth::random_walk(3000, 9);
         let mut stage = SearchStage::new(opts(Some(m), 3));
         // Windows of 100 every 60 samples, then a gap of 500 samples.
         let mut starts: Vec<u64> = (0..20).map(|i| i * 60).collect();

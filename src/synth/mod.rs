@@ -16,3 +16,20 @@
 pub mod sym26;
 
 pub use sym26::{Chain, SynthError, SynthParams, generate};
+
+/// A seeded Gaussian random walk of `n` samples: `x[t] = x[t-1] + N(0, 1)`, `x[-1] = 0`, from
+/// one ChaCha8 generator seeded by `seed` (the motif benchmark's input and the tests' series).
+#[must_use]
+pub fn random_walk(n: usize, seed: u64) -> Vec<f64> {
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, StandardNormal};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut acc = 0.0;
+    (0..n)
+        .map(|_| {
+            let step: f64 = StandardNormal.sample(&mut rng);
+            acc += step;
+            acc
+        })
+        .collect()
+}
