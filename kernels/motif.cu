@@ -57,6 +57,17 @@ __device__ void synfire_offer(double d, double rel, unsigned i, unsigned j, synf
     }
 }
 
+// synfire_offer for a squared distance d2 known to within tol (matrix-profile rounding): the
+// record window is tol wide in d2, i.e. tol / (2 d) in d, and never below 1e-7 relative.
+__device__ void synfire_offer_sq(double d2, double tol, unsigned i, unsigned j,
+                                 synfire_u64* bsf_bits, double* cand_d, unsigned* cand_i,
+                                 unsigned* cand_j, unsigned* cand_count, unsigned cap,
+                                 unsigned* flags) {
+    const double d = sqrt(d2);
+    const double rel = fmax(1e-7, tol / (2.0 * fmax(d, 1e-300) * (1.0 + d)));
+    synfire_offer(d, rel, i, j, bsf_bits, cand_d, cand_i, cand_j, cand_count, cap, flags);
+}
+
 extern "C" {
 
 // Alg. 3 for one reference: row[j] = ED(ref, j) for valid j (+inf otherwise), and the sums
@@ -209,7 +220,14 @@ __global__ void motif_profile(const double* __restrict__ x, const double* __rest
             } else {
                 d2 = fmax(0.0, two_m * (1.0 - cov[d] * si * sj));
             }
-            if (d2 < best - tol) { best = d2; bi = i; bj = j; }
+            // Near-ties of the running best are offered, so the host's exact re-measurement
+            // sees every pair that could tie the thread's final best.
+            if (d2 < best) {
+                if (best - d2 <= tol) synfire_offer_sq(best, tol, bi, bj, bsf_bits, cand_d, cand_i, cand_j, cand_count, cap, flags);
+                best = d2; bi = i; bj = j;
+            } else if (d2 <= best + tol) {
+                synfire_offer_sq(d2, tol, i, j, bsf_bits, cand_d, cand_i, cand_j, cand_count, cap, flags);
+            }
         }
         // Slide the window: j-values for row i + 1.
 #pragma unroll
@@ -225,11 +243,164 @@ __global__ void motif_profile(const double* __restrict__ x, const double* __rest
         wst[SYNFIRE_MP_DIAGS - 1] = in ? st[jn] : -1.0;
     }
     if (best < SYNFIRE_INF) {
-        // The recurrence's rounding is far below 1e-7 relative: near-ties within that are
-        // kept for the host's exact re-measurement.
-        synfire_offer(sqrt(best), 1e-7, bi, bj, bsf_bits, cand_d, cand_i, cand_j, cand_count,
-                      cap, flags);
+        synfire_offer_sq(best, tol, bi, bj, bsf_bits, cand_d, cand_i, cand_j, cand_count, cap,
+                         flags);
     }
+}
+
+}  // extern "C"
+
+// ---- The projection join (src/motif/join.rs) ----------------------------------------------
+// Lower bounds from the first K <= 16 DCT-II coefficients of each z-normalised subsequence
+// (GEMINI: an orthonormal projection never lengthens a difference), a grid over the first
+// coordinates built on the host, and an all-pairs scan of each cell against itself and its
+// forward neighbours. Survivors are measured in f64 (synfire_zdist) and offered to the BSF.
+
+#define SYNFIRE_JOIN_DIMS 16
+#define SYNFIRE_JOIN_TILE 128
+
+extern "C" {
+
+// coords[f * n_sub + i] = sum_t basis[f * m + t] (x[i + t] - mean_i) inv_std_i for f < dims,
+// in f64, stored as f32 (0 for invalid and constant subsequences). One thread per subsequence;
+// the basis is read uniformly across the warp (broadcast).
+__global__ void motif_project(const double* __restrict__ x, const double* __restrict__ mean,
+                              const double* __restrict__ inv_std,
+                              const unsigned char* __restrict__ valid, unsigned n_sub, int m,
+                              int dims, const double* __restrict__ basis,
+                              float* __restrict__ coords) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_sub) return;
+    double acc[SYNFIRE_JOIN_DIMS];
+#pragma unroll
+    for (int f = 0; f < SYNFIRE_JOIN_DIMS; ++f) acc[f] = 0.0;
+    const double s = inv_std[i];
+    if (valid[i] && s != 0.0) {
+        const double mu = mean[i];
+        for (int t = 0; t < m; ++t) {
+            const double v = x[i + t] - mu;
+#pragma unroll
+            for (int f = 0; f < SYNFIRE_JOIN_DIMS; ++f) {
+                if (f < dims) acc[f] = fma(basis[f * m + t], v, acc[f]);
+            }
+        }
+    }
+#pragma unroll
+    for (int f = 0; f < SYNFIRE_JOIN_DIMS; ++f) {
+        if (f < dims) coords[(size_t)f * n_sub + i] = (float)(acc[f] * s);
+    }
+}
+
+// pts[pos] = the 16 (zero-padded) coordinates of subsequence order[pos], as 4 float4.
+__global__ void motif_join_gather(const float* __restrict__ coords, unsigned n_sub, int dims,
+                                  const unsigned* __restrict__ order, unsigned len,
+                                  float4* __restrict__ pts) {
+    const unsigned pos = blockIdx.x * blockDim.x + threadIdx.x;
+    if (pos >= len) return;
+    const unsigned i = order[pos];
+    float v[SYNFIRE_JOIN_DIMS];
+#pragma unroll
+    for (int f = 0; f < SYNFIRE_JOIN_DIMS; ++f) v[f] = f < dims ? coords[(size_t)f * n_sub + i] : 0.0f;
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+        pts[(size_t)pos * 4 + q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+}
+
+// One block = up to SYNFIRE_JOIN_TILE points of cell blocks[2b] starting at position
+// blocks[2b + 1]; each thread owns one point a and scans the cell's own later points and every
+// point of its forward neighbours, staged in shared memory. A pair survives when its f32
+// squared bound is <= r2 = radius(min(width, BSF))^2 (radius = limit (1 + 1e-5) + slack, the
+// host's Projection::radius); survivors outside the exclusion zone and not both constant get
+// their f64 distance, offered to the BSF. counters[0] += bounds, counters[1] += distances;
+// once counters[1] passes `budget`, flags[2] = 1 and blocks stop (auto mode then runs the
+// matrix profile).
+__global__ void motif_join(const float4* __restrict__ pts, const unsigned* __restrict__ order,
+                           const unsigned* __restrict__ cell_start,
+                           const unsigned* __restrict__ nb_start,
+                           const unsigned* __restrict__ nb_cell,
+                           const unsigned* __restrict__ blocks, unsigned exclusion, double width,
+                           double slack, synfire_u64 budget, const double* __restrict__ x,
+                           const double* __restrict__ mean, const double* __restrict__ inv_std,
+                           int m, synfire_u64* bsf_bits, double* cand_d, unsigned* cand_i,
+                           unsigned* cand_j, unsigned* cand_count, unsigned cap,
+                           unsigned* flags, synfire_u64* counters) {
+    __shared__ float4 tile[SYNFIRE_JOIN_TILE * 4];
+    __shared__ unsigned tile_id[SYNFIRE_JOIN_TILE];
+    __shared__ int stop;
+    const unsigned c = blocks[2 * blockIdx.x], first = blocks[2 * blockIdx.x + 1];
+    const unsigned cend = cell_start[c + 1];
+    const unsigned apos = first + threadIdx.x;
+    const bool active = apos < cend && threadIdx.x < SYNFIRE_JOIN_TILE;
+    float4 a0 = make_float4(0.f, 0.f, 0.f, 0.f), a1 = a0, a2 = a0, a3 = a0;
+    unsigned ia = 0;
+    bool aconst = false;
+    if (active) {
+        a0 = pts[(size_t)apos * 4];
+        a1 = pts[(size_t)apos * 4 + 1];
+        a2 = pts[(size_t)apos * 4 + 2];
+        a3 = pts[(size_t)apos * 4 + 3];
+        ia = order[apos];
+        aconst = inv_std[ia] == 0.0;
+    }
+    synfire_u64 bounds = 0;
+    const unsigned e_end = nb_start[c + 1];
+    for (unsigned e = nb_start[c]; e < e_end; ++e) {
+        const unsigned nc = nb_cell[e];
+        const unsigned from = nc == c ? first : cell_start[nc];
+        const unsigned to = cell_start[nc + 1];
+        for (unsigned t0 = from; t0 < to; t0 += SYNFIRE_JOIN_TILE) {
+            __syncthreads();
+            const unsigned p = t0 + threadIdx.x;
+            if (threadIdx.x < SYNFIRE_JOIN_TILE && p < to) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) tile[threadIdx.x * 4 + q] = pts[(size_t)p * 4 + q];
+                tile_id[threadIdx.x] = order[p];
+            }
+            if (threadIdx.x == 0) stop = flags[2] != 0;
+            __syncthreads();
+            if (stop) goto done;
+            if (!active) continue;
+            const double lim = fmin(width, synfire_load_bsf(bsf_bits));
+            const double r = lim * (1.0 + 1e-5) + slack;
+            const float r2 = (float)(r * r * (1.0 + 1e-6));
+            const unsigned cnt = to - t0 < SYNFIRE_JOIN_TILE ? to - t0 : SYNFIRE_JOIN_TILE;
+            // Within the own cell only later points pair (each pair once).
+            unsigned j0 = 0;
+            if (nc == c) j0 = apos + 1 > t0 ? apos + 1 - t0 : 0;
+            if (j0 < cnt) bounds += cnt - j0;
+            for (unsigned j = j0; j < cnt; ++j) {
+                float4 b = tile[j * 4];
+                float d0 = a0.x - b.x, d1 = a0.y - b.y, d2 = a0.z - b.z, d3 = a0.w - b.w;
+                float s = (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+                if (s > r2) continue;
+                b = tile[j * 4 + 1];
+                d0 = a1.x - b.x; d1 = a1.y - b.y; d2 = a1.z - b.z; d3 = a1.w - b.w;
+                s += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+                if (s > r2) continue;
+                b = tile[j * 4 + 2];
+                d0 = a2.x - b.x; d1 = a2.y - b.y; d2 = a2.z - b.z; d3 = a2.w - b.w;
+                s += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+                if (s > r2) continue;
+                b = tile[j * 4 + 3];
+                d0 = a3.x - b.x; d1 = a3.y - b.y; d2 = a3.z - b.z; d3 = a3.w - b.w;
+                s += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+                if (s > r2) continue;
+                const unsigned ib = tile_id[j];
+                if ((ia > ib ? ia - ib : ib - ia) <= exclusion) continue;
+                if (aconst && inv_std[ib] == 0.0) continue;
+                if (atomicAdd(&counters[1], 1ull) >= budget) {
+                    flags[2] = 1u;  // the block stops at its next tile (a uniform check)
+                    break;
+                }
+                const double d = synfire_zdist(x, mean, inv_std, m, ia, ib);
+                if (d <= synfire_slack(synfire_load_bsf(bsf_bits)))
+                    synfire_offer(d, 1e-7, ia, ib, bsf_bits, cand_d, cand_i, cand_j, cand_count,
+                                  cap, flags);
+            }
+        }
+    }
+done:
+    if (bounds) atomicAdd(&counters[0], bounds);
 }
 
 }  // extern "C"

@@ -12,8 +12,10 @@ use crate::cli::DeviceArg;
 /// `--method`.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum MethodArg {
-    /// MK, switching to the matrix profile when pruning fails.
+    /// The projection join, switching to the matrix profile when its bounds are weak.
     Auto,
+    /// The projection join only (DCT lower bounds, grid ε-join).
+    ProjectionJoin,
     /// MK only.
     Mk,
     /// The exact matrix profile only.
@@ -26,6 +28,7 @@ impl From<MethodArg> for MethodChoice {
     fn from(m: MethodArg) -> Self {
         match m {
             MethodArg::Auto => Self::Auto,
+            MethodArg::ProjectionJoin => Self::ProjectionJoin,
             MethodArg::Mk => Self::Mk,
             MethodArg::MatrixProfile => Self::MatrixProfile,
             MethodArg::BruteForce => Self::BruteForce,
@@ -192,6 +195,7 @@ pub fn bench(args: &BenchMotifArgs) -> Result<()> {
             let configs: Vec<MethodChoice> = if device == DeviceChoice::Gpu {
                 vec![
                     MethodChoice::Auto,
+                    MethodChoice::ProjectionJoin,
                     MethodChoice::Mk,
                     MethodChoice::MatrixProfile,
                 ]

@@ -58,6 +58,7 @@ fn assert_same(got: &MotifResult, want: &MotifResult, what: &str) {
 /// Every CPU path (and the GPU paths when `gpu`) against `oracle`.
 fn check_all(x: &[f64], cfg: &MotifConfig, oracle: &MotifResult, gpu: bool, what: &str) {
     for method in [
+        MethodChoice::ProjectionJoin,
         MethodChoice::Mk,
         MethodChoice::MatrixProfile,
         MethodChoice::Auto,
@@ -204,6 +205,7 @@ fn real_series_gpu() {
         cfg.top_k = 3;
         let want = run(&ecg, &cfg, MethodChoice::MatrixProfile, DeviceChoice::Cpu);
         for method in [
+            MethodChoice::ProjectionJoin,
             MethodChoice::Mk,
             MethodChoice::MatrixProfile,
             MethodChoice::Auto,
@@ -243,10 +245,35 @@ proptest! {
             return Ok(());
         }
         let oracle = brute(&x, &cfg);
-        for method in [MethodChoice::Mk, MethodChoice::MatrixProfile] {
+        for method in [MethodChoice::ProjectionJoin, MethodChoice::Mk, MethodChoice::MatrixProfile] {
             let got = run(&x, &cfg, method, DeviceChoice::Cpu);
             assert_same(&got, &oracle, &format!("{method:?}"));
         }
+    }
+}
+
+/// A periodic series repeats every subsequence exactly (up to rounding) many times: the
+/// projection join's bounds cannot separate the near-ties, and every tie must still be
+/// measured so the smallest `(i, j)` wins.
+fn check_periodic(gpu: bool) {
+    let x: Vec<f64> = (0..3000)
+        .map(|t| (t as f64 * std::f64::consts::TAU / 37.0).sin() + 0.25 * (t as f64 / 5.0).cos())
+        .collect();
+    let mut cfg = MotifConfig::new(50);
+    cfg.top_k = 2;
+    let oracle = brute(&x, &cfg);
+    check_all(&x, &cfg, &oracle, gpu, "periodic");
+}
+
+#[test]
+fn periodic_cpu() {
+    check_periodic(false);
+}
+
+#[test]
+fn periodic_gpu() {
+    if common::gpu_or_skip("periodic_gpu") {
+        check_periodic(true);
     }
 }
 

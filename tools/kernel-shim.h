@@ -25,6 +25,8 @@ inline double atomicAdd(double* p, double v) { auto o = *p; *p += v; return o; }
 // Built-ins of kernels/softdtw.cu.
 struct float2 { float x, y; };
 inline float2 make_float2(float x, float y) { return float2{x, y}; }
+struct float4 { float x, y, z, w; };
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 inline float __int_as_float(int v) { float f; std::memcpy(&f, &v, 4); return f; }
 inline int __float_as_int(float f) { int v; std::memcpy(&v, &f, 4); return v; }
 inline float atomicAdd(float* p, float v) { auto o = *p; *p += v; return o; }

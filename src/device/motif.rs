@@ -56,6 +56,22 @@ pub struct SweepReport {
     pub kernel_ms: f64,
 }
 
+/// What a projection-join round reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct JoinReport {
+    /// The BSF after the round (the smallest distance measured so far in this search).
+    pub bsf: f64,
+    /// The candidate list overflowed.
+    pub overflow: bool,
+    /// The exact distances passed the round's budget; the round stopped early.
+    pub aborted: bool,
+    /// Kernel time, milliseconds (CUDA events).
+    pub kernel_ms: f64,
+}
+
+/// Threads (points) per block of the join kernel (`SYNFIRE_JOIN_TILE`).
+const JOIN_TILE: u32 = 128;
+
 /// The candidates and counters of one search.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MotifCandidates {
@@ -85,6 +101,9 @@ pub(crate) struct MotifBuffers {
     len: u32,
     offers: Offers,
     counters: CudaSlice<u64>,
+    /// Projection-join coordinates `[dims][N]` (f32), once projected.
+    coords: Option<CudaSlice<f32>>,
+    dims: i32,
 }
 
 /// The BSF and the candidate list every search kernel offers pairs to (`synfire_offer` in
@@ -128,6 +147,10 @@ fn buffers(d: &mut Device) -> Result<&mut MotifBuffers, DeviceError> {
         .ok_or_else(|| DeviceError::Unsupported("motif job before motif_load".into()))
 }
 
+fn grid_of(n: u32) -> LaunchConfig {
+    grid(n)
+}
+
 fn grid(n: u32) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (n.div_ceil(BLOCK).max(1), 1, 1),
@@ -168,9 +191,11 @@ impl GpuWorker {
                     j: st.alloc_zeros::<u32>(CANDIDATE_CAPACITY).map_err(&alloc)?,
                     count: st.alloc_zeros::<u32>(1).map_err(&alloc)?,
                     cap: CANDIDATE_CAPACITY as u32,
-                    flags: st.alloc_zeros::<u32>(2).map_err(&alloc)?,
+                    flags: st.alloc_zeros::<u32>(4).map_err(&alloc)?,
                 },
                 counters: st.alloc_zeros::<u64>(2).map_err(&alloc)?,
+                coords: None,
+                dims: 0,
             };
             d.motif = Some(bufs);
             st.synchronize().map_err(drv("cuStreamSynchronize"))
@@ -410,6 +435,138 @@ impl GpuWorker {
                 .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(drv("cuEventRecord"))?;
             report(&st, b, &start, &end)
+        })
+    }
+
+    /// Projects every subsequence onto the `dims` rows of `basis` (`[dims][m]`, the DCT-II
+    /// vectors of `motif::join`), keeps the f32 coordinates `[dims][N]` on the device and
+    /// returns them.
+    pub fn motif_project(&self, dims: usize, basis: Arc<Vec<f64>>) -> Ticket<Vec<f32>> {
+        self.run(move |d| {
+            let f = d.function(&MOTIF, "motif_project")?;
+            let st = d.stream.clone();
+            let b = buffers(d)?;
+            if dims == 0 || dims > crate::motif::join::PROJECTION_DIMS {
+                return Err(DeviceError::Unsupported(format!(
+                    "projection dims = {dims}"
+                )));
+            }
+            let dims_i = dims as i32;
+            let basis_d = st.clone_htod(&basis[..]).map_err(drv("cuMemcpyHtoD"))?;
+            let mut coords = st
+                .alloc_zeros::<f32>(dims * b.n_sub as usize)
+                .map_err(drv("cuMemAlloc"))?;
+            let mut l = st.launch_builder(&f);
+            l.arg(&b.x).arg(&b.mean).arg(&b.inv_std).arg(&b.valid);
+            l.arg(&b.n_sub)
+                .arg(&b.m)
+                .arg(&dims_i)
+                .arg(&basis_d)
+                .arg(&mut coords);
+            // SAFETY: matches `motif_project` (x f64* [n], mean, inv_std f64* [N], valid u8* [N],
+            // n_sub u32, m i32, dims i32 <= 16, basis f64* [dims*m], coords f32* [dims*N]);
+            // threads with i >= N return first.
+            unsafe { l.launch(grid(b.n_sub)) }.map_err(drv("cuLaunchKernel"))?;
+            let host = st.clone_dtoh(&coords).map_err(drv("cuMemcpyDtoH"))?;
+            b.coords = Some(coords);
+            b.dims = dims_i;
+            Ok(host)
+        })
+    }
+
+    /// One projection-join round over `grid` (built on the host by `motif::join::Grid`):
+    /// pairs whose f32 bound is within `min(width, BSF) (1 + 1e-5) + slack` are measured and
+    /// offered to the BSF; at most `budget` exact distances in this search.
+    pub fn motif_join(
+        &self,
+        grid: Arc<crate::motif::join::Grid>,
+        exclusion: u32,
+        width: f64,
+        slack: f64,
+        budget: u64,
+    ) -> Ticket<JoinReport> {
+        self.run(move |d| {
+            let gather = d.function(&MOTIF, "motif_join_gather")?;
+            let f = d.function(&MOTIF, "motif_join")?;
+            let st = d.stream.clone();
+            let b = buffers(d)?;
+            let coords = b.coords.as_ref().ok_or_else(|| {
+                DeviceError::Unsupported("motif_join before motif_project".into())
+            })?;
+            let up = drv("cuMemcpyHtoD");
+            let len = u32_of("joined subsequences", grid.order.len())?;
+            let mut blocks: Vec<u32> = Vec::new();
+            for c in 0..grid.cells() {
+                let (s0, s1) = (grid.cell_start[c], grid.cell_start[c + 1]);
+                let mut first = s0;
+                while first < s1 {
+                    blocks.push(c as u32);
+                    blocks.push(first);
+                    first = first.saturating_add(JOIN_TILE);
+                }
+            }
+            let nblocks = u32_of("join blocks", blocks.len() / 2)?;
+            st.memset_zeros(&mut b.offers.flags)
+                .map_err(drv("cuMemsetD8"))?;
+            let start = st
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(drv("cuEventRecord"))?;
+            if len > 0 && nblocks > 0 {
+                let order = st.clone_htod(&grid.order[..]).map_err(&up)?;
+                let cell_start = st.clone_htod(&grid.cell_start[..]).map_err(&up)?;
+                let nb_start = st.clone_htod(&grid.nb_start[..]).map_err(&up)?;
+                let nb_cell = st.clone_htod(&grid.nb_cell[..]).map_err(&up)?;
+                let blocks_d = st.clone_htod(&blocks[..]).map_err(&up)?;
+                let mut pts = st
+                    .alloc_zeros::<f32>(grid.order.len() * 16)
+                    .map_err(drv("cuMemAlloc"))?;
+                let mut l = st.launch_builder(&gather);
+                l.arg(coords)
+                    .arg(&b.n_sub)
+                    .arg(&b.dims)
+                    .arg(&order)
+                    .arg(&len)
+                    .arg(&mut pts);
+                // SAFETY: matches `motif_join_gather` (coords f32* [dims*N], n_sub u32, dims
+                // i32, order u32* [len] < N, len u32, pts float4* [len*4]); threads with
+                // pos >= len return first.
+                unsafe { l.launch(grid_of(len)) }.map_err(drv("cuLaunchKernel"))?;
+                let mut l = st.launch_builder(&f);
+                l.arg(&pts)
+                    .arg(&order)
+                    .arg(&cell_start)
+                    .arg(&nb_start)
+                    .arg(&nb_cell)
+                    .arg(&blocks_d);
+                l.arg(&exclusion).arg(&width).arg(&slack).arg(&budget);
+                l.arg(&b.x).arg(&b.mean).arg(&b.inv_std).arg(&b.m);
+                b.offers.push(&mut l);
+                l.arg(&mut b.counters);
+                let cfg = LaunchConfig {
+                    grid_dim: (nblocks, 1, 1),
+                    block_dim: (JOIN_TILE, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                // SAFETY: matches `motif_join` (pts float4* [len*4], order u32* [len],
+                // cell_start u32* [cells+1], nb_start u32* [cells+1], nb_cell u32*, blocks u32*
+                // [2*nblocks] = (cell, first position), exclusion u32, width, slack f64, budget
+                // u64, x f64* [n], mean, inv_std f64* [N], m i32, the offers, counters u64*
+                // [2]); every position read lies in a cell range of `order`.
+                unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
+            }
+            let end = st
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(drv("cuEventRecord"))?;
+            let flags = st
+                .clone_dtoh(&b.offers.flags)
+                .map_err(drv("cuMemcpyDtoH"))?;
+            let bsf = st.clone_dtoh(&b.offers.bsf).map_err(drv("cuMemcpyDtoH"))?;
+            Ok(JoinReport {
+                bsf: f64::from_bits(bsf[0]),
+                overflow: flags[0] != 0,
+                aborted: flags[2] != 0,
+                kernel_ms: f64::from(start.elapsed_ms(&end).map_err(drv("cuEventElapsedTime"))?),
+            })
         })
     }
 

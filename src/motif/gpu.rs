@@ -1,5 +1,7 @@
-//! The GPU paths: the paper's parallel MK (Algorithms 2–8 as CUDA kernels) and the exact
-//! matrix profile, driven from the host through one device thread (`device::motif`).
+//! The GPU paths: the projection join ([`super::join`]: DCT coordinates and the grid scan on
+//! the device, the grid built on the host), the paper's parallel MK (Algorithms 2–8 as CUDA
+//! kernels) and the exact matrix profile, driven from the host through one device thread
+//! (`device::motif`).
 //!
 //! Differences from the paper's OpenACC code, all keeping the result exact:
 //! * the subsequence matrix `S` is never materialised: kernels read the series and the
@@ -23,6 +25,10 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::join::{
+    GPU_PAIRS_PER_POINT, Grid, Projection, constant_pair, dct_basis, distance_budget,
+    initial_width, join_points, next_width, projection_dims,
+};
 use super::mk::{Mk, OFFSET_MAJOR, choose_references};
 use super::profile::scamp_terms;
 use super::{
@@ -47,6 +53,8 @@ pub struct GpuMotifSearch<'s> {
     /// `D(ordering reference, j)` in subsequence order (empty for matrix-profile only).
     row0: Vec<f64>,
     reference0: Option<usize>,
+    /// The projection join's coordinates (host copy for building grids), once projected.
+    projection: Option<Projection>,
     /// Kernel milliseconds (CUDA events) of the last search.
     pub kernel_ms: f64,
 }
@@ -84,9 +92,10 @@ impl<'s> GpuMotifSearch<'s> {
             worker,
             row0: Vec::new(),
             reference0: None,
+            projection: None,
             kernel_ms: 0.0,
         };
-        if cfg.method != MethodChoice::MatrixProfile {
+        if cfg.method == MethodChoice::Mk {
             me.prepare_mk()?;
         }
         Ok(me)
@@ -142,7 +151,10 @@ impl<'s> GpuMotifSearch<'s> {
     }
 
     fn resolve(&self, candidates: &[(f64, u32, u32)], bsf: f64) -> Option<Motif> {
-        let cut = bsf + 1e-7 * (1.0 + bsf);
+        // The kernels' record window: 1e-7 relative, or the matrix profile's 1e-9 * 2m in the
+        // squared distance, whichever is wider.
+        let tol = 1e-9 * 2.0 * self.subs.m as f64;
+        let cut = (bsf + 1e-7 * (1.0 + bsf)).max((bsf * bsf + tol).sqrt());
         super::best_exact(
             self.subs,
             candidates
@@ -190,6 +202,117 @@ impl<'s> GpuMotifSearch<'s> {
     }
 }
 
+/// How a GPU projection join ended.
+enum JoinEnd {
+    /// The exact best pair (`None`: no valid pair) and the search's candidates.
+    Done(Option<Motif>, MotifCandidates),
+    /// Auto mode: the bounds were weak; the matrix profile should answer, starting from
+    /// this BSF and these candidates.
+    Weak(f64, MotifCandidates),
+    /// The candidate list overflowed.
+    Overflow,
+}
+
+impl GpuMotifSearch<'_> {
+    fn projection(&mut self) -> Result<&Projection, DeviceError> {
+        if self.projection.is_none() {
+            let started = std::time::Instant::now();
+            let m = self.subs.m;
+            let dims = projection_dims(m);
+            let coords = self
+                .worker
+                .motif_project(dims, Arc::new(dct_basis(m, dims)))
+                .wait()?;
+            self.projection = Some(Projection::from_coords(coords, dims, m));
+            tracing::debug!(
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "GPU projection (kernel and download)"
+            );
+        }
+        Ok(self.projection.as_ref().expect("projected above"))
+    }
+
+    /// The projection join's rounds on the device (see [`super::join`]).
+    fn join(&mut self, allowed: &[bool], mask: &Arc<Vec<u8>>) -> Result<JoinEnd, DeviceError> {
+        let (subs, cfg) = (self.subs, self.cfg.clone());
+        let pairs = valid_pairs(allowed, cfg.exclusion);
+        let points = join_points(subs, allowed);
+        let constant = constant_pair(subs, allowed, cfg.exclusion);
+        let budget = distance_budget(pairs, subs.m, cfg.method);
+        let max_distance = 2.0 * (subs.m as f64).sqrt();
+        let started = std::time::Instant::now();
+        let mut w = initial_width(self.projection()?, &points, subs.m, GPU_PAIRS_PER_POINT);
+        tracing::debug!(
+            width = w,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "projection join: first width (with the projection)"
+        );
+        self.worker
+            .motif_begin(mask.clone(), constant.map_or(f64::INFINITY, |c| c.distance))
+            .wait()?;
+        let excl = cfg.exclusion as u32;
+        loop {
+            let proj = self.projection.as_ref().expect("projected above");
+            let slack = proj.radius(0.0);
+            let built = std::time::Instant::now();
+            let grid = Arc::new(Grid::build(proj, &points, proj.radius(w)));
+            let build_ms = built.elapsed().as_secs_f64() * 1e3;
+            if cfg.method == MethodChoice::Auto && grid.pairs > pairs / 2 {
+                let c = self.worker.motif_candidates().wait()?;
+                let bsf = self.best_so_far(&c, constant);
+                return Ok(JoinEnd::Weak(bsf, c));
+            }
+            let cells = grid.cells();
+            let bounded = grid.pairs;
+            let report = self
+                .worker
+                .motif_join(grid, excl, w, slack, budget)
+                .wait()?;
+            self.kernel_ms += report.kernel_ms;
+            tracing::debug!(
+                width = w,
+                build_ms,
+                cells,
+                pairs = bounded,
+                bsf = report.bsf,
+                kernel_ms = report.kernel_ms,
+                "GPU projection join round"
+            );
+            if report.overflow {
+                return Ok(JoinEnd::Overflow);
+            }
+            if report.aborted {
+                let c = self.worker.motif_candidates().wait()?;
+                let bsf = self.best_so_far(&c, constant);
+                return Ok(JoinEnd::Weak(bsf, c));
+            }
+            let found = report.bsf.is_finite().then_some(Motif {
+                i: 0,
+                j: 0,
+                distance: report.bsf,
+            });
+            match next_width(w, found, max_distance) {
+                Some(next) => w = next,
+                None => {
+                    let c = self.worker.motif_candidates().wait()?;
+                    let best = Motif::best(self.resolve(&c.pairs, report.bsf), constant);
+                    return Ok(JoinEnd::Done(best, c));
+                }
+            }
+        }
+    }
+
+    /// The BSF a hand-over to the matrix profile may start from: the best exact distance
+    /// among the candidates so far (or the constant pair's).
+    fn best_so_far(&self, c: &MotifCandidates, constant: Option<Motif>) -> f64 {
+        let exact = super::best_exact(
+            self.subs,
+            c.pairs.iter().map(|&(_, i, j)| (i as usize, j as usize)),
+        );
+        Motif::best(exact, constant).map_or(f64::INFINITY, |m| m.distance)
+    }
+}
+
 impl PairSearch for GpuMotifSearch<'_> {
     fn best_pair(
         &mut self,
@@ -200,7 +323,28 @@ impl PairSearch for GpuMotifSearch<'_> {
         let pairs = valid_pairs(allowed, self.cfg.exclusion);
         let mask = Arc::new(allowed.iter().map(|&a| u8::from(a)).collect::<Vec<u8>>());
         let excl = self.cfg.exclusion as u32;
-        let (best, method, overflow, c) = if self.reference0.is_none() {
+        let join = matches!(
+            self.cfg.method,
+            MethodChoice::Auto | MethodChoice::ProjectionJoin
+        );
+        let (best, method, overflow, c) = if join {
+            match self.join(allowed, &mask)? {
+                JoinEnd::Done(b, c) => (b, Method::ProjectionJoin, false, c),
+                JoinEnd::Overflow => (
+                    None,
+                    Method::ProjectionJoin,
+                    true,
+                    MotifCandidates::default(),
+                ),
+                JoinEnd::Weak(bsf, c) => {
+                    tracing::info!(
+                        "Projection bounds are weak on this series; switching to the matrix profile."
+                    );
+                    let (b, o, c) = self.profile(allowed, &mask, bsf, c)?;
+                    (b, Method::MatrixProfile, o, c)
+                }
+            }
+        } else if self.reference0.is_none() {
             let (b, o, c) =
                 self.profile(allowed, &mask, f64::INFINITY, MotifCandidates::default())?;
             (b, Method::MatrixProfile, o, c)

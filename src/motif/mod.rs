@@ -19,15 +19,18 @@
 //! * [`profile`]: the exact matrix profile by the diagonal covariance recurrence of SCAMP
 //!   (Zimmerman et al. 2019), `O(N^2)` — the robust path when pruning fails.
 //! * [`brute`]: every pair, `O(N^2 m)`: the test oracle.
-//! * GPU: the same MK and matrix profile as CUDA kernels ([`gpu`]).
+//! * [`join`]: the projection join: DCT lower bounds (GEMINI, Faloutsos et al. 1994) and a
+//!   grid ε-join over the first coefficients, widened until the best pair lies inside it.
+//! * GPU: the same projection join, MK and matrix profile as CUDA kernels ([`gpu`]).
 //!
-//! [`find_motifs`] runs MK and switches to the matrix profile when, after the first offsets,
-//! the pairs MK would still have to bound exceed a quarter of all pairs; the result says which
-//! path answered ([`Method`]).
+//! [`find_motifs`] (auto) runs the projection join and switches to the matrix profile when its
+//! grid would bound more than half of all pairs or its survivors would cost more exact
+//! distances than the matrix profile's cells; the result says which path answered
+//! ([`Method`]).
 
 pub mod brute;
 pub mod gpu;
-
+pub mod join;
 pub mod mk;
 pub mod profile;
 pub mod znorm;
@@ -89,9 +92,11 @@ pub fn default_exclusion(m: usize, denominator: usize) -> usize {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MethodChoice {
-    /// MK, switching to the matrix profile when pruning fails.
+    /// The projection join, switching to the matrix profile when its bounds are weak.
     #[default]
     Auto,
+    /// The projection join only ([`join`]).
+    ProjectionJoin,
     /// MK only.
     Mk,
     /// The matrix profile only.
@@ -104,6 +109,8 @@ pub enum MethodChoice {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
+    /// The projection join ([`join`]).
+    ProjectionJoin,
     /// MK with reference lower bounds.
     Mk,
     /// The exact matrix profile.
@@ -117,6 +124,7 @@ impl Method {
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::ProjectionJoin => "projection_join",
             Self::Mk => "mk",
             Self::MatrixProfile => "matrix_profile",
             Self::BruteForce => "brute_force",
@@ -350,7 +358,7 @@ pub fn find_motifs(
         n: x.len(),
         m: cfg.m,
         exclusion: cfg.exclusion,
-        method: method.unwrap_or(Method::Mk),
+        method: method.unwrap_or(Method::ProjectionJoin),
         device: search.device(),
         motifs,
         stats,
@@ -361,7 +369,10 @@ fn cpu_search<'s>(subs: &'s Subsequences<'s>, cfg: &MotifConfig) -> Box<dyn Pair
     match cfg.method {
         MethodChoice::BruteForce => Box::new(brute::BruteForce::new(subs, cfg.exclusion)),
         MethodChoice::MatrixProfile => Box::new(profile::MatrixProfile::new(subs, cfg.exclusion)),
-        MethodChoice::Mk | MethodChoice::Auto => Box::new(mk::Mk::new(subs, cfg)),
+        MethodChoice::Mk => Box::new(mk::Mk::new(subs, cfg)),
+        MethodChoice::ProjectionJoin | MethodChoice::Auto => {
+            Box::new(join::ProjectionJoin::new(subs, cfg))
+        }
     }
 }
 

@@ -1,0 +1,659 @@
+//! Exact motif by a lower-bounding projection and a grid ε-join (the `projection_join` path).
+//!
+//! # The bound
+//! Each z-normalised subsequence `z_i` (a vector of norm `sqrt(m)`, or 0 when constant) is
+//! projected onto the first [`PROJECTION_DIMS`] non-constant vectors of the orthonormal DCT-II
+//! basis, `p_i[f] = sum_t c_f[t] z_i[t]`, `c_f[t] = sqrt(2/m) cos(pi (t + 1/2) f / m)`,
+//! `f = 1..=K` (the DC vector is orthogonal to every z-normalised subsequence). An orthonormal
+//! projection is a contraction, so `||p_i - p_j|| <= ||z_i - z_j|| = dist(i, j)`: the
+//! lower-bounding lemma of the GEMINI framework (Faloutsos, Ranganathan & Manolopoulos,
+//! "Fast subsequence matching in time-series databases", SIGMOD 1994, Lemma 1; DCT features as
+//! in Korn, Jagadish & Faloutsos, SIGMOD 1997). It plays the role of MK's reference bounds
+//! (`papers/motif-discovery-gpu-ru.txt`, Eq. 4 and Algs. 6–7) with a much tighter bound:
+//! series with the `1/f` spectra of sensor data keep most of their energy in the first
+//! coefficients (on a random walk with `m = 100`, 16 coefficients leave fewer than 1 pair in
+//! 10^6 whose bound is below the motif distance; MK's 32 references leave 1 in 1,300).
+//!
+//! # The join
+//! Every pair at distance `<= w` differs by at most `w` in every coordinate, so it lies in the
+//! same or adjacent cells of a grid of width `w` over the first [`GRID_DIMS`] coordinates.
+//! The join visits, for each cell, the cell itself and its `(3^d - 1) / 2` "forward"
+//! neighbours, bounds every pair there with all `K` coordinates, and measures the survivors
+//! exactly ([`Subsequences::distance`]). The width is not known in advance: the search starts
+//! from a width whose grid predicts a modest number of pairs, and widens it until the best pair
+//! found lies within the width searched (then no closer pair can have been missed). The bound
+//! only ever skips pairs whose distance exceeds the current best, so ties are all measured and
+//! the smallest `(distance, i, j)` wins, exactly as in brute force.
+//!
+//! # Rounding
+//! Coordinates are computed in f64 and stored as f32 (`|p| <= sqrt(m)`, so each is within
+//! `sqrt(m) 2^-24` of the exact value); bounds are compared against a radius widened by
+//! `1e-5` relative plus `8 sqrt(K)` times that error, which covers the f32 differences and sums
+//! (see [`Projection::radius`]).
+//!
+//! Constant subsequences project to the origin; pairs of two constants (distance 0) are
+//! settled directly, never enumerated.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use rayon::prelude::*;
+
+use super::profile::MatrixProfile;
+use super::{
+    Method, MethodChoice, Motif, MotifConfig, MotifError, PairSearch, SearchStats, Subsequences,
+    valid_pairs,
+};
+
+/// DCT coefficients per subsequence `K` (fewer when `m <= K`).
+pub const PROJECTION_DIMS: usize = 16;
+/// Coordinates the grid is built on `d` (the first, highest-energy ones).
+pub const GRID_DIMS: usize = 4;
+/// The first width is chosen so the grid predicts at most this many pairs per point on the
+/// CPU (a bound costs a few nanoseconds per core there).
+pub(crate) const CPU_PAIRS_PER_POINT: f64 = 256.0;
+/// The same on the GPU, which bounds about 5e11 pairs per second (H100).
+pub(crate) const GPU_PAIRS_PER_POINT: f64 = 8192.0;
+/// Width growth between rounds that found nothing.
+const GROWTH: f64 = 1.25;
+/// Points sampled to predict a grid's pairs.
+const SAMPLE: usize = 8192;
+
+/// The first `K` DCT-II coefficients of every z-normalised subsequence.
+#[derive(Clone, Debug)]
+pub struct Projection {
+    /// Coefficients per subsequence `K`.
+    pub dims: usize,
+    /// Coordinates, dimension-major: `coords[f * N + i]` (0 for invalid subsequences).
+    pub coords: Vec<f32>,
+    /// Bound on `|coords - exact|` per coordinate.
+    pub coord_error: f64,
+}
+
+/// The orthonormal DCT-II vectors `f = 1..=k` of length `m`, row-major `[k][m]`.
+#[must_use]
+pub fn dct_basis(m: usize, k: usize) -> Vec<f64> {
+    let scale = (2.0 / m as f64).sqrt();
+    (1..=k)
+        .flat_map(|f| {
+            (0..m).map(move |t| {
+                scale * (std::f64::consts::PI * (t as f64 + 0.5) * f as f64 / m as f64).cos()
+            })
+        })
+        .collect()
+}
+
+/// `K` for subsequences of length `m`: at most [`PROJECTION_DIMS`], at most `m - 1`.
+#[must_use]
+pub fn projection_dims(m: usize) -> usize {
+    PROJECTION_DIMS.min(m.saturating_sub(1)).max(1)
+}
+
+impl Projection {
+    /// Projects every valid subsequence (in parallel; `N K m` multiply-adds).
+    #[must_use]
+    pub fn new(subs: &Subsequences<'_>) -> Self {
+        let (m, n) = (subs.m, subs.count());
+        let dims = projection_dims(m);
+        let basis = dct_basis(m, dims);
+        let mut rows = vec![0f32; n * dims];
+        rows.par_chunks_mut(dims).enumerate().for_each(|(i, out)| {
+            if !subs.valid[i] || subs.inv_std[i] == 0.0 {
+                return;
+            }
+            let (mu, s) = (subs.mean[i], subs.inv_std[i]);
+            let w = &subs.x[i..i + m];
+            for (f, o) in out.iter_mut().enumerate() {
+                let c = &basis[f * m..(f + 1) * m];
+                let acc: f64 = w.iter().zip(c).map(|(v, c)| (v - mu) * c).sum();
+                *o = (acc * s) as f32;
+            }
+        });
+        Self::from_rows(&rows, n, dims, m)
+    }
+
+    /// From point-major rows `[N][K]` (as [`Projection::new`] or a device computed them).
+    #[must_use]
+    pub fn from_rows(rows: &[f32], n: usize, dims: usize, m: usize) -> Self {
+        let mut coords = vec![0f32; n * dims];
+        for (i, r) in rows.chunks(dims).enumerate() {
+            for (f, &v) in r.iter().enumerate() {
+                coords[f * n + i] = v;
+            }
+        }
+        Self::from_coords(coords, dims, m)
+    }
+
+    /// From dimension-major coordinates `[K][N]`.
+    #[must_use]
+    pub fn from_coords(coords: Vec<f32>, dims: usize, m: usize) -> Self {
+        Self {
+            dims,
+            coords,
+            coord_error: (m as f64).sqrt() * f64::from(f32::EPSILON),
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.coords.len() / self.dims.max(1)
+    }
+
+    /// Coordinate `f` of subsequence `i`.
+    #[inline]
+    #[must_use]
+    pub fn at(&self, f: usize, i: usize) -> f32 {
+        self.coords[f * self.count() + i]
+    }
+
+    /// The radius the f32 bounds are compared against so that no pair at distance `<= limit`
+    /// is ever pruned: `limit (1 + 1e-5) + 8 sqrt(K) coord_error`.
+    #[must_use]
+    pub fn radius(&self, limit: f64) -> f64 {
+        limit * (1.0 + 1e-5) + 8.0 * (self.dims as f64).sqrt() * self.coord_error
+    }
+
+    /// `radius(limit)^2` as the f32 the kernels compare against (rounded up).
+    #[must_use]
+    pub fn radius2_f32(&self, limit: f64) -> f32 {
+        let r = self.radius(limit);
+        let r2 = r * r * (1.0 + 1e-6);
+        if r2 >= f64::from(f32::MAX) {
+            f32::INFINITY
+        } else {
+            r2 as f32
+        }
+    }
+}
+
+/// A grid over the first `d` coordinates of some points, with each cell's forward
+/// neighbours: the work list of one join round (shared by the CPU and GPU joins).
+#[derive(Clone, Debug, Default)]
+pub struct Grid {
+    /// Cell width (the radius of the round).
+    pub width: f64,
+    /// Point ids (subsequence starts) sorted by cell.
+    pub order: Vec<u32>,
+    /// `cell_start[c]..cell_start[c + 1]` indexes `order`; `len = cells + 1`.
+    pub cell_start: Vec<u32>,
+    /// `nb_start[c]..nb_start[c + 1]` indexes `nb_cell`: cell `c` itself first, then its
+    /// forward neighbours.
+    pub nb_start: Vec<u32>,
+    /// Neighbour cell ids.
+    pub nb_cell: Vec<u32>,
+    /// Pairs the round will bound.
+    pub pairs: u64,
+}
+
+type Key = [i32; GRID_DIMS];
+
+fn key_of(proj: &Projection, i: usize, d: usize, width: f64) -> Key {
+    let mut k = [0i32; GRID_DIMS];
+    for (f, slot) in k.iter_mut().enumerate().take(d) {
+        // |p| <= sqrt(m) and width >= the rounding slack, so the quotient fits an i32.
+        *slot = (f64::from(proj.at(f, i)) / width).floor().clamp(-2e9, 2e9) as i32;
+    }
+    k
+}
+
+/// The forward half of the `3^d - 1` neighbour offsets (first non-zero component `+1`).
+fn forward_offsets(d: usize) -> Vec<Key> {
+    let mut out = Vec::new();
+    let total = 3usize.pow(d as u32);
+    for code in 0..total {
+        let mut k = [0i32; GRID_DIMS];
+        let mut c = code;
+        for slot in k.iter_mut().take(d) {
+            *slot = (c % 3) as i32 - 1;
+            c /= 3;
+        }
+        if k.iter().find(|&&v| v != 0) == Some(&1) {
+            out.push(k);
+        }
+    }
+    out
+}
+
+fn add(a: &Key, b: &Key) -> Key {
+    let mut k = *a;
+    for (x, y) in k.iter_mut().zip(b) {
+        *x = x.saturating_add(*y);
+    }
+    k
+}
+
+/// Grid dimensions for a projection of `dims` coordinates.
+fn grid_dims(proj: &Projection) -> usize {
+    GRID_DIMS.min(proj.dims)
+}
+
+impl Grid {
+    /// Builds the grid of `points` at cell width `width` (a radius from
+    /// [`Projection::radius`], widened by `1e-9` so two coordinates within it always fall in
+    /// the same or adjacent cells).
+    #[must_use]
+    pub fn build(proj: &Projection, points: &[u32], width: f64) -> Self {
+        let d = grid_dims(proj);
+        let width = width * (1.0 + 1e-9);
+        let mut keyed: Vec<(Key, u32)> = points
+            .par_iter()
+            .map(|&p| (key_of(proj, p as usize, d, width), p))
+            .collect();
+        keyed.par_sort_unstable();
+        let mut cell_start = Vec::new();
+        let mut keys: Vec<Key> = Vec::new();
+        for (pos, (k, _)) in keyed.iter().enumerate() {
+            if keys.last() != Some(k) {
+                keys.push(*k);
+                cell_start.push(pos as u32);
+            }
+        }
+        cell_start.push(keyed.len() as u32);
+        let offsets = forward_offsets(d);
+        let lists: Vec<(u32, u32)> = keys
+            .par_iter()
+            .enumerate()
+            .flat_map_iter(|(c, k)| {
+                let keys = &keys;
+                std::iter::once((c as u32, c as u32)).chain(offsets.iter().filter_map(move |o| {
+                    let want = add(k, o);
+                    keys.binary_search(&want)
+                        .ok()
+                        .map(|nc| (c as u32, nc as u32))
+                }))
+            })
+            .collect();
+        let size = |c: u32| u64::from(cell_start[c as usize + 1] - cell_start[c as usize]);
+        let pairs = lists
+            .par_iter()
+            .map(|&(c, nc)| {
+                let own = size(c);
+                if c == nc {
+                    own * own.saturating_sub(1) / 2
+                } else {
+                    own * size(nc)
+                }
+            })
+            .sum();
+        let mut nb_start = Vec::with_capacity(keys.len() + 1);
+        let mut nb_cell = Vec::with_capacity(lists.len());
+        for (e, &(c, nc)) in lists.iter().enumerate() {
+            if c == nc {
+                nb_start.push(e as u32);
+            }
+            nb_cell.push(nc);
+        }
+        nb_start.push(nb_cell.len() as u32);
+        Self {
+            width,
+            order: keyed.into_iter().map(|(_, p)| p).collect(),
+            cell_start,
+            nb_start,
+            nb_cell,
+            pairs,
+        }
+    }
+
+    /// Cells in the grid.
+    #[must_use]
+    pub fn cells(&self) -> usize {
+        self.cell_start.len().saturating_sub(1)
+    }
+
+    /// The points' coordinates in grid order, point-major, zero-padded to
+    /// [`PROJECTION_DIMS`] (zeros add nothing to a bound).
+    #[must_use]
+    pub fn gather(&self, proj: &Projection) -> Vec<[f32; PROJECTION_DIMS]> {
+        let n = proj.count();
+        self.order
+            .par_iter()
+            .map(|&i| {
+                let mut row = [0f32; PROJECTION_DIMS];
+                for (f, v) in row.iter_mut().enumerate().take(proj.dims) {
+                    *v = proj.coords[f * n + i as usize];
+                }
+                row
+            })
+            .collect()
+    }
+}
+
+/// Predicts the pairs a grid of `width` would bound over `points` from an evenly spaced
+/// sample (scaled by the squared sampling ratio).
+fn predicted_pairs(proj: &Projection, points: &[u32], width: f64) -> f64 {
+    let step = (points.len() / SAMPLE).max(1);
+    let sample: Vec<u32> = points.iter().step_by(step).copied().collect();
+    let g = Grid::build(proj, &sample, width);
+    let ratio = points.len() as f64 / sample.len().max(1) as f64;
+    g.pairs as f64 * ratio * ratio
+}
+
+/// The first width: the largest of a geometric ladder whose grid predicts at most
+/// `pairs_per_point` pairs per point.
+pub(crate) fn initial_width(
+    proj: &Projection,
+    points: &[u32],
+    m: usize,
+    pairs_per_point: f64,
+) -> f64 {
+    let budget = pairs_per_point * points.len() as f64;
+    let mut w = 2.0 * (m as f64).sqrt();
+    // Steps of 2^(1/4): a grid's pairs grow about as w^3 here, so each step is a factor ~1.7.
+    let step = 2f64.powf(0.25);
+    while w > 1e-6 && predicted_pairs(proj, points, proj.radius(w)) > budget {
+        w /= step;
+    }
+    w
+}
+
+/// Pairs of two allowed constant subsequences (distance 0): the smallest `(i, j)` with
+/// `j - i > exclusion`.
+pub(crate) fn constant_pair(
+    subs: &Subsequences<'_>,
+    allowed: &[bool],
+    exclusion: usize,
+) -> Option<Motif> {
+    let constants: Vec<usize> = (0..subs.count())
+        .filter(|&i| allowed[i] && subs.valid[i] && subs.inv_std[i] == 0.0)
+        .collect();
+    constants.iter().find_map(|&i| {
+        let k = constants.partition_point(|&j| j <= i + exclusion);
+        constants.get(k).map(|&j| Motif {
+            i,
+            j,
+            distance: subs.distance(i, j),
+        })
+    })
+}
+
+/// What one join round found.
+#[derive(Clone, Copy, Debug, Default)]
+struct Round {
+    best: Option<Motif>,
+    bounds: u64,
+    distances: u64,
+    aborted: bool,
+}
+
+/// CPU projection join (see the module docs and [`PairSearch`]).
+#[derive(Debug)]
+pub struct ProjectionJoin<'s> {
+    subs: &'s Subsequences<'s>,
+    cfg: MotifConfig,
+    proj: Projection,
+}
+
+impl<'s> ProjectionJoin<'s> {
+    /// Projects every subsequence of `subs`.
+    #[must_use]
+    pub fn new(subs: &'s Subsequences<'s>, cfg: &MotifConfig) -> Self {
+        Self {
+            subs,
+            cfg: cfg.clone(),
+            proj: Projection::new(subs),
+        }
+    }
+
+    /// One round at width `w`: every pair of the grid bounded, survivors measured exactly.
+    /// `budget` caps the exact distances (auto mode hands over to the matrix profile).
+    fn round(&self, grid: &Grid, w: f64, seed: Option<Motif>, budget: u64) -> Round {
+        let (proj, subs, excl) = (&self.proj, self.subs, self.cfg.exclusion);
+        // Point-major coordinates in grid order: the inner loop reads contiguous memory.
+        let sorted = grid.gather(proj);
+        let constant: Vec<bool> = grid
+            .order
+            .iter()
+            .map(|&i| subs.inv_std[i as usize] == 0.0)
+            .collect();
+        let bsf = AtomicU64::new(seed.map_or(f64::INFINITY, |s| s.distance).min(w).to_bits());
+        let distances = AtomicU64::new(0);
+        let abort = AtomicBool::new(false);
+        let (best, bounds) = (0..grid.cells())
+            .into_par_iter()
+            .fold(
+                || (None::<Motif>, 0u64),
+                |(mut best, mut bounds), c| {
+                    if abort.load(Ordering::Relaxed) {
+                        return (best, bounds);
+                    }
+                    let cs = grid.cell_start[c] as usize..grid.cell_start[c + 1] as usize;
+                    let nbs =
+                        &grid.nb_cell[grid.nb_start[c] as usize..grid.nb_start[c + 1] as usize];
+                    for apos in cs {
+                        let a = grid.order[apos] as usize;
+                        let pa = &sorted[apos];
+                        let r2 = proj.radius2_f32(f64::from_bits(bsf.load(Ordering::Relaxed)));
+                        for (e, &nc) in nbs.iter().enumerate() {
+                            let from = if e == 0 {
+                                apos + 1
+                            } else {
+                                grid.cell_start[nc as usize] as usize
+                            };
+                            let to = grid.cell_start[nc as usize + 1] as usize;
+                            bounds += (to - from) as u64;
+                            for bpos in from..to {
+                                if exceeds(pa, &sorted[bpos], r2) {
+                                    continue;
+                                }
+                                let b = grid.order[bpos] as usize;
+                                if a.abs_diff(b) <= excl || (constant[apos] && constant[bpos]) {
+                                    continue;
+                                }
+                                if distances.fetch_add(1, Ordering::Relaxed) >= budget {
+                                    abort.store(true, Ordering::Relaxed);
+                                    return (best, bounds);
+                                }
+                                let m = Motif {
+                                    i: a.min(b),
+                                    j: a.max(b),
+                                    distance: subs.distance(a, b),
+                                };
+                                if m.distance <= w {
+                                    bsf.fetch_min(m.distance.to_bits(), Ordering::Relaxed);
+                                }
+                                // Beyond the width it is still an upper bound for the next round.
+                                best = Motif::best(best, Some(m));
+                            }
+                        }
+                    }
+                    (best, bounds)
+                },
+            )
+            .reduce(|| (None, 0), |(a, x), (b, y)| (Motif::best(a, b), x + y));
+        Round {
+            best,
+            bounds,
+            distances: distances.load(Ordering::Relaxed),
+            aborted: abort.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Whether the f32 squared bound between `a` and `b` exceeds `r2`, checked every 4
+/// coordinates so most pairs leave after the first four.
+#[inline]
+fn exceeds(a: &[f32; PROJECTION_DIMS], b: &[f32; PROJECTION_DIMS], r2: f32) -> bool {
+    let mut s = [0f32; 4];
+    for q in 0..PROJECTION_DIMS / 4 {
+        for l in 0..4 {
+            let d = a[4 * q + l] - b[4 * q + l];
+            s[l] += d * d;
+        }
+        // Any order of the partial sums is within the radius' slack (1e-5 relative).
+        if (s[0] + s[1]) + (s[2] + s[3]) > r2 {
+            return true;
+        }
+    }
+    false
+}
+
+/// The points a search joins: valid and allowed.
+pub(crate) fn join_points(subs: &Subsequences<'_>, allowed: &[bool]) -> Vec<u32> {
+    (0..subs.count())
+        .filter(|&i| allowed[i] && subs.valid[i])
+        .map(|i| i as u32)
+        .collect()
+}
+
+/// The next width after a round at `w` that found `best` (`None`: done, `best` is exact).
+/// A pair found beyond the width is an upper bound: searching up to it ends the search.
+pub(crate) fn next_width(w: f64, best: Option<Motif>, max_distance: f64) -> Option<f64> {
+    match best {
+        Some(b) if b.distance <= w => None,
+        Some(b) => Some(b.distance.max(w * 1.000_001)),
+        None if w > max_distance => None,
+        None => Some(w * GROWTH),
+    }
+}
+
+/// Exact distances a round may measure before auto mode prefers the matrix profile: the
+/// matrix profile costs about one exact distance per `m` of its cells.
+pub(crate) fn distance_budget(pairs: u64, m: usize, method: MethodChoice) -> u64 {
+    if method == MethodChoice::Auto {
+        (pairs / (4 * m as u64).max(1)).max(1 << 20)
+    } else {
+        u64::MAX
+    }
+}
+
+impl PairSearch for ProjectionJoin<'_> {
+    fn best_pair(
+        &mut self,
+        allowed: &[bool],
+    ) -> Result<(Option<Motif>, Method, SearchStats), MotifError> {
+        let started = std::time::Instant::now();
+        let subs = self.subs;
+        let pairs = valid_pairs(allowed, self.cfg.exclusion);
+        let points = join_points(subs, allowed);
+        let constant = constant_pair(subs, allowed, self.cfg.exclusion);
+        let max_distance = 2.0 * (subs.m as f64).sqrt();
+        let budget = distance_budget(pairs, subs.m, self.cfg.method);
+        let mut stats = SearchStats {
+            pairs,
+            ..SearchStats::default()
+        };
+        let mut w = initial_width(&self.proj, &points, subs.m, CPU_PAIRS_PER_POINT);
+        let best = loop {
+            let built = std::time::Instant::now();
+            let grid = Grid::build(&self.proj, &points, self.proj.radius(w));
+            let build_ms = built.elapsed().as_secs_f64() * 1e3;
+            if self.cfg.method == MethodChoice::Auto && grid.pairs > pairs / 2 {
+                return self.fallback(allowed, stats, started);
+            }
+            let r = self.round(&grid, w, constant, budget);
+            tracing::debug!(
+                width = w,
+                build_ms,
+                cells = grid.cells(),
+                pairs = grid.pairs,
+                distances = r.distances,
+                best = r.best.map_or(f64::NAN, |b| b.distance),
+                "projection join round"
+            );
+            stats.lower_bounds += r.bounds;
+            stats.distances += r.distances;
+            if r.aborted {
+                return self.fallback(allowed, stats, started);
+            }
+            let best = Motif::best(r.best, constant);
+            match next_width(w, best, max_distance) {
+                None => break best,
+                Some(next) => w = next,
+            }
+        };
+        stats.seconds = started.elapsed().as_secs_f64();
+        Ok((best, Method::ProjectionJoin, stats))
+    }
+}
+
+impl ProjectionJoin<'_> {
+    fn fallback(
+        &self,
+        allowed: &[bool],
+        mut stats: SearchStats,
+        started: std::time::Instant,
+    ) -> Result<(Option<Motif>, Method, SearchStats), MotifError> {
+        tracing::info!(
+            "Projection bounds are weak on this series; switching to the matrix profile."
+        );
+        let (best, method, s) =
+            MatrixProfile::new(self.subs, self.cfg.exclusion).best_pair(allowed)?;
+        stats.distances += s.distances;
+        stats.seconds = started.elapsed().as_secs_f64();
+        Ok((best, method, stats))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dct_basis_is_orthonormal_and_orthogonal_to_constants() {
+        for m in [2usize, 7, 100, 257] {
+            let k = projection_dims(m);
+            let b = dct_basis(m, k);
+            for f in 0..k {
+                let row = &b[f * m..(f + 1) * m];
+                assert!(row.iter().sum::<f64>().abs() < 1e-9, "m {m} f {f}");
+                for g in 0..k {
+                    let dot: f64 = row
+                        .iter()
+                        .zip(&b[g * m..(g + 1) * m])
+                        .map(|(a, b)| a * b)
+                        .sum();
+                    let want = if f == g { 1.0 } else { 0.0 };
+                    assert!((dot - want).abs() < 1e-12, "m {m} f {f} g {g}: {dot}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn projected_distance_lower_bounds_the_true_one() {
+        let x = crate::synth::random_walk(3000, 5);
+        let subs = Subsequences::new(&x, 40);
+        let p = Projection::new(&subs);
+        for (i, j) in [(0usize, 500usize), (10, 11), (7, 2900), (1234, 1240)] {
+            let lb2: f64 = (0..p.dims)
+                .map(|f| f64::from(p.at(f, i) - p.at(f, j)).powi(2))
+                .sum();
+            let d = subs.distance(i, j);
+            assert!(
+                lb2.sqrt() <= p.radius(d),
+                "({i}, {j}): {} > {d}",
+                lb2.sqrt()
+            );
+        }
+    }
+
+    #[test]
+    fn grid_neighbours_cover_every_close_pair() {
+        let x = crate::synth::random_walk(2000, 9);
+        let subs = Subsequences::new(&x, 30);
+        let p = Projection::new(&subs);
+        let points: Vec<u32> = (0..subs.count() as u32).collect();
+        let w = 1.5;
+        let g = Grid::build(&p, &points, p.radius(w));
+        let mut cell_of = vec![0u32; subs.count()];
+        for c in 0..g.cells() {
+            for pos in g.cell_start[c]..g.cell_start[c + 1] {
+                cell_of[g.order[pos as usize] as usize] = c as u32;
+            }
+        }
+        let listed = |a: u32, b: u32| {
+            let l =
+                &g.nb_cell[g.nb_start[a as usize] as usize..g.nb_start[a as usize + 1] as usize];
+            l.contains(&b)
+        };
+        let mut close = 0;
+        for i in (0..subs.count()).step_by(7) {
+            for j in (i + 8..subs.count()).step_by(3) {
+                if subs.distance(i, j) <= w {
+                    close += 1;
+                    let (a, b) = (cell_of[i], cell_of[j]);
+                    assert!(listed(a, b) || listed(b, a), "pair ({i}, {j}) not covered");
+                }
+            }
+        }
+        assert!(close > 0, "the test needs some close pairs");
+    }
+}
