@@ -37,6 +37,13 @@ pub struct EpisodesArgs {
     /// The real session (NWB) benchmarked beside Sym26.
     #[arg(long, default_value = "fixtures/spikes/A2929-200711/A2929-200711.nwb")]
     fixture: PathBuf,
+    /// Only the multi-GPU scaling (two-pass, all levels, 1 GPU against all): one line per
+    /// exact algorithm and MTPE threads-per-slot setting of `--scaling-sweep`, no CPU columns.
+    #[arg(long)]
+    scaling: bool,
+    /// MTPE threads per resident slot to sweep with `--scaling` (default: the built-in one).
+    #[arg(long, value_delimiter = ',')]
+    scaling_sweep: Option<Vec<u64>>,
 }
 
 /// The Sym26 benchmark settings: four 2 ms-wide intervals (two of them hold the embedded
@@ -138,6 +145,10 @@ pub fn episodes(args: &EpisodesArgs) -> Result<()> {
                 mea64_config(),
             ),
         };
+        if args.scaling {
+            scaling_table(&stream, &config, repeat, args)?;
+            continue;
+        }
         cpu_table(&name, &stream, &config, repeat)?;
         if args.device != BenchDevice::Cpu {
             gpu_table(&stream, &config, repeat, args.gpus.as_deref())?;
@@ -244,6 +255,88 @@ fn time_median(repeat: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> 
 /// hybrid choice (and which kernel it picked) and two-pass = PreElim + hybrid on the survivors
 /// (wall time of the counter calls: candidate upload, kernels, readback); the two-pass kernel
 /// time from CUDA events; speedups. Every GPU count is checked against the CPU first.
+/// `--scaling`: two-pass counting of every level (candidates and survivors from the CPU
+/// reference mining) on the first GPU alone and on all, per exact algorithm and MTPE
+/// threads-per-slot setting, side by side; every GPU count is checked against the CPU first.
+fn scaling_table(
+    stream: &EventStream,
+    config: &MinerConfig,
+    repeat: usize,
+    args: &EpisodesArgs,
+) -> Result<()> {
+    let cpu = CpuCounter::new(stream);
+    let reference = mine_with(stream, config, &cpu, &NoProgress)?;
+    let found = synfire::device::probe().map_err(|e| anyhow::anyhow!("`--scaling`: {e}"))?;
+    let ordinals: Vec<usize> = args
+        .gpus
+        .clone()
+        .unwrap_or_else(|| found.iter().map(|d| d.ordinal).collect());
+    anyhow::ensure!(ordinals.len() > 1, "`--scaling` needs at least two GPUs");
+    let passes: Vec<(Vec<Episode>, Vec<Episode>, Vec<u64>)> =
+        level_candidates(stream, config, &reference)
+            .into_iter()
+            .map(|cands| -> Result<_> {
+                let pre = cpu.count(CountKind::PreElim, &cands)?;
+                let survivors: Vec<Episode> = cands
+                    .iter()
+                    .zip(&pre)
+                    .filter(|(_, c)| **c >= reference.min_count)
+                    .map(|(e, _)| e.clone())
+                    .collect();
+                let exact = cpu.count(CountKind::Exact, &survivors)?;
+                Ok((cands, survivors, exact))
+            })
+            .collect::<Result<_>>()?;
+    let single = GpuCounter::new(stream, &config.intervals, &ordinals[..1])?;
+    let all = GpuCounter::new(stream, &config.intervals, &ordinals)?;
+    println!(
+        "multi-GPU scaling, two-pass, all levels ({} levels), 1 GPU against {}; median of {repeat}",
+        passes.len(),
+        ordinals.len()
+    );
+    println!(
+        "{:>8} {:>6} {:>10} {:>10} {:>8}",
+        "exact", "mtpe_k", "1 GPU s", "all s", "scaling"
+    );
+    let sweep = args
+        .scaling_sweep
+        .clone()
+        .unwrap_or_else(|| vec![synfire::episode::gpu::MTPE_THREADS_PER_SLOT]);
+    for algorithm in [
+        ExactAlgorithm::Hybrid,
+        ExactAlgorithm::Ptpe,
+        ExactAlgorithm::Mtpe,
+    ] {
+        for &k in &sweep {
+            let mut times = [0.0f64; 2];
+            for (slot, c) in [&single, &all].into_iter().enumerate() {
+                c.set_exact_algorithm(algorithm);
+                c.set_mtpe_threads_per_slot(k);
+                for (cands, survivors, exact) in &passes {
+                    anyhow::ensure!(
+                        &c.count(CountKind::Exact, survivors)? == exact,
+                        "GPU {algorithm:?} (k = {k}) != CPU"
+                    );
+                    times[slot] += time_median(repeat, || {
+                        c.count(CountKind::PreElim, cands)?;
+                        c.count(CountKind::Exact, survivors)?;
+                        Ok(())
+                    })?;
+                }
+            }
+            println!(
+                "{:>8} {:>6} {:>10.4} {:>10.4} {:>7.2}x",
+                format!("{algorithm:?}").to_lowercase(),
+                k,
+                times[0],
+                times[1],
+                times[0] / times[1]
+            );
+        }
+    }
+    Ok(())
+}
+
 fn gpu_table(
     stream: &EventStream,
     config: &MinerConfig,

@@ -163,6 +163,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// # Errors
 /// Unreadable ECG, a GPU failure, or a result that differs from the reference (`--verify`).
 pub fn bench(args: &BenchMotifArgs) -> Result<()> {
+    anyhow::ensure!(args.repeat >= 1, "`--repeat` must be at least 1");
+    anyhow::ensure!(
+        (8..=31).contains(&args.log2_n),
+        "`--log2-n` must be between 8 and 31 (got {})",
+        args.log2_n
+    );
     let walk = synfire::synth::random_walk(1usize << args.log2_n, 2026);
     let ecg = synfire::series::read_series(&args.ecg)
         .with_context(|| format!("reading `{}`", args.ecg))?;

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
 
 use parking_lot::Mutex;
 use rayon::prelude::*;
@@ -46,8 +46,9 @@ pub struct GpuStats {
 }
 
 /// MTPE aims at this many threads per resident PTPE thread slot (several waves keep every
-/// multiprocessor busy while the slowest segments finish).
-const MTPE_THREADS_PER_SLOT: u64 = 4;
+/// multiprocessor busy while the slowest segments finish); [`GpuCounter::set_mtpe_threads_per_slot`]
+/// changes it.
+pub const MTPE_THREADS_PER_SLOT: u64 = 4;
 /// Segments hold at least this many of the stream's events (R is capped accordingly).
 const MIN_SEGMENT_EVENTS: usize = 512;
 /// At most this many segments.
@@ -60,6 +61,7 @@ pub struct GpuCounter {
     intervals: Vec<Interval>,
     algorithm: Mutex<ExactAlgorithm>,
     forced_segments: Mutex<Option<Arc<[f64]>>>,
+    mtpe_threads_per_slot: AtomicU64,
     /// Per worker: the calibration of its device model, if one was found.
     calibrations: Vec<Option<Calibration>>,
     /// Segment boundaries for R = 1, 2, 4, … (index log2 R).
@@ -125,6 +127,7 @@ impl GpuCounter {
             intervals: intervals.to_vec(),
             algorithm: Mutex::new(ExactAlgorithm::Hybrid),
             forced_segments: Mutex::new(None),
+            mtpe_threads_per_slot: AtomicU64::new(MTPE_THREADS_PER_SLOT),
             calibrations,
             segment_sets: Vec::new(),
             failed: AtomicBool::new(false),
@@ -210,6 +213,13 @@ impl GpuCounter {
         *self.forced_segments.lock() = segments.map(|s| Arc::from(s.bounds()));
     }
 
+    /// MTPE's target threads per resident slot (default [`MTPE_THREADS_PER_SLOT`], at least
+    /// 1): more segments hide latency, fewer cost less per segment. For `synfire bench`.
+    pub fn set_mtpe_threads_per_slot(&self, threads: u64) {
+        self.mtpe_threads_per_slot
+            .store(threads.max(1), AtomicOrdering::Relaxed);
+    }
+
     /// Uses `calibration` for every device (instead of the stored per-model files).
     pub fn set_calibration(&mut self, calibration: &Calibration) {
         for c in &mut self.calibrations {
@@ -257,7 +267,8 @@ impl GpuCounter {
         if let Some(forced) = self.forced_segments.lock().as_ref() {
             return forced.clone();
         }
-        let slots = self.workers[w].ptpe_resident_threads(nodes).max(1) * MTPE_THREADS_PER_SLOT;
+        let slots = self.workers[w].ptpe_resident_threads(nodes).max(1)
+            * self.mtpe_threads_per_slot.load(AtomicOrdering::Relaxed);
         let want = slots.div_ceil(share.max(1) as u64).next_power_of_two();
         let log = (want.trailing_zeros() as usize).min(self.segment_sets.len() - 1);
         self.segment_sets[log].clone()
@@ -308,6 +319,11 @@ impl GpuCounter {
                 .cmp(y.types())
                 .then_with(|| interval_bits(x).cmp(interval_bits(y)))
         });
+        // Each GPU gets every w-th chunk of the sorted order, not a contiguous half: the cost of a
+        // candidate depends on its types' event counts, so contiguous halves of a type-sorted
+        // batch are unbalanced (the slower GPU sets the wall time). Chunks keep warps coherent.
+        let w = self.workers.len();
+        let shares = interleave(&mut order, w, INTERLEAVE_CHUNK);
         let mut batch = CandidateBatch {
             nodes: n,
             types: Vec::with_capacity(candidates.len() * n),
@@ -327,14 +343,14 @@ impl GpuCounter {
         }
         let batch = Arc::new(batch);
         let m = candidates.len();
-        let w = self.workers.len();
-        // Worker i takes candidates [i·m/w, (i+1)·m/w): an even split, all submitted before any
-        // is awaited so the GPUs count concurrently.
+        // Worker i takes its interleaved share, a contiguous range of the batch; all are
+        // submitted before any is awaited so the GPUs count concurrently.
         let tickets: Vec<_> = self
             .workers
             .iter()
             .enumerate()
-            .map(|(i, worker)| (i, worker, (i * m / w)..((i + 1) * m / w)))
+            .zip(shares)
+            .map(|((i, worker), r)| (i, worker, r))
             .filter(|(_, _, r)| !r.is_empty())
             .map(|(i, worker, r)| {
                 let kernel = self.kernel_for(kind, i, n, r.len());
@@ -361,6 +377,28 @@ impl GpuCounter {
         }
         Ok((counts, ms))
     }
+}
+
+/// Candidates per chunk when a sorted batch is dealt out to several GPUs.
+const INTERLEAVE_CHUNK: usize = 256;
+
+/// Deals `order` out to `w` workers in chunks of `chunk`, round robin, and regroups it so each
+/// worker's chunks are contiguous; returns each worker's range of the regrouped order. Shares
+/// differ by at most one chunk.
+fn interleave(order: &mut Vec<usize>, w: usize, chunk: usize) -> Vec<std::ops::Range<usize>> {
+    let w = w.max(1);
+    let chunk = chunk.max(1);
+    let mut out = Vec::with_capacity(order.len());
+    let mut ranges = Vec::with_capacity(w);
+    for i in 0..w {
+        let start = out.len();
+        for c in order.chunks(chunk).skip(i).step_by(w) {
+            out.extend_from_slice(c);
+        }
+        ranges.push(start..out.len());
+    }
+    *order = out;
+    ranges
 }
 
 /// The interval bounds of `e` as bit patterns (a total order for sorting batches).
@@ -559,5 +597,45 @@ pub fn select_gpu(
             Ok(None)
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interleave;
+
+    #[test]
+    fn interleave_deals_chunks_round_robin_and_keeps_a_permutation() {
+        for (n, w, chunk) in [
+            (0usize, 2usize, 4usize),
+            (10, 1, 3),
+            (1000, 2, 256),
+            (1001, 3, 7),
+        ] {
+            let mut order: Vec<usize> = (0..n).rev().collect();
+            let before = order.clone();
+            let ranges = interleave(&mut order, w, chunk);
+            assert_eq!(ranges.len(), w);
+            assert_eq!(ranges.first().map_or(0, |r| r.start), 0);
+            assert_eq!(ranges.last().map_or(0, |r| r.end), n);
+            for pair in ranges.windows(2) {
+                assert_eq!(pair[0].end, pair[1].start);
+            }
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..n).collect::<Vec<_>>());
+            // Worker i's first chunk is chunk i of the original order.
+            for (i, r) in ranges.iter().enumerate() {
+                if !r.is_empty() {
+                    assert_eq!(order[r.start], before[i * chunk]);
+                }
+            }
+            let sizes: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
+            let (lo, hi) = (
+                sizes.iter().min().copied().unwrap_or(0),
+                sizes.iter().max().copied().unwrap_or(0),
+            );
+            assert!(hi - lo <= chunk, "{sizes:?}");
+        }
     }
 }
