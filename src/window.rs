@@ -105,13 +105,15 @@ impl Common {
         }
     }
 
-    /// A window closed now, counted in the windows metric.
+    /// A window closed at `closed_at` (before its data was gathered), counted in the windows
+    /// metric.
     fn close(
         &self,
         index: u64,
         (start_s, end_s): (f64, f64),
         complete: bool,
         dropped: u64,
+        closed_at: Instant,
         data: WindowData,
     ) -> Window {
         self.metrics.windows.increment(1);
@@ -125,7 +127,7 @@ impl Common {
             preview: false,
             late: self.late,
             dropped,
-            closed_at: Instant::now(),
+            closed_at,
             data,
         }
     }
@@ -337,6 +339,7 @@ impl SpikeWindower {
         dropped: u64,
         out: &mut Vec<Window>,
     ) {
+        let closed_at = Instant::now();
         let (start, end) = (self.start(k), self.end(k));
         let mut times = Vec::new();
         let mut units = Vec::new();
@@ -354,6 +357,7 @@ impl SpikeWindower {
                 (start, end),
                 complete,
                 dropped,
+                closed_at,
                 WindowData::Spikes {
                     times,
                     units,
@@ -522,6 +526,7 @@ impl SensorWindower {
     }
 
     fn emit(&mut self, complete: bool, dropped: u64, out: &mut Vec<Window>) {
+        let closed_at = Instant::now();
         let Some((ch, rate)) = self.shape else {
             return;
         };
@@ -542,6 +547,7 @@ impl SensorWindower {
                 (start_s, end_s),
                 complete,
                 dropped,
+                closed_at,
                 WindowData::Samples {
                     start_sample: start,
                     channels: ch,

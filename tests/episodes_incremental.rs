@@ -1,7 +1,7 @@
 //! Incremental level-2 counting across sliding windows (`episode::incremental`) against the
 //! counters it must equal: the chains' lengths against the exact counter (Algorithm 1), chains
 //! updated from an earlier window against chains from scratch, and whole per-window mining
-//! through `PairChains` against offline mining of each window — on random streams with equal
+//! through `ChainCache` against offline mining of each window — on random streams with equal
 //! times and events on window boundaries, and on random sequences of windows (sliding, hop
 //! longer than the window, jumps back, restarts, windows whose overlap holds different events,
 //! previews of open windows).
@@ -13,8 +13,8 @@ use synfire::episode::incremental::{
     episode_chain, pair_chain, update_episode_chain, update_pair_chain,
 };
 use synfire::episode::{
-    DeviceChoice, Episode, GpuSettings, Interval, MinerConfig, MiningResult, NoProgress,
-    PairChains, Threshold, TypeIndex, count_exact, count_preelim, mine, mine_with,
+    ChainCache, DeviceChoice, Episode, GpuSettings, Interval, MinerConfig, MiningResult,
+    NoProgress, Threshold, TypeIndex, count_exact, count_preelim, mine, mine_with,
 };
 use synfire::event::{Alphabet, EventStream, EventType, Ordering};
 use synfire::report::MineReport;
@@ -85,7 +85,7 @@ fn config(min_count: u64, n_iv: usize, max_level: usize) -> MinerConfig {
 
 /// Mines `stream` through the cache and checks the result against offline mining.
 fn mine_both(
-    cache: &mut PairChains,
+    cache: &mut ChainCache,
     stream: &EventStream,
     config: &MinerConfig,
 ) -> Result<u64, TestCaseError> {
@@ -238,7 +238,7 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
-    /// Mining a random sequence of windows through one `PairChains` gives, for every window,
+    /// Mining a random sequence of windows through one `ChainCache` gives, for every window,
     /// exactly offline mining's result: sliding windows (hop shorter, equal or longer than the
     /// window), jumps, empty windows (skipped, as the windower skips them), and windows of a
     /// perturbed stream whose overlap with the previous window differs.
@@ -261,7 +261,7 @@ proptest! {
         perturbed.extend(extra);
         perturbed.sort_unstable();
         let config = config(min_count, n_iv, max_level);
-        let mut cache = PairChains::new();
+        let mut cache = ChainCache::new();
         let (mut s, mut len) = (start, length);
         for step in steps {
             let source = match step {
@@ -404,7 +404,7 @@ fn sliding_windows_reuse_every_chain_and_equal_offline() {
     ];
     let mut config = MinerConfig::new(intervals, Threshold::PerSecond(6.0));
     config.max_level = 5;
-    let mut cache = PairChains::new();
+    let mut cache = ChainCache::new();
     let mut windows = 0;
     let mut longer_reused = 0;
     for k in 0..30 {
@@ -442,7 +442,7 @@ fn a_different_stream_on_the_same_interval_is_not_reused() {
         Threshold::PerSecond(2.0),
     );
     config.max_level = 4;
-    let mut cache = PairChains::new();
+    let mut cache = ChainCache::new();
     let silenced = {
         let w = a.window(1.0, 21.0).unwrap();
         let keep: Vec<(f64, &str)> = w
@@ -498,7 +498,7 @@ fn dropped_counter_leaves_an_empty_cache() {
     )
     .unwrap();
     let config = config(1, 2, 3);
-    let mut cache = PairChains::new();
+    let mut cache = ChainCache::new();
     let c = cache.counter(&s);
     mine_with(&s, &config, &c, &NoProgress).unwrap();
     c.finish();

@@ -431,14 +431,14 @@ struct Snapshot {
 /// The chains of the last window mined through it (every candidate of two or more nodes it
 /// counted), for mining the next, overlapping window incrementally (see the module
 /// documentation). Owned by whoever mines consecutive
-/// windows (the pipeline's episode stage); [`PairChains::counter`] gives the counter for one
+/// windows (the pipeline's episode stage); [`ChainCache::counter`] gives the counter for one
 /// window.
 #[derive(Debug, Default)]
-pub struct PairChains {
+pub struct ChainCache {
     last: Option<Snapshot>,
 }
 
-impl PairChains {
+impl ChainCache {
     /// An empty cache: the first window is counted from scratch.
     #[must_use]
     pub fn new() -> Self {
@@ -513,7 +513,7 @@ fn agree_on(old: &[f64], new: &[f64], lo: f64, hi: f64) -> bool {
 }
 
 /// A [`Counter`] for one window that counts candidates of two or more nodes incrementally from
-/// the previous window's chains ([`PairChains`]), exact counts and PreElim alike, and level 1
+/// the previous window's chains ([`ChainCache`]), exact counts and PreElim alike, and level 1
 /// with [`CpuCounter`]. Counts equal [`CpuCounter`]'s on every candidate (the module
 /// documentation gives the argument).
 pub struct IncrementalCounter<'c> {
@@ -528,7 +528,7 @@ pub struct IncrementalCounter<'c> {
     previous: Mutex<HashMap<ChainKey, Vec<f64>>>,
     current: Mutex<HashMap<ChainKey, Vec<f64>>>,
     reused: AtomicU64,
-    cache: &'c mut PairChains,
+    cache: &'c mut ChainCache,
 }
 
 impl std::fmt::Debug for IncrementalCounter<'_> {

@@ -29,7 +29,7 @@ pub mod mtpe;
 pub use count::{TypeIndex, count_exact, count_pair, count_preelim};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
 pub use gpu::{DeviceChoice, GpuCounter, GpuSettings, GpuStats, select_counter, select_gpu};
-pub use incremental::{IncrementalCounter, PairChains};
+pub use incremental::{ChainCache, IncrementalCounter};
 pub use miner::{
     FrequentEpisode, LevelStats, MineError, MinerConfig, MiningResult, NoProgress, Progress,
     Strategy, SupportPer, Threshold, mine, mine_with,

@@ -8,21 +8,21 @@
 //! windows only upload their events. A device failure switches the stage to the CPU with one
 //! warning (`device = "auto"`) or fails the window (`device = "gpu"`).
 //!
-//! On the CPU, level 2 (every ordered pair of frequent units × every interval, most of a
-//! window's work) is counted incrementally from the previous window's chains of occurrence ends
-//! ([`PairChains`]): a window one hop later recounts only its first occurrences and the events
-//! of the last hop, with counts exactly equal to counting the window from scratch (the argument
-//! is in [`crate::episode::incremental`]); windows that do not overlap as expected are counted
-//! from scratch. The stage asks for previews of open windows and mines levels 1–2 of each
-//! (with the preview's own threshold, results discarded) only to warm those chains, so the
-//! first window of a stream, or the first after a restart or a gap, is not counted from
+//! On the CPU, every level from 2 on (level 2, every ordered pair of frequent units × every
+//! interval, is most of a window's work) is counted incrementally from the previous window's
+//! chains of occurrence ends ([`ChainCache`]): a window one hop later recounts only its first
+//! occurrences and the events of the last hop, with counts exactly equal to counting the window
+//! from scratch (the argument is in [`crate::episode::incremental`]); windows that do not
+//! overlap as expected are counted from scratch. The stage asks for previews of open windows
+//! and mines each (with the preview's own threshold, results discarded) only to warm the
+//! chains, so the first window of a stream (or of a restarted publisher) is not counted from
 //! scratch either.
 
 use serde_json::{Map, Value};
 
 use super::{Stage, StageError, StreamKind};
 use crate::episode::{
-    Counter, DeviceChoice, GpuCounter, GpuSettings, MinerConfig, NoProgress, PairChains, mine_with,
+    ChainCache, Counter, DeviceChoice, GpuCounter, GpuSettings, MinerConfig, NoProgress, mine_with,
     select_gpu,
 };
 use crate::event::EventStream;
@@ -35,8 +35,8 @@ pub struct EpisodeStage {
     device: DeviceChoice,
     settings: GpuSettings,
     gpu: Option<GpuCounter>,
-    /// The previous window's level-2 chains (CPU counting only).
-    pairs: PairChains,
+    /// The previous window's (or preview's) chains of occurrence ends (CPU counting only).
+    chains: ChainCache,
 }
 
 impl std::fmt::Debug for EpisodeStage {
@@ -67,7 +67,7 @@ impl EpisodeStage {
             device,
             settings,
             gpu: None,
-            pairs: PairChains::new(),
+            chains: ChainCache::new(),
         };
         if device != DeviceChoice::Cpu {
             // Start the device threads (contexts, NVRTC modules) now, on a one-event stream,
@@ -97,13 +97,14 @@ impl Stage for EpisodeStage {
         StreamKind::Spikes
     }
 
-    /// On the CPU, where previews warm the level-2 chains.
+    /// On the CPU, where previews warm the chains.
     fn wants_previews(&self) -> bool {
         self.gpu.is_none() && self.config.max_level >= 2
     }
 
-    /// Mines levels 1–2 of the open window's events so far, keeping only the level-2 chains
-    /// for the window's close. Nothing is reported; a failure just leaves the cache empty.
+    /// Mines the open window's events so far (with their own threshold) through the chain
+    /// cache and keeps only the chains, for the window's close. Nothing is reported; a failure
+    /// just leaves the cache empty.
     fn preview(&mut self, window: &Window) {
         if !self.wants_previews() {
             return;
@@ -111,10 +112,8 @@ impl Stage for EpisodeStage {
         let Ok(stream) = window_stream(window) else {
             return;
         };
-        let mut config = self.config.clone();
-        config.max_level = 2;
-        let counter = self.pairs.counter(&stream);
-        if mine_with(&stream, &config, &counter, &NoProgress).is_ok() {
+        let counter = self.chains.counter(&stream);
+        if mine_with(&stream, &self.config, &counter, &NoProgress).is_ok() {
             counter.finish();
         }
     }
@@ -126,7 +125,7 @@ impl Stage for EpisodeStage {
         let counter: &dyn Counter = if let Some(g) = &self.gpu {
             g
         } else {
-            incremental.insert(self.pairs.counter(&stream))
+            incremental.insert(self.chains.counter(&stream))
         };
         let device = counter.name().to_owned();
         let result = mine_with(&stream, &self.config, counter, &NoProgress)?;
