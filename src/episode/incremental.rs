@@ -430,9 +430,8 @@ struct Snapshot {
 
 /// The chains of the last window mined through it (every candidate of two or more nodes it
 /// counted), for mining the next, overlapping window incrementally (see the module
-/// documentation). Owned by whoever mines consecutive
-/// windows (the pipeline's episode stage); [`ChainCache::counter`] gives the counter for one
-/// window.
+/// documentation). Owned by whoever mines consecutive windows (the pipeline's episode stage);
+/// [`ChainCache::counter`] gives the counter for one window.
 #[derive(Debug, Default)]
 pub struct ChainCache {
     last: Option<Snapshot>,

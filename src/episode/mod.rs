@@ -7,8 +7,8 @@
 //! * [`mtpe`]: MTPE (segments, free machines, exact tuple merge), the CPU reference of the
 //!   GPU's MTPE kernels;
 //! * [`hybrid`]: the PTPE/MTPE choice by Eq. 3 and its per-device calibration;
-//! * [`incremental`]: level-2 counts of a sliding window from the previous window's chains
-//!   of occurrence ends (exactly the counts from scratch);
+//! * [`incremental`]: counts of a sliding window's candidates from the previous window's
+//!   chains of occurrence ends (exactly the counts from scratch);
 //! * [`candidates`]: level-wise candidate generation;
 //! * [`miner`]: the level-wise miner, one-pass or two-pass (Algorithm 4).
 //!
