@@ -352,21 +352,33 @@ impl EventStream {
     pub fn from_labelled<'a>(
         events: impl IntoIterator<Item = (f64, &'a str)>,
     ) -> Result<Self, EventError> {
-        let events: Vec<(f64, &str)> = events.into_iter().collect();
-        let mut labels: Vec<&str> = events.iter().map(|&(_, l)| l).collect();
-        labels.sort_unstable_by(|a, b| canonical_label_order(a, b));
-        labels.dedup();
-        let ids: HashMap<&str, u32> = labels
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| (l, i as u32))
-            .collect();
+        // Intern the labels in arrival order, then rank the distinct ones canonically: the
+        // (costly) canonical comparison runs on the distinct labels only, not on every event.
+        let mut ids: HashMap<&str, u32> = HashMap::new();
+        let mut labels: Vec<&str> = Vec::new();
         let mut typed: Vec<(f64, EventType)> = events
-            .iter()
-            .map(|&(t, l)| (t, EventType(ids[l])))
+            .into_iter()
+            .map(|(t, l)| {
+                let id = *ids.entry(l).or_insert_with(|| {
+                    labels.push(l);
+                    (labels.len() - 1) as u32
+                });
+                (t, EventType(id))
+            })
             .collect();
+        let mut order: Vec<u32> = (0..labels.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| {
+            canonical_label_order(labels[a as usize], labels[b as usize])
+        });
+        let mut rank = vec![0u32; labels.len()];
+        for (r, &o) in order.iter().enumerate() {
+            rank[o as usize] = r as u32;
+        }
+        for e in &mut typed {
+            e.1 = EventType(rank[e.1.index()]);
+        }
         typed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.0.cmp(&b.1.0)));
-        let alphabet = Alphabet::from_labels(labels)?;
+        let alphabet = Alphabet::from_labels(order.iter().map(|&o| labels[o as usize]))?;
         let (times, types) = typed.into_iter().unzip();
         Self::new(times, types, alphabet, Ordering::RequireSorted)
     }

@@ -59,6 +59,11 @@ pub struct Window {
     /// False when emitted at the end of the input or at a restart before the watermark
     /// passed its end.
     pub complete: bool,
+    /// True for a **preview**: a window still open, holding the events received so far, sent
+    /// only to stages that asked for previews ([`crate::stage::Stage::wants_previews`]) so
+    /// they can prepare for its close. Previews produce no result and are not counted in the
+    /// windows metric; the window itself is emitted later as usual.
+    pub preview: bool,
     /// Late events rejected by this window definition so far.
     pub late: u64,
     /// Events the source has dropped so far.
@@ -100,13 +105,15 @@ impl Common {
         }
     }
 
-    /// A window closed now, counted in the windows metric.
+    /// A window closed at `closed_at` (before its data was gathered), counted in the windows
+    /// metric.
     fn close(
         &self,
         index: u64,
         (start_s, end_s): (f64, f64),
         complete: bool,
         dropped: u64,
+        closed_at: Instant,
         data: WindowData,
     ) -> Window {
         self.metrics.windows.increment(1);
@@ -117,15 +124,24 @@ impl Common {
             start_s,
             end_s,
             complete,
+            preview: false,
             late: self.late,
             dropped,
-            closed_at: Instant::now(),
+            closed_at,
             data,
         }
     }
 }
 
 /// Time-based sliding windows over spikes.
+///
+/// With previews on ([`SpikeWindower::with_previews`]), each time the watermark passes a
+/// multiple of the preview step (the hop, or a 64th of the length if that is longer: at most
+/// about 64 previews per window) without closing a window, and the next window to close does not follow
+/// the last emitted one (the first window of a stream, after a restart or a gap), the windower
+/// also emits a preview of that window: its events so far, marked [`Window::preview`]. A stage
+/// that keeps state across consecutive windows (the episode stage's level-2 chains) warms it on
+/// the previews, so the first full window is not counted from scratch.
 pub struct SpikeWindower {
     c: Common,
     length_s: f64,
@@ -135,6 +151,11 @@ pub struct SpikeWindower {
     buf: Vec<(f64, u32)>,
     max_t: f64,
     closed_end: f64,
+    previews: bool,
+    /// Index of the last window emitted (not previewed) since the last reset.
+    last_emitted: Option<u64>,
+    /// `floor(watermark / preview step)` at the last preview check.
+    preview_tick: f64,
 }
 
 impl std::fmt::Debug for SpikeWindower {
@@ -173,7 +194,17 @@ impl SpikeWindower {
             buf: Vec::new(),
             max_t: f64::NEG_INFINITY,
             closed_end: f64::NEG_INFINITY,
+            previews: false,
+            last_emitted: None,
+            preview_tick: f64::NEG_INFINITY,
         }
+    }
+
+    /// Turns previews on or off (off by default; see [`SpikeWindower`]).
+    #[must_use]
+    pub fn with_previews(mut self, on: bool) -> Self {
+        self.previews = on;
+        self
     }
 
     fn start(&self, k: u64) -> f64 {
@@ -229,17 +260,74 @@ impl SpikeWindower {
         if t_s > self.max_t {
             self.max_t = t_s;
             let watermark = self.max_t - self.lateness_s;
+            let before = out.len();
             while let Some(k) = self.next {
                 if self.end(k) > watermark {
                     break;
                 }
                 self.emit(k, true, names, dropped, out);
             }
+            if self.previews {
+                self.maybe_preview(watermark, out.len() > before, names, dropped, out);
+            }
             self.c
                 .metrics
                 .lag
                 .set((self.max_t - self.closed_end).max(0.0));
         }
+    }
+
+    /// Emits a preview of the next window when the watermark has passed a multiple of the
+    /// preview step since the last check, no window closed now, and the next window does not follow the
+    /// last emitted one (consecutive windows need no preview: the previous one serves).
+    fn maybe_preview(
+        &mut self,
+        watermark: f64,
+        emitted: bool,
+        names: &Arc<[Arc<str>]>,
+        dropped: u64,
+        out: &mut Vec<Window>,
+    ) {
+        let tick = (watermark / self.hop_s.max(self.length_s / 64.0)).floor();
+        if tick <= self.preview_tick {
+            return;
+        }
+        self.preview_tick = tick;
+        let Some(k) = self.next else { return };
+        if emitted
+            || self
+                .last_emitted
+                .is_some_and(|last| last.checked_add(1) == Some(k))
+        {
+            return;
+        }
+        let (start, end) = (self.start(k), self.end(k));
+        let (times, units): (Vec<f64>, Vec<u32>) = self
+            .buf
+            .iter()
+            .filter(|&&(t, _)| t >= start && t < end)
+            .copied()
+            .unzip();
+        if times.is_empty() {
+            return;
+        }
+        out.push(Window {
+            window: self.c.window.clone(),
+            source: self.c.source.clone(),
+            index: k,
+            start_s: start,
+            end_s: end,
+            complete: false,
+            preview: true,
+            late: self.c.late,
+            dropped,
+            closed_at: Instant::now(),
+            data: WindowData::Spikes {
+                times,
+                units,
+                names: names.clone(),
+            },
+        });
     }
 
     /// Emits window `k` if it holds events, then moves on to the next window that can.
@@ -251,6 +339,7 @@ impl SpikeWindower {
         dropped: u64,
         out: &mut Vec<Window>,
     ) {
+        let closed_at = Instant::now();
         let (start, end) = (self.start(k), self.end(k));
         let mut times = Vec::new();
         let mut units = Vec::new();
@@ -262,11 +351,13 @@ impl SpikeWindower {
         }
         self.closed_end = end;
         if !times.is_empty() {
+            self.last_emitted = Some(k);
             out.push(self.c.close(
                 k,
                 (start, end),
                 complete,
                 dropped,
+                closed_at,
                 WindowData::Spikes {
                     times,
                     units,
@@ -318,6 +409,8 @@ impl SpikeWindower {
         self.buf.clear();
         self.max_t = f64::NEG_INFINITY;
         self.closed_end = f64::NEG_INFINITY;
+        self.last_emitted = None;
+        self.preview_tick = f64::NEG_INFINITY;
     }
 }
 
@@ -433,6 +526,7 @@ impl SensorWindower {
     }
 
     fn emit(&mut self, complete: bool, dropped: u64, out: &mut Vec<Window>) {
+        let closed_at = Instant::now();
         let Some((ch, rate)) = self.shape else {
             return;
         };
@@ -453,6 +547,7 @@ impl SensorWindower {
                 (start_s, end_s),
                 complete,
                 dropped,
+                closed_at,
                 WindowData::Samples {
                     start_sample: start,
                     channels: ch,

@@ -189,6 +189,52 @@ impl Merged {
     }
 }
 
+/// The events of a set of types after a given time, merged lazily into stream order (the order
+/// of [`Merged`], by stream position): for counting a stretch of a stream without merging all
+/// of it. Types the index does not have read as having no events.
+pub(crate) struct MergeCursor<'i> {
+    lists: Vec<(&'i [f64], &'i [u32])>,
+    heads: Vec<usize>,
+}
+
+impl<'i> MergeCursor<'i> {
+    /// The events of `types` (at most [`MAX_EPISODE_LEN`]) with time `> after` (seconds).
+    pub(crate) fn new(index: &'i TypeIndex, types: &[EventType], after: f64) -> Self {
+        let lists: Vec<(&[f64], &[u32])> = types
+            .iter()
+            .map(|&ty| {
+                if ty.index() < index.num_types() {
+                    (index.times(ty), index.positions(ty))
+                } else {
+                    (&[][..], &[][..])
+                }
+            })
+            .collect();
+        let heads = lists
+            .iter()
+            .map(|(times, _)| times.partition_point(|&t| t <= after))
+            .collect();
+        Self { lists, heads }
+    }
+
+    /// The next event: its time (seconds) and its slot in the type set.
+    #[inline]
+    pub(crate) fn next_event(&mut self) -> Option<(f64, u8)> {
+        let mut best: Option<(usize, u32)> = None;
+        for (slot, (_, pos)) in self.lists.iter().enumerate() {
+            if let Some(&p) = pos.get(self.heads[slot])
+                && best.is_none_or(|(_, b)| p < b)
+            {
+                best = Some((slot, p));
+            }
+        }
+        let (slot, _) = best?;
+        let t = self.lists[slot].0[self.heads[slot]];
+        self.heads[slot] += 1;
+        Some((t, slot as u8))
+    }
+}
+
 /// The distinct types of `episode` in first-appearance order.
 #[must_use]
 pub fn distinct_types(episode: &Episode) -> Vec<EventType> {

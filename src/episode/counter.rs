@@ -87,6 +87,12 @@ impl CpuCounter {
     pub fn index(&self) -> &TypeIndex {
         &self.index
     }
+
+    /// The type index, without the counter.
+    #[must_use]
+    pub fn into_index(self) -> TypeIndex {
+        self.index
+    }
 }
 
 impl Counter for CpuCounter {

@@ -7,6 +7,8 @@
 //! * [`mtpe`]: MTPE (segments, free machines, exact tuple merge), the CPU reference of the
 //!   GPU's MTPE kernels;
 //! * [`hybrid`]: the PTPE/MTPE choice by Eq. 3 and its per-device calibration;
+//! * [`incremental`]: counts of a sliding window's candidates from the previous window's
+//!   chains of occurrence ends (exactly the counts from scratch);
 //! * [`candidates`]: level-wise candidate generation;
 //! * [`miner`]: the level-wise miner, one-pass or two-pass (Algorithm 4).
 //!
@@ -19,6 +21,7 @@ pub mod count;
 pub mod counter;
 pub mod gpu;
 pub mod hybrid;
+pub mod incremental;
 pub mod miner;
 pub mod model;
 pub mod mtpe;
@@ -26,6 +29,7 @@ pub mod mtpe;
 pub use count::{TypeIndex, count_exact, count_pair, count_preelim};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
 pub use gpu::{DeviceChoice, GpuCounter, GpuSettings, GpuStats, select_counter, select_gpu};
+pub use incremental::{ChainCache, IncrementalCounter};
 pub use miner::{
     FrequentEpisode, LevelStats, MineError, MinerConfig, MiningResult, NoProgress, Progress,
     Strategy, SupportPer, Threshold, mine, mine_with,

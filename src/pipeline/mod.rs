@@ -91,10 +91,13 @@ enum Windower {
 struct WindowRoute {
     windower: Windower,
     stages: Vec<Sender<Arc<Window>>>,
+    /// The stages among `stages` that want previews of open windows.
+    previews: Vec<Sender<Arc<Window>>>,
 }
 
 /// The window thread of one source: pops records, feeds every window definition of the
-/// source, sends closed windows to their stages (blocking: backpressure reaches the ring).
+/// source, sends closed windows to their stages (blocking: backpressure reaches the ring) and
+/// previews to the stages that want them (never blocking: a full queue drops the preview).
 fn window_loop(mut ring: RingConsumer, mut routes: Vec<WindowRoute>) {
     let mut names: Vec<Arc<str>> = Vec::new();
     let mut shared: Arc<[Arc<str>]> = Arc::from(Vec::new());
@@ -103,6 +106,12 @@ fn window_loop(mut ring: RingConsumer, mut routes: Vec<WindowRoute>) {
     let send = |routes: &mut Vec<WindowRoute>, out: &mut Vec<Window>, i: usize| {
         for w in out.drain(..) {
             let w = Arc::new(w);
+            if w.preview {
+                for s in &routes[i].previews {
+                    let _ = s.try_send(w.clone());
+                }
+                continue;
+            }
             for s in &routes[i].stages {
                 let _ = s.send(w.clone());
             }
@@ -280,13 +289,18 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary> {
     }
     let queue = config.pipeline.stage_queue_windows.unwrap_or(4);
     let (out_tx, out_rx) = bounded::<Output>(64);
-    let mut stage_inputs: BTreeMap<&str, Vec<Sender<Arc<Window>>>> = BTreeMap::new();
+    // Per window: each reading stage's queue, and whether the stage wants previews.
+    type StageInput = (Sender<Arc<Window>>, bool);
+    let mut stage_inputs: BTreeMap<&str, Vec<StageInput>> = BTreeMap::new();
     type StageThread = (String, Box<dyn Stage>, Receiver<Arc<Window>>);
     let mut stages: Vec<StageThread> = Vec::new();
     for (name, s) in &config.stages {
         let st = build_stage(s).with_context(|| format!("stage `{name}`"))?;
         let (tx, rx) = bounded(queue);
-        stage_inputs.entry(s.window()).or_default().push(tx);
+        stage_inputs
+            .entry(s.window())
+            .or_default()
+            .push((tx, st.wants_previews()));
         stages.push((name.clone(), st, rx));
     }
     let mut sinks = Vec::new();
@@ -345,14 +359,23 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary> {
         stats.push((name.clone(), cons.stats().clone()));
         let mut routes = Vec::new();
         for (wname, w) in config.windows.iter().filter(|(_, w)| w.source == name) {
+            let inputs = stage_inputs.remove(wname.as_str()).unwrap_or_default();
+            let previews: Vec<_> = inputs
+                .iter()
+                .filter(|(_, wants)| *wants)
+                .map(|(tx, _)| tx.clone())
+                .collect();
             let windower = match config.sources[&name].kind() {
-                StreamKind::Spikes => Windower::Spikes(SpikeWindower::new(
-                    wname,
-                    &name,
-                    w.length_s.unwrap_or(1.0),
-                    w.hop_s.unwrap_or(1.0),
-                    w.allowed_lateness_s.unwrap_or(0.0),
-                )),
+                StreamKind::Spikes => Windower::Spikes(
+                    SpikeWindower::new(
+                        wname,
+                        &name,
+                        w.length_s.unwrap_or(1.0),
+                        w.hop_s.unwrap_or(1.0),
+                        w.allowed_lateness_s.unwrap_or(0.0),
+                    )
+                    .with_previews(!previews.is_empty()),
+                ),
                 StreamKind::Sensor => Windower::Sensor(SensorWindower::new(
                     wname,
                     &name,
@@ -362,7 +385,8 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary> {
             };
             routes.push(WindowRoute {
                 windower,
-                stages: stage_inputs.remove(wname.as_str()).unwrap_or_default(),
+                stages: inputs.into_iter().map(|(tx, _)| tx).collect(),
+                previews,
             });
         }
         threads.spawn(format!("synfire:win-{name}"), move || {

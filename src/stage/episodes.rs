@@ -7,12 +7,22 @@
 //! GPU counter (device threads, contexts) is created at the first window and kept: later
 //! windows only upload their events. A device failure switches the stage to the CPU with one
 //! warning (`device = "auto"`) or fails the window (`device = "gpu"`).
+//!
+//! On the CPU, every level from 2 on (level 2, every ordered pair of frequent units × every
+//! interval, is most of a window's work) is counted incrementally from the previous window's
+//! chains of occurrence ends ([`ChainCache`]): a window one hop later recounts only its first
+//! occurrences and the events of the last hop, with counts exactly equal to counting the window
+//! from scratch (the argument is in [`crate::episode::incremental`]); windows that do not
+//! overlap as expected are counted from scratch. The stage asks for previews of open windows
+//! and mines each (with the preview's own threshold, results discarded) only to warm the
+//! chains, so the first window of a stream (or of a restarted publisher) is not counted from
+//! scratch either.
 
 use serde_json::{Map, Value};
 
 use super::{Stage, StageError, StreamKind};
 use crate::episode::{
-    Counter, CpuCounter, DeviceChoice, GpuCounter, GpuSettings, MinerConfig, NoProgress, mine_with,
+    ChainCache, Counter, DeviceChoice, GpuCounter, GpuSettings, MinerConfig, NoProgress, mine_with,
     select_gpu,
 };
 use crate::event::EventStream;
@@ -25,6 +35,8 @@ pub struct EpisodeStage {
     device: DeviceChoice,
     settings: GpuSettings,
     gpu: Option<GpuCounter>,
+    /// The previous window's (or preview's) chains of occurrence ends (CPU counting only).
+    chains: ChainCache,
 }
 
 impl std::fmt::Debug for EpisodeStage {
@@ -55,6 +67,7 @@ impl EpisodeStage {
             device,
             settings,
             gpu: None,
+            chains: ChainCache::new(),
         };
         if device != DeviceChoice::Cpu {
             // Start the device threads (contexts, NVRTC modules) now, on a one-event stream,
@@ -84,34 +97,41 @@ impl Stage for EpisodeStage {
         StreamKind::Spikes
     }
 
-    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
-        let WindowData::Spikes {
-            times,
-            units,
-            names,
-        } = &window.data
-        else {
-            return Err(StageError::WrongInput {
-                expected: StreamKind::Spikes,
-                got: StreamKind::Sensor,
-            });
+    /// On the CPU, where previews warm the chains.
+    fn wants_previews(&self) -> bool {
+        self.gpu.is_none() && self.config.max_level >= 2
+    }
+
+    /// Mines the open window's events so far (with their own threshold) through the chain
+    /// cache and keeps only the chains, for the window's close. Nothing is reported; a failure
+    /// just leaves the cache empty.
+    fn preview(&mut self, window: &Window) {
+        if !self.wants_previews() {
+            return;
+        }
+        let Ok(stream) = window_stream(window) else {
+            return;
         };
-        let stream = EventStream::from_labelled(
-            times
-                .iter()
-                .zip(units)
-                .map(|(&t, &u)| (t, names.get(u as usize).map_or("?", |n| &**n))),
-        )?;
-        let cpu;
+        let counter = self.chains.counter(&stream);
+        if mine_with(&stream, &self.config, &counter, &NoProgress).is_ok() {
+            counter.finish();
+        }
+    }
+
+    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
+        let stream = window_stream(window)?;
         self.prepare_gpu(&stream)?;
+        let mut incremental = None;
         let counter: &dyn Counter = if let Some(g) = &self.gpu {
             g
         } else {
-            cpu = CpuCounter::new(&stream);
-            &cpu
+            incremental.insert(self.chains.counter(&stream))
         };
         let device = counter.name().to_owned();
         let result = mine_with(&stream, &self.config, counter, &NoProgress)?;
+        if let Some(counter) = incremental {
+            counter.finish();
+        }
         if self.gpu.as_ref().is_some_and(GpuCounter::has_failed) {
             // The counter recounted on the CPU what the GPU could not: the counts are exact.
             if self.device == DeviceChoice::Gpu {
@@ -137,4 +157,22 @@ impl Stage for EpisodeStage {
         );
         Ok(m)
     }
+}
+
+/// The canonical stream of a spike window (what `synfire mine --start-s --end-s` builds).
+fn window_stream(window: &Window) -> Result<EventStream, StageError> {
+    let WindowData::Spikes {
+        times,
+        units,
+        names,
+    } = &window.data
+    else {
+        return Err(StageError::WrongInput {
+            expected: StreamKind::Spikes,
+            got: StreamKind::Sensor,
+        });
+    };
+    Ok(EventStream::from_labelled(times.iter().zip(units).map(
+        |(&t, &u)| (t, names.get(u as usize).map_or("?", |n| &**n)),
+    ))?)
 }

@@ -141,6 +141,18 @@ pub trait Stage: Send {
     /// [`StageError`]; the runner reports it for this window and continues.
     fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError>;
 
+    /// Whether the stage wants previews of open spike windows ([`Window::preview`]).
+    /// Default: no.
+    fn wants_previews(&self) -> bool {
+        false
+    }
+
+    /// Sees a preview: a window still open, with the events received so far. A stage may
+    /// prepare state for the window's close (the episode stage warms its level-2 chains);
+    /// previews produce no result, and a stage may be sent fewer previews than were made (they
+    /// are dropped when its queue is full). Default: nothing.
+    fn preview(&mut self, _window: &Window) {}
+
     /// Called once after the last window. Default: nothing.
     fn finish(&mut self) {}
 }
@@ -159,7 +171,8 @@ pub struct Output {
 }
 
 /// Runs `stage` named `name` over every window from `windows` until that channel closes,
-/// sending one [`Output`] per window to `out`, then calls [`Stage::finish`].
+/// sending one [`Output`] per window to `out` (previews go to [`Stage::preview`] and produce
+/// none), then calls [`Stage::finish`].
 pub fn run(
     name: &Arc<str>,
     stage: &mut dyn Stage,
@@ -168,6 +181,10 @@ pub fn run(
 ) {
     let seconds_metric = crate::telemetry::stage_seconds(name);
     for window in windows {
+        if window.preview {
+            stage.preview(&window);
+            continue;
+        }
         let started = Instant::now();
         let result = stage.process(&window);
         let seconds = started.elapsed().as_secs_f64();
@@ -218,6 +235,7 @@ pub(crate) fn test_window(values: Vec<f64>, channels: usize, start_sample: u64) 
         start_s: 0.0,
         end_s: 1.0,
         complete: true,
+        preview: false,
         late: 0,
         dropped: 0,
         closed_at: std::time::Instant::now(),

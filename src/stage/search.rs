@@ -314,6 +314,7 @@ mod tests {
             start_s: start_sample as f64 / 100.0,
             end_s: (start_sample as f64 + values.len() as f64) / 100.0,
             complete: true,
+            preview: false,
             late: 0,
             dropped: 0,
             closed_at: Instant::now(),

@@ -59,6 +59,7 @@ mod tests {
             start_s: 0.0,
             end_s: 1.0,
             complete: true,
+            preview: false,
             late: 0,
             dropped: 0,
             closed_at: Instant::now(),
