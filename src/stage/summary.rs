@@ -46,30 +46,10 @@ impl Stage for SummaryStage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::window::WindowData;
-    use std::sync::Arc;
-    use std::time::Instant;
 
     #[test]
     fn summarises_each_channel_and_ignores_nan() {
-        let w = Window {
-            window: Arc::from("w"),
-            source: Arc::from("s"),
-            index: 0,
-            start_s: 0.0,
-            end_s: 1.0,
-            complete: true,
-            preview: false,
-            late: 0,
-            dropped: 0,
-            closed_at: Instant::now(),
-            data: WindowData::Samples {
-                start_sample: 0,
-                channels: 2,
-                rate_hz: 3.0,
-                values: vec![1.0, 10.0, 3.0, f64::NAN, 5.0, 30.0],
-            },
-        };
+        let w = crate::stage::test_window(vec![1.0, 10.0, 3.0, f64::NAN, 5.0, 30.0], 2, 0);
         let m = SummaryStage.process(&w).unwrap();
         let c = &m["channels"];
         assert_eq!(c[0]["mean"], 3.0);
