@@ -3,8 +3,7 @@
 // MK after "Parallel discovery of time series motifs on GPU" (papers/motif-discovery-gpu-ru.txt,
 // §4.3): motif_reference_row = Alg. 3 (+ the sums of Alg. 4), motif_gather builds the
 // distance matrix permuted into the order I_S, motif_mk_sweep fuses Algs. 6-8 (lower bounds,
-// verify, BSF update) for a range of offsets, motif_mk_remaining counts the pairs the ordering
-// bound still admits. motif_profile is the exact matrix profile by SCAMP's diagonal covariance
+// verify, BSF update) for a range of offsets. motif_profile is the exact matrix profile by SCAMP's diagonal covariance
 // recurrence (Zimmerman et al. 2019), the fallback when pruning fails.
 //
 // All arithmetic is f64. Distances are z-normalised Euclidean; constant subsequences have
@@ -142,21 +141,6 @@ __global__ void motif_mk_sweep(const double* __restrict__ dp, unsigned r, unsign
     if (open && k + o_end < len) flags[1] = 1u;
     if (lbs) atomicAdd(&counters[0], lbs);
     if (dists) atomicAdd(&counters[1], dists);
-}
-
-// out[0] += pairs (k, p), p > k + major, with dp0[p] - dp0[k] <= limit (binary search).
-__global__ void motif_mk_remaining(const double* __restrict__ dp0, unsigned len, double limit,
-                                   unsigned major, synfire_u64* out) {
-    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= len) return;
-    const double top = dp0[k] + limit;
-    unsigned lo = k + 1, hi = len;  // first p with dp0[p] > top
-    while (lo < hi) {
-        const unsigned mid = lo + (hi - lo) / 2;
-        if (dp0[mid] <= top) lo = mid + 1; else hi = mid;
-    }
-    const unsigned first = k + 1 + major;
-    if (lo > first) atomicAdd(out, (synfire_u64)(lo - first));
 }
 
 // The exact matrix profile's closest pair. Each thread walks SYNFIRE_MP_DIAGS adjacent

@@ -363,26 +363,6 @@ impl GpuWorker {
         })
     }
 
-    /// Pairs the ordering bound admits beyond offset `major` with BSF-plus-slack `limit`.
-    pub fn motif_mk_remaining(&self, limit: f64, major: u32) -> Ticket<u64> {
-        self.run(move |d| {
-            let f = d.function(&MOTIF, "motif_mk_remaining")?;
-            let st = d.stream.clone();
-            let b = buffers(d)?;
-            let dp = b
-                .dp
-                .as_ref()
-                .ok_or_else(|| DeviceError::Unsupported("motif_mk_remaining before dp".into()))?;
-            let mut out = st.alloc_zeros::<u64>(1).map_err(drv("cuMemAlloc"))?;
-            let mut l = st.launch_builder(&f);
-            l.arg(dp).arg(&b.len).arg(&limit).arg(&major).arg(&mut out);
-            // SAFETY: matches `motif_mk_remaining` (dp0 f64* [len] = the first row of dp, len
-            // u32, limit f64, major u32, out u64* [1]); threads with k >= len return first.
-            unsafe { l.launch(grid(b.len)) }.map_err(drv("cuLaunchKernel"))?;
-            Ok(st.clone_dtoh(&out).map_err(drv("cuMemcpyDtoH"))?[0])
-        })
-    }
-
     /// The exact matrix profile's closest pair over diagonals `> exclusion`, tiles of `tile`
     /// rows, 4 diagonals per thread. `state` packs each subsequence's state (see
     /// `motif_profile` in `kernels/motif.cu`): NaN = invalid, `>= 0` = allowed with

@@ -40,8 +40,6 @@ use crate::device::{DeviceError, SharedWorker};
 
 /// Matrix-profile tile: rows per thread between direct covariances.
 const PROFILE_TILE: u32 = 2048;
-/// Auto switches to the matrix profile when MK would bound more than `pairs / MK_TO_PROFILE`.
-const MK_TO_PROFILE: u64 = 12;
 /// Offsets of the first MK launch after the offset-major phase (doubling after that).
 const FIRST_BLOCK: u32 = 256;
 
@@ -356,24 +354,7 @@ impl PairSearch for GpuMotifSearch<'_> {
             let major = (OFFSET_MAJOR as u32).min(len.saturating_sub(1));
             let mut report = self.worker.motif_mk_sweep(excl, 1, 1 + major).wait()?;
             self.kernel_ms += report.kernel_ms;
-            let limit = report.bsf + 1e-9 * (1.0 + report.bsf);
-            // Measured on an H100 (docs/benchmarks.md): a GPU MK lower bound (with the true
-            // distances it lets through) costs about 12 matrix-profile cells.
-            let switch = self.cfg.method == MethodChoice::Auto
-                && self.worker.motif_mk_remaining(limit, major).wait()? > pairs / MK_TO_PROFILE;
-            if switch {
-                tracing::info!(
-                    "MK pruning is weak on this series; switching to the matrix profile."
-                );
-                let mk = self.worker.motif_candidates().wait()?;
-                let (b, o, c) = self.profile(allowed, &mask, report.bsf, mk)?;
-                (
-                    Motif::best(b, init),
-                    Method::MatrixProfile,
-                    o || report.overflow,
-                    c,
-                )
-            } else {
+            {
                 let (mut o, mut block) = (1 + major, FIRST_BLOCK);
                 while report.open && !report.overflow && o < len {
                     let end = o.saturating_add(block).min(len);

@@ -17,9 +17,7 @@
 //!   `k` separately. Bounds of the other references never stop the loop: a pair they prune at
 //!   one offset says nothing about the next (DESIGN.md §4 notes this trap in Alg. 7's VERIFY).
 //! * The first [`OFFSET_MAJOR`] offsets run offset-major as in Algorithm 1 (they find a small
-//!   BSF fast); the rest run per `k`. Before that second phase [`Mk`] counts exactly how many
-//!   pairs the ordering bound still admits and, in [`MethodChoice::Auto`], hands over to the
-//!   matrix profile if that is more than a quarter of all pairs.
+//!   BSF fast); the rest run per `k`. (`auto` never runs MK: it runs the projection join of [`super::join`].)
 //!
 //! Bounds are compared with a slack of `1e-9 (1 + BSF)` so rounding never prunes a pair that
 //! ties the motif; the winner is the smallest `(distance, i, j)`, as brute force picks it.
@@ -30,10 +28,8 @@ use std::time::Instant;
 use rand::SeedableRng;
 use rayon::prelude::*;
 
-use super::profile::MatrixProfile;
 use super::{
-    Method, MethodChoice, Motif, MotifConfig, MotifError, PairSearch, SearchStats, Subsequences,
-    valid_pairs,
+    Method, Motif, MotifConfig, MotifError, PairSearch, SearchStats, Subsequences, valid_pairs,
 };
 
 /// Offsets searched offset-major before the per-`k` sweep.
@@ -46,7 +42,6 @@ const CHUNK: usize = 2048;
 pub struct Mk<'s> {
     subs: &'s Subsequences<'s>,
     exclusion: usize,
-    method: MethodChoice,
     /// Reference starts, by descending standard deviation of their `D` row (`I_Ref[I_SD]`).
     pub references: Vec<usize>,
     /// Standard deviation of each reference's distances, same order.
@@ -122,7 +117,6 @@ impl<'s> Mk<'s> {
         Self {
             subs,
             exclusion: cfg.exclusion,
-            method: cfg.method,
             references: rows.iter().map(|r| r.0).collect(),
             deviations: rows.iter().map(|r| r.2).collect(),
             order,
@@ -243,29 +237,6 @@ impl PairSearch for Mk<'_> {
                 local
             })
             .reduce(Local::default, Local::merge);
-        // How many pairs the ordering bound still admits beyond offset `major`.
-        let limit = slack(f64::from_bits(bsf.load(Ordering::Relaxed)));
-        let remaining: u64 = (0..len)
-            .into_par_iter()
-            .with_min_len(CHUNK)
-            .map(|k| {
-                let end = k + 1 + dp0[k + 1..].partition_point(|&d| d - dp0[k] <= limit);
-                end.saturating_sub(k + 1 + major) as u64
-            })
-            .sum();
-        if self.method == MethodChoice::Auto && remaining > pairs / 4 {
-            tracing::info!(
-                remaining,
-                pairs,
-                "MK pruning is weak on this series; switching to the matrix profile."
-            );
-            let (best, _, mut stats) =
-                MatrixProfile::new(self.subs, self.exclusion).best_pair(allowed)?;
-            stats.lower_bounds += phase1.lower_bounds;
-            stats.distances += phase1.distances;
-            stats.seconds = started.elapsed().as_secs_f64();
-            return Ok((best, Method::MatrixProfile, stats));
-        }
         // Phase 2: per k, offsets beyond `major` until the ordering bound exceeds the BSF.
         let phase2 = chunks
             .par_iter()
