@@ -47,16 +47,7 @@ pub fn knn_rows(
     k: usize,
 ) -> Result<BruteAnswer, SearchError> {
     let started = Instant::now();
-    if k == 0 {
-        return Err(SearchError::ZeroK);
-    }
-    if q.len() != len {
-        return Err(SearchError::QueryLength {
-            query: 0,
-            got: q.len(),
-            expected: len,
-        });
-    }
+    SearchError::check_request(k, q.len(), len)?;
     if len == 0 || rows.len() != ids.len() * len {
         return Err(SearchError::input(
             "brute force",

@@ -169,16 +169,7 @@ impl IncrementalIndex {
         device: DeviceChoice,
         options: QueryOptions,
     ) -> Result<(Vec<IncrementalNeighbor>, QueryStats), SearchError> {
-        if k == 0 {
-            return Err(SearchError::ZeroK);
-        }
-        if q.len() != self.len {
-            return Err(SearchError::QueryLength {
-                query: 0,
-                got: q.len(),
-                expected: self.len,
-            });
-        }
+        SearchError::check_request(k, q.len(), self.len)?;
         let mut best: Vec<(u64, u32)> = Vec::with_capacity(k + 1);
         let mut stats = QueryStats::default();
         let indexed = self.main.as_ref().map_or(0, Index::count);

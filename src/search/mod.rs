@@ -108,6 +108,21 @@ pub enum SearchError {
 }
 
 impl SearchError {
+    /// Checks a k-NN request: `k >= 1` and a query of the index's series length `len`.
+    pub(crate) fn check_request(k: usize, q_len: usize, len: usize) -> Result<(), Self> {
+        if k == 0 {
+            return Err(Self::ZeroK);
+        }
+        if q_len != len {
+            return Err(Self::QueryLength {
+                query: 0,
+                got: q_len,
+                expected: len,
+            });
+        }
+        Ok(())
+    }
+
     pub(crate) fn input(input: impl Into<String>, message: impl Into<String>) -> Self {
         Self::Input {
             input: input.into(),

@@ -614,16 +614,7 @@ impl Index {
         producer: Option<&dyn LowerBounds>,
     ) -> Result<QueryAnswer, SearchError> {
         let started = Instant::now();
-        if k == 0 {
-            return Err(SearchError::ZeroK);
-        }
-        if q.len() != self.len {
-            return Err(SearchError::QueryLength {
-                query: 0,
-                got: q.len(),
-                expected: self.len,
-            });
-        }
+        SearchError::check_request(k, q.len(), self.len)?;
         let k = k.min(self.count);
         let paa = self.segments.paa(q);
         let word = self.breakpoints.word(&paa);
