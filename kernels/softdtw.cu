@@ -13,17 +13,26 @@
 //
 // Arithmetic: everything is scaled to base 2, r = R * log2(e) / gamma, so the soft-min is
 // mu - log2(1 + 2^(mu - b) + 2^(mu - c)) with the MUFU ex2/lg2 instructions on arguments that
-// are differences of neighbouring cells (exact enough in f32). Values keep r in f32 (relative
-// error ~ cells along the path * 2^-24). Gradients keep r in f64 (the soft-min's arguments,
-// differences of neighbouring cells, are converted to f32 for ex2): a weight of the backward
-// pass is 2^(mu - r_k) / sum, and f32 r of magnitude |R| / gamma would put an error of
-// ulp(|R| / gamma) into every weight (1e-3 at gamma = 0.01, |R| = 100). (A double-float
-// r = hi + lo in f32 arithmetic was tried: exact enough, but 25% slower on an H100.) The forward
-// pass of the gradient kernel stores each cell's three incoming soft-min weights (8 bytes,
-// laid out [step][lane][row], each lane's rows of a step contiguous:
-// the two smaller ones, the largest as 1 - their sum, its index in the low mantissa bits of
-// the first), and the backward pass is then only multiply-adds:
-// E(i, j) = sum over successors s of E(s) * w_s(i, j), E(N, M) = 1.
+// are differences of neighbouring cells (exact enough in f32; the smallest term is exactly 1,
+// so two exponentials per cell). Values keep r in f32 (relative error ~ cells along the path *
+// 2^-24). Gradients keep r in f64 (differences of neighbouring cells are converted to f32 for
+// ex2): f32 r of magnitude |R| / gamma would put an error of ulp(|R| / gamma) into every
+// weight (1e-3 at gamma = 0.01, |R| = 100). (A double-float r = hi + lo in f32 arithmetic was
+// tried: exact enough, but 25% slower on an H100.)
+//
+// Gradients, two paths per pair (sdtw_batch chooses):
+// - Marginals (the fast path): E(i, j) = 2^(r(n, m) - alpha(i, j) - beta(i, j) + d(i, j)),
+//   the forward-backward form of Cuturi & Blondel's E: alpha is the forward pass, beta the
+//   same recursion run from (n, m) backwards. The forward pass stores alpha in 4 bytes a cell
+//   (f32 offsets from a base per lane and step, coalesced), the backward pass runs beta in f64
+//   and forms each E on its own, so rounding does not build up along paths. When a relevant
+//   cell's f32 terms exceed SDTW_ALPHA_SAFE (small gamma with costs in the thousands of base-2
+//   units between neighbouring rows), the pair is redone by weights.
+// - Weights (exact at any magnitude): the forward pass stores each cell's three incoming
+//   soft-min weights (8 bytes, laid out [step][lane][row]: the two smaller ones, the largest as
+//   1 - their sum, its index in the low mantissa bits of the first), and the backward pass is
+//   their Algorithm 2 as multiply-adds: E(i, j) = sum over successors s of E(s) * w_s(i, j),
+//   E(N, M) = 1.
 
 #if defined(__CUDA_ARCH__)
 __device__ __forceinline__ float sdtw_ex2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
@@ -31,6 +40,7 @@ __device__ __forceinline__ float sdtw_lg2(float x) { float y; asm("lg2.approx.ft
 #define SDTW_SHFL_UP(v, k) sdtw_shfl_up((v), (k))
 #define SDTW_SHFL_DOWN(v, k) sdtw_shfl_down((v), (k))
 #define SDTW_SYNCWARP() __syncwarp()
+#define SDTW_ANY(p) __any_sync(0xffffffffu, (p))
 #else
 // Host builds (tools/check-kernels.sh): tools/softdtw-emulation.cpp defines the warp
 // primitives with 32 threads before including this file; the syntax check uses stand-ins.
@@ -40,7 +50,13 @@ __device__ __forceinline__ float sdtw_lg2(float x) { return log2f(x); }
 #define SDTW_SHFL_UP(v, k) (v)
 #define SDTW_SHFL_DOWN(v, k) (v)
 #define SDTW_SYNCWARP()
+#define SDTW_ANY(p) (p)
 #endif
+#endif
+
+// tools/softdtw-emulation.cpp counts which gradient path each pair took.
+#ifndef SDTW_COUNT_PATH
+#define SDTW_COUNT_PATH(marginals)
 #endif
 
 #define SDTW_INF_F __int_as_float(0x7f800000)
@@ -62,6 +78,19 @@ template <typename T> __device__ __forceinline__ T sdtw_zero() { return (T)0; }
 
 __device__ __forceinline__ bool sdtw_less(float a, float b) { return a < b; }
 __device__ __forceinline__ bool sdtw_less(double a, double b) { return a < b; }
+// Minimum and (lo, hi) of values that are never NaN: FMNMX in f32; in f64 one comparison and
+// selects (fmin on doubles adds NaN fix-ups and moves).
+__device__ __forceinline__ float sdtw_min(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ double sdtw_min(double a, double b) { return a < b ? a : b; }
+__device__ __forceinline__ void sdtw_sort2(float a, float b, float* lo, float* hi) {
+    *lo = fminf(a, b);
+    *hi = fmaxf(a, b);
+}
+__device__ __forceinline__ void sdtw_sort2(double a, double b, double* lo, double* hi) {
+    const bool ab = a < b;
+    *lo = ab ? a : b;
+    *hi = ab ? b : a;
+}
 __device__ __forceinline__ bool sdtw_finite(float a) { return a < SDTW_INF_F; }
 __device__ __forceinline__ bool sdtw_finite(double a) { return a < SDTW_INF_D; }
 // a - b as f32 (a finite; b may be +inf, giving -inf).
@@ -102,6 +131,31 @@ __device__ __forceinline__ Acc sdtw_cell(Acc diag, Acc up, Acc left, float cost,
         w[0] = ed * inv; w[1] = eu * inv; w[2] = el * inv;
     }
     return sdtw_add(mu, cost - sdtw_lg2(s));
+}
+
+// r(i, j) = cost + soft-min of the three neighbours, without weights: the smallest neighbour's
+// term is exactly 1, so only the other two need an exponential (and, with Acc = double, a
+// conversion each). Also returns the soft-min's parts: r = mu + (cost - l), l = log2 of the
+// sum of the three terms (mu = +inf, l = 0 when the cell is unreachable).
+template <typename Acc>
+__device__ __forceinline__ Acc sdtw_cell_parts(Acc a, Acc b, Acc c, float cost, Acc* mu_out,
+                                               float* l_out) {
+    // Two comparisons: mu is the smallest; the other two terms need no order.
+    Acc lo, hi, mu, mid;
+    sdtw_sort2(a, b, &lo, &hi);
+    sdtw_sort2(lo, c, &mu, &mid);
+    const float l = sdtw_lg2(1.0f + sdtw_ex2(sdtw_diff(mu, mid)) + sdtw_ex2(sdtw_diff(mu, hi)));
+    // Unreachable (mu = +inf): the differences are NaN; r = +inf and l = 0, without a branch.
+    *l_out = sdtw_finite(mu) ? l : 0.f;
+    *mu_out = mu;
+    return sdtw_add(mu, cost - *l_out);
+}
+
+template <typename Acc>
+__device__ __forceinline__ Acc sdtw_cell_value(Acc a, Acc b, Acc c, float cost) {
+    Acc mu;
+    float l;
+    return sdtw_cell_parts<Acc>(a, b, c, cost, &mu, &l);
 }
 
 // Packs three weights summing to 1 into 8 bytes: the two smaller ones exactly, the index of
@@ -166,16 +220,29 @@ struct SdtwRows {
 //   corner  = r(i0, j0);
 //   left[k] = r(i0 + 1 + k, j0) (null: +inf).
 // Outputs (null to skip): bottom[c] = r(i0 + 32 ROWS, j0 + 1 + c) (lane 31), right[k] =
-// r(i0 + 1 + k, j0 + ncols), *last = r(n, j0 + ncols) if row n lies in the strip. With W,
-// weights[(t * 32 + lane) * ROWS + k] = packed incoming weights of the lane's row k at step t.
+// r(i0 + 1 + k, j0 + ncols), *last = r(n, j0 + ncols) if row n lies in the strip. `store`
+// (STORE, per strip, indexed by step t and the lane's row k):
+//   SDTW_STORE_WEIGHTS: float2 [(t * 32 + lane) * ROWS + k], packed incoming weights;
+//   SDTW_STORE_ALPHA:   float  [(t * ROWS + k) * 32 + lane], r - base as f32 (+inf:
+//                       unreachable or beyond row n), then float [t * 32 + lane], base: the
+//                       smallest r of the lane's rows at step t rounded to f32 (0 if none is
+//                       finite); both coalesced across the warp in both passes.
 // `bottom` may alias `top` (each top[c] is read at step c, bottom[c] written at step c + 31).
-template <typename Acc, int ROWS, int DIMS, bool W>
+#define SDTW_STORE_NONE 0
+#define SDTW_STORE_WEIGHTS 1
+#define SDTW_STORE_ALPHA 2
+template <typename Acc, int ROWS, int DIMS, int STORE>
 __device__ void sdtw_strip(const float* __restrict__ xs, int n, const float* __restrict__ ys, int m,
                            int dims, float scale, sdtw_i64 band, int i0, int j0, int ncols,
                            const Acc* top, Acc corner, const Acc* left, Acc* bottom, Acc* right,
-                           Acc* last, float2* weights) {
+                           Acc* last, void* store) {
+    const bool W = STORE == SDTW_STORE_WEIGHTS;
+    float2* weights = (float2*)store;
+    float* alpha = (float*)store;
+    float* alpha_base = alpha + (sdtw_i64)(ncols + 31) * 32 * ROWS;
     const int lane = threadIdx.x & 31;
     const int first = i0 + lane * ROWS;  // 0-based first row of this lane
+    const bool full = first + ROWS <= n && band < 0;
     SdtwRows<ROWS, DIMS> rows;
     rows.load(xs, first, n, dims);
     Acc prev[ROWS];
@@ -199,22 +266,51 @@ __device__ void sdtw_strip(const float* __restrict__ xs, int n, const float* __r
             const int j = j0 + c;  // 0-based column
             const float* y = ys + (sdtw_i64)j * dims;
             Acc diag = diag0, up = up0;
+            if (!W && full) {
+                // All of the lane's rows exist and there is no band: no checks per cell.
 #pragma unroll
-            for (int k = 0; k < ROWS; ++k) {
-                const sdtw_i64 i1 = first + k + 1, j1 = j + 1;
-                float w[3];
-                Acc r;
-                if (first + k < n && sdtw_in_band(i1, j1, n, m, band)) {
-                    r = sdtw_cell<Acc, W>(diag, up, prev[k], rows.cost(k, y, yv) * scale, w);
-                } else {
-                    r = sdtw_inf<Acc>();
-                    w[0] = w[1] = w[2] = 0.f;
+                for (int k = 0; k < ROWS; ++k) {
+                    const Acc r = sdtw_cell_value<Acc>(diag, up, prev[k], rows.cost(k, y, yv) * scale);
+                    diag = prev[k];
+                    prev[k] = r;
+                    up = r;
                 }
-                if (W) weights[(t * 32 + lane) * ROWS + k] = sdtw_pack(w);
-                diag = prev[k];
-                prev[k] = r;
-                up = r;
-                if (first + k + 1 == n && last && c == ncols - 1) *last = r;
+            } else {
+#pragma unroll
+                for (int k = 0; k < ROWS; ++k) {
+                    const sdtw_i64 i1 = first + k + 1, j1 = j + 1;
+                    float w[3];
+                    Acc r;
+                    if (first + k < n && sdtw_in_band(i1, j1, n, m, band)) {
+                        const float cost = rows.cost(k, y, yv) * scale;
+                        if (W) r = sdtw_cell<Acc, true>(diag, up, prev[k], cost, w);
+                        else r = sdtw_cell_value<Acc>(diag, up, prev[k], cost);
+                    } else {
+                        r = sdtw_inf<Acc>();
+                        w[0] = w[1] = w[2] = 0.f;
+                    }
+                    if (W) weights[(t * 32 + lane) * ROWS + k] = sdtw_pack(w);
+                    diag = prev[k];
+                    prev[k] = r;
+                    up = r;
+                }
+            }
+            if (last && c == ncols - 1) {
+#pragma unroll
+                for (int k = 0; k < ROWS; ++k)
+                    if (first + k + 1 == n) *last = prev[k];
+            }
+            if (STORE == SDTW_STORE_ALPHA) {
+                // r relative to the smallest of the lane's rows at this step, rounded to f32
+                // (0 when none is finite): the offsets of cells near the alignment stay small.
+                Acc lo = prev[0];
+#pragma unroll
+                for (int k = 1; k < ROWS; ++k) lo = sdtw_min(lo, prev[k]);
+                const float b = sdtw_finite(lo) ? (float)lo : 0.f;
+                alpha_base[t * 32 + lane] = b;
+                float* out = alpha + (sdtw_i64)t * ROWS * 32 + lane;
+#pragma unroll
+                for (int k = 0; k < ROWS; ++k) out[k * 32] = sdtw_diff(prev[k], (Acc)b);
             }
             diag0 = up0;
             mine = prev[ROWS - 1];
@@ -323,6 +419,175 @@ __device__ void sdtw_strip_backward(const float* __restrict__ xs, int n, const f
     }
 }
 
+// Largest |alpha - base| and |r(n, m) - base - beta| (base-2 units) whose f32 rounding the
+// marginals below accept: f32 keeps them to 2^-13 there, so a marginal's exponent is off by at
+// most about 2^-12 and E by a factor within 2^(+-2^-12), 1.7e-4 relative. Relevant cells
+// beyond it send the pair to the weights path.
+#define SDTW_ALPHA_SAFE 2048.0f
+// Marginals below 2^-40 are negligible (a pair has far fewer than 2^20 cells).
+#define SDTW_RELEVANT 40.0f
+
+// The backward pass over one strip by marginals (after sdtw_strip with SDTW_STORE_ALPHA stored
+// r = alpha as f32 in `alpha`). beta(i, j) = cost(i, j) + softmin(beta(i + 1, j), beta(i, j + 1),
+// beta(i + 1, j + 1)), beta(n, m) = cost(n, m), runs in f64 as the mirror image of the forward
+// pass (columns right to left, lane 31 first), and the alignment marginal of every cell is
+//   E(i, j) = 2^(r(n, m) - alpha(i, j) - beta(i, j) + cost(i, j))
+// (all paths through the cell over all paths: the forward-backward identity behind Cuturi &
+// Blondel 2017, Algorithm 2, whose E is the same matrix). Each E is computed on its own, so
+// rounding does not build up along paths as it does in the recursion over weights. Gradients
+// go into gx (this strip's rows, stored) and gy as in sdtw_strip_backward. `below` holds
+// beta of the row under the strip (null: +inf), `above` receives beta of its first row (may
+// alias `below`). `alpha` is the strip's SDTW_STORE_ALPHA store (offsets, then bases).
+// Returns true in a lane that met a relevant cell (E above 2^-40) whose f32 offset or
+// exponent term exceeded SDTW_ALPHA_SAFE: the caller then redoes the pair by weights.
+// One cell of sdtw_strip_beta: beta(i, c) from its successors, the marginal E and its
+// gradient terms, the f32 range check (`unsafe`). Returns beta.
+template <int ROWS, int DIMS>
+__device__ __forceinline__ double sdtw_beta_cell(const SdtwRows<ROWS, DIMS>& rows, int k,
+                                                 const float* y, float yv, float scale,
+                                                 double diag, double down, double right,
+                                                 double rb, float a, int lane, int c, int dims,
+                                                 float* accx, float& sumy, float* gx, float* gy,
+                                                 bool& unsafe) {
+    const float cost = rows.cost(k, y, yv) * scale;
+    double mu;
+    float l;
+    const double r = sdtw_cell_parts<double>(diag, down, right, cost, &mu, &l);
+    // The exponent of E relative to the base b of the forward pass:
+    //   r_nm - alpha - beta + cost = (r_nm - b - mu) + l - (alpha - b)
+    // with beta = mu + cost - l; near the alignment both f32 terms are small, whatever the
+    // magnitude of r and of the cell's cost.
+    const float v = (float)(rb - mu);
+    const float ex = (v + l) - a;
+    const float e = sdtw_ex2(ex);
+    const float big = fmaxf(fabsf(a), fabsf(v));
+    if (big > SDTW_ALPHA_SAFE && ex > -(SDTW_RELEVANT + big * 2.384185791015625e-7f)) unsafe = true;
+    if (DIMS == 1) {
+        const float diff = rows.x[k] - yv;
+        accx[k] = fmaf(e, diff, accx[k]);
+        sumy = fmaf(e, -diff, sumy);
+    } else if (e != 0.f) {
+        for (int ch = 0; ch < dims; ++ch) {
+            const float diff = rows.base[(sdtw_i64)k * dims + ch] - y[ch];
+            gx[(sdtw_i64)(lane * ROWS + k) * dims + ch] += e * diff;
+            gy[(sdtw_i64)c * dims + ch] -= e * diff;
+        }
+    }
+    return r;
+}
+
+template <int ROWS, int DIMS>
+__device__ bool sdtw_strip_beta(const float* __restrict__ xs, int n, const float* __restrict__ ys,
+                                int m, int dims, float scale, sdtw_i64 band, int i0,
+                                const float* alpha, double r_nm, const double* below,
+                                double* above, float* gx, float* gy, bool accumulate_y) {
+    const int lane = threadIdx.x & 31;
+    const int first = i0 + lane * ROWS;
+    const bool full = first + ROWS <= n && band < 0;
+    SdtwRows<ROWS, DIMS> rows;
+    rows.load(xs, first, n, dims);
+    float accx[DIMS == 1 ? ROWS : 1];
+#pragma unroll
+    for (int k = 0; k < (DIMS == 1 ? ROWS : 1); ++k) accx[k] = 0.f;
+    // beta(first + k, c + 1), the previous step's column. Row n (beyond the last) starts at 0
+    // so that cell (n, m) gets beta = cost (its diagonal successor is "0"); after the first
+    // step it is +inf like every missing cell.
+    double prev[ROWS];
+#pragma unroll
+    for (int k = 0; k < ROWS; ++k) prev[k] = first + k == n ? 0.0 : SDTW_INF_D;
+    double diag0 = first + ROWS == n ? 0.0 : SDTW_INF_D;  // beta(first + ROWS, c + 1)
+    double recv = SDTW_INF_D;
+    float ycarry = 0.f, shY = 0.f, ysum = 0.f;
+    bool unsafe = false;
+    const int steps = m + 31;
+    // At step t every lane reads the forward pass's step m + 30 - t (the step at which it
+    // handled the same column); the next step's offsets and base are loaded one step ahead.
+    const float* alpha_base = alpha + (sdtw_i64)steps * 32 * ROWS;
+    float a_next[ROWS], b_next;
+    {
+        const float* in = alpha + (sdtw_i64)(steps - 1) * ROWS * 32 + lane;
+#pragma unroll
+        for (int k = 0; k < ROWS; ++k) a_next[k] = in[k * 32];
+        b_next = alpha_base[(steps - 1) * 32 + lane];
+    }
+    for (int t = 0; t < steps; ++t) {
+        const int c = m - 1 - (t - (31 - lane));  // column, 0-based, going left
+        float a_cur[ROWS];
+#pragma unroll
+        for (int k = 0; k < ROWS; ++k) a_cur[k] = a_next[k];
+        const float b_cur = b_next;
+        if (t + 1 < steps) {
+            const int tf = steps - 2 - t;
+            const float* in = alpha + (sdtw_i64)tf * ROWS * 32 + lane;
+#pragma unroll
+            for (int k = 0; k < ROWS; ++k) a_next[k] = in[k * 32];
+            b_next = alpha_base[tf * 32 + lane];
+        }
+        // Lane l + 1 handled column c one step earlier: its first row's beta and the y value.
+        float yv = DIMS == 1 ? (float)SDTW_SHFL_DOWN(ycarry, 1) : 0.f;
+        double down0 = SDTW_SHFL_DOWN(recv, 1);
+        if (lane == 31) {
+            down0 = below && c >= 0 && c < m ? below[c] : SDTW_INF_D;
+            if (DIMS == 1 && c >= 0 && c < m) yv = ys[c];
+        }
+        double mine = SDTW_INF_D;
+        float sumy = 0.f;
+        if (c >= 0 && c < m) {
+            const float* y = ys + (sdtw_i64)c * dims;
+            const double rb = r_nm - (double)b_cur;
+            double down = down0, diag = diag0;
+            if (full) {
+                // All of the lane's rows exist and there is no band: no checks per cell.
+#pragma unroll
+                for (int kk = 0; kk < ROWS; ++kk) {
+                    const int k = ROWS - 1 - kk;
+                    const double r = sdtw_beta_cell<ROWS, DIMS>(
+                        rows, k, y, yv, scale, diag, down, prev[k], rb, a_cur[k], lane, c, dims,
+                        accx, sumy, gx, gy, unsafe);
+                    diag = prev[k];
+                    prev[k] = r;
+                    down = r;
+                }
+            } else {
+#pragma unroll
+                for (int kk = 0; kk < ROWS; ++kk) {
+                    const int k = ROWS - 1 - kk;
+                    const int i = first + k;  // 0-based row
+                    double r = SDTW_INF_D;
+                    if (i < n && sdtw_in_band(i + 1, c + 1, n, m, band))
+                        r = sdtw_beta_cell<ROWS, DIMS>(rows, k, y, yv, scale, diag, down, prev[k],
+                                                       rb, a_cur[k], lane, c, dims, accx, sumy,
+                                                       gx, gy, unsafe);
+                    diag = prev[k];
+                    prev[k] = r;
+                    down = r;
+                }
+            }
+            diag0 = down0;
+            mine = prev[0];
+            if (DIMS == 1) {
+                ysum = sumy + (lane == 31 ? 0.f : shY);
+                if (lane == 0) {
+                    if (accumulate_y) gy[c] += ysum; else gy[c] = ysum;
+                }
+            }
+            if (lane == 0 && above) above[c] = mine;
+        }
+        shY = SDTW_SHFL_DOWN(ysum, 1);
+        ysum = 0.f;
+        recv = mine;
+        ycarry = yv;
+        SDTW_SYNCWARP();
+        // A pair the marginals cannot take stops early (the caller redoes it by weights).
+        if ((t & 15) == 15 && SDTW_ANY(unsafe)) return true;
+    }
+    if (DIMS == 1) {
+#pragma unroll
+        for (int k = 0; k < ROWS; ++k) gx[lane * ROWS + k] = accx[k];
+    }
+    return unsafe;
+}
+
 // Which pair a warp handles: mode 0 = all pairs (p = ia * nb + ib), mode 1 = paired (ia = ib).
 __device__ __forceinline__ void sdtw_pair(sdtw_u32 p, sdtw_u32 na, sdtw_u32 nb, sdtw_u32 mode,
                                           sdtw_u32* ia, sdtw_u32* ib) {
@@ -337,10 +602,11 @@ __device__ __forceinline__ void sdtw_pair(sdtw_u32 p, sdtw_u32 na, sdtw_u32 nb, 
 //   hrow   Acc    [m_max + 1]        strip boundary row
 //   last   Acc    [2]                r(n, m) of the pair
 //   GRAD only:
-//   wts    float2 [strips_max * (m_max + 31) * 32 * ROWS]
-//   eb     float2 [m_max]            strip-to-strip backward contributions
+//   wts    float2 [strips_max * (m_max + 31) * 32 * ROWS]  weights (exact path), or alpha as
+//                                    f32 in its first half (marginal path)
+//   eb     8 bytes [m_max]           strip-to-strip backward boundary (float2 or double)
 //   gy     float  [m_max * dims]
-//   gx     float  [32 * ROWS * dims]
+//   gx     float  [strips_max * 32 * ROWS * dims]
 // Every part starts on a 16-byte boundary.
 __device__ __forceinline__ sdtw_i64 sdtw_align(sdtw_i64 b) { return (b + 15) & ~(sdtw_i64)15; }
 
@@ -349,6 +615,17 @@ __device__ __forceinline__ sdtw_i64 sdtw_align(sdtw_i64 b) { return (b + 15) & ~
 // sdtw_gamma(a_ia, b_ib) in the inputs' units (scale = log2(e) / gamma). With GRAD, also
 // d/da_ia and d/db_ib, added (mode 0: atomically, summed over the other set) or stored (mode
 // 1) into ga / gb, shaped like ax / bx.
+//
+// Gradients take one of two paths per pair, both with r in f64:
+//   marginals (sdtw_strip_beta): the forward pass stores alpha as f32 offsets from a base per
+//     lane and step (4.5 bytes a cell for 8 rows), the backward pass runs beta and forms each E
+//     directly. Taken when every relevant cell's f32 terms lie within SDTW_ALPHA_SAFE;
+//   weights (sdtw_strip_backward): the forward pass stores each cell's soft-min weights (8
+//     bytes), the backward pass runs the recursion over E. Accurate at any magnitude (small
+//     gamma with large costs), with almost twice the memory traffic.
+// A pair the marginals could not take is redone by weights, and the warp starts its next
+// pairs there, 1, 2, 4, .. 64 of them after consecutive misses, so a batch the marginals do
+// not suit pays for few wasted passes.
 template <typename Acc, int ROWS, int DIMS, bool GRAD>
 __device__ void sdtw_batch(const float* __restrict__ ax, const sdtw_u32* __restrict__ aoff,
                            const float* __restrict__ bx, const sdtw_u32* __restrict__ boff,
@@ -372,6 +649,9 @@ __device__ void sdtw_batch(const float* __restrict__ ax, const sdtw_u32* __restr
     off = sdtw_align(off + (sdtw_i64)m_max * dims * sizeof(float));
     float* gx = (float*)(base + off);
     const int strip_rows = 32 * ROWS;
+    // Warp-uniform: pairs still to start on the weights path, and the next such run's length
+    // (doubling after each pair the marginals could not take, up to 64; 1 after a success).
+    int skip = 0, backoff = 1;
     for (sdtw_i64 p = warp; p < pairs; p += warps) {
         sdtw_u32 ia, ib;
         sdtw_pair((sdtw_u32)p, na, nb, mode, &ia, &ib);
@@ -381,36 +661,89 @@ __device__ void sdtw_batch(const float* __restrict__ ax, const sdtw_u32* __restr
         const float* xs = ax + (sdtw_i64)aoff[ia] * dims;
         const float* ys = bx + (sdtw_i64)boff[ib] * dims;
         const int strips = (n + strip_rows - 1) / strip_rows;
-        if (GRAD) {
+        const sdtw_i64 strip_cells = (sdtw_i64)(m + 31) * 32 * ROWS;
+        if (!GRAD) {
+            for (int s = 0; s < strips; ++s) {
+                SDTW_SYNCWARP();
+                sdtw_strip<Acc, ROWS, DIMS, SDTW_STORE_NONE>(
+                    xs, n, ys, m, dims, scale, band, s * strip_rows, 0, m,
+                    s == 0 ? (const Acc*)0 : hrow, s == 0 ? sdtw_zero<Acc>() : sdtw_inf<Acc>(),
+                    (const Acc*)0, s + 1 < strips ? hrow : (Acc*)0, (Acc*)0, lastv, (void*)0);
+            }
+            SDTW_SYNCWARP();
+            if (lane == 0) values[slot] = sdtw_to_double(lastv[0]) / (double)scale;
+            continue;
+        }
+        bool done = false;
+        if (skip > 0) {
+            --skip;
+        } else {
             for (int k = lane; k < m * dims; k += 32) gy[k] = 0.f;
+            float* alpha = (float*)wts;
+            const sdtw_i64 alpha_cells = (sdtw_i64)(m + 31) * 32 * (ROWS + 1);
+            for (int s = 0; s < strips; ++s) {
+                SDTW_SYNCWARP();
+                sdtw_strip<Acc, ROWS, DIMS, SDTW_STORE_ALPHA>(
+                    xs, n, ys, m, dims, scale, band, s * strip_rows, 0, m,
+                    s == 0 ? (const Acc*)0 : hrow, s == 0 ? sdtw_zero<Acc>() : sdtw_inf<Acc>(),
+                    (const Acc*)0, s + 1 < strips ? hrow : (Acc*)0, (Acc*)0, lastv,
+                    alpha + s * alpha_cells);
+            }
+            SDTW_SYNCWARP();
+            const double r_nm = sdtw_to_double(lastv[0]);
+            if (lane == 0) values[slot] = r_nm / (double)scale;
+            bool unsafe = false;
+            for (int s = strips - 1; s >= 0; --s) {
+                float* gxs = gx + (sdtw_i64)s * strip_rows * dims;
+                if (DIMS != 1)
+                    for (int k = lane; k < strip_rows * dims; k += 32) gxs[k] = 0.f;
+                SDTW_SYNCWARP();
+                unsafe |= sdtw_strip_beta<ROWS, DIMS>(
+                    xs, n, ys, m, dims, scale, band, s * strip_rows, alpha + s * alpha_cells,
+                    r_nm, s + 1 < strips ? (const double*)eb : (const double*)0,
+                    s > 0 ? (double*)eb : (double*)0, gxs, gy, s + 1 < strips);
+                SDTW_SYNCWARP();
+                if (SDTW_ANY(unsafe)) break;
+            }
+            done = !SDTW_ANY(unsafe);
+            if (done) {
+                backoff = 1;
+            } else {
+                skip = backoff;
+                backoff = backoff < 64 ? 2 * backoff : 64;
+            }
         }
-        for (int s = 0; s < strips; ++s) {
+        SDTW_COUNT_PATH(done);
+        if (!done) {
+            for (int k = lane; k < m * dims; k += 32) gy[k] = 0.f;
+            for (int s = 0; s < strips; ++s) {
+                SDTW_SYNCWARP();
+                sdtw_strip<Acc, ROWS, DIMS, SDTW_STORE_WEIGHTS>(
+                    xs, n, ys, m, dims, scale, band, s * strip_rows, 0, m,
+                    s == 0 ? (const Acc*)0 : hrow, s == 0 ? sdtw_zero<Acc>() : sdtw_inf<Acc>(),
+                    (const Acc*)0, s + 1 < strips ? hrow : (Acc*)0, (Acc*)0, lastv,
+                    wts + s * strip_cells);
+            }
             SDTW_SYNCWARP();
-            sdtw_strip<Acc, ROWS, DIMS, GRAD>(
-                xs, n, ys, m, dims, scale, band, s * strip_rows, 0, m,
-                s == 0 ? (const Acc*)0 : hrow, s == 0 ? sdtw_zero<Acc>() : sdtw_inf<Acc>(), (const Acc*)0,
-                s + 1 < strips ? hrow : (Acc*)0, (Acc*)0, lastv,
-                wts + (sdtw_i64)s * (m + 31) * 32 * ROWS);
-        }
-        SDTW_SYNCWARP();
-        if (lane == 0) values[slot] = sdtw_to_double(lastv[0]) / (double)scale;
-        if (!GRAD) continue;
-        for (int s = strips - 1; s >= 0; --s) {
-            for (int k = lane; k < strip_rows * dims; k += 32) gx[k] = 0.f;
-            SDTW_SYNCWARP();
-            sdtw_strip_backward<ROWS, DIMS>(xs, n, ys, m, dims, s * strip_rows,
-                                            wts + (sdtw_i64)s * (m + 31) * 32 * ROWS,
-                                            s + 1 < strips ? eb : (const float2*)0,
-                                            s > 0 ? eb : (float2*)0, gx, gy, s + 1 < strips);
-            SDTW_SYNCWARP();
-            const int rows = (n - s * strip_rows) < strip_rows ? (n - s * strip_rows) : strip_rows;
-            float* out = ga + ((sdtw_i64)aoff[ia] + s * strip_rows) * dims;
-            for (int k = lane; k < rows * dims; k += 32) {
-                const float g = 2.0f * gx[k];
-                if (mode == 0) atomicAdd(out + k, g); else out[k] = g;
+            const double r_nm = sdtw_to_double(lastv[0]);
+            if (lane == 0) values[slot] = r_nm / (double)scale;
+            for (int s = strips - 1; s >= 0; --s) {
+                float* gxs = gx + (sdtw_i64)s * strip_rows * dims;
+                for (int k = lane; k < strip_rows * dims; k += 32) gxs[k] = 0.f;
+                SDTW_SYNCWARP();
+                sdtw_strip_backward<ROWS, DIMS>(xs, n, ys, m, dims, s * strip_rows,
+                                                wts + s * strip_cells,
+                                                s + 1 < strips ? eb : (const float2*)0,
+                                                s > 0 ? eb : (float2*)0, gxs, gy, s + 1 < strips);
+                SDTW_SYNCWARP();
             }
         }
         SDTW_SYNCWARP();
+        float* out = ga + (sdtw_i64)aoff[ia] * dims;
+        for (int k = lane; k < n * dims; k += 32) {
+            const float g = 2.0f * gx[k];
+            if (mode == 0) atomicAdd(out + k, g); else out[k] = g;
+        }
         float* outy = gb + (sdtw_i64)boff[ib] * dims;
         for (int k = lane; k < m * dims; k += 32) {
             const float g = 2.0f * gy[k];
@@ -446,10 +779,10 @@ __device__ void sdtw_tile(const float* __restrict__ xs, int n, const float* __re
     float* v_prev = vcol + ((diag + 2) % 3) * vlen;
     float* v_out = vcol + (diag % 3) * vlen;
     const float corner = c == 0 ? (s == 0 ? 0.f : SDTW_INF_F) : (s == 0 ? SDTW_INF_F : h_prev2[j0]);
-    sdtw_strip<float, ROWS, DIMS, false>(
+    sdtw_strip<float, ROWS, DIMS, SDTW_STORE_NONE>(
         xs, n, ys, m, dims, scale, band, i0, j0, ncols, s == 0 ? (const float*)0 : h_prev + j0 + 1,
         corner, c == 0 ? (const float*)0 : v_prev + i0 + 1, h_out + j0 + 1, v_out + i0 + 1,
-        c == blocks - 1 ? last : (float*)0, (float2*)0);
+        c == blocks - 1 ? last : (float*)0, (void*)0);
 }
 
 #define SDTW_BATCH(R, D)                                                                          \

@@ -52,6 +52,7 @@ double __shfl_sync(unsigned, double, int, int w = 32);
 long long __shfl_sync(unsigned, long long, int, int w = 32);
 unsigned long long __shfl_sync(unsigned, unsigned long long, int, int w = 32);
 void __syncwarp(unsigned m = 0xffffffffu);
+int __any_sync(unsigned, int);
 #endif
 // Built-ins of kernels/search.cu.
 #define __shared__ static

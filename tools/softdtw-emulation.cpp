@@ -5,6 +5,7 @@
 // tiled long-pair kernel. The kernels are verified against the Rust CPU reference on a GPU by
 // tests/softdtw_gpu.rs; this catches logic slips in CI, where there is no GPU. Built and run
 // by tools/check-kernels.sh.
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstring>
@@ -33,6 +34,19 @@ template <typename T> T emu_shfl(T v, int delta) {
 #define SDTW_SHFL_UP(v, k) emu_shfl((v), -(k))
 #define SDTW_SHFL_DOWN(v, k) emu_shfl((v), (k))
 #define SDTW_SYNCWARP() g_bar->arrive_and_wait()
+static bool emu_any(bool p) {
+    const int l = threadIdx.x & 31;
+    g_slots[l][0] = p;
+    g_bar->arrive_and_wait();
+    bool any = false;
+    for (int k = 0; k < 32; ++k) any = any || g_slots[k][0];
+    g_bar->arrive_and_wait();
+    return any;
+}
+#define SDTW_ANY(p) emu_any(p)
+// Pairs whose gradient took the marginal path (true) and the weights path (false).
+static std::atomic<int> g_marginal{0}, g_weights{0};
+#define SDTW_COUNT_PATH(m) do { if ((threadIdx.x & 31) == 0) ((m) ? g_marginal : g_weights)++; } while (0)
 
 #include "kernels/softdtw.cu"
 
@@ -201,6 +215,9 @@ int main() {
         if (trial % 2 == 0) batch_case<8, 0>(rng, trial);
     }
     for (int trial = 0; trial < 3; ++trial) { tile_case<1>(rng, trial); tile_case<0>(rng, trial); }
-    std::printf("softdtw emulation: checked %d, mismatches %d\n", checked, bad);
-    return bad != 0;
+    std::printf("softdtw emulation: checked %d, mismatches %d; gradient pairs by marginals %d, by weights %d\n",
+                checked, bad, g_marginal.load(), g_weights.load());
+    // Both gradient paths must have run (small gamma with long walks exceeds the marginals' f32
+    // range; gamma >= 1 stays inside it).
+    return bad != 0 || g_marginal.load() == 0 || g_weights.load() == 0;
 }

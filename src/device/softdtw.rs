@@ -3,8 +3,8 @@
 //! A batch uploads two sets of series (f32, concatenated, time-major), launches one
 //! persistent kernel (one warp per pair) and downloads the values and, with gradients, the
 //! per-series gradient sums. Per-warp scratch (strip boundary row; with gradients the stored
-//! soft-min weights of one pair) stays allocated on the device thread between batches, so its
-//! size is `resident warps × one pair`, never `pairs × N × M`. A long pair runs as tiles, one
+//! forward values or soft-min weights of one pair) stays allocated on the device thread
+//! between batches, so its size is `resident warps × one pair`, never `pairs × N × M`. A long pair runs as tiles, one
 //! launch per tile anti-diagonal.
 
 use std::sync::Arc;
@@ -127,10 +127,12 @@ fn warp_scratch(
     let strips = n_max.div_ceil(32 * rows).max(1);
     let mut b = align((m_max + 1) * acc) + align(2 * acc);
     if grad {
+        // Soft-min weights (8 bytes a cell) or, on the marginal path, forward values as f32
+        // offsets plus one base per lane and step (4 (rows + 1) / rows bytes a cell).
         b += align(strips * (m_max + 31) * 32 * rows * 8);
         b += align(m_max * 8);
         b += align(m_max * dims * 4);
-        b += align(32 * rows * dims * 4);
+        b += align(strips * 32 * rows * dims * 4);
     }
     align(b)
 }
@@ -167,7 +169,8 @@ fn scratch(d: &mut Device, bytes: usize) -> Result<&mut CudaSlice<u8>, DeviceErr
     let keep = d.softdtw.scratch.as_ref().is_some_and(|s| s.len() >= bytes);
     if !keep {
         d.softdtw.scratch = None;
-        // SAFETY: the kernels write every scratch entry before reading it.
+        // SAFETY: the kernels use no scratch entry before writing it (the marginal backward
+        // pass prefetches the entries of idle lane steps too, and discards their values).
         let s = unsafe { st.alloc::<u8>(bytes.max(16)) }.map_err(drv("cuMemAlloc"))?;
         d.softdtw.scratch = Some(s);
     }
