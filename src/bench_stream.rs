@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use synfire::buffer::{self, EndReason, Overflow, Record};
 use synfire::ingest::openephys::UnitKey;
 use synfire::ingest::wire;
-use synfire::ingest::zmq::{self as zsource, WireFormat, ZmqSource};
-use synfire::pipeline::config::PipelineConfig;
-use synfire::pipeline::{RunOptions, run};
-use synfire::stage::StreamKind;
+use synfire::live::buffer::{self, Overflow};
+use synfire::live::config::PipelineConfig;
+use synfire::live::source::zmq::{self as zsource, WireFormat, ZmqSource};
+use synfire::live::{RunOptions, run};
+use synfire::record::StreamKind;
+use synfire::record::{EndReason, Record};
 use synfire::synth::{self, SynthParams};
 
 /// Options of `synfire bench stream`.

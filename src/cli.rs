@@ -444,10 +444,10 @@ fn run_mine(args: &MineArgs) -> Result<()> {
 }
 
 fn run_pipeline(args: &RunArgs) -> Result<()> {
-    let config = synfire::pipeline::config::PipelineConfig::load(&args.pipeline)?;
-    let summary = synfire::pipeline::run(
+    let config = synfire::live::config::PipelineConfig::load(&args.pipeline)?;
+    let summary = synfire::live::run(
         &config,
-        synfire::pipeline::RunOptions {
+        synfire::live::RunOptions {
             metrics: args.metrics,
             handle_signals: true,
             ..Default::default()
@@ -461,7 +461,7 @@ fn run_pipeline(args: &RunArgs) -> Result<()> {
 fn run_validate(args: &ValidateArgs) -> Result<()> {
     let mut failed = 0;
     for p in &args.pipelines {
-        match synfire::pipeline::config::PipelineConfig::load(p) {
+        match synfire::live::config::PipelineConfig::load(p) {
             Ok(c) => println!(
                 "{}: ok ({} sources, {} windows, {} stages, {} sinks)",
                 p.display(),
@@ -486,7 +486,7 @@ fn run_validate(args: &ValidateArgs) -> Result<()> {
 }
 
 fn run_replay(args: &ReplayArgs) -> Result<()> {
-    use synfire::replay::{ReplayFormat, ReplayOptions, replay};
+    use synfire::live::replay::{ReplayFormat, ReplayOptions, replay};
     let stats = replay(&ReplayOptions {
         input: args.input.clone(),
         to: args.to.clone(),

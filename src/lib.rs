@@ -20,21 +20,16 @@
 //! # }
 //! ```
 
-pub mod buffer;
 pub mod device;
 pub mod episode;
 pub mod event;
 pub mod ingest;
+pub mod live;
 pub mod motif;
-pub mod pipeline;
-pub mod replay;
+pub mod record;
 pub mod report;
 pub mod search;
 pub mod series;
 pub mod shapelet;
-pub mod sink;
 pub mod softdtw;
-pub mod stage;
 pub mod synth;
-pub mod telemetry;
-pub mod window;

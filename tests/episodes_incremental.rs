@@ -17,10 +17,10 @@ use synfire::episode::{
     NoProgress, Threshold, TypeIndex, count_exact, count_preelim, mine, mine_with,
 };
 use synfire::event::{Alphabet, EventStream, EventType, Ordering};
+use synfire::live::stage::Stage;
+use synfire::live::stage::episodes::EpisodeStage;
+use synfire::live::window::{SpikeWindower, Window};
 use synfire::report::MineReport;
-use synfire::stage::Stage;
-use synfire::stage::episodes::EpisodeStage;
-use synfire::window::{SpikeWindower, Window};
 
 /// Seconds per tick: times, interval bounds and window bounds all lie on this grid, so equal
 /// times, delays exactly on interval bounds and events exactly on window bounds are common.
@@ -318,7 +318,7 @@ proptest! {
             }
             let got = stage.process(w).unwrap();
             accepted.push(w.index);
-            let synfire::window::WindowData::Spikes { times, units, .. } = &w.data else {
+            let synfire::live::window::WindowData::Spikes { times, units, .. } = &w.data else {
                 unreachable!("spike windows");
             };
             let window_events: Vec<(f64, String)> = times
@@ -384,7 +384,7 @@ fn previews_show_open_windows_only_when_no_previous_window_serves() {
     assert!(previews[..5].iter().all(|p| p.0 < restart));
     assert!(previews[5..].iter().all(|p| p.0 > restart));
     for w in with.iter().filter(|w| w.preview) {
-        let synfire::window::WindowData::Spikes { times, .. } = &w.data else {
+        let synfire::live::window::WindowData::Spikes { times, .. } = &w.data else {
             panic!("spike window");
         };
         assert!(times.iter().all(|&t| t >= w.start_s && t < w.end_s));

@@ -724,8 +724,9 @@ fn bench_search_runs_and_verifies_against_brute_force() {
 
 #[test]
 fn shipped_search_pipeline_answers_equal_brute_force() {
-    use synfire::pipeline::config::{PipelineConfig, SinkConfig};
-    use synfire::pipeline::{RunOptions, run};
+    use synfire::live::config::PipelineConfig;
+    use synfire::live::sink::SinkConfig;
+    use synfire::live::{RunOptions, run};
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let mut config = PipelineConfig::load(Path::new("pipelines/replay-search.toml")).unwrap();
     for s in config.sinks.values_mut() {

@@ -429,13 +429,12 @@ path = "{out}"
         model = model.display(),
         out = out.display(),
     );
-    let config =
-        synfire::pipeline::config::PipelineConfig::parse(&text, Path::new("shapelet.toml"))
-            .unwrap_or_else(|e| panic!("{e}"));
+    let config = synfire::live::config::PipelineConfig::parse(&text, Path::new("shapelet.toml"))
+        .unwrap_or_else(|e| panic!("{e}"));
     let (tx, rx) = crossbeam_channel::unbounded();
-    synfire::pipeline::run(
+    synfire::live::run(
         &config,
-        synfire::pipeline::RunOptions {
+        synfire::live::RunOptions {
             tap: Some(tx),
             ..Default::default()
         },

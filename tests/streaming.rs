@@ -12,11 +12,11 @@ use serde_json::Value;
 use synfire::episode::{Interval, MinerConfig, SupportPer, Threshold, mine};
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest::{openephys, wire};
-use synfire::pipeline::config::PipelineConfig;
-use synfire::pipeline::{RunOptions, RunSummary, run};
-use synfire::replay::{ReplayFormat, ReplayOptions, replay};
+use synfire::live::config::PipelineConfig;
+use synfire::live::replay::{ReplayFormat, ReplayOptions, replay};
+use synfire::live::stage::Output;
+use synfire::live::{RunOptions, RunSummary, run};
 use synfire::report::MineReport;
-use synfire::stage::Output;
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/spikes/A2929-200711/A2929-200711.nwb")
@@ -366,7 +366,7 @@ fn shipped_pipelines_validate_and_the_archive_replay_runs() {
     let (tx, rx) = unbounded();
     let mut config = config;
     for s in config.sinks.values_mut() {
-        if let synfire::pipeline::config::SinkConfig::Jsonl(j) = s {
+        if let synfire::live::sink::SinkConfig::Jsonl(j) = s {
             j.path = Some(
                 std::env::temp_dir().join(format!("synfire-shipped-{}.jsonl", std::process::id())),
             );

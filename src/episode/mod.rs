@@ -10,7 +10,9 @@
 //! * [`incremental`]: counts of a sliding window's candidates from the previous window's
 //!   chains of occurrence ends (exactly the counts from scratch);
 //! * [`candidates`]: level-wise candidate generation;
-//! * [`miner`]: the level-wise miner, one-pass or two-pass (Algorithm 4).
+//! * [`miner`]: the level-wise miner, one-pass or two-pass (Algorithm 4);
+//! * [`options`]: every option of `synfire mine` in one type, shared by the command line, the
+//!   pipeline stage and the library.
 //!
 //! # References
 //! Cao, Patnaik, Ponce, Archuleta, Ramakrishnan, Feng, "Towards real-time data mining of
@@ -25,6 +27,7 @@ pub mod incremental;
 pub mod miner;
 pub mod model;
 pub mod mtpe;
+pub mod options;
 
 pub use count::{TypeIndex, count_exact, count_pair, count_preelim};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
@@ -35,3 +38,4 @@ pub use miner::{
     Strategy, SupportPer, Threshold, mine, mine_with,
 };
 pub use model::{Episode, Interval, IntervalError};
+pub use options::{MiningOptions, OptionError};

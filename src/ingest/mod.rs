@@ -15,12 +15,10 @@
 //! `f64`; `f32` storage is widened exactly; CSV text is parsed by Rust's correctly rounded
 //! `f64` parser). They never pass through `f32`.
 
-pub mod archive;
 pub mod csv;
 pub mod nwb;
 pub mod openephys;
 pub mod wire;
-pub mod zmq;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -578,9 +578,9 @@ impl TimeSeries {
     /// # Panics
     /// If the range is empty or goes past the last sample.
     #[must_use]
-    pub fn frame(&self, samples: std::ops::Range<usize>) -> crate::buffer::SensorFrame {
+    pub fn frame(&self, samples: std::ops::Range<usize>) -> crate::record::SensorFrame {
         let ch = self.channels;
-        crate::buffer::SensorFrame {
+        crate::record::SensorFrame {
             first_sample: samples.start as u64,
             t0_s: self.time_of(samples.start),
             rate_hz: self.rate_hz(),

@@ -17,7 +17,7 @@
 //! Sensor body: f64 `t0_s` (time of the first sample), f64 `rate_hz`, then
 //! `count × channels` f64 values, sample-major.
 
-use crate::buffer::SensorFrame;
+use crate::record::SensorFrame;
 
 /// `b"SYNF"`.
 pub const MAGIC: [u8; 4] = *b"SYNF";

@@ -21,34 +21,99 @@ use std::collections::VecDeque;
 
 use serde_json::{Map, Value, json};
 
-use super::{Samples, Stage, StageError, StreamKind};
+use super::{Samples, Stage, StageBuilder, StageConfig, StageError};
 use crate::episode::DeviceChoice;
+use crate::live::config::section::ConfigError;
+use crate::live::window::Window;
+use crate::live::window::WindowConfig;
+use crate::record::StreamKind;
 use crate::search::collection::znormalize;
 use crate::search::incremental::MIN_REBUILD;
 use crate::search::{BuildOptions, IncrementalIndex, QueryOptions, SearchError};
-use crate::window::Window;
 
-/// Options of the search stage.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SearchStageOptions {
-    /// The channel searched.
+/// `[stages.<name>]` with `kind = "search"`: exact k nearest earlier occurrences of each
+/// sensor window (or of its last `m` samples) in a SING index of the channel's past.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct SearchStageConfig {
+    /// The channel searched (0-based, default 0).
+    #[serde(default)]
     pub channel: usize,
-    /// Subsequence length in samples; `None`: whole windows.
+    /// Subsequence length, samples: index every length-`m` subsequence and query each
+    /// window's last `m` samples. Absent: whole windows are the series.
     pub m: Option<usize>,
-    /// Neighbours reported per window.
+    /// Neighbours per window (default 1).
+    #[serde(default = "one")]
     pub k: usize,
-    /// Where lower bounds are computed.
+    /// Where lower bounds are computed (default `auto`).
+    #[serde(default)]
     pub device: DeviceChoice,
-    /// Leaf capacity of the index.
+    /// Series per index leaf (default 1024).
+    #[serde(default = "default_leaf_capacity")]
     pub leaf_capacity: usize,
-    /// Most series (windows or subsequences) kept; older ones are dropped at rebuilds.
+    /// Most windows or subsequences kept, newest first; older ones are dropped at rebuilds
+    /// (default 1,000,000).
+    #[serde(default = "default_search_capacity")]
     pub capacity: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn default_leaf_capacity() -> usize {
+    BuildOptions::default().leaf_capacity
+}
+
+fn default_search_capacity() -> usize {
+    1_000_000
+}
+
+impl StageConfig for SearchStageConfig {
+    const KIND: &'static str = "search";
+    const INPUT: StreamKind = StreamKind::Sensor;
+
+    fn validate(&self, window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
+        let mut errors = Vec::new();
+        for (f, v) in [
+            ("k", self.k),
+            ("leaf_capacity", self.leaf_capacity),
+            ("capacity", self.capacity),
+        ] {
+            if v == 0 {
+                errors.push(ConfigError::new(f, "must be at least 1"));
+            }
+        }
+        if self.m == Some(0) {
+            errors.push(ConfigError::new("m", "must be at least 1"));
+        }
+        if let (Some(m), Some(len)) = (self.m, window.length_samples) {
+            if m as u64 > len {
+                errors.push(ConfigError::new(
+                    "m",
+                    format!(
+                        "m = {m} is longer than window `{}` ({len} samples)",
+                        window.name
+                    ),
+                ));
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Box::new(self.clone()))
+    }
+}
+
+impl StageBuilder for SearchStageConfig {
+    fn build(&self) -> Result<Box<dyn Stage>, StageError> {
+        Ok(Box::new(SearchStage::new(self.clone())))
+    }
 }
 
 /// The search stage.
 #[derive(Debug)]
 pub struct SearchStage {
-    opts: SearchStageOptions,
+    opts: SearchStageConfig,
     device: DeviceChoice,
     index: Option<IncrementalIndex>,
     /// Whole windows: (window index, start sample, start s) of the windows inserted, oldest
@@ -73,7 +138,7 @@ impl SearchStage {
     /// with one log line; with one it stays `Auto` (a GPU failure then falls back to the CPU
     /// for that query, still exact, instead of failing the window).
     #[must_use]
-    pub fn new(opts: SearchStageOptions) -> Self {
+    pub fn new(opts: SearchStageConfig) -> Self {
         let device = match opts.device {
             DeviceChoice::Auto => match crate::device::probe() {
                 Ok(_) => DeviceChoice::Auto,
@@ -301,8 +366,8 @@ impl Stage for SearchStage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::window::WindowData;
     use crate::search::brute::knn_rows;
-    use crate::window::WindowData;
     use std::sync::Arc;
     use std::time::Instant;
 
@@ -327,8 +392,8 @@ mod tests {
         }
     }
 
-    fn opts(m: Option<usize>, k: usize) -> SearchStageOptions {
-        SearchStageOptions {
+    fn opts(m: Option<usize>, k: usize) -> SearchStageConfig {
+        SearchStageConfig {
             channel: 0,
             m,
             k,

@@ -5,9 +5,110 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::IngestError;
-use crate::buffer::{EndReason, Record, RingProducer};
+use serde::Deserialize;
+
+use super::{OpenContext, OpenError, Source, SourceConfig};
 use crate::event::{EventStream, Ordering};
+use crate::ingest::IngestError;
+use crate::live::buffer::{Overflow, RingProducer};
+use crate::live::config::section::ConfigError;
+use crate::record::{EndReason, Record, StreamKind};
+
+/// `[sources.<name>]` with `kind = "hdf5"`: an archived NWB session.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Hdf5SourceConfig {
+    /// The file (NWB; a `label,time` CSV is accepted for spikes). Relative to the working
+    /// directory.
+    pub path: PathBuf,
+    /// HDF5 path of a `TimeSeries` to replay as a sensor stream; absent: the units table.
+    pub series: Option<String>,
+    /// Samples per sensor frame (default 256).
+    pub frame_samples: Option<usize>,
+    /// Real time × `speed`; absent: as fast as possible.
+    pub speed: Option<f64>,
+    /// Overflow policy (default `block`: nothing lost).
+    #[serde(default)]
+    pub overflow: Overflow,
+    /// Ring capacity, records (default 65,536).
+    pub ring_capacity: Option<usize>,
+}
+
+impl SourceConfig for Hdf5SourceConfig {
+    const KIND: &'static str = "hdf5";
+
+    fn produces(&self) -> StreamKind {
+        if self.series.is_some() {
+            StreamKind::Sensor
+        } else {
+            StreamKind::Spikes
+        }
+    }
+
+    fn ring(&self) -> (usize, Overflow) {
+        (self.ring_capacity.unwrap_or(1 << 16), self.overflow)
+    }
+
+    fn validate(&self) -> Vec<ConfigError> {
+        let mut errors = Vec::new();
+        if !self.path.exists() {
+            errors.push(ConfigError::new(
+                "path",
+                format!("{} does not exist", self.path.display()),
+            ));
+        }
+        if let Some(speed) = self.speed {
+            if !(speed.is_finite() && speed > 0.0) {
+                errors.push(ConfigError::new(
+                    "speed",
+                    format!("must be a positive factor of real time, got {speed}"),
+                ));
+            }
+        }
+        if self.frame_samples == Some(0) {
+            errors.push(ConfigError::new("frame_samples", "must be at least 1"));
+        }
+        if self.series.is_none() && self.frame_samples.is_some() {
+            errors.push(ConfigError::new(
+                "frame_samples",
+                "applies to `series` sources only",
+            ));
+        }
+        if self.ring_capacity == Some(0) {
+            errors.push(ConfigError::new("ring_capacity", "must be at least 1"));
+        }
+        errors
+    }
+
+    /// Reads the whole archive now, so that a bad file is a startup error.
+    fn open(&self, name: &str, _ctx: &OpenContext<'_>) -> Result<Box<dyn Source>, OpenError> {
+        let cfg = ArchiveSource {
+            name: name.to_owned(),
+            path: self.path.clone(),
+            content: match &self.series {
+                None => ArchiveContent::Units,
+                Some(d) => ArchiveContent::Series {
+                    dataset: d.clone(),
+                    frame_samples: self.frame_samples.unwrap_or(256),
+                },
+            },
+            speed: self.speed,
+        };
+        let data = load(&cfg).map_err(|e| OpenError(format!("source `{name}`: {e}")))?;
+        Ok(Box::new(OpenArchive { cfg, data }))
+    }
+}
+
+/// An archive read into memory, ready to replay.
+struct OpenArchive {
+    cfg: ArchiveSource,
+    data: Loaded,
+}
+
+impl Source for OpenArchive {
+    fn run(self: Box<Self>, ring: RingProducer) {
+        run(&self.cfg, self.data, ring);
+    }
+}
 
 /// What an archive source reads.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,7 +143,7 @@ pub enum Loaded {
     /// A spike stream.
     Spikes(EventStream),
     /// A sensor series.
-    Series(super::nwb::TimeSeries, usize),
+    Series(crate::ingest::nwb::TimeSeries, usize),
 }
 
 /// Reads the archive (before any thread starts, so a bad file is a startup error).
@@ -51,7 +152,7 @@ pub enum Loaded {
 /// [`IngestError`] naming the file and dataset.
 pub fn load(cfg: &ArchiveSource) -> Result<Loaded, IngestError> {
     match &cfg.content {
-        ArchiveContent::Units => Ok(Loaded::Spikes(super::read_spikes(
+        ArchiveContent::Units => Ok(Loaded::Spikes(crate::ingest::read_spikes(
             &cfg.path,
             Ordering::SortIfNeeded,
         )?)),
@@ -59,7 +160,7 @@ pub fn load(cfg: &ArchiveSource) -> Result<Loaded, IngestError> {
             dataset,
             frame_samples,
         } => Ok(Loaded::Series(
-            super::nwb::read_timeseries(&cfg.path, dataset)?,
+            crate::ingest::nwb::read_timeseries(&cfg.path, dataset)?,
             (*frame_samples).max(1),
         )),
     }

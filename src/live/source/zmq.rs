@@ -15,10 +15,140 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::openephys::{self, UnitKey};
-use super::wire::{self, Malformed, Message};
-use crate::buffer::{EndReason, Record, RingProducer};
-use crate::stage::StreamKind;
+use super::{OpenContext, OpenError, Source, SourceConfig};
+use crate::ingest::openephys::{self, UnitKey};
+use crate::ingest::wire::{self, Malformed, Message};
+use crate::live::buffer::{Overflow, RingProducer};
+use crate::live::config::section::{ConfigError, SocketMode};
+use crate::record::{EndReason, Record, StreamKind};
+
+/// `[sources.<name>]` with `kind = "zmq"`: a ZeroMQ SUB socket.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ZmqSourceConfig {
+    /// Endpoint, e.g. `tcp://127.0.0.1:5557`.
+    pub endpoint: String,
+    /// `connect` (default) or `bind`.
+    pub mode: Option<SocketMode>,
+    /// `openephys` (default) or `synfire`.
+    #[serde(default)]
+    pub format: WireFormat,
+    /// `spikes` (default) or `sensor` (synfire format only).
+    pub content: Option<ContentKind>,
+    /// Unit naming of Open Ephys messages (default `full`).
+    #[serde(default)]
+    pub unit_key: UnitKey,
+    /// Larger messages are rejected (default 16 MiB).
+    pub max_message_bytes: Option<usize>,
+    /// ZeroMQ receive high-water mark (default 100,000; 0 = unlimited).
+    pub receive_hwm_messages: Option<i32>,
+    /// Open Ephys: a time this far before the newest is a restart (default 10 s).
+    pub restart_gap_s: Option<f64>,
+    /// End at the publisher's end-of-stream message (default true; synfire format).
+    pub stop_on_end: Option<bool>,
+    /// Overflow policy (default `drop_newest`: never stall the socket).
+    pub overflow: Option<Overflow>,
+    /// Ring capacity, records (default 1,048,576).
+    pub ring_capacity: Option<usize>,
+}
+
+/// `content` of a ZMQ source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContentKind {
+    /// Spike events.
+    Spikes,
+    /// Sensor samples.
+    Sensor,
+}
+
+impl ZmqSourceConfig {
+    /// The source's settings, named `name`, with every default filled in.
+    #[must_use]
+    pub fn settings(&self, name: &str) -> ZmqSource {
+        ZmqSource {
+            name: name.to_owned(),
+            endpoint: self.endpoint.clone(),
+            bind: self.mode == Some(SocketMode::Bind),
+            format: self.format,
+            content: SourceConfig::produces(self),
+            unit_key: self.unit_key,
+            max_message_bytes: self.max_message_bytes.unwrap_or(16 << 20),
+            receive_hwm: self.receive_hwm_messages.unwrap_or(100_000),
+            restart_gap_s: self.restart_gap_s.unwrap_or(10.0),
+            stop_on_end: self.stop_on_end.unwrap_or(true),
+        }
+    }
+}
+
+impl SourceConfig for ZmqSourceConfig {
+    const KIND: &'static str = "zmq";
+
+    fn produces(&self) -> StreamKind {
+        if self.content == Some(ContentKind::Sensor) {
+            StreamKind::Sensor
+        } else {
+            StreamKind::Spikes
+        }
+    }
+
+    fn ring(&self) -> (usize, Overflow) {
+        (
+            self.ring_capacity.unwrap_or(1 << 20),
+            self.overflow.unwrap_or(Overflow::DropNewest),
+        )
+    }
+
+    fn validate(&self) -> Vec<ConfigError> {
+        let mut errors = Vec::new();
+        let mut err = |field: &str, message: String| errors.push(ConfigError::new(field, message));
+        if !self.endpoint.contains("://") {
+            err(
+                "endpoint",
+                format!(
+                    "`{}` is not a ZeroMQ endpoint like `tcp://127.0.0.1:5557`",
+                    self.endpoint
+                ),
+            );
+        }
+        if self.format == WireFormat::Openephys && self.content == Some(ContentKind::Sensor) {
+            err("content", "Open Ephys Event Broadcaster messages carry spikes only; use `format = \"synfire\"` for sensor frames".into());
+        }
+        if self.max_message_bytes.is_some_and(|b| b < 64) {
+            err("max_message_bytes", "must be at least 64".into());
+        }
+        if self.receive_hwm_messages.is_some_and(|h| h < 0) {
+            err("receive_hwm_messages", "must be ≥ 0 (0: unlimited)".into());
+        }
+        if let Some(g) = self.restart_gap_s {
+            if !(g.is_finite() && g >= 0.0) {
+                err("restart_gap_s", format!("must be ≥ 0 seconds, got {g}"));
+            }
+        }
+        if self.ring_capacity == Some(0) {
+            err("ring_capacity", "must be at least 1".into());
+        }
+        errors
+    }
+
+    /// Opens the SUB socket now, so that a bad endpoint is a startup error.
+    fn open(&self, name: &str, ctx: &OpenContext<'_>) -> Result<Box<dyn Source>, OpenError> {
+        let cfg = self.settings(name);
+        let socket = open(&cfg, ctx.zmq).map_err(|e| OpenError(e.to_string()))?;
+        Ok(Box::new(OpenZmq { cfg, socket }))
+    }
+}
+
+/// A connected (or bound) SUB socket, ready to receive.
+struct OpenZmq {
+    cfg: ZmqSource,
+    socket: zmq::Socket,
+}
+
+impl Source for OpenZmq {
+    fn run(self: Box<Self>, ring: RingProducer) {
+        run(&self.cfg, &self.socket, ring);
+    }
+}
 
 /// The message format a ZMQ source reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]

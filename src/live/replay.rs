@@ -12,8 +12,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 use crate::event::Ordering;
-use crate::ingest::archive::Pacer;
 use crate::ingest::{self, openephys, wire};
+use crate::live::source::archive::Pacer;
 
 /// Message format of `synfire replay`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,13 +1,19 @@
 //! Stages: what runs on each window, behind one interface.
 //!
-//! A stage is built from its configuration ([`crate::pipeline::config::StageConfig`]), reads
-//! one kind of window ([`StreamKind`]) and turns each [`Window`] into the stage-specific fields
-//! of a result. The runner ([`run`]) adds the fields every result carries (`stage`,
-//! `window_start_s`, `window_end_s`, `events`, `late`, `dropped`, `seconds`, …) and hands the
-//! serialised line to the sinks. The episode miner is the first stage; the sensor stages of
-//! later issues (motif, soft-DTW, shapelets, SING) implement the same trait.
+//! Each stage kind lives in one file beside its configuration: the options of its
+//! `[stages.<name>]` section ([`StageConfig`], defaults in the type), their checks against the
+//! stage's window, which return the stage ready to build ([`StageBuilder`]: files it needs are
+//! read once, there), and the [`Stage`] itself. [`kinds::KINDS`] is the one table of stage kinds that
+//! the pipeline loader reads: adding a kind is a new file and one row there
+//! (`docs/adding-a-stage.md`).
+//!
+//! A stage reads one kind of window ([`StreamKind`]) and turns each [`Window`] into its typed
+//! result ([`Stage::Result`]). The runner ([`run`]) wraps it in the fields every result
+//! carries (`stage`, `window_start_s`, `window_end_s`, `events`, `late`, `dropped`,
+//! `seconds`, …; [`WindowEnvelope`]) and serialises the line once for the sinks.
 
 pub mod episodes;
+pub mod kinds;
 pub mod motif;
 pub mod search;
 pub mod shapelet;
@@ -18,9 +24,131 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::window::{Window, WindowData};
+use crate::live::config::section::{ConfigError, typed};
+use crate::live::window::{Window, WindowConfig, WindowData};
+use crate::record::StreamKind;
+
+/// The options of one stage kind: its `[stages.<name>]` table less `kind` and `window`
+/// (which the loader reads for every stage). Defaults live in the type (`#[serde(default)]`).
+pub trait StageConfig: DeserializeOwned + std::fmt::Debug + Send + Sync + 'static {
+    /// The kind's name, as written in `kind = "…"`.
+    const KIND: &'static str;
+    /// What the stage reads.
+    const INPUT: StreamKind;
+
+    /// Checks the options against the stage's window (phase 2 of validation) and returns
+    /// the stage ready to build. Everything the stage needs from files is read here, once.
+    ///
+    /// # Errors
+    /// Every problem found, each naming its field relative to the section (`m`, `window`).
+    fn validate(&self, window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>>;
+}
+
+/// A validated stage, ready to build.
+pub trait StageBuilder: std::fmt::Debug + Send + Sync {
+    /// Builds the stage: acquires what it runs on (GPU workers, a tree trained at startup).
+    ///
+    /// # Errors
+    /// [`StageError`] for a resource that cannot be had (a GPU demanded but absent, a
+    /// training failure).
+    fn build(&self) -> Result<Box<dyn Stage>, StageError>;
+}
+
+/// A stage kind's options, type-erased for the kinds table.
+trait AnyStageConfig: std::fmt::Debug + Send + Sync {
+    fn validate(&self, window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>>;
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl<T: StageConfig> AnyStageConfig for T {
+    fn validate(&self, window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
+        StageConfig::validate(self, window)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// One row of [`kinds::KINDS`]: a stage kind's name, what it reads, and how its section is parsed.
+#[derive(Clone, Copy)]
+pub struct StageKind {
+    /// The name in `kind = "…"`.
+    pub name: &'static str,
+    /// What the stage reads.
+    pub input: StreamKind,
+    parse: fn(toml::Value, &str, &mut Vec<ConfigError>) -> Option<Box<dyn AnyStageConfig>>,
+}
+
+impl std::fmt::Debug for StageKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+fn parse_as<T: StageConfig>(
+    value: toml::Value,
+    prefix: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Box<dyn AnyStageConfig>> {
+    typed::<T>(value, prefix, errors).map(|c| Box::new(c) as Box<dyn AnyStageConfig>)
+}
+
+impl StageKind {
+    /// The row of kind `T`.
+    #[must_use]
+    pub const fn of<T: StageConfig>() -> Self {
+        Self {
+            name: T::KIND,
+            input: T::INPUT,
+            parse: parse_as::<T>,
+        }
+    }
+
+    /// Parses a section's options (phase 1: unknown fields and wrong types, into `errors`).
+    #[must_use]
+    pub fn parse(
+        &'static self,
+        options: toml::Value,
+        prefix: &str,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<ParsedStage> {
+        (self.parse)(options, prefix, errors).map(|options| ParsedStage {
+            kind: self,
+            options,
+        })
+    }
+}
+
+/// A stage section after phase 1: its kind and typed options.
+#[derive(Debug)]
+pub struct ParsedStage {
+    /// The kind.
+    pub kind: &'static StageKind,
+    options: Box<dyn AnyStageConfig>,
+}
+
+impl ParsedStage {
+    /// The options as kind `T`'s, if the stage is of that kind.
+    #[must_use]
+    pub fn options<T: StageConfig>(&self) -> Option<&T> {
+        self.options.as_any().downcast_ref()
+    }
+
+    /// Phase 2: checks the options against the window; the stage ready to build.
+    ///
+    /// # Errors
+    /// Every problem found, fields relative to the section.
+    pub fn validate(
+        &self,
+        window: &WindowConfig,
+    ) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
+        self.options.validate(window)
+    }
+}
 
 /// A sensor window's samples, as the sensor stages read them.
 #[derive(Clone, Copy, Debug)]
@@ -83,24 +211,6 @@ impl Samples<'_> {
             .step_by(self.channels)
             .copied()
             .collect()
-    }
-}
-
-/// The kind of stream a source produces and a stage reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StreamKind {
-    /// Spike events (unit, time).
-    Spikes,
-    /// Continuous sensor samples.
-    Sensor,
-}
-
-impl std::fmt::Display for StreamKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Spikes => "spikes",
-            Self::Sensor => "sensor",
-        })
     }
 }
 
@@ -179,7 +289,7 @@ pub fn run(
     windows: &Receiver<Arc<Window>>,
     out: &Sender<Output>,
 ) {
-    let seconds_metric = crate::telemetry::stage_seconds(name);
+    let seconds_metric = crate::live::telemetry::stage_seconds(name);
     for window in windows {
         if window.preview {
             stage.preview(&window);

@@ -20,14 +20,56 @@
 
 use serde_json::{Map, Value};
 
-use super::{Stage, StageError, StreamKind};
+use super::{Stage, StageBuilder, StageConfig, StageError};
 use crate::episode::{
-    ChainCache, Counter, DeviceChoice, GpuCounter, GpuSettings, MinerConfig, NoProgress, mine_with,
-    select_gpu,
+    ChainCache, Counter, DeviceChoice, GpuCounter, GpuSettings, MinerConfig, MiningOptions,
+    NoProgress, mine_with, select_gpu,
 };
 use crate::event::EventStream;
+use crate::live::config::section::ConfigError;
+use crate::live::window::{Window, WindowConfig, WindowData};
+use crate::record::StreamKind;
 use crate::report::MineReport;
-use crate::window::{Window, WindowData};
+
+/// `[stages.<name>]` with `kind = "episodes"`: the options of `synfire mine`
+/// ([`MiningOptions`], same names and defaults).
+pub type EpisodesConfig = MiningOptions;
+
+impl StageConfig for MiningOptions {
+    const KIND: &'static str = "episodes";
+    const INPUT: StreamKind = StreamKind::Spikes;
+
+    fn validate(&self, _window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
+        let config = self.miner().map_err(|list| {
+            list.into_iter()
+                .map(|e| ConfigError::new(e.field, e.message))
+                .collect::<Vec<_>>()
+        })?;
+        Ok(Box::new(EpisodesBuilder {
+            config,
+            device: self.device,
+            settings: self.gpu_settings(),
+        }))
+    }
+}
+
+/// A validated episodes stage.
+#[derive(Debug)]
+struct EpisodesBuilder {
+    config: MinerConfig,
+    device: DeviceChoice,
+    settings: GpuSettings,
+}
+
+impl StageBuilder for EpisodesBuilder {
+    fn build(&self) -> Result<Box<dyn Stage>, StageError> {
+        Ok(Box::new(EpisodeStage::new(
+            self.config.clone(),
+            self.device,
+            self.settings.clone(),
+        )?))
+    }
+}
 
 /// The episode-mining stage.
 pub struct EpisodeStage {

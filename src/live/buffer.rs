@@ -13,71 +13,8 @@ use ringbuf::traits::{Consumer as _, Observer as _, Producer as _, Split as _};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
 use serde::{Deserialize, Serialize};
 
-use crate::telemetry;
-
-/// A block of samples of a continuous sensor stream.
-///
-/// `values` is sample-major: shape `[samples, channels]`, sample `k` of channel `c` at
-/// `values[k * channels + c]`. Sample `k` of the frame is sample `first_sample + k` of the
-/// stream, at `t0_s + k / rate_hz` seconds.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SensorFrame {
-    /// Index of the frame's first sample in the stream (0-based).
-    pub first_sample: u64,
-    /// Time of the first sample, seconds.
-    pub t0_s: f64,
-    /// Sampling rate, Hz (> 0).
-    pub rate_hz: f64,
-    /// Channels per sample (≥ 1).
-    pub channels: usize,
-    /// Sample-major values, shape `[samples, channels]`.
-    pub values: Vec<f64>,
-}
-
-impl SensorFrame {
-    /// Number of samples (rows).
-    #[must_use]
-    pub fn samples(&self) -> usize {
-        self.values.len() / self.channels.max(1)
-    }
-}
-
-/// Why a source ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EndReason {
-    /// The input is exhausted (end of file, or the publisher's end-of-stream message): open
-    /// windows that hold data are emitted, marked incomplete.
-    Finished,
-    /// Shutdown was requested (signal): open windows are discarded, closed ones still finish.
-    Interrupted,
-    /// The source failed; the error was logged.
-    Failed,
-}
-
-/// One item on a ring.
-#[derive(Clone, Debug)]
-pub enum Record {
-    /// A spike of unit `unit` (an id announced earlier by [`Record::Unit`]) at `t_s` seconds.
-    Spike {
-        /// Unit id, dense per source.
-        unit: u32,
-        /// Time, seconds (finite, ≥ 0).
-        t_s: f64,
-    },
-    /// Names unit `id`; precedes its first spike.
-    Unit {
-        /// Dense id.
-        id: u32,
-        /// The unit's label (NWB unit id, Open Ephys key, wire-format unit id).
-        name: Arc<str>,
-    },
-    /// Samples of a sensor stream.
-    Samples(Box<SensorFrame>),
-    /// The publisher restarted (new session, or time jumped back): windows restart.
-    Restart,
-    /// The source ended; always the last record.
-    End(EndReason),
-}
+use crate::live::telemetry;
+use crate::record::{EndReason, Record};
 
 /// What a source does when its ring is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -4,11 +4,130 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use metrics::Counter;
+use serde::Deserialize;
 
-use crate::stage::Output;
+use crate::live::config::section::{ConfigError, SocketMode, typed};
+use crate::live::stage::Output;
+
+/// `[sinks.<name>]` with `kind = "jsonl"`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct JsonlConfig {
+    /// File to append to, or `-` for standard output (default).
+    pub path: Option<PathBuf>,
+    /// Stages whose results it writes (default: all).
+    pub stages: Option<Vec<String>>,
+}
+
+/// `[sinks.<name>]` with `kind = "zmq_pub"`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ZmqPubConfig {
+    /// Endpoint, e.g. `tcp://127.0.0.1:5560`.
+    pub endpoint: String,
+    /// `bind` (default) or `connect`.
+    pub mode: Option<SocketMode>,
+    /// Stages whose results it publishes (default: all).
+    pub stages: Option<Vec<String>>,
+}
+
+/// A sink section: one variant per kind. The kinds are this enum and [`SinkConfig::KINDS`].
+#[derive(Clone, Debug)]
+pub enum SinkConfig {
+    /// JSON lines.
+    Jsonl(JsonlConfig),
+    /// ZeroMQ PUB, topic = stage name.
+    ZmqPub(ZmqPubConfig),
+}
+
+impl SinkConfig {
+    /// The kind names, as written in `kind = "…"`.
+    pub const KINDS: &'static [&'static str] = &["jsonl", "zmq_pub"];
+
+    /// Parses a section of kind `kind` (one of [`Self::KINDS`]; phase 1, errors into
+    /// `errors`).
+    #[must_use]
+    pub fn parse(
+        kind: &str,
+        options: toml::Value,
+        prefix: &str,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<Self> {
+        match kind {
+            "jsonl" => typed(options, prefix, errors).map(Self::Jsonl),
+            "zmq_pub" => typed(options, prefix, errors).map(Self::ZmqPub),
+            other => {
+                errors.push(ConfigError::new(
+                    format!("{prefix}.kind"),
+                    format!(
+                        "unknown kind \"{other}\"; expected one of {:?}",
+                        Self::KINDS
+                    ),
+                ));
+                None
+            }
+        }
+    }
+
+    /// The stages it takes (None: all).
+    #[must_use]
+    pub fn stages(&self) -> Option<&[String]> {
+        match self {
+            Self::Jsonl(j) => j.stages.as_deref(),
+            Self::ZmqPub(z) => z.stages.as_deref(),
+        }
+    }
+
+    /// Phase-2 checks of the sink's own options, fields relative to the section.
+    #[must_use]
+    pub fn validate(&self) -> Vec<ConfigError> {
+        let mut errors = Vec::new();
+        match self {
+            Self::ZmqPub(z) => {
+                if !z.endpoint.contains("://") {
+                    errors.push(ConfigError::new(
+                        "endpoint",
+                        format!(
+                            "`{}` is not a ZeroMQ endpoint like `tcp://127.0.0.1:5560`",
+                            z.endpoint
+                        ),
+                    ));
+                }
+            }
+            Self::Jsonl(JsonlConfig {
+                path: Some(path), ..
+            }) => {
+                let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+                if path.as_os_str() != "-" && parent.is_some_and(|d| !d.is_dir()) {
+                    errors.push(ConfigError::new(
+                        "path",
+                        format!("directory of {} does not exist", path.display()),
+                    ));
+                }
+            }
+            Self::Jsonl(_) => {}
+        }
+        errors
+    }
+
+    /// Opens the sink named `name` (file opened, socket bound or connected).
+    ///
+    /// # Errors
+    /// [`SinkError`] naming the sink and the file or endpoint.
+    pub fn open(&self, name: &str, ctx: &zmq::Context) -> Result<Sink, SinkError> {
+        match self {
+            Self::Jsonl(j) => Sink::jsonl(name, j.path.as_deref(), j.stages.clone()),
+            Self::ZmqPub(z) => Sink::zmq_pub(
+                name,
+                ctx,
+                &z.endpoint,
+                z.mode != Some(SocketMode::Connect),
+                z.stages.clone(),
+            ),
+        }
+    }
+}
 
 /// Where a sink writes.
 enum Target {
@@ -105,7 +224,7 @@ impl Sink {
             name: name.into(),
             target,
             stages,
-            written: crate::telemetry::results_out(name),
+            written: crate::live::telemetry::results_out(name),
             count: 0,
         }
     }

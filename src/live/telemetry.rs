@@ -155,6 +155,11 @@ pub fn results_out(sink: &str) -> Counter {
     metrics::counter!(names::RESULTS_OUT, "sink" => sink.to_owned())
 }
 
+/// The metrics endpoint could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct MetricsError(pub String);
+
 /// Installs a global Prometheus recorder serving `GET /metrics` on `addr`; the returned future
 /// runs the HTTP listener and must be spawned on a tokio runtime.
 ///
@@ -162,13 +167,13 @@ pub fn results_out(sink: &str) -> Counter {
 /// The address cannot be bound, or a recorder is already installed.
 pub fn install_prometheus(
     addr: SocketAddr,
-) -> anyhow::Result<metrics_exporter_prometheus::ExporterFuture> {
+) -> Result<metrics_exporter_prometheus::ExporterFuture, MetricsError> {
     let (recorder, exporter) = metrics_exporter_prometheus::PrometheusBuilder::new()
         .with_http_listener(addr)
         .build()
-        .map_err(|e| anyhow::anyhow!("`--metrics {addr}`: {e}"))?;
+        .map_err(|e| MetricsError(format!("`--metrics {addr}`: {e}")))?;
     metrics::set_global_recorder(recorder)
-        .map_err(|e| anyhow::anyhow!("installing the metrics recorder: {e}"))?;
+        .map_err(|e| MetricsError(format!("installing the metrics recorder: {e}")))?;
     describe_all();
     Ok(exporter)
 }

@@ -15,8 +15,139 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::buffer::SensorFrame;
-use crate::telemetry::WindowMetrics;
+use serde::Deserialize;
+
+use crate::live::config::section::ConfigError;
+use crate::live::telemetry::WindowMetrics;
+use crate::record::{SensorFrame, StreamKind};
+
+/// `[windows.<name>]`: spike windows take `length_s`/`hop_s` (and `allowed_lateness_s`),
+/// sensor windows `length_samples`/`hop_samples`, by what their source carries.
+#[derive(Clone, Debug, Deserialize)]
+pub struct WindowConfig {
+    /// The window's name (the key of its section; set by the loader).
+    #[serde(skip)]
+    pub name: String,
+    /// The source it reads.
+    pub source: String,
+    /// Spike windows: length, seconds.
+    pub length_s: Option<f64>,
+    /// Spike windows: hop, seconds.
+    pub hop_s: Option<f64>,
+    /// Spike windows: how long after its end a window waits for late events (default 0 s).
+    pub allowed_lateness_s: Option<f64>,
+    /// Sensor windows: length, samples.
+    pub length_samples: Option<u64>,
+    /// Sensor windows: hop, samples.
+    pub hop_samples: Option<u64>,
+}
+
+impl WindowConfig {
+    /// Checks the options for a source carrying `kind`; errors name fields relative to the
+    /// section.
+    #[must_use]
+    pub fn validate(&self, kind: StreamKind) -> Vec<ConfigError> {
+        let mut errors = Vec::new();
+        let mut err = |field: &str, message: String| errors.push(ConfigError::new(field, message));
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        match kind {
+            StreamKind::Spikes => {
+                for (f, v) in [("length_s", self.length_s), ("hop_s", self.hop_s)] {
+                    match v {
+                        None => err(f, "missing (spike windows are time-based)".into()),
+                        Some(x) if !positive(x) => {
+                            err(f, format!("must be positive seconds, got {x}"));
+                        }
+                        _ => {}
+                    }
+                }
+                if let Some(l) = self.allowed_lateness_s {
+                    if !(l.is_finite() && l >= 0.0) {
+                        err(
+                            "allowed_lateness_s",
+                            format!("must be ≥ 0 seconds, got {l}"),
+                        );
+                    }
+                }
+                for (f, v) in [
+                    ("length_samples", self.length_samples),
+                    ("hop_samples", self.hop_samples),
+                ] {
+                    if v.is_some() {
+                        err(
+                            f,
+                            format!(
+                                "source `{}` carries spikes: use `length_s`/`hop_s`",
+                                self.source
+                            ),
+                        );
+                    }
+                }
+            }
+            StreamKind::Sensor => {
+                for (f, v) in [
+                    ("length_samples", self.length_samples),
+                    ("hop_samples", self.hop_samples),
+                ] {
+                    match v {
+                        None => err(f, "missing (sensor windows are sample-based)".into()),
+                        Some(0) => err(f, "must be at least 1".into()),
+                        _ => {}
+                    }
+                }
+                for (f, v) in [
+                    ("length_s", self.length_s),
+                    ("hop_s", self.hop_s),
+                    ("allowed_lateness_s", self.allowed_lateness_s),
+                ] {
+                    if v.is_some() {
+                        err(
+                            f,
+                            format!(
+                                "source `{}` carries sensor samples: use `length_samples`/`hop_samples`",
+                                self.source
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        errors
+    }
+
+    /// The windower of window `name` over source `source` carrying `kind` (options
+    /// validated; absent ones take their defaults).
+    #[must_use]
+    pub fn windower(&self, name: &str, source: &str, kind: StreamKind, previews: bool) -> Windower {
+        match kind {
+            StreamKind::Spikes => Windower::Spikes(
+                SpikeWindower::new(
+                    name,
+                    source,
+                    self.length_s.unwrap_or(1.0),
+                    self.hop_s.unwrap_or(1.0),
+                    self.allowed_lateness_s.unwrap_or(0.0),
+                )
+                .with_previews(previews),
+            ),
+            StreamKind::Sensor => Windower::Sensor(SensorWindower::new(
+                name,
+                source,
+                self.length_samples.unwrap_or(1),
+                self.hop_samples.unwrap_or(1),
+            )),
+        }
+    }
+}
+
+/// The windows of one window definition, of either kind.
+#[derive(Debug)]
+pub enum Windower {
+    /// Time-based spike windows.
+    Spikes(SpikeWindower),
+    /// Sample-based sensor windows.
+    Sensor(SensorWindower),
+}
 
 /// The data of one window.
 #[derive(Clone, Debug)]
@@ -60,7 +191,7 @@ pub struct Window {
     /// passed its end.
     pub complete: bool,
     /// True for a **preview**: a window still open, holding the events received so far, sent
-    /// only to stages that asked for previews ([`crate::stage::Stage::wants_previews`]) so
+    /// only to stages that asked for previews ([`crate::live::stage::Stage::wants_previews`]) so
     /// they can prepare for its close. Previews produce no result and are not counted in the
     /// windows metric; the window itself is emitted later as usual.
     pub preview: bool,

@@ -4,8 +4,33 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Samples, Stage, StageError, StreamKind};
-use crate::window::Window;
+use super::{Samples, Stage, StageBuilder, StageConfig, StageError};
+use crate::live::config::section::ConfigError;
+use crate::live::window::{Window, WindowConfig};
+use crate::record::StreamKind;
+
+/// `[stages.<name>]` with `kind = "summary"`: per-channel statistics of sensor windows. No
+/// options besides `window`.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub struct SummaryConfig {}
+
+impl StageConfig for SummaryConfig {
+    const KIND: &'static str = "summary";
+    const INPUT: StreamKind = StreamKind::Sensor;
+
+    fn validate(&self, _window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
+        Ok(Box::new(SummaryBuilder))
+    }
+}
+
+#[derive(Debug)]
+struct SummaryBuilder;
+
+impl StageBuilder for SummaryBuilder {
+    fn build(&self) -> Result<Box<dyn Stage>, StageError> {
+        Ok(Box::new(SummaryStage))
+    }
+}
 
 /// The summary stage.
 #[derive(Debug, Default)]
@@ -49,7 +74,7 @@ mod tests {
 
     #[test]
     fn summarises_each_channel_and_ignores_nan() {
-        let w = crate::stage::test_window(vec![1.0, 10.0, 3.0, f64::NAN, 5.0, 30.0], 2, 0);
+        let w = crate::live::stage::test_window(vec![1.0, 10.0, 3.0, f64::NAN, 5.0, 30.0], 2, 0);
         let m = SummaryStage.process(&w).unwrap();
         let c = &m["channels"];
         assert_eq!(c[0]["mean"], 3.0);

@@ -5,15 +5,81 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Samples, Stage, StageError, StreamKind};
+use std::path::PathBuf;
+
+use super::{Samples, Stage, StageBuilder, StageConfig, StageError};
 use crate::episode::DeviceChoice;
-use crate::pipeline::config::SoftDtwStageConfig;
+use crate::live::config::section::ConfigError;
+use crate::live::window::{Window, WindowConfig};
+use crate::record::StreamKind;
 use crate::series::{Series, read_dataset};
 use crate::softdtw::{self, Measure, Options, SoftDtwError, gpu};
-use crate::window::Window;
+
+/// `[stages.<name>]` with `kind = "softdtw"`: soft-DTW of one channel of each sensor window
+/// against a set of templates (`synfire softdtw`'s options), with the nearest template.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct SoftDtwStageConfig {
+    /// The templates: a UCR `.ts`/`.tsv`/`.txt` file or `.npy` `[B, L]` (labels, when the
+    /// file has them, name the nearest template).
+    pub templates: PathBuf,
+    /// Smoothing γ > 0.
+    pub gamma: f64,
+    /// Sakoe-Chiba half-width (default: none).
+    #[serde(default)]
+    pub band: Option<usize>,
+    /// The channel compared (0-based, default 0).
+    #[serde(default)]
+    pub channel: usize,
+    /// Z-normalise the window and every template first (default true), so shapes compare
+    /// whatever the units.
+    #[serde(default = "yes")]
+    pub znormalize: bool,
+    /// Report the soft-DTW divergence instead of the value (default false).
+    #[serde(default)]
+    pub divergence: bool,
+    /// Where to compute (default `auto`).
+    #[serde(default)]
+    pub device: DeviceChoice,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl StageConfig for SoftDtwStageConfig {
+    const KIND: &'static str = "softdtw";
+    const INPUT: StreamKind = StreamKind::Sensor;
+
+    /// Checks γ and reads the templates (once: the stage is built from what was read).
+    fn validate(&self, _window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
+        let mut errors = Vec::new();
+        if !(self.gamma.is_finite() && self.gamma > 0.0) {
+            errors.push(ConfigError::new(
+                "gamma",
+                format!("must be a finite number above 0, got {}", self.gamma),
+            ));
+        }
+        if !self.templates.exists() {
+            errors.push(ConfigError::new(
+                "templates",
+                format!("{} does not exist", self.templates.display()),
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Box::new(SoftDtwStage::new(self).map_err(|e| vec![e])?))
+    }
+}
+
+impl StageBuilder for SoftDtwStage {
+    fn build(&self) -> Result<Box<dyn Stage>, StageError> {
+        Ok(Box::new(self.clone()))
+    }
+}
 
 /// The soft-DTW stage.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct SoftDtwStage {
     templates: Vec<Series>,
     labels: Option<Vec<String>>,
@@ -49,26 +115,29 @@ impl SoftDtwStage {
     ///
     /// # Errors
     /// An unreadable or empty template file, multivariate templates (the stage compares one
-    /// channel), or invalid soft-DTW options, naming the file or field.
-    pub fn new(cfg: &SoftDtwStageConfig) -> anyhow::Result<Self> {
-        let data = read_dataset(&cfg.templates)?;
-        anyhow::ensure!(
-            !data.series.is_empty(),
-            "{}: no template series",
-            cfg.templates.display()
-        );
+    /// channel), or invalid soft-DTW options, naming the file and the field.
+    pub fn new(cfg: &SoftDtwStageConfig) -> Result<Self, ConfigError> {
+        let templates_error = |message: String| ConfigError::new("templates", message);
+        let data = read_dataset(&cfg.templates).map_err(|e| templates_error(e.to_string()))?;
+        if data.series.is_empty() {
+            return Err(templates_error(format!(
+                "{}: no template series",
+                cfg.templates.display()
+            )));
+        }
         if let Some(k) = data.series.iter().position(|s| s.dims != 1) {
-            anyhow::bail!(
+            return Err(templates_error(format!(
                 "{}: template {k} has {} channels; the soft-DTW stage compares one channel",
                 cfg.templates.display(),
                 data.series[k].dims
-            );
+            )));
         }
         let opts = Options {
             band: cfg.band,
             ..Options::new(cfg.gamma)
         };
-        opts.validate()?;
+        opts.validate()
+            .map_err(|e| ConfigError::new("band", e.to_string()))?;
         let templates = if cfg.znormalize {
             data.series.iter().map(znormalize).collect()
         } else {
@@ -163,12 +232,11 @@ mod tests {
     use super::*;
 
     fn window(values: Vec<f64>) -> Window {
-        crate::stage::test_window(values, 1, 0)
+        crate::live::stage::test_window(values, 1, 0)
     }
 
     fn stage(divergence: bool) -> SoftDtwStage {
         let cfg = SoftDtwStageConfig {
-            window: "w".into(),
             templates: "fixtures/ucr/GunPoint/GunPoint_TRAIN.ts".into(),
             gamma: 0.1,
             band: None,

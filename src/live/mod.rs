@@ -13,7 +13,14 @@
 //! windows already queued, the sink thread writes what arrives and flushes. At the end of an
 //! archive, open windows that hold data are emitted (marked `complete: false`).
 
+pub mod buffer;
 pub mod config;
+pub mod replay;
+pub mod sink;
+pub mod source;
+pub mod stage;
+pub mod telemetry;
+pub mod window;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -21,16 +28,58 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
-use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use crate::buffer::{self, EndReason, Overflow, Record, RingConsumer};
-use crate::ingest::archive::{self, ArchiveContent, ArchiveSource};
-use crate::ingest::zmq::{self as zsource, ZmqSource};
-use crate::sink::Sink;
-use crate::stage::{self, Output, Stage, StreamKind};
-use crate::window::{SensorWindower, SpikeWindower, Window};
-use config::{PipelineConfig, SinkConfig, SocketMode, SourceConfig, StageConfig};
+use buffer::RingConsumer;
+use config::PipelineConfig;
+use source::OpenContext;
+use stage::{Output, Stage};
+use window::{Window, Windower};
+
+use crate::record::{EndReason, Record};
+
+/// Why a pipeline could not start. Failures while it runs are logged and counted, never
+/// fatal.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// `[pipeline] metrics` is not a socket address.
+    #[error("`[pipeline] metrics`: `{0}` is not an address like `127.0.0.1:9100`")]
+    MetricsAddress(String),
+    /// A source could not be opened (file, socket).
+    #[error(transparent)]
+    Source(#[from] source::OpenError),
+    /// A stage could not be built (GPU demanded but absent, training failed).
+    #[error("stage `{stage}`: {source}")]
+    Stage {
+        /// The stage.
+        stage: String,
+        /// Why.
+        source: stage::StageError,
+    },
+    /// A sink could not be opened.
+    #[error(transparent)]
+    Sink(#[from] sink::SinkError),
+    /// The metrics endpoint could not be started.
+    #[error(transparent)]
+    Metrics(#[from] telemetry::MetricsError),
+    /// A thread or the control-plane runtime could not be started.
+    #[error("{what}: {message}")]
+    Start {
+        /// What was being started.
+        what: String,
+        /// Why it failed.
+        message: String,
+    },
+}
+
+impl LiveError {
+    fn start(what: impl Into<String>, e: impl std::fmt::Display) -> Self {
+        Self::Start {
+            what: what.into(),
+            message: e.to_string(),
+        }
+    }
+}
 
 /// How to run a pipeline besides its file.
 #[derive(Debug, Default)]
@@ -58,11 +107,11 @@ pub struct RunSummary {
 struct Threads(Vec<JoinHandle<()>>);
 
 impl Threads {
-    fn spawn(&mut self, name: String, f: impl FnOnce() + Send + 'static) -> Result<()> {
+    fn spawn(&mut self, name: String, f: impl FnOnce() + Send + 'static) -> Result<(), LiveError> {
         let h = std::thread::Builder::new()
             .name(name.clone())
             .spawn(f)
-            .with_context(|| format!("starting thread {name}"))?;
+            .map_err(|e| LiveError::start(format!("starting thread {name}"), e))?;
         self.0.push(h);
         Ok(())
     }
@@ -81,11 +130,6 @@ impl Drop for Threads {
     fn drop(&mut self) {
         self.join_all();
     }
-}
-
-enum Windower {
-    Spikes(SpikeWindower),
-    Sensor(SensorWindower),
 }
 
 struct WindowRoute {
@@ -181,38 +225,6 @@ fn window_loop(mut ring: RingConsumer, mut routes: Vec<WindowRoute>) {
     }
 }
 
-fn build_stage(config: &StageConfig) -> Result<Box<dyn Stage>> {
-    Ok(match config {
-        StageConfig::Episodes(e) => {
-            let miner = e.miner().map_err(|v| {
-                anyhow::anyhow!(
-                    "{}",
-                    v.into_iter()
-                        .map(|(f, m)| format!("`{f}`: {m}"))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                )
-            })?;
-            Box::new(stage::episodes::EpisodeStage::new(
-                miner,
-                e.device,
-                e.gpu_settings(),
-            )?)
-        }
-        StageConfig::Summary(_) => Box::new(stage::summary::SummaryStage),
-        StageConfig::Motif(mc) => Box::new(stage::motif::MotifStage::new(
-            mc.motif(),
-            mc.channel,
-            mc.device,
-        )),
-        StageConfig::Search(sc) => Box::new(stage::search::SearchStage::new(sc.options())),
-        StageConfig::SoftDtw(sc) => Box::new(stage::softdtw::SoftDtwStage::new(sc)?),
-        StageConfig::Shapelet(sc) => {
-            Box::new(stage::shapelet::ShapeletStage::new(sc.tree()?, sc.channel)?)
-        }
-    })
-}
-
 /// Runs the pipeline until its sources end (archives) or a stop is requested (signal, or
 /// `options.stop`).
 ///
@@ -220,7 +232,7 @@ fn build_stage(config: &StageConfig) -> Result<Box<dyn Stage>> {
 /// Anything that fails while building (a file that cannot be read, a socket that cannot be
 /// bound, a GPU demanded but absent), naming the component. Failures while running are
 /// logged and counted, never fatal.
-pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary> {
+pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, LiveError> {
     let stop = options.stop.clone().unwrap_or_default();
     let ctx = zmq::Context::new();
     let metrics_addr = match options.metrics {
@@ -229,63 +241,19 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary> {
             .pipeline
             .metrics
             .as_deref()
-            .map(str::parse)
-            .transpose()
-            .context("`[pipeline] metrics`")?,
+            .map(|m| {
+                m.parse()
+                    .map_err(|_| LiveError::MetricsAddress(m.to_owned()))
+            })
+            .transpose()?,
     };
     let control = control_plane(metrics_addr, options.handle_signals, stop.clone())?;
 
-    // Build: sources (files read, sockets opened), stages, sinks. Nothing runs yet.
-    enum Built {
-        Archive(ArchiveSource, archive::Loaded),
-        Zmq(ZmqSource, zmq::Socket),
-    }
+    // Build: sources opened (files read, sockets opened), stages, sinks. Nothing runs yet.
+    let open_ctx = OpenContext { zmq: &ctx };
     let mut built = Vec::new();
     for (name, s) in &config.sources {
-        match s {
-            SourceConfig::Hdf5(h) => {
-                let cfg = ArchiveSource {
-                    name: name.clone(),
-                    path: h.path.clone(),
-                    content: match &h.series {
-                        None => ArchiveContent::Units,
-                        Some(d) => ArchiveContent::Series {
-                            dataset: d.clone(),
-                            frame_samples: h.frame_samples.unwrap_or(256),
-                        },
-                    },
-                    speed: h.speed,
-                };
-                let data = archive::load(&cfg).with_context(|| format!("source `{name}`"))?;
-                built.push((
-                    name.clone(),
-                    h.ring_capacity.unwrap_or(1 << 16),
-                    h.overflow,
-                    Built::Archive(cfg, data),
-                ));
-            }
-            SourceConfig::Zmq(z) => {
-                let cfg = ZmqSource {
-                    name: name.clone(),
-                    endpoint: z.endpoint.clone(),
-                    bind: z.mode == Some(SocketMode::Bind),
-                    format: z.format,
-                    content: s.kind(),
-                    unit_key: z.unit_key,
-                    max_message_bytes: z.max_message_bytes.unwrap_or(16 << 20),
-                    receive_hwm: z.receive_hwm_messages.unwrap_or(100_000),
-                    restart_gap_s: z.restart_gap_s.unwrap_or(10.0),
-                    stop_on_end: z.stop_on_end.unwrap_or(true),
-                };
-                let socket = zsource::open(&cfg, &ctx)?;
-                built.push((
-                    name.clone(),
-                    z.ring_capacity.unwrap_or(1 << 20),
-                    z.overflow.unwrap_or(Overflow::DropNewest),
-                    Built::Zmq(cfg, socket),
-                ));
-            }
-        }
+        built.push((name.clone(), s.open(name, &open_ctx)?));
     }
     let queue = config.pipeline.stage_queue_windows.unwrap_or(4);
     let (out_tx, out_rx) = bounded::<Output>(64);
@@ -295,26 +263,20 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary> {
     type StageThread = (String, Box<dyn Stage>, Receiver<Arc<Window>>);
     let mut stages: Vec<StageThread> = Vec::new();
     for (name, s) in &config.stages {
-        let st = build_stage(s).with_context(|| format!("stage `{name}`"))?;
+        let st = s.builder.build().map_err(|source| LiveError::Stage {
+            stage: name.clone(),
+            source,
+        })?;
         let (tx, rx) = bounded(queue);
         stage_inputs
-            .entry(s.window())
+            .entry(s.window.as_str())
             .or_default()
             .push((tx, st.wants_previews()));
         stages.push((name.clone(), st, rx));
     }
     let mut sinks = Vec::new();
     for (name, s) in &config.sinks {
-        sinks.push(match s {
-            SinkConfig::Jsonl(j) => Sink::jsonl(name, j.path.as_deref(), j.stages.clone())?,
-            SinkConfig::ZmqPub(z) => Sink::zmq_pub(
-                name,
-                &ctx,
-                &z.endpoint,
-                z.mode != Some(SocketMode::Connect),
-                z.stages.clone(),
-            )?,
-        });
+        sinks.push(s.open(name, &ctx)?);
     }
 
     // Connect and spawn, back to front.
@@ -354,7 +316,9 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary> {
     }
     drop(out_tx);
     let mut stats = Vec::new();
-    for (name, capacity, overflow, b) in built {
+    for (name, source) in built {
+        let kind = config.sources[&name].produces();
+        let (capacity, overflow) = config.sources[&name].ring();
         let (prod, cons) = buffer::ring(&name, capacity, overflow, stop.clone());
         stats.push((name.clone(), cons.stats().clone()));
         let mut routes = Vec::new();
@@ -365,26 +329,8 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary> {
                 .filter(|(_, wants)| *wants)
                 .map(|(tx, _)| tx.clone())
                 .collect();
-            let windower = match config.sources[&name].kind() {
-                StreamKind::Spikes => Windower::Spikes(
-                    SpikeWindower::new(
-                        wname,
-                        &name,
-                        w.length_s.unwrap_or(1.0),
-                        w.hop_s.unwrap_or(1.0),
-                        w.allowed_lateness_s.unwrap_or(0.0),
-                    )
-                    .with_previews(!previews.is_empty()),
-                ),
-                StreamKind::Sensor => Windower::Sensor(SensorWindower::new(
-                    wname,
-                    &name,
-                    w.length_samples.unwrap_or(1),
-                    w.hop_samples.unwrap_or(1),
-                )),
-            };
             routes.push(WindowRoute {
-                windower,
+                windower: w.windower(wname, &name, kind, !previews.is_empty()),
                 stages: inputs.into_iter().map(|(tx, _)| tx).collect(),
                 previews,
             });
@@ -392,18 +338,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary> {
         threads.spawn(format!("synfire:win-{name}"), move || {
             window_loop(cons, routes)
         })?;
-        match b {
-            Built::Archive(cfg, data) => {
-                threads.spawn(format!("synfire:src-{name}"), move || {
-                    archive::run(&cfg, data, prod)
-                })?;
-            }
-            Built::Zmq(cfg, socket) => {
-                threads.spawn(format!("synfire:src-{name}"), move || {
-                    zsource::run(&cfg, &socket, prod)
-                })?;
-            }
-        }
+        threads.spawn(format!("synfire:src-{name}"), move || source.run(prod))?;
     }
     drop(stage_inputs);
     threads.join_all();
@@ -446,7 +381,7 @@ fn control_plane(
     metrics: Option<SocketAddr>,
     signals: bool,
     stop: Arc<AtomicBool>,
-) -> Result<Control> {
+) -> Result<Control, LiveError> {
     if metrics.is_none() && !signals {
         return Ok(Control {
             shutdown: None,
@@ -456,12 +391,12 @@ fn control_plane(
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("starting the control-plane runtime")?;
+        .map_err(|e| LiveError::start("starting the control-plane runtime", e))?;
     let exporter = match metrics {
         Some(addr) => {
             // The listener binds inside the runtime.
             let _guard = rt.enter();
-            Some(crate::telemetry::install_prometheus(addr)?)
+            Some(telemetry::install_prometheus(addr)?)
         }
         None => None,
     };
@@ -486,7 +421,7 @@ fn control_plane(
                 let _ = (&mut rx).await;
             });
         })
-        .context("starting the control-plane thread")?;
+        .map_err(|e| LiveError::start("starting the control-plane thread", e))?;
     Ok(Control {
         shutdown: Some(tx),
         thread: Some(thread),

@@ -4,10 +4,104 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Samples, Stage, StageError, StreamKind};
+use super::{Samples, Stage, StageBuilder, StageConfig, StageError};
 use crate::episode::DeviceChoice;
-use crate::motif::{MotifConfig, find_motifs};
-use crate::window::Window;
+use crate::live::config::section::ConfigError;
+use crate::live::window::{Window, WindowConfig};
+use crate::motif::{MethodChoice, MotifConfig, default_exclusion, find_motifs};
+use crate::record::StreamKind;
+
+/// `[stages.<name>]` with `kind = "motif"`: exact top-k motifs of one channel of each sensor
+/// window (`synfire motif`'s options).
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct MotifStageConfig {
+    /// Subsequence length, samples (≥ 2).
+    pub m: usize,
+    /// Exclusion zone = ceil(m / exclusion_denom) (default 4).
+    #[serde(default = "default_exclusion_denom")]
+    pub exclusion_denom: usize,
+    /// Non-overlapping motifs per window (default 1).
+    #[serde(default = "one")]
+    pub top_k: usize,
+    /// The channel searched (0-based, default 0).
+    #[serde(default)]
+    pub channel: usize,
+    /// Exact path (default `auto`).
+    #[serde(default)]
+    pub method: MethodChoice,
+    /// Where to search (default `auto`).
+    #[serde(default)]
+    pub device: DeviceChoice,
+}
+
+fn default_exclusion_denom() -> usize {
+    4
+}
+
+fn one() -> usize {
+    1
+}
+
+impl MotifStageConfig {
+    /// The search configuration.
+    #[must_use]
+    pub fn motif(&self) -> MotifConfig {
+        MotifConfig {
+            exclusion: default_exclusion(self.m, self.exclusion_denom),
+            top_k: self.top_k,
+            method: self.method,
+            ..MotifConfig::new(self.m)
+        }
+    }
+}
+
+impl StageConfig for MotifStageConfig {
+    const KIND: &'static str = "motif";
+    const INPUT: StreamKind = StreamKind::Sensor;
+
+    fn validate(&self, window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
+        let mut errors = Vec::new();
+        if self.m < 2 {
+            errors.push(ConfigError::new(
+                "m",
+                format!("must be at least 2, got {}", self.m),
+            ));
+        }
+        if self.exclusion_denom == 0 {
+            errors.push(ConfigError::new("exclusion_denom", "must be at least 1"));
+        }
+        if self.top_k == 0 {
+            errors.push(ConfigError::new("top_k", "must be at least 1"));
+        }
+        if let Some(len) = window.length_samples {
+            let cfg = self.motif();
+            let needed = cfg.m + cfg.exclusion + 1;
+            if len < needed as u64 {
+                errors.push(ConfigError::new(
+                    "m",
+                    format!(
+                        "m = {} needs windows of at least {needed} samples; window `{}` has {len}",
+                        self.m, window.name
+                    ),
+                ));
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Box::new(self.clone()))
+    }
+}
+
+impl StageBuilder for MotifStageConfig {
+    fn build(&self) -> Result<Box<dyn Stage>, StageError> {
+        Ok(Box::new(MotifStage::new(
+            self.motif(),
+            self.channel,
+            self.device,
+        )))
+    }
+}
 
 /// The motif stage.
 #[derive(Debug)]
@@ -75,7 +169,7 @@ mod tests {
     use super::*;
 
     fn window(values: Vec<f64>, channels: usize) -> Window {
-        crate::stage::test_window(values, channels, 1000)
+        crate::live::stage::test_window(values, channels, 1000)
     }
 
     #[test]

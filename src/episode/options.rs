@@ -1,0 +1,161 @@
+//! [`MiningOptions`]: every option of `synfire mine`, in one type shared by the command line,
+//! the episodes stage of a pipeline (`[stages.<name>]` with `kind = "episodes"`) and the
+//! library, with the same names and defaults everywhere.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::count::MAX_EPISODE_LEN;
+use super::hybrid::{Calibration, ExactAlgorithm};
+use super::{DeviceChoice, GpuSettings, Interval, MinerConfig, Strategy, SupportPer, Threshold};
+
+/// The largest episode size mined when none is given.
+pub const DEFAULT_MAX_LEVEL: usize = 10;
+
+fn default_max_level() -> usize {
+    DEFAULT_MAX_LEVEL
+}
+
+/// What to mine and where to count: the options of `synfire mine`.
+///
+/// Intervals are `(low, high]` delays in seconds between consecutive events of an episode.
+/// The threshold is `min_count` if given, else `support` relative to `support_per`, else a
+/// fraction 0.001 of the events (tdminer's default; [`Threshold::from_options`]).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct MiningOptions {
+    /// Inter-event intervals `(low, high]`, seconds, shape `[intervals][2]`:
+    /// `[[0.0, 0.005], [0.005, 0.01]]`.
+    pub intervals_s: Vec<[f64; 2]>,
+    /// Minimum number of non-overlapped occurrences.
+    pub min_count: Option<u64>,
+    /// Support threshold (see `support_per`).
+    pub support: Option<f64>,
+    /// `events` (default: a fraction of the events) or `seconds` (occurrences per second).
+    #[serde(default)]
+    pub support_per: SupportPer,
+    /// Largest episode size N (default 10).
+    #[serde(default = "default_max_level")]
+    pub max_level: usize,
+    /// Count every candidate exactly instead of PreElim first (same result; default false).
+    #[serde(default)]
+    pub one_pass: bool,
+    /// `auto` (default), `cpu` or `gpu`.
+    #[serde(default)]
+    pub device: DeviceChoice,
+    /// GPU ordinals (default: every GPU found).
+    pub gpus: Option<Vec<usize>>,
+    /// `hybrid` (default), `ptpe` or `mtpe`.
+    #[serde(default)]
+    pub exact_kernel: ExactAlgorithm,
+    /// Calibration file for the hybrid choice (default: the one stored per GPU model).
+    pub calibration: Option<PathBuf>,
+}
+
+/// One invalid option: its name (as in the TOML section and, with dashes, on the command
+/// line) and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{field}`: {message}")]
+pub struct OptionError {
+    /// The option, e.g. `intervals_s[1]` or `support`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl MiningOptions {
+    /// Options with `intervals` (seconds) and every other option at its default.
+    #[must_use]
+    pub fn new(intervals: &[Interval]) -> Self {
+        Self {
+            intervals_s: intervals.iter().map(|iv| [iv.low(), iv.high()]).collect(),
+            min_count: None,
+            support: None,
+            support_per: SupportPer::default(),
+            max_level: DEFAULT_MAX_LEVEL,
+            one_pass: false,
+            device: DeviceChoice::default(),
+            gpus: None,
+            exact_kernel: ExactAlgorithm::default(),
+            calibration: None,
+        }
+    }
+
+    /// Checks every option and returns the miner configuration they describe.
+    ///
+    /// # Errors
+    /// Every invalid option ([`OptionError`] naming it): intervals that are not
+    /// `0 ≤ low < high` or occur twice, none at all, both `min_count` and `support`, a threshold
+    /// out of range, `max_level` outside `1..=16`, an unreadable `calibration` file.
+    pub fn miner(&self) -> Result<MinerConfig, Vec<OptionError>> {
+        let mut errors = Vec::new();
+        let mut err = |field: String, message: String| errors.push(OptionError { field, message });
+        let mut intervals = Vec::new();
+        for (i, [lo, hi]) in self.intervals_s.iter().enumerate() {
+            match Interval::new(*lo, *hi) {
+                Ok(iv) if intervals.contains(&iv) => {
+                    err(format!("intervals_s[{i}]"), "occurs twice".to_owned());
+                }
+                Ok(iv) => intervals.push(iv),
+                Err(e) => err(format!("intervals_s[{i}]"), e.to_string()),
+            }
+        }
+        if self.intervals_s.is_empty() {
+            err(
+                "intervals_s".into(),
+                "needs at least one [low, high] pair".into(),
+            );
+        }
+        if self.min_count.is_some() && self.support.is_some() {
+            err(
+                "support".into(),
+                "give `min_count` or `support`, not both".into(),
+            );
+        }
+        let threshold = Threshold::from_options(self.min_count, self.support, self.support_per);
+        let mut config = MinerConfig::new(intervals, threshold);
+        config.max_level = self.max_level;
+        config.strategy = if self.one_pass {
+            Strategy::OnePass
+        } else {
+            Strategy::TwoPass
+        };
+        if let Err(e) = threshold.validate() {
+            let field = if self.min_count.is_some() {
+                "min_count"
+            } else {
+                "support"
+            };
+            err(field.into(), e.to_string());
+        }
+        if config.max_level == 0 || config.max_level > MAX_EPISODE_LEN {
+            err(
+                "max_level".into(),
+                format!(
+                    "must be between 1 and {MAX_EPISODE_LEN}, got {}",
+                    config.max_level
+                ),
+            );
+        }
+        if let Some(path) = &self.calibration {
+            if let Err(e) = Calibration::load(path) {
+                err("calibration".into(), e.to_string());
+            }
+        }
+        if errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The GPU settings (`gpus`, `exact_kernel`, `calibration`).
+    #[must_use]
+    pub fn gpu_settings(&self) -> GpuSettings {
+        GpuSettings {
+            gpus: self.gpus.clone(),
+            exact: self.exact_kernel,
+            calibration: self.calibration.clone(),
+        }
+    }
+}

@@ -1,0 +1,595 @@
+//! Pipeline files (TOML): sources → windows → stages → sinks, validated before anything
+//! starts.
+//!
+//! The loader knows the sections and their cross-references; each component's options,
+//! checks and defaults live beside its code and are reached through the kinds tables
+//! ([`crate::live::source::kinds::KINDS`], [`crate::live::stage::kinds::KINDS`], [`SinkConfig::KINDS`]).
+//!
+//! Validation runs in two phases and collects **every** error before reporting
+//! ([`ConfigErrors`]): phase 1 parses each section on its own (unknown fields, wrong types,
+//! missing fields), phase 2 checks values and references (units in option names: `_s`
+//! seconds, `_samples`, `_bytes`, `_messages`). Each error names the file and the dotted
+//! field, e.g. ``pipelines/x.toml: `windows.w60.hop_s`: must be positive, got 0``. Phase 2
+//! returns each stage ready to build ([`StageSpec::builder`]): what it reads from files
+//! (templates, models, training sets, calibrations) is read there, once.
+
+pub mod section;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use section::typed;
+pub use section::{ConfigError, ConfigErrors, SocketMode};
+
+use crate::live::sink::SinkConfig;
+use crate::live::source::{self, SourceSpec};
+use crate::live::stage::{self, ParsedStage, StageBuilder};
+use crate::live::window::WindowConfig;
+
+/// `[pipeline]`: settings of the whole pipeline.
+#[derive(Clone, Debug, Deserialize, Default)]
+pub struct PipelineSection {
+    /// Prometheus endpoint address, e.g. `127.0.0.1:9100` (overridden by `--metrics`).
+    pub metrics: Option<String>,
+    /// Windows queued between a window thread and each stage (default 4).
+    pub stage_queue_windows: Option<usize>,
+}
+
+/// A validated stage: its window, its parsed options and the stage ready to build.
+#[derive(Debug)]
+pub struct StageSpec {
+    /// The window it reads.
+    pub window: String,
+    /// Its kind and options.
+    pub parsed: ParsedStage,
+    /// The stage, validated, ready to build.
+    pub builder: Box<dyn StageBuilder>,
+}
+
+/// A validated pipeline.
+#[derive(Debug)]
+pub struct PipelineConfig {
+    /// The file it came from.
+    pub file: PathBuf,
+    /// `[pipeline]`.
+    pub pipeline: PipelineSection,
+    /// Sources by name.
+    pub sources: BTreeMap<String, SourceSpec>,
+    /// Windows by name.
+    pub windows: BTreeMap<String, WindowConfig>,
+    /// Stages by name.
+    pub stages: BTreeMap<String, StageSpec>,
+    /// Sinks by name.
+    pub sinks: BTreeMap<String, SinkConfig>,
+}
+
+const SECTIONS: &[&str] = &["pipeline", "sources", "windows", "stages", "sinks"];
+
+/// Removes `key` (a string naming one of `names`) from `table`.
+fn take_name<'n>(
+    table: &mut toml::Table,
+    key: &str,
+    prefix: &str,
+    names: &[&'n str],
+    errors: &mut Vec<ConfigError>,
+) -> Option<&'n str> {
+    let found = |k: &str| names.iter().copied().find(|n| *n == k);
+    match table.remove(key) {
+        Some(toml::Value::String(k)) if found(&k).is_some() => found(&k),
+        Some(other) => {
+            errors.push(ConfigError::new(
+                format!("{prefix}.{key}"),
+                format!("unknown {key} {other}; expected one of {names:?}"),
+            ));
+            None
+        }
+        None => {
+            errors.push(ConfigError::new(
+                format!("{prefix}.{key}"),
+                format!("missing; expected one of {names:?}"),
+            ));
+            None
+        }
+    }
+}
+
+fn sections(
+    root: &mut toml::Table,
+    name: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<(String, toml::Table)> {
+    match root.remove(name) {
+        None => Vec::new(),
+        Some(toml::Value::Table(t)) => t
+            .into_iter()
+            .filter_map(|(k, v)| match v {
+                toml::Value::Table(t) => Some((k, t)),
+                _ => {
+                    errors.push(ConfigError::new(
+                        format!("{name}.{k}"),
+                        format!("must be a table (`[{name}.{k}]`)"),
+                    ));
+                    None
+                }
+            })
+            .collect(),
+        Some(_) => {
+            errors.push(ConfigError::new(
+                name,
+                format!("must be a table of named entries (`[{name}.<name>]`)"),
+            ));
+            Vec::new()
+        }
+    }
+}
+
+impl PipelineConfig {
+    /// Reads and validates a pipeline file.
+    ///
+    /// # Errors
+    /// [`ConfigErrors`] with every error found.
+    pub fn load(file: &Path) -> Result<Self, ConfigErrors> {
+        let text = std::fs::read_to_string(file).map_err(|e| ConfigErrors {
+            file: file.into(),
+            errors: vec![ConfigError::new("", format!("cannot read: {e}"))],
+        })?;
+        Self::parse(&text, file)
+    }
+
+    /// Validates pipeline text; `file` names it in errors and anchors nothing else.
+    ///
+    /// # Errors
+    /// [`ConfigErrors`] with every error found.
+    pub fn parse(text: &str, file: &Path) -> Result<Self, ConfigErrors> {
+        let mut errors = Vec::new();
+        let mut root: toml::Table = toml::from_str(text).map_err(|e| ConfigErrors {
+            file: file.into(),
+            errors: vec![ConfigError::new(
+                "",
+                format!("not valid TOML: {}", e.to_string().trim_end()),
+            )],
+        })?;
+        for key in root.keys() {
+            if !SECTIONS.contains(&key.as_str()) {
+                errors.push(ConfigError::new(
+                    key.clone(),
+                    format!("unknown section; expected one of {SECTIONS:?}"),
+                ));
+            }
+        }
+        // Phase 1: each section on its own.
+        let pipeline = match root.remove("pipeline") {
+            Some(v) => typed(v, "pipeline", &mut errors).unwrap_or_default(),
+            None => PipelineSection::default(),
+        };
+        let source_kinds: Vec<&str> = source::kinds::KINDS.iter().map(|k| k.name).collect();
+        let mut sources = BTreeMap::new();
+        for (name, mut t) in sections(&mut root, "sources", &mut errors) {
+            let p = format!("sources.{name}");
+            let Some(kind) = take_name(&mut t, "kind", &p, &source_kinds, &mut errors) else {
+                continue;
+            };
+            let Some(kind) = source::kinds::named(kind) else {
+                continue;
+            };
+            if let Some(s) = kind.parse(toml::Value::Table(t), &p, &mut errors) {
+                sources.insert(name, s);
+            }
+        }
+        let mut windows = BTreeMap::new();
+        for (name, t) in sections(&mut root, "windows", &mut errors) {
+            let p = format!("windows.{name}");
+            if let Some(mut w) = typed::<WindowConfig>(toml::Value::Table(t), &p, &mut errors) {
+                w.name.clone_from(&name);
+                windows.insert(name, w);
+            }
+        }
+        let stage_kinds: Vec<&str> = stage::kinds::KINDS.iter().map(|k| k.name).collect();
+        let mut parsed_stages = Vec::new();
+        for (name, mut t) in sections(&mut root, "stages", &mut errors) {
+            let p = format!("stages.{name}");
+            let kind = take_name(&mut t, "kind", &p, &stage_kinds, &mut errors);
+            let window = match t.remove("window") {
+                Some(toml::Value::String(w)) => Some(w),
+                Some(other) => {
+                    errors.push(ConfigError::new(
+                        format!("{p}.window"),
+                        format!("must be the name of a window, got {other}"),
+                    ));
+                    None
+                }
+                None => {
+                    errors.push(ConfigError::new(
+                        format!("{p}.window"),
+                        "missing: the window the stage reads",
+                    ));
+                    None
+                }
+            };
+            let Some(kind) = kind.and_then(stage::kinds::named) else {
+                continue;
+            };
+            if let (Some(parsed), Some(window)) =
+                (kind.parse(toml::Value::Table(t), &p, &mut errors), window)
+            {
+                parsed_stages.push((name, window, parsed));
+            }
+        }
+        let mut sinks = BTreeMap::new();
+        for (name, mut t) in sections(&mut root, "sinks", &mut errors) {
+            let p = format!("sinks.{name}");
+            let Some(kind) = take_name(&mut t, "kind", &p, SinkConfig::KINDS, &mut errors) else {
+                continue;
+            };
+            if let Some(s) = SinkConfig::parse(kind, toml::Value::Table(t), &p, &mut errors) {
+                sinks.insert(name, s);
+            }
+        }
+
+        // Phase 2: values and references.
+        check_pipeline(&pipeline, &mut errors);
+        for (name, s) in &sources {
+            let p = format!("sources.{name}");
+            errors.extend(s.validate().into_iter().map(|e| e.within(&p)));
+            if !windows.values().any(|w| &w.source == name) {
+                tracing::warn!(source = %name, "Source feeds no window.");
+            }
+        }
+        for (name, w) in &windows {
+            let p = format!("windows.{name}");
+            match sources.get(&w.source) {
+                None => errors.push(ConfigError::new(
+                    format!("{p}.source"),
+                    format!("no source named `{}`", w.source),
+                )),
+                Some(source) => errors.extend(
+                    w.validate(source.produces())
+                        .into_iter()
+                        .map(|e| e.within(&p)),
+                ),
+            }
+        }
+        let mut stages = BTreeMap::new();
+        let stage_names: std::collections::BTreeSet<String> =
+            parsed_stages.iter().map(|(n, _, _)| n.clone()).collect();
+        for (name, window_name, parsed) in parsed_stages {
+            let p = format!("stages.{name}");
+            let Some(window) = windows.get(&window_name) else {
+                errors.push(ConfigError::new(
+                    format!("{p}.window"),
+                    format!("no window named `{window_name}`"),
+                ));
+                continue;
+            };
+            if let Some(src) = sources.get(&window.source) {
+                if src.produces() != parsed.kind.input {
+                    errors.push(ConfigError::new(
+                        format!("{p}.window"),
+                        format!(
+                            "window `{window_name}` carries {} but this stage reads {}",
+                            src.produces(),
+                            parsed.kind.input
+                        ),
+                    ));
+                    continue;
+                }
+            }
+            match parsed.validate(window) {
+                Ok(builder) => {
+                    stages.insert(
+                        name,
+                        StageSpec {
+                            window: window_name,
+                            parsed,
+                            builder,
+                        },
+                    );
+                }
+                Err(list) => errors.extend(list.into_iter().map(|e| e.within(&p))),
+            }
+        }
+        if stage_names.is_empty() {
+            errors.push(ConfigError::new("stages", "the pipeline has no stage"));
+        }
+        if sinks.is_empty() {
+            errors.push(ConfigError::new("sinks", "the pipeline has no sink"));
+        }
+        for (name, s) in &sinks {
+            let p = format!("sinks.{name}");
+            for st in s.stages().unwrap_or_default() {
+                if !stage_names.contains(st) {
+                    errors.push(ConfigError::new(
+                        format!("{p}.stages"),
+                        format!("no stage named `{st}`"),
+                    ));
+                }
+            }
+            errors.extend(s.validate().into_iter().map(|e| e.within(&p)));
+        }
+        if !errors.is_empty() {
+            return Err(ConfigErrors {
+                file: file.into(),
+                errors,
+            });
+        }
+        Ok(Self {
+            file: file.into(),
+            pipeline,
+            sources,
+            windows,
+            stages,
+            sinks,
+        })
+    }
+}
+
+/// Phase 2 of `[pipeline]`.
+fn check_pipeline(pipeline: &PipelineSection, errors: &mut Vec<ConfigError>) {
+    if let Some(m) = &pipeline.metrics {
+        if m.parse::<std::net::SocketAddr>().is_err() {
+            errors.push(ConfigError::new(
+                "pipeline.metrics",
+                format!("`{m}` is not an address like `127.0.0.1:9100`"),
+            ));
+        }
+    }
+    if pipeline.stage_queue_windows == Some(0) {
+        errors.push(ConfigError::new(
+            "pipeline.stage_queue_windows",
+            "must be at least 1",
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[sources.mea]
+kind = "zmq"
+endpoint = "tcp://127.0.0.1:5557"
+
+[windows.w60]
+source = "mea"
+length_s = 60.0
+hop_s = 1.0
+
+[stages.episodes]
+kind = "episodes"
+window = "w60"
+intervals_s = [[0.0, 0.005]]
+min_count = 10
+
+[sinks.out]
+kind = "jsonl"
+"#;
+
+    fn errors(text: &str) -> Vec<ConfigError> {
+        PipelineConfig::parse(text, Path::new("t.toml"))
+            .unwrap_err()
+            .errors
+    }
+
+    #[test]
+    fn a_good_file_validates() {
+        let c = PipelineConfig::parse(GOOD, Path::new("t.toml")).unwrap();
+        assert_eq!(c.sources.len(), 1);
+        assert_eq!(c.stages["episodes"].parsed.kind.name, "episodes");
+    }
+
+    #[test]
+    fn search_stage_fields_are_validated() {
+        let sensor = r#"
+[sources.s]
+kind = "hdf5"
+path = "fixtures/spikes/A2929-200711/A2929-200711.nwb"
+series = "/acquisition/CompassDirection/rz"
+
+[windows.w]
+source = "s"
+length_samples = 100
+hop_samples = 50
+
+[stages.recall]
+kind = "search"
+window = "w"
+m = 240
+k = 0
+leaf_capacity = 0
+
+[sinks.out]
+kind = "jsonl"
+"#;
+        let e = errors(sensor);
+        let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        for want in [
+            "stages.recall.m",
+            "stages.recall.k",
+            "stages.recall.leaf_capacity",
+        ] {
+            assert!(fields.contains(&want), "missing {want} in {e:#?}");
+        }
+        let ok = sensor
+            .replace("m = 240", "m = 40")
+            .replace("k = 0\nleaf_capacity = 0", "k = 2");
+        let c = PipelineConfig::parse(&ok, Path::new("t.toml")).unwrap();
+        let search = c.stages["recall"]
+            .parsed
+            .options::<crate::live::stage::search::SearchStageConfig>();
+        assert!(
+            search.is_some_and(|s| s.k == 2 && s.m == Some(40)),
+            "{search:?}"
+        );
+    }
+
+    #[test]
+    fn every_error_is_reported_at_once_with_its_field() {
+        let bad = GOOD
+            .replace("hop_s = 1.0", "hop_s = 0.0\nhop_ms = 5\nlength_samples = 3")
+            .replace(
+                "min_count = 10",
+                "min_count = 10\nsupport = 0.1\nintervals = 3",
+            )
+            .replace("kind = \"jsonl\"", "kind = \"jsonl\"\nstages = [\"nope\"]")
+            .replace(
+                "endpoint = \"tcp://127.0.0.1:5557\"",
+                "endpoint = \"127.0.0.1:5557\"\nspeed = 2.0",
+            );
+        let e = errors(&bad);
+        let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        for want in [
+            "sources.mea.speed",
+            "sources.mea.endpoint",
+            "windows.w60.hop_ms",
+            "windows.w60.hop_s",
+            "windows.w60.length_samples",
+            "stages.episodes.intervals",
+            "stages.episodes.support",
+            "sinks.out.stages",
+        ] {
+            assert!(fields.contains(&want), "missing {want} in {e:#?}");
+        }
+        let text = ConfigErrors {
+            file: "t.toml".into(),
+            errors: e,
+        }
+        .to_string();
+        assert!(
+            text.contains("t.toml: `windows.w60.hop_s`: must be positive seconds, got 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn wrong_types_name_their_field() {
+        let e = errors(&GOOD.replace("length_s = 60.0", "length_s = \"sixty\""));
+        assert_eq!(e[0].field, "windows.w60.length_s");
+        assert!(e[0].message.contains("invalid type"), "{e:?}");
+    }
+
+    #[test]
+    fn references_and_stream_kinds_are_checked() {
+        let e = errors(
+            &GOOD
+                .replace("window = \"w60\"", "window = \"w61\"")
+                .replace(
+                    "[sinks.out]\nkind = \"jsonl\"",
+                    "[sinks.out]\nkind = \"kafka\"",
+                ),
+        );
+        let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        assert!(fields.contains(&"stages.episodes.window"), "{e:?}");
+        assert!(fields.contains(&"sinks.out.kind"), "{e:?}");
+        let e = errors(&GOOD.replace(
+            "kind = \"episodes\"\nwindow = \"w60\"\nintervals_s = [[0.0, 0.005]]\nmin_count = 10",
+            "kind = \"summary\"\nwindow = \"w60\"",
+        ));
+        assert!(
+            e[0].message
+                .contains("carries spikes but this stage reads sensor"),
+            "{e:?}"
+        );
+        let e = errors("[nonsense]\nx = 1\n");
+        assert!(e.iter().any(|e| e.field == "nonsense"));
+        assert!(e.iter().any(|e| e.field == "stages"));
+        let e = errors("this is = not toml [");
+        assert!(e[0].message.starts_with("not valid TOML"));
+    }
+
+    fn sensor_pipeline(stage: &str) -> String {
+        format!(
+            r#"
+[sources.s]
+kind = "hdf5"
+path = "{nwb}"
+series = "/acquisition/CompassDirection/rz"
+
+[windows.w]
+source = "s"
+length_samples = 50
+hop_samples = 50
+
+[stages.shape]
+kind = "shapelet"
+window = "w"
+{stage}
+
+[sinks.out]
+kind = "jsonl"
+"#,
+            nwb = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/fixtures/spikes/A2929-200711/A2929-200711.nwb"
+            )
+        )
+    }
+
+    #[test]
+    fn shapelet_stages_are_checked() {
+        let italy = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/ucr/ItalyPowerDemand/ItalyPowerDemand_TRAIN.ts"
+        );
+        let ok = sensor_pipeline(&format!(
+            "train = \"{italy}\"\nmin_length = 4\nmax_length = 12\ndevice = \"cpu\""
+        ));
+        let c = PipelineConfig::parse(&ok, Path::new("t.toml")).unwrap();
+        assert_eq!(c.stages["shape"].parsed.kind.name, "shapelet");
+        let fields = |text: &str| -> Vec<String> {
+            errors(&sensor_pipeline(text))
+                .into_iter()
+                .map(|e| e.field)
+                .collect()
+        };
+        assert_eq!(fields(""), ["stages.shape.model"]);
+        assert_eq!(
+            fields(&format!("train = \"{italy}\"\nmodel = \"m.json\"")),
+            ["stages.shape.train"]
+        );
+        assert_eq!(
+            fields(&format!("train = \"{italy}\"")),
+            ["stages.shape.min_length", "stages.shape.max_length"]
+        );
+        assert_eq!(
+            fields(&format!(
+                "train = \"{italy}\"\nmin_length = 4\nmax_length = 30"
+            )),
+            ["stages.shape.max_length"]
+        );
+        assert_eq!(
+            fields(&format!(
+                "train = \"{italy}\"\nmin_length = 4\nmax_length = 8\nstep = 0"
+            )),
+            ["stages.shape.step"]
+        );
+        // Windows of 50 samples cannot hold shapelets of 60.
+        let gun = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/ucr/GunPoint/GunPoint_TRAIN.ts"
+        );
+        assert_eq!(
+            fields(&format!(
+                "train = \"{gun}\"\nmin_length = 40\nmax_length = 60"
+            )),
+            ["stages.shape.window"]
+        );
+        let e = errors(&sensor_pipeline(
+            "model = \"/nonexistent/m.json\"\nmin_length = 3",
+        ));
+        let f: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            f,
+            ["stages.shape.min_length", "stages.shape.model"],
+            "{e:?}"
+        );
+        assert!(e[1].message.contains("/nonexistent/m.json"), "{e:?}");
+        let e = errors(&sensor_pipeline(
+            "train = \"/nonexistent/t.ts\"\nmin_length = 3\nmax_length = 5",
+        ));
+        assert_eq!(e[0].field, "stages.shape.train");
+        assert!(e[0].message.contains("/nonexistent/t.ts"), "{e:?}");
+    }
+}

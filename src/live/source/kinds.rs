@@ -1,0 +1,16 @@
+//! The one table of source kinds, read by the pipeline loader. A new kind is one module of
+//! `live::source` and one row here.
+
+use super::{SourceKind, archive, zmq};
+
+/// Every source kind. A new kind is one module of `live::source` and one row here.
+pub static KINDS: &[SourceKind] = &[
+    SourceKind::of::<archive::Hdf5SourceConfig>(),
+    SourceKind::of::<zmq::ZmqSourceConfig>(),
+];
+
+/// The kind named `name` (as written in `kind = "…"`).
+#[must_use]
+pub fn named(name: &str) -> Option<&'static SourceKind> {
+    KINDS.iter().find(|k| k.name == name)
+}

@@ -1,0 +1,20 @@
+//! The one table of stage kinds, read by the pipeline loader. A new kind is one module of
+//! `live::stage` and one row here (`docs/adding-a-stage.md`).
+
+use super::{StageKind, episodes, motif, search, shapelet, softdtw, summary};
+
+/// Every stage kind. A new kind is one module of `live::stage` and one row here.
+pub static KINDS: &[StageKind] = &[
+    StageKind::of::<episodes::EpisodesConfig>(),
+    StageKind::of::<summary::SummaryConfig>(),
+    StageKind::of::<motif::MotifStageConfig>(),
+    StageKind::of::<search::SearchStageConfig>(),
+    StageKind::of::<softdtw::SoftDtwStageConfig>(),
+    StageKind::of::<shapelet::ShapeletStageConfig>(),
+];
+
+/// The kind named `name` (as written in `kind = "…"`).
+#[must_use]
+pub fn named(name: &str) -> Option<&'static StageKind> {
+    KINDS.iter().find(|k| k.name == name)
+}
