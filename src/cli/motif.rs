@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use synfire::episode::DeviceChoice;
 use synfire::motif::{MethodChoice, MotifConfig, MotifResult, default_exclusion, find_motifs};
 
-use crate::cli::DeviceArg;
+use super::DeviceArg;
 
 /// `--method`.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use synfire::series::read_dataset;
 use synfire::shapelet::report::Report;
 use synfire::shapelet::{ShapeletConfig, ShapeletTree, TrainingSet, train, univariate};
 
-use crate::cli::DeviceArg;
-use crate::motif_cli::FormatArg;
+use super::DeviceArg;
+use super::motif::FormatArg;
 
 /// `synfire shapelet`.
 #[derive(Debug, Args)]

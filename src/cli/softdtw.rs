@@ -13,7 +13,7 @@ use synfire::softdtw::{
     BarycenterOptions, Init, Measure, Options, barycenter_on, gpu, pairwise, pairwise_gradient,
 };
 
-use crate::cli::DeviceArg;
+use super::DeviceArg;
 
 /// Output formats of the soft-DTW commands.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use synfire::search::{
     BuildOptions, Collection, CollectionKind, Index, QueryOptions, QueryStats, Searcher,
 };
 
-use crate::cli::DeviceArg;
+use super::DeviceArg;
 
 /// `synfire search`.
 #[derive(Debug, Args)]

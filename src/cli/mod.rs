@@ -1,5 +1,12 @@
 //! Argument definitions and command handlers.
 
+mod bench;
+mod calibrate;
+mod motif;
+mod search;
+mod shapelet;
+mod softdtw;
+
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -38,7 +45,7 @@ enum Command {
     Bench(BenchArgs),
     /// Measure, on a GPU, the crossover points between PTPE and MTPE per episode size and
     /// store f(N) of Eq. 3 for that GPU model (read by `mine`).
-    Calibrate(crate::calibrate::CalibrateArgs),
+    Calibrate(calibrate::CalibrateArgs),
     /// Run a pipeline file (sources → windows → stages → sinks) until its sources end or
     /// SIGINT/SIGTERM.
     Run(RunArgs),
@@ -47,17 +54,17 @@ enum Command {
     /// Stream an archived session live over ZeroMQ (a publisher for demos and tests).
     Replay(ReplayArgs),
     /// Find the exact top-k motifs (closest pairs of z-normalised subsequences) of a series.
-    Motif(crate::motif_cli::MotifArgs),
+    Motif(motif::MotifArgs),
     /// Soft-DTW values (or divergences) of all pairs of two collections of series, optionally
     /// with gradients.
-    Softdtw(crate::softdtw_cli::SoftDtwArgs),
+    Softdtw(softdtw::SoftDtwArgs),
     /// Soft-DTW barycenter of a collection of series (L-BFGS).
-    Barycenter(crate::softdtw_cli::BarycenterArgs),
+    Barycenter(softdtw::BarycenterArgs),
     /// Exact similarity search (SING): build an index of series, query its k nearest.
-    Search(crate::search_cli::SearchArgs),
+    Search(search::SearchArgs),
     /// Find the shapelets (most discriminative subsequences) of labelled series, train a
     /// shapelet decision tree and report its accuracy.
-    Shapelet(crate::shapelet_cli::ShapeletArgs),
+    Shapelet(shapelet::ShapeletArgs),
 }
 
 #[derive(Debug, Args)]
@@ -318,22 +325,22 @@ struct BenchArgs {
 enum BenchWhich {
     /// Level-wise episode mining on Sym26 and the real fixture: per level, candidates, PreElim
     /// eliminations, seconds and candidate-events per second.
-    Episodes(crate::bench::EpisodesArgs),
+    Episodes(bench::episodes::EpisodesArgs),
     /// Streaming: ingest throughput over loopback ZeroMQ (synfire wire format) and the latency
     /// from a window's closing spike to its published result.
-    Stream(crate::bench_stream::StreamArgs),
+    Stream(bench::stream::StreamArgs),
     /// Motif discovery: seeded random walk and the ECG, CPU and GPU paths, seconds and pairs
     /// evaluated or pruned.
-    Motif(crate::motif_cli::BenchMotifArgs),
+    Motif(motif::BenchMotifArgs),
     /// Soft-DTW: forward and forward+backward cells per second on all pairs of two sets of
     /// random walks, and forward on one long pair, CPU and GPU.
-    Softdtw(crate::softdtw_cli::BenchSoftDtwArgs),
+    Softdtw(softdtw::BenchSoftDtwArgs),
     /// Similarity search: seeded random walks, SING (CPU, GPU) against brute force, latency,
     /// lower bounds and real distances per query.
-    Search(crate::search_cli::BenchSearchArgs),
+    Search(search::BenchSearchArgs),
     /// Shapelet trees on the UCR sets (all lengths, step 1): CPU and GPU seconds, test
     /// accuracy beside the published figures.
-    Shapelet(crate::shapelet_cli::BenchShapeletArgs),
+    Shapelet(shapelet::BenchShapeletArgs),
 }
 
 /// Runs the parsed command.
@@ -350,33 +357,33 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Mine(args) => run_mine(&args),
         Command::Generate(args) => run_generate(&args),
-        Command::Calibrate(args) => crate::calibrate::run(&args),
+        Command::Calibrate(args) => calibrate::run(&args),
         Command::Run(args) => run_pipeline(&args),
         Command::Validate(args) => run_validate(&args),
         Command::Replay(args) => run_replay(&args),
-        Command::Motif(args) => crate::motif_cli::motif(&args),
+        Command::Motif(args) => motif::motif(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Motif(args),
-        }) => crate::motif_cli::bench(&args),
+        }) => motif::bench(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Softdtw(args),
-        }) => crate::softdtw_cli::bench(&args),
-        Command::Softdtw(args) => crate::softdtw_cli::run_softdtw(&args),
-        Command::Barycenter(args) => crate::softdtw_cli::run_barycenter(&args),
-        Command::Search(args) => crate::search_cli::run(&args),
+        }) => softdtw::bench(&args),
+        Command::Softdtw(args) => softdtw::run_softdtw(&args),
+        Command::Barycenter(args) => softdtw::run_barycenter(&args),
+        Command::Search(args) => search::run(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Search(args),
-        }) => crate::search_cli::bench(&args),
-        Command::Shapelet(args) => crate::shapelet_cli::shapelet(&args),
+        }) => search::bench(&args),
+        Command::Shapelet(args) => shapelet::shapelet(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Shapelet(args),
-        }) => crate::shapelet_cli::bench(&args),
+        }) => shapelet::bench(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Episodes(args),
-        }) => crate::bench::episodes(&args),
+        }) => bench::episodes::episodes(&args),
         Command::Bench(BenchArgs {
             which: BenchWhich::Stream(args),
-        }) => crate::bench_stream::stream(&args),
+        }) => bench::stream::stream(&args),
     }
 }
 

@@ -1,0 +1,4 @@
+//! `synfire bench …`: benchmarks that print tables.
+
+pub mod episodes;
+pub mod stream;
