@@ -1,5 +1,6 @@
 //! Argument definitions and command handlers.
 
+mod args;
 mod bench;
 mod calibrate;
 mod motif;
@@ -8,21 +9,20 @@ mod shapelet;
 mod softdtw;
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use synfire::episode::hybrid::{Calibration, ExactAlgorithm};
-use synfire::episode::{
-    DeviceChoice, GpuSettings, Interval, LevelStats, MinerConfig, Progress, Strategy, Threshold,
-    mine_with, select_counter,
-};
+use synfire::episode::hybrid::Calibration;
+use synfire::episode::{GpuSettings, LevelStats, Progress, mine_with, select_counter};
 use synfire::event::Ordering;
 use synfire::ingest;
 use synfire::report::{self, MineReport};
 use synfire::synth::{self, SynthParams};
+
+use args::{FormatArg, MiningArgs, OutputArg};
 
 /// Mines neural spike trains for frequent serial episodes.
 #[derive(Debug, Parser)]
@@ -119,141 +119,23 @@ enum ReplayFormatArg {
     Synfire,
 }
 
-/// Options shared by everything that mines.
-#[derive(Debug, Args, Clone)]
-pub struct MiningOptions {
-    /// Inter-event delay intervals `(low, high]` in seconds, comma-separated, e.g.
-    /// `0.004-0.006,0.009-0.011`.
-    #[arg(long, value_parser = parse_intervals)]
-    pub intervals: IntervalList,
-    /// Minimum number of non-overlapped occurrences.
-    #[arg(long, conflicts_with = "support")]
-    pub min_count: Option<u64>,
-    /// Support threshold: a fraction of the number of events (default 0.001), or occurrences
-    /// per second with `--support-per seconds`.
-    #[arg(long)]
-    pub support: Option<f64>,
-    /// What `--support` is relative to.
-    #[arg(long, value_enum, default_value_t = SupportPer::Events, requires = "support")]
-    pub support_per: SupportPer,
-    /// Largest episode size N.
-    #[arg(long, default_value_t = 10)]
-    pub max_level: usize,
-    /// Count every candidate exactly instead of PreElim first (same result, slower).
-    #[arg(long)]
-    pub one_pass: bool,
-    /// Where to count: every GPU found, falling back to the CPU (`auto`), the CPU, or GPUs
-    /// only (`gpu`: no GPU is an error).
-    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
-    pub device: DeviceArg,
-    /// GPU ordinals to use, comma-separated (default: all).
-    #[arg(long, value_delimiter = ',')]
-    pub gpus: Option<Vec<usize>>,
-    /// GPU kernel for exact counts: PTPE or MTPE per level by Eq. 3 (`hybrid`), or one of them
-    /// always.
-    #[arg(long, value_enum, default_value_t = ExactKernelArg::Hybrid)]
-    pub exact_kernel: ExactKernelArg,
-    /// Calibration file for the hybrid choice (default: the one `synfire calibrate` stored for
-    /// each GPU model, if any).
-    #[arg(long)]
-    pub calibration: Option<PathBuf>,
-}
-
-/// `--exact-kernel`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum ExactKernelArg {
-    /// PTPE or MTPE by Eq. 3 (paper Algorithm 2).
-    Hybrid,
-    /// One thread per episode.
-    Ptpe,
-    /// Threads per (episode, segment), exact merge.
-    Mtpe,
-}
-
-impl From<ExactKernelArg> for ExactAlgorithm {
-    fn from(k: ExactKernelArg) -> Self {
-        match k {
-            ExactKernelArg::Hybrid => Self::Hybrid,
-            ExactKernelArg::Ptpe => Self::Ptpe,
-            ExactKernelArg::Mtpe => Self::Mtpe,
-        }
-    }
-}
-
-/// `--device`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum DeviceArg {
-    /// GPUs when present, else the CPU.
-    Auto,
-    /// The CPU.
-    Cpu,
-    /// GPUs only.
-    Gpu,
-}
-
-impl From<DeviceArg> for DeviceChoice {
-    fn from(d: DeviceArg) -> Self {
-        match d {
-            DeviceArg::Auto => Self::Auto,
-            DeviceArg::Cpu => Self::Cpu,
-            DeviceArg::Gpu => Self::Gpu,
-        }
-    }
-}
-
-/// A parsed `--intervals` list.
-#[derive(Debug, Clone)]
-pub struct IntervalList(pub Vec<Interval>);
-
-fn parse_intervals(s: &str) -> Result<IntervalList, String> {
-    Interval::parse_list(s)
-        .map(IntervalList)
-        .map_err(|e| e.to_string())
-}
-
-/// Unit of `--support`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum SupportPer {
-    /// Fraction of the number of events in the stream.
-    Events,
-    /// Occurrences per second of the stream's span.
-    Seconds,
-}
-
-impl MiningOptions {
-    /// The miner configuration these options describe.
-    pub fn config(&self) -> MinerConfig {
-        let per = match self.support_per {
-            SupportPer::Events => synfire::episode::SupportPer::Events,
-            SupportPer::Seconds => synfire::episode::SupportPer::Seconds,
-        };
-        let threshold = Threshold::from_options(self.min_count, self.support, per);
-        let mut config = MinerConfig::new(self.intervals.0.clone(), threshold);
-        config.max_level = self.max_level;
-        config.strategy = if self.one_pass {
-            Strategy::OnePass
-        } else {
-            Strategy::TwoPass
-        };
-        config
-    }
-}
-
 #[derive(Debug, Args)]
 struct MineArgs {
     /// Spike file: `.nwb`/`.h5`/`.hdf5` (NWB units table) or `.csv`/`.txt` (`label,time_s`).
     input: PathBuf,
     #[command(flatten)]
-    mining: MiningOptions,
+    mining: MiningArgs,
     /// Sort the input by time instead of rejecting an unsorted stream.
     #[arg(long)]
     sort: bool,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
-    /// Write the result here instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
+    ///
+    /// `text`: tdminer lines (`a3-[0.004000,0.006000]-a5 : 5111`); `json`: the document of
+    /// `docs/mine-json.md`.
+    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+    format: FormatArg,
+    #[command(flatten)]
+    output: OutputArg,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -264,12 +146,6 @@ struct MineArgs {
     /// Mine only the events before this time, seconds.
     #[arg(long, requires = "start_s")]
     end_s: Option<f64>,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum Format {
-    Text,
-    Json,
 }
 
 #[derive(Debug, Args)]
@@ -431,20 +307,13 @@ fn run_mine(args: &MineArgs) -> Result<()> {
     let result = mine_with(&stream, &config, counter.as_ref(), &bar)?;
     bar.finish();
     let input = args.input.display().to_string();
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(path) => {
-            Box::new(BufWriter::new(File::create(path).with_context(|| {
-                format!("creating `--output` file {}", path.display())
-            })?))
-        }
-        None => Box::new(BufWriter::new(io::stdout().lock())),
-    };
+    let mut out = args.output.writer()?;
     match args.format {
-        Format::Json => report::write_json(
+        FormatArg::Json => report::write_json(
             &mut out,
             &MineReport::new(&input, &stream, &config, &result),
         )?,
-        Format::Text => report::write_text(&mut out, &input, &stream, &config, &result)?,
+        FormatArg::Text => report::write_text(&mut out, &input, &stream, &config, &result)?,
     }
     out.flush().context("writing the result")?;
     Ok(())

@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use synfire::episode::DeviceChoice;
 use synfire::motif::{MethodChoice, MotifConfig, MotifResult, default_exclusion, find_motifs};
 
-use super::DeviceArg;
+use super::args::{DeviceArg, FormatArg};
 
 /// `--method`.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -34,15 +34,6 @@ impl From<MethodArg> for MethodChoice {
             MethodArg::BruteForce => Self::BruteForce,
         }
     }
-}
-
-/// `--format`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum FormatArg {
-    /// One JSON object.
-    Json,
-    /// A short table.
-    Text,
 }
 
 /// `synfire motif`.
@@ -73,6 +64,8 @@ pub struct MotifArgs {
     #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
     device: DeviceArg,
     /// Output format.
+    ///
+    /// `text`: a short table; `json`: one JSON object.
     #[arg(long, value_enum, default_value_t = FormatArg::Json)]
     format: FormatArg,
 }

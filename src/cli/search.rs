@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
@@ -17,7 +17,7 @@ use synfire::search::{
     BuildOptions, Collection, CollectionKind, Index, QueryOptions, QueryStats, Searcher,
 };
 
-use super::DeviceArg;
+use super::args::{DeviceArg, FormatArg};
 
 /// `synfire search`.
 #[derive(Debug, Args)]
@@ -51,15 +51,6 @@ struct BuildArgs {
     leaf_capacity: usize,
 }
 
-/// `--format`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum FormatArg {
-    /// One JSON object.
-    Json,
-    /// One line per neighbour.
-    Text,
-}
-
 #[derive(Debug, Args)]
 struct QueryArgs {
     /// The index directory (`synfire search build`).
@@ -74,6 +65,8 @@ struct QueryArgs {
     #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
     device: DeviceArg,
     /// Output format.
+    ///
+    /// `text`: one line per neighbour; `json`: one JSON object.
     #[arg(long, value_enum, default_value_t = FormatArg::Json)]
     format: FormatArg,
 }

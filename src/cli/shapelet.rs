@@ -6,12 +6,10 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Args;
 use synfire::episode::DeviceChoice;
-use synfire::series::read_dataset;
 use synfire::shapelet::report::Report;
-use synfire::shapelet::{ShapeletConfig, ShapeletTree, TrainingSet, train, univariate};
+use synfire::shapelet::{ShapeletConfig, ShapeletTree, TrainingSet, train};
 
-use super::DeviceArg;
-use super::motif::FormatArg;
+use super::args::{DeviceArg, FormatArg, read_labelled};
 
 /// `synfire shapelet`.
 #[derive(Debug, Args)]
@@ -45,6 +43,8 @@ pub struct ShapeletArgs {
     #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
     device: DeviceArg,
     /// Output format.
+    ///
+    /// `text`: a short table; `json`: one JSON object.
     #[arg(long, value_enum, default_value_t = FormatArg::Json)]
     format: FormatArg,
     /// Write the trained model (JSON) here, for `synfire run` (`kind = "shapelet"`).
@@ -62,20 +62,6 @@ impl ShapeletArgs {
             max_depth: self.max_depth,
         }
     }
-}
-
-/// Labelled series of a collection file: the raw series and labels (for prediction) and the
-/// validated training set.
-fn read_labelled(path: &Path) -> Result<(Vec<Vec<f64>>, Vec<String>)> {
-    let name = path.display().to_string();
-    let d = read_dataset(path).with_context(|| format!("reading `{name}`"))?;
-    let labels = d
-        .labels
-        .clone()
-        .ok_or_else(|| synfire::shapelet::ShapeletError::Unlabelled {
-            input: name.clone(),
-        })?;
-    Ok((univariate(&d, &name)?, labels))
 }
 
 /// Runs `synfire shapelet`.

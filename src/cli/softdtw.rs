@@ -1,8 +1,7 @@
 //! `synfire softdtw` and `synfire barycenter` (binary only): argument definitions and thin
 //! handlers over [`synfire::softdtw`].
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -13,16 +12,7 @@ use synfire::softdtw::{
     BarycenterOptions, Init, Measure, Options, barycenter_on, gpu, pairwise, pairwise_gradient,
 };
 
-use super::DeviceArg;
-
-/// Output formats of the soft-DTW commands.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum OutFormat {
-    /// One JSON document (see `docs/softdtw.md`).
-    Json,
-    /// Tab-separated numbers: the values matrix, or the barycenter one time step per line.
-    Text,
-}
+use super::args::{DeviceArg, FormatArg, OutputArg};
 
 /// `synfire softdtw`.
 #[derive(Debug, Args)]
@@ -49,11 +39,13 @@ pub struct SoftDtwArgs {
     #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
     device: DeviceArg,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = OutFormat::Json)]
-    format: OutFormat,
-    /// Write the result here instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
+    ///
+    /// `text`: tab-separated numbers (the values matrix, or the barycenter one time step per
+    /// line); `json`: one JSON document (see `docs/softdtw.md`).
+    #[arg(long, value_enum, default_value_t = FormatArg::Json)]
+    format: FormatArg,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 /// `--init` of `synfire barycenter`.
@@ -93,27 +85,18 @@ pub struct BarycenterArgs {
     #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
     device: DeviceArg,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = OutFormat::Json)]
-    format: OutFormat,
-    /// Write the result here instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
+    ///
+    /// `text`: tab-separated numbers (the values matrix, or the barycenter one time step per
+    /// line); `json`: one JSON document (see `docs/softdtw.md`).
+    #[arg(long, value_enum, default_value_t = FormatArg::Json)]
+    format: FormatArg,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 fn read(path: &Path) -> Result<Dataset> {
     // The reader's errors already name the file (and line).
     Ok(read_dataset(path)?)
-}
-
-fn writer(output: Option<&Path>) -> Result<Box<dyn Write>> {
-    Ok(match output {
-        Some(path) => {
-            Box::new(BufWriter::new(File::create(path).with_context(|| {
-                format!("creating `--output` file {}", path.display())
-            })?))
-        }
-        None => Box::new(BufWriter::new(io::stdout().lock())),
-    })
 }
 
 /// Runs `synfire softdtw`.
@@ -162,9 +145,9 @@ pub fn run_softdtw(args: &SoftDtwArgs) -> Result<()> {
         ),
     };
     let dims = a.series.first().or(b.series.first()).map_or(1, |s| s.dims);
-    let mut out = writer(args.output.as_deref())?;
+    let mut out = args.output.writer()?;
     match args.format {
-        OutFormat::Json => {
+        FormatArg::Json => {
             let as_json = |g: Vec<Vec<f64>>| g.iter().map(|v| series_json(dims, v)).collect();
             let report = PairwiseReport {
                 gamma: args.gamma,
@@ -178,7 +161,7 @@ pub fn run_softdtw(args: &SoftDtwArgs) -> Result<()> {
             serde_json::to_writer(&mut out, &report)?;
             writeln!(out)?;
         }
-        OutFormat::Text => {
+        FormatArg::Text => {
             for row in &values {
                 let line: Vec<String> = row.iter().map(f64::to_string).collect();
                 writeln!(out, "{}", line.join("\t"))?;
@@ -238,16 +221,16 @@ pub fn run_barycenter(args: &BarycenterArgs) -> Result<()> {
         gradient_norm = b.gradient_norm,
         "Barycenter computed."
     );
-    let mut out = writer(args.output.as_deref())?;
+    let mut out = args.output.writer()?;
     match args.format {
-        OutFormat::Json => {
+        FormatArg::Json => {
             serde_json::to_writer(
                 &mut out,
                 &BarycenterReport::new(&b, args.gamma, args.band, set.len()),
             )?;
             writeln!(out)?;
         }
-        OutFormat::Text => {
+        FormatArg::Text => {
             for step in b.series.values.chunks(b.series.dims.max(1)) {
                 let line: Vec<String> = step.iter().map(f64::to_string).collect();
                 writeln!(out, "{}", line.join("\t"))?;

@@ -7,12 +7,14 @@ use anyhow::Result;
 use clap::Args;
 use synfire::episode::hybrid::ExactAlgorithm;
 use synfire::episode::{
-    CountKind, Counter, CpuCounter, Episode, GpuCounter, Interval, MinerConfig, MiningResult,
-    NoProgress, Strategy, Threshold, candidates, mine_with,
+    CountKind, Counter, CpuCounter, Episode, GpuCounter, MinerConfig, MiningResult, NoProgress,
+    Strategy, candidates, mine_with,
 };
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest;
 use synfire::synth::{self, SynthParams};
+
+use crate::cli::args::Workload;
 
 /// Options of `synfire bench episodes`.
 #[derive(Debug, Args)]
@@ -46,26 +48,6 @@ pub struct EpisodesArgs {
     scaling_sweep: Option<Vec<u64>>,
 }
 
-/// The Sym26 benchmark settings: four 2 ms-wide intervals (two of them hold the embedded
-/// chains' delays) and a minimum count of 400, which keeps all 26 types frequent at level 1
-/// (26 × 26 × 4 = 2,704 level-2 candidates) and recovers the short chain `A→B→C→D` and six
-/// nodes of the long one.
-pub fn sym26_config() -> MinerConfig {
-    let intervals = Interval::parse_list("0.001-0.003,0.004-0.006,0.009-0.011,0.014-0.016")
-        .expect("valid built-in intervals");
-    MinerConfig::new(intervals, Threshold::MinCount(400))
-}
-
-/// The settings of the README's main job on the A2929 session: synaptic-scale delays
-/// (0–5, 5–10, 10–20 ms), 0.2 occurrences per second, episodes of up to 4 neurons.
-pub fn a2929_config() -> MinerConfig {
-    let intervals = Interval::parse_list("0.000-0.005,0.005-0.010,0.010-0.020")
-        .expect("valid built-in intervals");
-    let mut config = MinerConfig::new(intervals, Threshold::PerSecond(0.2));
-    config.max_level = 4;
-    config
-}
-
 /// `--device` of the benchmark.
 #[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
 pub enum BenchDevice {
@@ -76,31 +58,6 @@ pub enum BenchDevice {
     /// Same as `all` (the CPU reference is always measured, for the speedups).
     Gpu,
 }
-
-/// Benchmark workloads.
-#[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
-pub enum Workload {
-    /// The paper's Sym26 stream.
-    Sym26,
-    /// The real A2929 session.
-    A2929,
-    /// The large 64-channel stream.
-    Mea64,
-}
-
-/// The large-workload settings: four 2 ms intervals and a minimum count of 1,350, which keeps
-/// 1,744 of the 16,384 level-2 candidates (chance pairs among the fast chain neurons included)
-/// and so gives 148,503 level-3 candidates (seed 1).
-pub fn mea64_config() -> MinerConfig {
-    let intervals = Interval::parse_list("0.001-0.003,0.004-0.006,0.009-0.011,0.014-0.016")
-        .expect("valid built-in intervals");
-    let mut config = MinerConfig::new(intervals, Threshold::MinCount(MEA64_MIN_COUNT));
-    config.max_level = 3;
-    config
-}
-
-/// Minimum count of the `mea64` workload.
-pub const MEA64_MIN_COUNT: u64 = 1350;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -132,17 +89,17 @@ pub fn episodes(args: &EpisodesArgs) -> Result<()> {
             Workload::Sym26 => (
                 format!("Sym26 (seed {})", args.seed),
                 synth::generate(&SynthParams::sym26(args.seed))?,
-                sym26_config(),
+                Workload::Sym26.config(),
             ),
             Workload::A2929 => (
                 args.fixture.display().to_string(),
                 ingest::read_spikes(&args.fixture, Ordering::RequireSorted)?,
-                a2929_config(),
+                Workload::A2929.config(),
             ),
             Workload::Mea64 => (
                 format!("MEA64 (seed {})", args.seed),
                 synth::generate(&SynthParams::mea64(args.seed))?,
-                mea64_config(),
+                Workload::Mea64.config(),
             ),
         };
         if args.scaling {
