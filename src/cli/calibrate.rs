@@ -13,7 +13,7 @@ use synfire::episode::{CountKind, Counter, Episode, GpuCounter};
 use synfire::event::EventType;
 use synfire::synth::{self, SynthParams};
 
-use super::args::Workload;
+use crate::cli::args::Workload;
 
 /// Options of `synfire calibrate`.
 #[derive(Debug, Args)]

@@ -12,7 +12,7 @@ use synfire::event::Ordering;
 use synfire::ingest;
 use synfire::report::{self, MineReport};
 
-use super::args::{FormatArg, MiningArgs, OutputArg};
+use crate::cli::args::{FormatArg, MiningArgs, OutputArg};
 
 /// Options of `synfire mine`.
 #[derive(Debug, Args)]

@@ -15,7 +15,7 @@ mod shapelet;
 mod softdtw;
 
 use anyhow::{Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 /// Mines neural spike trains for frequent serial episodes.
 #[derive(Debug, Parser)]
@@ -36,7 +36,7 @@ enum Command {
     /// Write a seeded synthetic spike train with embedded causal chains.
     Generate(generate::GenerateArgs),
     /// Run a benchmark and print a table.
-    Bench(BenchArgs),
+    Bench(bench::BenchArgs),
     /// Measure, on a GPU, the crossover points between PTPE and MTPE per episode size and
     /// store f(N) of Eq. 3 for that GPU model (read by `mine`).
     Calibrate(calibrate::CalibrateArgs),
@@ -61,34 +61,6 @@ enum Command {
     Shapelet(shapelet::ShapeletArgs),
 }
 
-#[derive(Debug, Args)]
-struct BenchArgs {
-    #[command(subcommand)]
-    which: BenchWhich,
-}
-
-#[derive(Debug, Subcommand)]
-enum BenchWhich {
-    /// Level-wise episode mining on Sym26 and the real fixture: per level, candidates, PreElim
-    /// eliminations, seconds and candidate-events per second.
-    Episodes(bench::episodes::EpisodesArgs),
-    /// Streaming: ingest throughput over loopback ZeroMQ (synfire wire format) and the latency
-    /// from a window's closing spike to its published result.
-    Stream(bench::stream::StreamArgs),
-    /// Motif discovery: seeded random walk and the ECG, CPU and GPU paths, seconds and pairs
-    /// evaluated or pruned.
-    Motif(motif::BenchMotifArgs),
-    /// Soft-DTW: forward and forward+backward cells per second on all pairs of two sets of
-    /// random walks, and forward on one long pair, CPU and GPU.
-    Softdtw(softdtw::BenchSoftDtwArgs),
-    /// Similarity search: seeded random walks, SING (CPU, GPU) against brute force, latency,
-    /// lower bounds and real distances per query.
-    Search(search::BenchSearchArgs),
-    /// Shapelet trees on the UCR sets (all lengths, step 1): CPU and GPU seconds, test
-    /// accuracy beside the published figures.
-    Shapelet(shapelet::BenchShapeletArgs),
-}
-
 /// Runs the parsed command.
 ///
 /// # Errors
@@ -103,32 +75,15 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Mine(args) => mine::run(&args),
         Command::Generate(args) => generate::run(&args),
+        Command::Bench(args) => bench::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Run(args) => pipeline::run(&args),
         Command::Validate(args) => pipeline::validate(&args),
         Command::Replay(args) => replay::run(&args),
-        Command::Motif(args) => motif::motif(&args),
-        Command::Bench(BenchArgs {
-            which: BenchWhich::Motif(args),
-        }) => motif::bench(&args),
-        Command::Bench(BenchArgs {
-            which: BenchWhich::Softdtw(args),
-        }) => softdtw::bench(&args),
+        Command::Motif(args) => motif::run(&args),
         Command::Softdtw(args) => softdtw::run_softdtw(&args),
         Command::Barycenter(args) => softdtw::run_barycenter(&args),
         Command::Search(args) => search::run(&args),
-        Command::Bench(BenchArgs {
-            which: BenchWhich::Search(args),
-        }) => search::bench(&args),
-        Command::Shapelet(args) => shapelet::shapelet(&args),
-        Command::Bench(BenchArgs {
-            which: BenchWhich::Shapelet(args),
-        }) => shapelet::bench(&args),
-        Command::Bench(BenchArgs {
-            which: BenchWhich::Episodes(args),
-        }) => bench::episodes::episodes(&args),
-        Command::Bench(BenchArgs {
-            which: BenchWhich::Stream(args),
-        }) => bench::stream::stream(&args),
+        Command::Shapelet(args) => shapelet::run(&args),
     }
 }

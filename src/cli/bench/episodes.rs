@@ -1,4 +1,5 @@
-//! `synfire bench …`: benchmarks that print tables. Targets live here, never in timed tests.
+//! `synfire bench episodes`: level-wise mining tables on the benchmark workloads, the CPU
+//! counter and (with `--device all|gpu`) the GPU kernels side by side, or multi-GPU scaling.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -78,7 +79,7 @@ fn timed(
 ///
 /// # Errors
 /// If the fixture cannot be read, mining fails, or `--device gpu|all` finds no usable GPU.
-pub fn episodes(args: &EpisodesArgs) -> Result<()> {
+pub fn run(args: &EpisodesArgs) -> Result<()> {
     let repeat = args.repeat.max(1);
     println!(
         "synfire bench episodes: CPU counter on {} threads; median of {repeat} runs after 1 warm-up",

@@ -11,8 +11,8 @@ use synfire::buffer::{self, EndReason, Overflow, Record};
 use synfire::ingest::openephys::UnitKey;
 use synfire::ingest::wire;
 use synfire::ingest::zmq::{self as zsource, WireFormat, ZmqSource};
+use synfire::pipeline::RunOptions;
 use synfire::pipeline::config::PipelineConfig;
-use synfire::pipeline::{RunOptions, run};
 use synfire::stage::StreamKind;
 use synfire::synth::{self, SynthParams};
 
@@ -96,7 +96,7 @@ fn publish(
 ///
 /// # Errors
 /// Socket or pipeline failures.
-pub fn stream(args: &StreamArgs) -> Result<()> {
+pub fn run(args: &StreamArgs) -> Result<()> {
     println!(
         "# synfire bench stream ({} host cores)",
         std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
@@ -243,7 +243,7 @@ path = "{}"
     due.push(*due.last().unwrap_or(&Duration::ZERO));
     let (tx, rx) = crossbeam_channel::unbounded();
     let publisher = publish(endpoint, messages, Some(due))?;
-    let summary = run(
+    let summary = synfire::pipeline::run(
         &config,
         RunOptions {
             tap: Some(tx),

@@ -1,0 +1,171 @@
+//! `synfire bench motif`: the exact motif paths timed on a seeded random walk and the ECG.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use synfire::episode::DeviceChoice;
+use synfire::motif::{MethodChoice, MotifConfig, MotifResult, find_motifs};
+
+/// `synfire bench motif`.
+#[derive(Debug, Args)]
+pub struct BenchMotifArgs {
+    /// log2 of the random-walk length.
+    #[arg(long, default_value_t = 21)]
+    log2_n: u32,
+    /// Subsequence length.
+    #[arg(long, default_value_t = 100)]
+    m: usize,
+    /// Devices to time: cpu, gpu or all.
+    #[arg(long, default_value = "all")]
+    device: String,
+    /// Timed repetitions after one warm-up (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// The ECG to time as the real input.
+    #[arg(long, default_value = "fixtures/sensors/mitbih-208-ecg/ecg.npy")]
+    ecg: String,
+    /// MK reference subsequences r.
+    #[arg(long, default_value_t = synfire::motif::DEFAULT_REFERENCES)]
+    references: usize,
+    /// Also run the CPU on the random walk (slow on few cores).
+    #[arg(long)]
+    cpu_walk: bool,
+    /// Check every answer against a reference: the CPU matrix profile for n <= 2^20, else the
+    /// first GPU answer (MK and the matrix profile are independent exact algorithms).
+    #[arg(long)]
+    verify: bool,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs `synfire bench motif` and prints a table.
+///
+/// # Errors
+/// Unreadable ECG, a GPU failure, or a result that differs from the reference (`--verify`).
+pub fn run(args: &BenchMotifArgs) -> Result<()> {
+    anyhow::ensure!(args.repeat >= 1, "`--repeat` must be at least 1");
+    anyhow::ensure!(
+        (8..=31).contains(&args.log2_n),
+        "`--log2-n` must be between 8 and 31 (got {})",
+        args.log2_n
+    );
+    let walk = synfire::synth::random_walk(1usize << args.log2_n, 2026);
+    let ecg = synfire::series::read_series(&args.ecg)
+        .with_context(|| format!("reading `{}`", args.ecg))?;
+    let inputs = [
+        (format!("random walk 2^{}", args.log2_n), walk),
+        ("ECG MIT-BIH 208".to_owned(), ecg),
+    ];
+    let mut devices = Vec::new();
+    if args.device == "all" || args.device == "cpu" {
+        devices.push(DeviceChoice::Cpu);
+    }
+    if args.device == "all" || args.device == "gpu" {
+        devices.push(DeviceChoice::Gpu);
+    }
+    println!(
+        "| input | n | m | device | method | seconds (median of {}) | pairs | lower bounds | true distances | pruned | i | j | distance | verified |",
+        args.repeat
+    );
+    println!("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for (name, x) in &inputs {
+        let cfg = MotifConfig {
+            references: args.references,
+            ..MotifConfig::new(args.m)
+        };
+        let mut reference: Option<MotifResult> = None;
+        for &device in &devices {
+            if device == DeviceChoice::Cpu && x.len() > 1 << 20 && !args.cpu_walk {
+                continue;
+            }
+            let configs: Vec<MethodChoice> = if device == DeviceChoice::Gpu {
+                vec![
+                    MethodChoice::Auto,
+                    MethodChoice::ProjectionJoin,
+                    MethodChoice::Mk,
+                    MethodChoice::MatrixProfile,
+                ]
+            } else {
+                vec![MethodChoice::Auto]
+            };
+            for method in configs {
+                let c = MotifConfig {
+                    method,
+                    ..cfg.clone()
+                };
+                let mut times = Vec::new();
+                let mut last = None;
+                for _ in 0..=args.repeat {
+                    let t = Instant::now();
+                    let r = find_motifs(x, &c, device)?;
+                    times.push(t.elapsed().as_secs_f64());
+                    last = Some(r);
+                }
+                times.remove(0); // warm-up: device start, NVRTC, caches
+                let r = last.expect("at least one run");
+                let verified = if args.verify {
+                    let want = match &reference {
+                        Some(w) => w.clone(),
+                        None if x.len() > 1 << 20 => {
+                            reference = Some(r.clone());
+                            r.clone()
+                        }
+                        None => {
+                            let w = find_motifs(
+                                x,
+                                &MotifConfig {
+                                    method: MethodChoice::MatrixProfile,
+                                    ..cfg.clone()
+                                },
+                                DeviceChoice::Cpu,
+                            )?;
+                            reference = Some(w.clone());
+                            w
+                        }
+                    };
+                    let same = r.motifs.iter().zip(&want.motifs).all(|(a, b)| {
+                        (a.i, a.j) == (b.i, b.j)
+                            && (a.distance - b.distance).abs() <= 1e-6 * b.distance.max(1e-12)
+                    }) && r.motifs.len() == want.motifs.len();
+                    anyhow::ensure!(
+                        same,
+                        "{name}: {:?} differs from the reference {:?}",
+                        r.motifs,
+                        want.motifs
+                    );
+                    "yes"
+                } else {
+                    "-"
+                };
+                let s = &r.stats;
+                let pruned = if s.pairs > 0 {
+                    1.0 - s.distances.min(s.pairs) as f64 / s.pairs as f64
+                } else {
+                    0.0
+                };
+                let top = r.motifs.first();
+                println!(
+                    "| {name} | {} | {} | {} | {} (asked {:?}) | {:.3} | {} | {} | {} | {:.6} | {} | {} | {:.6} | {verified} |",
+                    r.n,
+                    r.m,
+                    r.device,
+                    r.method.as_str(),
+                    method,
+                    median(times),
+                    s.pairs,
+                    s.lower_bounds,
+                    s.distances,
+                    pruned,
+                    top.map_or(0, |m| m.i),
+                    top.map_or(0, |m| m.j),
+                    top.map_or(f64::NAN, |m| m.distance),
+                );
+            }
+        }
+    }
+    Ok(())
+}
