@@ -4,7 +4,7 @@
 //! each other.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, LineWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -62,6 +62,18 @@ impl OutputArg {
         Ok(match &self.output {
             Some(path) => Box::new(BufWriter::new(create(path)?)),
             None => Box::new(BufWriter::new(io::stdout().lock())),
+        })
+    }
+
+    /// A line-buffered writer on the `--output` file (created now) or on standard output, for
+    /// lines and tables printed while the command runs (benchmarks, `validate`).
+    ///
+    /// # Errors
+    /// The file cannot be created (the error names `--output` and the path).
+    pub fn line_writer(&self) -> Result<Box<dyn Write>> {
+        Ok(match &self.output {
+            Some(path) => Box::new(LineWriter::new(create(path)?)),
+            None => Box::new(io::stdout()),
         })
     }
 }

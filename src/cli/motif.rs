@@ -1,10 +1,12 @@
 //! `synfire motif`: the exact top-k motifs of a series (CPU or GPU).
 
+use std::io::Write;
+
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use synfire::motif::{MethodChoice, MotifConfig, default_exclusion, find_motifs};
 
-use crate::cli::args::{DeviceArg, FormatArg};
+use crate::cli::args::{DeviceArg, FormatArg, OutputArg};
 
 /// `--method`.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -65,12 +67,15 @@ pub struct MotifArgs {
     /// `text`: a short table; `json`: one JSON object.
     #[arg(long, value_enum, default_value_t = FormatArg::Json)]
     format: FormatArg,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 /// Runs `synfire motif`.
 ///
 /// # Errors
-/// Unreadable input, bad options, or a GPU failure with `--device gpu`.
+/// Unreadable input, bad options, a GPU failure with `--device gpu`, or an unwritable
+/// `--output`.
 pub fn run(args: &MotifArgs) -> Result<()> {
     let x = synfire::series::read_series(&args.input)
         .with_context(|| format!("reading the series `{}`", args.input))?;
@@ -87,10 +92,12 @@ pub fn run(args: &MotifArgs) -> Result<()> {
     }
     let r = find_motifs(&x, &cfg, args.device.into())
         .with_context(|| format!("motif search on `{}`", args.input))?;
+    let mut out = args.output.writer()?;
     match args.format {
-        FormatArg::Json => println!("{}", serde_json::to_string(&r)?),
+        FormatArg::Json => writeln!(out, "{}", serde_json::to_string(&r)?)?,
         FormatArg::Text => {
-            println!(
+            writeln!(
+                out,
                 "n = {}, m = {}, exclusion = {}, method = {}, device = {}, {:.3} s",
                 r.n,
                 r.m,
@@ -98,17 +105,18 @@ pub fn run(args: &MotifArgs) -> Result<()> {
                 r.method.as_str(),
                 r.device,
                 r.stats.seconds
-            );
+            )?;
             for (k, m) in r.motifs.iter().enumerate() {
-                println!(
+                writeln!(
+                    out,
                     "{:>3}  i = {:>9}  j = {:>9}  distance = {:.9}",
                     k + 1,
                     m.i,
                     m.j,
                     m.distance
-                );
+                )?;
             }
         }
     }
-    Ok(())
+    out.flush().context("writing the result")
 }

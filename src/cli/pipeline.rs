@@ -1,9 +1,12 @@
 //! `synfire run` and `synfire validate`: pipeline files (sources → windows → stages → sinks).
 
+use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
+
+use crate::cli::args::OutputArg;
 
 /// Options of `synfire run`.
 #[derive(Debug, Args)]
@@ -21,6 +24,8 @@ pub struct ValidateArgs {
     /// Pipeline files (TOML).
     #[arg(required = true)]
     pipelines: Vec<PathBuf>,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 /// Runs `synfire run`: the pipeline until its sources end or SIGINT/SIGTERM.
@@ -45,25 +50,28 @@ pub fn run(args: &RunArgs) -> Result<()> {
 /// Runs `synfire validate`: one line per valid file, every error of the others.
 ///
 /// # Errors
-/// At least one file has errors.
+/// At least one file has errors, or `--output` cannot be written.
 pub fn validate(args: &ValidateArgs) -> Result<()> {
+    let mut out = args.output.line_writer()?;
     let mut failed = 0;
     for p in &args.pipelines {
         match synfire::pipeline::config::PipelineConfig::load(p) {
-            Ok(c) => println!(
+            Ok(c) => writeln!(
+                out,
                 "{}: ok ({} sources, {} windows, {} stages, {} sinks)",
                 p.display(),
                 c.sources.len(),
                 c.windows.len(),
                 c.stages.len(),
                 c.sinks.len()
-            ),
+            )?,
             Err(e) => {
                 failed += 1;
                 eprintln!("{e}");
             }
         }
     }
+    out.flush().context("writing the result")?;
     if failed > 0 {
         anyhow::bail!(
             "{failed} of {} pipeline files have errors",

@@ -13,7 +13,7 @@ use synfire::search::{
     BuildOptions, Collection, CollectionKind, Index, QueryOptions, QueryStats, Searcher,
 };
 
-use crate::cli::args::{DeviceArg, FormatArg};
+use crate::cli::args::{DeviceArg, FormatArg, OutputArg};
 
 /// `synfire search`.
 #[derive(Debug, Args)]
@@ -65,6 +65,8 @@ struct QueryArgs {
     /// `text`: one line per neighbour; `json`: one JSON object.
     #[arg(long, value_enum, default_value_t = FormatArg::Json)]
     format: FormatArg,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 /// Runs `synfire search build|query`.
@@ -160,7 +162,7 @@ fn query(args: &QueryArgs) -> Result<()> {
         results.push((i, a.neighbors));
     }
     let seconds = started.elapsed().as_secs_f64();
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut out = args.output.writer()?;
     match args.format {
         FormatArg::Json => {
             let doc = json!({

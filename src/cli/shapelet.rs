@@ -3,12 +3,14 @@
 
 use std::path::PathBuf;
 
+use std::io::Write;
+
 use anyhow::{Context, Result};
 use clap::Args;
 use synfire::shapelet::report::Report;
 use synfire::shapelet::{ShapeletConfig, TrainingSet, train};
 
-use crate::cli::args::{DeviceArg, FormatArg, read_labelled};
+use crate::cli::args::{DeviceArg, FormatArg, OutputArg, read_labelled};
 
 /// `synfire shapelet`.
 #[derive(Debug, Args)]
@@ -46,6 +48,8 @@ pub struct ShapeletArgs {
     /// `text`: a short table; `json`: one JSON object.
     #[arg(long, value_enum, default_value_t = FormatArg::Json)]
     format: FormatArg,
+    #[command(flatten)]
+    output: OutputArg,
     /// Write the trained model (JSON) here, for `synfire run` (`kind = "shapelet"`).
     #[arg(long)]
     save_model: Option<PathBuf>,
@@ -66,7 +70,8 @@ impl ShapeletArgs {
 /// Runs `synfire shapelet`.
 ///
 /// # Errors
-/// Unreadable or unusable input (named), bad options, or a GPU failure with `--device gpu`.
+/// Unreadable or unusable input (named), bad options, a GPU failure with `--device gpu`, or
+/// an unwritable `--output`.
 pub fn run(args: &ShapeletArgs) -> Result<()> {
     let name = args.train.display().to_string();
     let (series, labels) = read_labelled(&args.train)?;
@@ -84,15 +89,22 @@ pub fn run(args: &ShapeletArgs) -> Result<()> {
         tree.save(path)?;
     }
     let report = Report::new(&tree, stats, set.len(), train_accuracy, test_accuracy);
+    let mut out = args.output.writer()?;
     match args.format {
-        FormatArg::Json => println!("{}", serde_json::to_string(&report)?),
-        FormatArg::Text => print_text(&name, &set, &report),
+        FormatArg::Json => writeln!(out, "{}", serde_json::to_string(&report)?)?,
+        FormatArg::Text => write_text(&mut out, &name, &set, &report)?,
     }
-    Ok(())
+    out.flush().context("writing the result")
 }
 
-fn print_text(name: &str, set: &TrainingSet, r: &Report) {
-    println!(
+fn write_text(
+    out: &mut dyn Write,
+    name: &str,
+    set: &TrainingSet,
+    r: &Report,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
         "{name}: {} series of length {}, {} classes; lengths {}..={} step {}; device {}; {} nodes; {:.3} s",
         set.len(),
         set.length,
@@ -103,8 +115,11 @@ fn print_text(name: &str, set: &TrainingSet, r: &Report) {
         r.device,
         r.stats.nodes,
         r.stats.seconds
-    );
-    println!(" node depth  series  start length   threshold        gain         gap  terms");
+    )?;
+    writeln!(
+        out,
+        " node depth  series  start length   threshold        gain         gap  terms"
+    )?;
     for s in &r.shapelets {
         let terms: Vec<String> = s
             .terms
@@ -119,7 +134,8 @@ fn print_text(name: &str, set: &TrainingSet, r: &Report) {
                 )
             })
             .collect();
-        println!(
+        writeln!(
+            out,
             "{:>5} {:>5} {:>7} {:>6} {:>6} {:>11.6} {:>11.6} {:>11.6}  {}",
             s.node,
             s.depth,
@@ -130,13 +146,15 @@ fn print_text(name: &str, set: &TrainingSet, r: &Report) {
             s.gain,
             s.gap,
             terms.join(" ")
-        );
+        )?;
     }
     match r.test_accuracy {
-        Some(t) => println!(
+        Some(t) => writeln!(
+            out,
             "train accuracy {:.4}, test accuracy {t:.4}",
             r.train_accuracy
-        ),
-        None => println!("train accuracy {:.4}", r.train_accuracy),
+        )?,
+        None => writeln!(out, "train accuracy {:.4}", r.train_accuracy)?,
     }
+    Ok(())
 }

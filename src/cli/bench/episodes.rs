@@ -1,6 +1,7 @@
 //! `synfire bench episodes`: level-wise mining tables on the benchmark workloads, the CPU
 //! counter and (with `--device all|gpu`) the GPU kernels side by side, or multi-GPU scaling.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -15,7 +16,7 @@ use synfire::event::{EventStream, Ordering};
 use synfire::ingest;
 use synfire::synth::{self, SynthParams};
 
-use crate::cli::args::Workload;
+use crate::cli::args::{OutputArg, Workload};
 
 /// Options of `synfire bench episodes`.
 #[derive(Debug, Args)]
@@ -47,6 +48,8 @@ pub struct EpisodesArgs {
     /// MTPE threads per resident slot to sweep with `--scaling` (default: the built-in one).
     #[arg(long, value_delimiter = ',')]
     scaling_sweep: Option<Vec<u64>>,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 /// `--device` of the benchmark.
@@ -78,13 +81,16 @@ fn timed(
 /// Runs the benchmark and prints one table per workload.
 ///
 /// # Errors
-/// If the fixture cannot be read, mining fails, or `--device gpu|all` finds no usable GPU.
+/// If the fixture cannot be read, mining fails, `--device gpu|all` finds no usable GPU, or
+/// `--output` cannot be written.
 pub fn run(args: &EpisodesArgs) -> Result<()> {
+    let mut out = args.output.line_writer()?;
     let repeat = args.repeat.max(1);
-    println!(
+    writeln!(
+        out,
         "synfire bench episodes: CPU counter on {} threads; median of {repeat} runs after 1 warm-up",
         rayon::current_num_threads()
-    );
+    )?;
     for workload in &args.workload {
         let (name, stream, config) = match workload {
             Workload::Sym26 => (
@@ -104,18 +110,25 @@ pub fn run(args: &EpisodesArgs) -> Result<()> {
             ),
         };
         if args.scaling {
-            scaling_table(&stream, &config, repeat, args)?;
+            scaling_table(&mut *out, &stream, &config, repeat, args)?;
             continue;
         }
-        cpu_table(&name, &stream, &config, repeat)?;
+        cpu_table(&mut *out, &name, &stream, &config, repeat)?;
         if args.device != BenchDevice::Cpu {
-            gpu_table(&stream, &config, repeat, args.gpus.as_deref())?;
+            gpu_table(&mut *out, &stream, &config, repeat, args.gpus.as_deref())?;
         }
     }
+    out.flush()?;
     Ok(())
 }
 
-fn cpu_table(name: &str, stream: &EventStream, config: &MinerConfig, repeat: usize) -> Result<()> {
+fn cpu_table(
+    out: &mut dyn Write,
+    name: &str,
+    stream: &EventStream,
+    config: &MinerConfig,
+    repeat: usize,
+) -> Result<()> {
     let counter = CpuCounter::new(stream);
     let mut one_cfg = config.clone();
     one_cfg.strategy = Strategy::OnePass;
@@ -138,8 +151,9 @@ fn cpu_table(name: &str, stream: &EventStream, config: &MinerConfig, repeat: usi
         one_totals.push(one_total);
     }
     let ivs: Vec<String> = config.intervals.iter().map(ToString::to_string).collect();
-    println!();
-    println!(
+    writeln!(out)?;
+    writeln!(
+        out,
         "{name}: {} events, {} types, span {:.1} s, intervals {}, threshold: {} (= {} occurrences), max level {}",
         stream.len(),
         stream.alphabet().len(),
@@ -148,14 +162,16 @@ fn cpu_table(name: &str, stream: &EventStream, config: &MinerConfig, repeat: usi
         config.threshold,
         reference.min_count,
         config.max_level
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:>5} {:>11} {:>11} {:>9} {:>11} {:>16}",
         "level", "candidates", "preelim_elim", "frequent", "seconds", "cand-events/s"
-    );
+    )?;
     for (l, secs) in reference.levels.iter().zip(per_level) {
         let s = median(secs);
-        println!(
+        writeln!(
+            out,
             "{:>5} {:>11} {:>11} {:>9} {:>11.5} {:>16.3e}",
             l.level,
             l.candidates,
@@ -163,14 +179,15 @@ fn cpu_table(name: &str, stream: &EventStream, config: &MinerConfig, repeat: usi
             l.frequent,
             s,
             l.candidate_events as f64 / s.max(1e-12)
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "CPU total: two-pass {:.4} s, one-pass {:.4} s, {} frequent episodes",
         median(totals),
         median(one_totals),
         reference.episodes.len()
-    );
+    )?;
     Ok(())
 }
 
@@ -217,6 +234,7 @@ fn time_median(repeat: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> 
 /// reference mining) on the first GPU alone and on all, per exact algorithm and MTPE
 /// threads-per-slot setting, side by side; every GPU count is checked against the CPU first.
 fn scaling_table(
+    out: &mut dyn Write,
     stream: &EventStream,
     config: &MinerConfig,
     repeat: usize,
@@ -247,15 +265,17 @@ fn scaling_table(
             .collect::<Result<_>>()?;
     let single = GpuCounter::new(stream, &config.intervals, &ordinals[..1])?;
     let all = GpuCounter::new(stream, &config.intervals, &ordinals)?;
-    println!(
+    writeln!(
+        out,
         "multi-GPU scaling, two-pass, all levels ({} levels), 1 GPU against {}; median of {repeat}",
         passes.len(),
         ordinals.len()
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:>8} {:>6} {:>10} {:>10} {:>8}",
         "exact", "mtpe_k", "1 GPU s", "all s", "scaling"
-    );
+    )?;
     let sweep = args
         .scaling_sweep
         .clone()
@@ -282,20 +302,22 @@ fn scaling_table(
                     })?;
                 }
             }
-            println!(
+            writeln!(
+                out,
                 "{:>8} {:>6} {:>10.4} {:>10.4} {:>7.2}x",
                 format!("{algorithm:?}").to_lowercase(),
                 k,
                 times[0],
                 times[1],
                 times[0] / times[1]
-            );
+            )?;
         }
     }
     Ok(())
 }
 
 fn gpu_table(
+    out: &mut dyn Write,
     stream: &EventStream,
     config: &MinerConfig,
     repeat: usize,
@@ -314,7 +336,8 @@ fn gpu_table(
         .iter()
         .map(|d| format!("{}:{}", d.ordinal, d.name))
         .collect();
-    println!(
+    writeln!(
+        out,
         "GPU: {} worker(s) [{}], device memory in use after upload: {} MiB",
         devices.len(),
         devices.join(", "),
@@ -323,8 +346,9 @@ fn gpu_table(
             .map(|b| (b >> 20).to_string())
             .collect::<Vec<_>>()
             .join(" / ")
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:>5} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>10} {:>10} {:>9} {:>9}",
         "level",
         "cands",
@@ -340,7 +364,7 @@ fn gpu_table(
         "kern_2p",
         "x_2pass",
         "x_hybrid"
-    );
+    )?;
     let (mut tot_cpu, mut tot_gpu) = (0.0, 0.0);
     let mut passes: Vec<(Vec<Episode>, Vec<Episode>)> = Vec::new();
     for cands in level_candidates(stream, config, &reference) {
@@ -417,7 +441,8 @@ fn gpu_table(
         tot_cpu += t_cpu_2p;
         tot_gpu += t_gpu_2p;
         passes.push((cands.clone(), survivors.clone()));
-        println!(
+        writeln!(
+            out,
             "{:>5} {:>9} {:>9} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>6} {:>10.5} {:>10.5} {:>8.1}x {:>8.1}x",
             level,
             cands.len(),
@@ -433,14 +458,15 @@ fn gpu_table(
             kern_2p,
             t_cpu_2p / t_gpu_2p,
             t_cpu_exact / t_gpu_hybrid
-        );
+        )?;
     }
     let st = gpu.stats();
-    println!(
+    writeln!(
+        out,
         "two-pass counting, all levels: CPU {tot_cpu:.4} s, GPU {tot_gpu:.4} s, speedup {:.1}x; PTPE overflow recounts in the last level's runs: {}",
         tot_cpu / tot_gpu,
         st.overflow_recounts
-    );
+    )?;
     if ordinals.len() > 1 {
         // Multi-GPU scaling, side by side: the same two-pass work on the first GPU alone.
         let single = GpuCounter::new(stream, &config.intervals, &ordinals[..1])?;
@@ -456,11 +482,12 @@ fn gpu_table(
             Ok(total)
         };
         let (t1, tn) = (two_pass(&single)?, two_pass(&gpu)?);
-        println!(
+        writeln!(
+            out,
             "multi-GPU two-pass counting, all levels: 1 GPU {t1:.4} s, {} GPUs {tn:.4} s, scaling {:.2}x",
             ordinals.len(),
             t1 / tn
-        );
+        )?;
     }
     let t = Instant::now();
     let mined = mine_with(stream, config, &gpu, &NoProgress)?;
@@ -468,9 +495,10 @@ fn gpu_table(
         mined.episodes == reference.episodes,
         "GPU mining result differs from the CPU's"
     );
-    println!(
+    writeln!(
+        out,
         "end-to-end mining on the GPU counter: {:.4} s (identical episodes to the CPU)",
         t.elapsed().as_secs_f64()
-    );
+    )?;
     Ok(())
 }

@@ -1,11 +1,14 @@
 //! `synfire bench motif`: the exact motif paths timed on a seeded random walk and the ECG.
 
+use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
 use synfire::episode::DeviceChoice;
 use synfire::motif::{MethodChoice, MotifConfig, MotifResult, find_motifs};
+
+use crate::cli::args::OutputArg;
 
 /// `synfire bench motif`.
 #[derive(Debug, Args)]
@@ -35,6 +38,8 @@ pub struct BenchMotifArgs {
     /// first GPU answer (MK and the matrix profile are independent exact algorithms).
     #[arg(long)]
     verify: bool,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -47,6 +52,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// # Errors
 /// Unreadable ECG, a GPU failure, or a result that differs from the reference (`--verify`).
 pub fn run(args: &BenchMotifArgs) -> Result<()> {
+    let mut out = args.output.line_writer()?;
     anyhow::ensure!(args.repeat >= 1, "`--repeat` must be at least 1");
     anyhow::ensure!(
         (8..=31).contains(&args.log2_n),
@@ -67,11 +73,15 @@ pub fn run(args: &BenchMotifArgs) -> Result<()> {
     if args.device == "all" || args.device == "gpu" {
         devices.push(DeviceChoice::Gpu);
     }
-    println!(
+    writeln!(
+        out,
         "| input | n | m | device | method | seconds (median of {}) | pairs | lower bounds | true distances | pruned | i | j | distance | verified |",
         args.repeat
-    );
-    println!("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    )?;
+    writeln!(
+        out,
+        "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    )?;
     for (name, x) in &inputs {
         let cfg = MotifConfig {
             references: args.references,
@@ -148,7 +158,8 @@ pub fn run(args: &BenchMotifArgs) -> Result<()> {
                     0.0
                 };
                 let top = r.motifs.first();
-                println!(
+                writeln!(
+                    out,
                     "| {name} | {} | {} | {} | {} (asked {:?}) | {:.3} | {} | {} | {} | {:.6} | {} | {} | {:.6} | {verified} |",
                     r.n,
                     r.m,
@@ -163,9 +174,10 @@ pub fn run(args: &BenchMotifArgs) -> Result<()> {
                     top.map_or(0, |m| m.i),
                     top.map_or(0, |m| m.j),
                     top.map_or(f64::NAN, |m| m.distance),
-                );
+                )?;
             }
         }
     }
+    out.flush()?;
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `synfire bench shapelet`: shapelet trees on the UCR sets, CPU against GPU.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -8,7 +9,7 @@ use clap::Args;
 use synfire::episode::DeviceChoice;
 use synfire::shapelet::{ShapeletConfig, ShapeletTree, TrainingSet, train};
 
-use crate::cli::args::read_labelled;
+use crate::cli::args::{OutputArg, read_labelled};
 
 /// `synfire bench shapelet`.
 #[derive(Debug, Args)]
@@ -35,6 +36,8 @@ pub struct BenchShapeletArgs {
     /// Shortest length (every length up to the series length, step 1, is searched).
     #[arg(long, default_value_t = 2)]
     min_length: usize,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 /// Published test accuracy of the shapelet transform on the default splits
@@ -72,6 +75,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// # Errors
 /// Missing or unusable data sets, a GPU failure, or a GPU tree that differs from the CPU tree.
 pub fn run(args: &BenchShapeletArgs) -> Result<()> {
+    let mut out = args.output.line_writer()?;
     let cpu = args.device == "all" || args.device == "cpu";
     let mut gpu = args.device == "all" || args.device == "gpu";
     anyhow::ensure!(
@@ -89,11 +93,15 @@ pub fn run(args: &BenchShapeletArgs) -> Result<()> {
         args.repeat >= 1 && args.cpu_repeat >= 1,
         "`--repeat` and `--cpu-repeat` must be at least 1"
     );
-    println!(
+    writeln!(
+        out,
         "| data set | N | L | candidates | nodes | CPU s (median of {}) | GPU s (median of {}) | GPU kernel ms | speedup | same tree | train acc | test acc | published (shapelet transform) |",
         args.cpu_repeat, args.repeat
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|");
+    )?;
+    writeln!(
+        out,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+    )?;
     for name in &args.names {
         let train_path = split_file(&args.datasets, name, "TRAIN")?;
         let test_path = split_file(&args.datasets, name, "TEST")?;
@@ -151,7 +159,8 @@ pub fn run(args: &BenchShapeletArgs) -> Result<()> {
             (Some(c), Some(g)) => format!("{:.0}x", c.0 / g.0),
             _ => "-".into(),
         };
-        println!(
+        writeln!(
+            out,
             "| {name} | {} | {} | {} | {} | {} | {} | {} | {speedup} | {same} | {train_acc:.3} | {test_acc:.3} | {} |",
             set.len(),
             set.length,
@@ -163,8 +172,9 @@ pub fn run(args: &BenchShapeletArgs) -> Result<()> {
                 .as_ref()
                 .map_or_else(|| "-".to_owned(), |r| format!("{:.2}", r.2)),
             published(name).map_or_else(|| "-".to_owned(), |p| format!("{p:.3}")),
-        );
+        )?;
     }
+    out.flush()?;
     Ok(())
 }
 

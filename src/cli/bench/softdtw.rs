@@ -2,7 +2,10 @@
 
 use anyhow::Result;
 use clap::Args;
+use std::io::Write;
 use synfire::softdtw::{Measure, Options, gpu, pairwise, pairwise_gradient};
+
+use crate::cli::args::OutputArg;
 
 /// `synfire bench softdtw`.
 #[derive(Debug, Args)]
@@ -31,6 +34,8 @@ pub struct BenchSoftDtwArgs {
     /// Seed of the random walks.
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 fn walks(
@@ -67,6 +72,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// # Errors
 /// `--device gpu` without a GPU, or a soft-DTW error.
 pub fn run(args: &BenchSoftDtwArgs) -> Result<()> {
+    let mut out = args.output.line_writer()?;
     use rand::SeedableRng;
     use std::time::Instant;
     use synfire::device::softdtw::{PairMode, SeriesSet, SoftDtwBatch};
@@ -81,17 +87,26 @@ pub fn run(args: &BenchSoftDtwArgs) -> Result<()> {
     let opts = Options::new(args.gamma);
     let want_cpu = args.device == "all" || args.device == "cpu";
     let want_gpu = args.device == "all" || args.device == "gpu";
-    println!(
+    writeln!(
+        out,
         "| workload | device | pairs | cells | seconds (median of {}) | cells/s | verified |",
         args.repeat
-    );
-    println!("|---|---|---:|---:|---:|---:|---|");
+    )?;
+    writeln!(out, "|---|---|---:|---:|---:|---:|---|")?;
     let cells = |pairs: usize, n: usize, m: usize| (pairs * n * m) as f64;
-    let row = |work: &str, device: &str, pairs: usize, c: f64, s: f64, ok: &str| {
-        println!(
+    let row = |out: &mut dyn Write,
+               work: &str,
+               device: &str,
+               pairs: usize,
+               c: f64,
+               s: f64,
+               ok: &str|
+     -> std::io::Result<()> {
+        writeln!(
+            out,
             "| {work} | {device} | {pairs} | {c:.3e} | {s:.4} | {:.3e} | {ok} |",
             c / s
-        );
+        )
     };
     if want_cpu {
         let k = args.cpu_batch.min(args.batch);
@@ -114,16 +129,18 @@ pub fn run(args: &BenchSoftDtwArgs) -> Result<()> {
                 "forward"
             };
             row(
+                &mut *out,
                 &format!("{work} {k}x{k}, L={}", args.length),
                 "cpu f64",
                 k * k,
                 cells(k * k, args.length, args.length),
                 median(t),
                 "reference",
-            );
+            )?;
         }
     }
     if !want_gpu {
+        out.flush()?;
         return Ok(());
     }
     let w = gpu::worker_for(synfire::episode::DeviceChoice::Gpu)?
@@ -151,17 +168,17 @@ pub fn run(args: &BenchSoftDtwArgs) -> Result<()> {
             gradient,
         });
         let mut t = Vec::new();
-        let mut out = None;
+        let mut last = None;
         for _ in 0..=args.repeat {
             let o = w.softdtw_batch(job.clone()).wait()?;
             t.push(o.kernel_ms / 1e3);
-            out = Some(o);
+            last = Some(o);
         }
         t.remove(0);
-        let out = out.expect("at least one run");
+        let batch_out = last.expect("at least one run");
         let ok = (0..k).all(|i| {
             (0..k).all(|j| {
-                let (g, c) = (out.values[i * args.batch + j], cpu[i][j]);
+                let (g, c) = (batch_out.values[i * args.batch + j], cpu[i][j]);
                 (g - c).abs() <= 1e-4 * c.abs().max(1.0)
             })
         });
@@ -171,13 +188,14 @@ pub fn run(args: &BenchSoftDtwArgs) -> Result<()> {
             "forward"
         };
         row(
+            &mut *out,
             &format!("{work} {0}x{0}, L={1}", args.batch, args.length),
             "gpu f32",
             pairs,
             cells(pairs, args.length, args.length),
             median(t),
             if ok { "yes (8x8 vs CPU)" } else { "NO" },
-        );
+        )?;
         anyhow::ensure!(ok, "GPU values differ from the CPU reference");
     }
     if args.long > 0 {
@@ -202,15 +220,17 @@ pub fn run(args: &BenchSoftDtwArgs) -> Result<()> {
         let n = args.long;
         if let Some(s) = cpu_s {
             row(
+                &mut *out,
                 &format!("forward 1 pair, L={n}"),
                 "cpu f64",
                 1,
                 cells(1, n, n),
                 s,
                 "reference",
-            );
+            )?;
         }
         row(
+            &mut *out,
             &format!("forward 1 pair, L={n}"),
             "gpu f32",
             1,
@@ -223,12 +243,14 @@ pub fn run(args: &BenchSoftDtwArgs) -> Result<()> {
             } else {
                 "NO"
             },
-        );
+        )?;
         anyhow::ensure!(ok, "GPU long-pair value differs from the CPU reference");
     }
-    println!(
+    writeln!(
+        out,
         "\nGPU: {} (kernel time by CUDA events, after one warm-up run)",
         w.info().name
-    );
+    )?;
+    out.flush()?;
     Ok(())
 }
