@@ -1,5 +1,5 @@
-//! The `synfire` command line: `mine`, `generate`, `bench`. Thin: parses arguments, sets up
-//! logging, and calls the library.
+//! The `synfire` binary. Thin: parses the command line, sets up logging and runs the command
+//! through [`cli::run`]; the commands live in `src/cli/`.
 
 mod cli;
 
