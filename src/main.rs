@@ -1,14 +1,7 @@
-//! The `synfire` command line: `mine`, `generate`, `bench`. Thin: parses arguments, sets up
-//! logging, and calls the library.
+//! The `synfire` binary. Thin: parses the command line, sets up logging and runs the command
+//! through [`cli::run`]; the commands live in `src/cli/`.
 
-mod bench;
-mod bench_stream;
-mod calibrate;
 mod cli;
-mod motif_cli;
-mod search_cli;
-mod shapelet_cli;
-mod softdtw_cli;
 
 use std::process::ExitCode;
 

@@ -1,5 +1,7 @@
-//! `synfire bench …`: benchmarks that print tables. Targets live here, never in timed tests.
+//! `synfire bench episodes`: level-wise mining tables on the benchmark workloads, the CPU
+//! counter and (with `--device all|gpu`) the GPU kernels side by side, or multi-GPU scaling.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -7,12 +9,14 @@ use anyhow::Result;
 use clap::Args;
 use synfire::episode::hybrid::ExactAlgorithm;
 use synfire::episode::{
-    CountKind, Counter, CpuCounter, Episode, GpuCounter, Interval, MinerConfig, MiningResult,
-    NoProgress, Strategy, Threshold, candidates, mine_with,
+    CountKind, Counter, CpuCounter, Episode, GpuCounter, MinerConfig, MiningResult, NoProgress,
+    Strategy, candidates, mine_with,
 };
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest;
 use synfire::synth::{self, SynthParams};
+
+use crate::cli::args::{OutputArg, Workload};
 
 /// Options of `synfire bench episodes`.
 #[derive(Debug, Args)]
@@ -44,26 +48,8 @@ pub struct EpisodesArgs {
     /// MTPE threads per resident slot to sweep with `--scaling` (default: the built-in one).
     #[arg(long, value_delimiter = ',')]
     scaling_sweep: Option<Vec<u64>>,
-}
-
-/// The Sym26 benchmark settings: four 2 ms-wide intervals (two of them hold the embedded
-/// chains' delays) and a minimum count of 400, which keeps all 26 types frequent at level 1
-/// (26 × 26 × 4 = 2,704 level-2 candidates) and recovers the short chain `A→B→C→D` and six
-/// nodes of the long one.
-pub fn sym26_config() -> MinerConfig {
-    let intervals = Interval::parse_list("0.001-0.003,0.004-0.006,0.009-0.011,0.014-0.016")
-        .expect("valid built-in intervals");
-    MinerConfig::new(intervals, Threshold::MinCount(400))
-}
-
-/// The settings of the README's main job on the A2929 session: synaptic-scale delays
-/// (0–5, 5–10, 10–20 ms), 0.2 occurrences per second, episodes of up to 4 neurons.
-pub fn a2929_config() -> MinerConfig {
-    let intervals = Interval::parse_list("0.000-0.005,0.005-0.010,0.010-0.020")
-        .expect("valid built-in intervals");
-    let mut config = MinerConfig::new(intervals, Threshold::PerSecond(0.2));
-    config.max_level = 4;
-    config
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 /// `--device` of the benchmark.
@@ -76,31 +62,6 @@ pub enum BenchDevice {
     /// Same as `all` (the CPU reference is always measured, for the speedups).
     Gpu,
 }
-
-/// Benchmark workloads.
-#[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
-pub enum Workload {
-    /// The paper's Sym26 stream.
-    Sym26,
-    /// The real A2929 session.
-    A2929,
-    /// The large 64-channel stream.
-    Mea64,
-}
-
-/// The large-workload settings: four 2 ms intervals and a minimum count of 1,350, which keeps
-/// 1,744 of the 16,384 level-2 candidates (chance pairs among the fast chain neurons included)
-/// and so gives 148,503 level-3 candidates (seed 1).
-pub fn mea64_config() -> MinerConfig {
-    let intervals = Interval::parse_list("0.001-0.003,0.004-0.006,0.009-0.011,0.014-0.016")
-        .expect("valid built-in intervals");
-    let mut config = MinerConfig::new(intervals, Threshold::MinCount(MEA64_MIN_COUNT));
-    config.max_level = 3;
-    config
-}
-
-/// Minimum count of the `mea64` workload.
-pub const MEA64_MIN_COUNT: u64 = 1350;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -120,44 +81,54 @@ fn timed(
 /// Runs the benchmark and prints one table per workload.
 ///
 /// # Errors
-/// If the fixture cannot be read, mining fails, or `--device gpu|all` finds no usable GPU.
-pub fn episodes(args: &EpisodesArgs) -> Result<()> {
+/// If the fixture cannot be read, mining fails, `--device gpu|all` finds no usable GPU, or
+/// `--output` cannot be written.
+pub fn run(args: &EpisodesArgs) -> Result<()> {
+    let mut out = args.output.line_writer()?;
     let repeat = args.repeat.max(1);
-    println!(
+    writeln!(
+        out,
         "synfire bench episodes: CPU counter on {} threads; median of {repeat} runs after 1 warm-up",
         rayon::current_num_threads()
-    );
+    )?;
     for workload in &args.workload {
         let (name, stream, config) = match workload {
             Workload::Sym26 => (
                 format!("Sym26 (seed {})", args.seed),
                 synth::generate(&SynthParams::sym26(args.seed))?,
-                sym26_config(),
+                Workload::Sym26.config(),
             ),
             Workload::A2929 => (
                 args.fixture.display().to_string(),
                 ingest::read_spikes(&args.fixture, Ordering::RequireSorted)?,
-                a2929_config(),
+                Workload::A2929.config(),
             ),
             Workload::Mea64 => (
                 format!("MEA64 (seed {})", args.seed),
                 synth::generate(&SynthParams::mea64(args.seed))?,
-                mea64_config(),
+                Workload::Mea64.config(),
             ),
         };
         if args.scaling {
-            scaling_table(&stream, &config, repeat, args)?;
+            scaling_table(&mut *out, &stream, &config, repeat, args)?;
             continue;
         }
-        cpu_table(&name, &stream, &config, repeat)?;
+        cpu_table(&mut *out, &name, &stream, &config, repeat)?;
         if args.device != BenchDevice::Cpu {
-            gpu_table(&stream, &config, repeat, args.gpus.as_deref())?;
+            gpu_table(&mut *out, &stream, &config, repeat, args.gpus.as_deref())?;
         }
     }
+    out.flush()?;
     Ok(())
 }
 
-fn cpu_table(name: &str, stream: &EventStream, config: &MinerConfig, repeat: usize) -> Result<()> {
+fn cpu_table(
+    out: &mut dyn Write,
+    name: &str,
+    stream: &EventStream,
+    config: &MinerConfig,
+    repeat: usize,
+) -> Result<()> {
     let counter = CpuCounter::new(stream);
     let mut one_cfg = config.clone();
     one_cfg.strategy = Strategy::OnePass;
@@ -180,8 +151,9 @@ fn cpu_table(name: &str, stream: &EventStream, config: &MinerConfig, repeat: usi
         one_totals.push(one_total);
     }
     let ivs: Vec<String> = config.intervals.iter().map(ToString::to_string).collect();
-    println!();
-    println!(
+    writeln!(out)?;
+    writeln!(
+        out,
         "{name}: {} events, {} types, span {:.1} s, intervals {}, threshold: {} (= {} occurrences), max level {}",
         stream.len(),
         stream.alphabet().len(),
@@ -190,14 +162,16 @@ fn cpu_table(name: &str, stream: &EventStream, config: &MinerConfig, repeat: usi
         config.threshold,
         reference.min_count,
         config.max_level
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:>5} {:>11} {:>11} {:>9} {:>11} {:>16}",
         "level", "candidates", "preelim_elim", "frequent", "seconds", "cand-events/s"
-    );
+    )?;
     for (l, secs) in reference.levels.iter().zip(per_level) {
         let s = median(secs);
-        println!(
+        writeln!(
+            out,
             "{:>5} {:>11} {:>11} {:>9} {:>11.5} {:>16.3e}",
             l.level,
             l.candidates,
@@ -205,14 +179,15 @@ fn cpu_table(name: &str, stream: &EventStream, config: &MinerConfig, repeat: usi
             l.frequent,
             s,
             l.candidate_events as f64 / s.max(1e-12)
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "CPU total: two-pass {:.4} s, one-pass {:.4} s, {} frequent episodes",
         median(totals),
         median(one_totals),
         reference.episodes.len()
-    );
+    )?;
     Ok(())
 }
 
@@ -259,6 +234,7 @@ fn time_median(repeat: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> 
 /// reference mining) on the first GPU alone and on all, per exact algorithm and MTPE
 /// threads-per-slot setting, side by side; every GPU count is checked against the CPU first.
 fn scaling_table(
+    out: &mut dyn Write,
     stream: &EventStream,
     config: &MinerConfig,
     repeat: usize,
@@ -289,15 +265,17 @@ fn scaling_table(
             .collect::<Result<_>>()?;
     let single = GpuCounter::new(stream, &config.intervals, &ordinals[..1])?;
     let all = GpuCounter::new(stream, &config.intervals, &ordinals)?;
-    println!(
+    writeln!(
+        out,
         "multi-GPU scaling, two-pass, all levels ({} levels), 1 GPU against {}; median of {repeat}",
         passes.len(),
         ordinals.len()
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:>8} {:>6} {:>10} {:>10} {:>8}",
         "exact", "mtpe_k", "1 GPU s", "all s", "scaling"
-    );
+    )?;
     let sweep = args
         .scaling_sweep
         .clone()
@@ -324,20 +302,22 @@ fn scaling_table(
                     })?;
                 }
             }
-            println!(
+            writeln!(
+                out,
                 "{:>8} {:>6} {:>10.4} {:>10.4} {:>7.2}x",
                 format!("{algorithm:?}").to_lowercase(),
                 k,
                 times[0],
                 times[1],
                 times[0] / times[1]
-            );
+            )?;
         }
     }
     Ok(())
 }
 
 fn gpu_table(
+    out: &mut dyn Write,
     stream: &EventStream,
     config: &MinerConfig,
     repeat: usize,
@@ -356,7 +336,8 @@ fn gpu_table(
         .iter()
         .map(|d| format!("{}:{}", d.ordinal, d.name))
         .collect();
-    println!(
+    writeln!(
+        out,
         "GPU: {} worker(s) [{}], device memory in use after upload: {} MiB",
         devices.len(),
         devices.join(", "),
@@ -365,8 +346,9 @@ fn gpu_table(
             .map(|b| (b >> 20).to_string())
             .collect::<Vec<_>>()
             .join(" / ")
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:>5} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>10} {:>10} {:>9} {:>9}",
         "level",
         "cands",
@@ -382,7 +364,7 @@ fn gpu_table(
         "kern_2p",
         "x_2pass",
         "x_hybrid"
-    );
+    )?;
     let (mut tot_cpu, mut tot_gpu) = (0.0, 0.0);
     let mut passes: Vec<(Vec<Episode>, Vec<Episode>)> = Vec::new();
     for cands in level_candidates(stream, config, &reference) {
@@ -459,7 +441,8 @@ fn gpu_table(
         tot_cpu += t_cpu_2p;
         tot_gpu += t_gpu_2p;
         passes.push((cands.clone(), survivors.clone()));
-        println!(
+        writeln!(
+            out,
             "{:>5} {:>9} {:>9} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>6} {:>10.5} {:>10.5} {:>8.1}x {:>8.1}x",
             level,
             cands.len(),
@@ -475,14 +458,15 @@ fn gpu_table(
             kern_2p,
             t_cpu_2p / t_gpu_2p,
             t_cpu_exact / t_gpu_hybrid
-        );
+        )?;
     }
     let st = gpu.stats();
-    println!(
+    writeln!(
+        out,
         "two-pass counting, all levels: CPU {tot_cpu:.4} s, GPU {tot_gpu:.4} s, speedup {:.1}x; PTPE overflow recounts in the last level's runs: {}",
         tot_cpu / tot_gpu,
         st.overflow_recounts
-    );
+    )?;
     if ordinals.len() > 1 {
         // Multi-GPU scaling, side by side: the same two-pass work on the first GPU alone.
         let single = GpuCounter::new(stream, &config.intervals, &ordinals[..1])?;
@@ -498,11 +482,12 @@ fn gpu_table(
             Ok(total)
         };
         let (t1, tn) = (two_pass(&single)?, two_pass(&gpu)?);
-        println!(
+        writeln!(
+            out,
             "multi-GPU two-pass counting, all levels: 1 GPU {t1:.4} s, {} GPUs {tn:.4} s, scaling {:.2}x",
             ordinals.len(),
             t1 / tn
-        );
+        )?;
     }
     let t = Instant::now();
     let mined = mine_with(stream, config, &gpu, &NoProgress)?;
@@ -510,9 +495,10 @@ fn gpu_table(
         mined.episodes == reference.episodes,
         "GPU mining result differs from the CPU's"
     );
-    println!(
+    writeln!(
+        out,
         "end-to-end mining on the GPU counter: {:.4} s (identical episodes to the CPU)",
         t.elapsed().as_secs_f64()
-    );
+    )?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `synfire bench stream`: ingest throughput over loopback ZeroMQ in synfire's wire format,
 //! and the latency from a window's closing event to its published result.
 
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -9,13 +10,15 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use synfire::ingest::openephys::UnitKey;
 use synfire::ingest::wire;
+use synfire::live::RunOptions;
 use synfire::live::buffer::{self, Overflow};
 use synfire::live::config::PipelineConfig;
 use synfire::live::source::zmq::{self as zsource, WireFormat, ZmqSource};
-use synfire::live::{RunOptions, run};
 use synfire::record::StreamKind;
 use synfire::record::{EndReason, Record};
 use synfire::synth::{self, SynthParams};
+
+use crate::cli::args::OutputArg;
 
 /// Options of `synfire bench stream`.
 #[derive(Debug, Args)]
@@ -41,6 +44,8 @@ pub struct StreamArgs {
     /// Where the latency run counts: `cpu`, `gpu` or `auto`.
     #[arg(long, default_value = "cpu")]
     device: String,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 fn free_endpoint() -> Result<String> {
@@ -97,11 +102,13 @@ fn publish(
 ///
 /// # Errors
 /// Socket or pipeline failures.
-pub fn stream(args: &StreamArgs) -> Result<()> {
-    println!(
+pub fn run(args: &StreamArgs) -> Result<()> {
+    let mut out = args.output.line_writer()?;
+    writeln!(
+        out,
         "# synfire bench stream ({} host cores)",
         std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
-    );
+    )?;
     // 1. Ingest throughput: publisher → SUB socket → decode → SPSC ring → consumer.
     let endpoint = free_endpoint()?;
     let session = 1;
@@ -167,17 +174,19 @@ pub fn stream(args: &StreamArgs) -> Result<()> {
         .stats()
         .dropped
         .load(std::sync::atomic::Ordering::Relaxed);
-    println!();
-    println!(
+    writeln!(out)?;
+    writeln!(
+        out,
         "## ingest: loopback ZMQ, synfire wire format, {} spikes/message",
         args.batch
-    );
-    println!("| spikes | received | dropped | seconds | spikes/s |");
-    println!("|---:|---:|---:|---:|---:|");
-    println!(
+    )?;
+    writeln!(out, "| spikes | received | dropped | seconds | spikes/s |")?;
+    writeln!(out, "|---:|---:|---:|---:|---:|")?;
+    writeln!(
+        out,
         "| {n} | {spikes} | {dropped} | {seconds:.3} | {:.3e} |",
         spikes as f64 / seconds
-    );
+    )?;
 
     // 2. Window-to-result latency through the whole pipeline.
     let mut params = SynthParams::mea64(1);
@@ -189,7 +198,7 @@ pub fn stream(args: &StreamArgs) -> Result<()> {
         .iter()
         .map(|iv| [iv.low(), iv.high()])
         .collect();
-    let out =
+    let jsonl =
         std::env::temp_dir().join(format!("synfire-bench-stream-{}.jsonl", std::process::id()));
     let config = PipelineConfig::parse(
         &format!(
@@ -220,7 +229,7 @@ path = "{}"
 "#,
             args.support,
             args.device,
-            out.display()
+            jsonl.display()
         ),
         std::path::Path::new("bench-stream.toml"),
     )
@@ -244,7 +253,7 @@ path = "{}"
     due.push(*due.last().unwrap_or(&Duration::ZERO));
     let (tx, rx) = crossbeam_channel::unbounded();
     let publisher = publish(endpoint, messages, Some(due))?;
-    let summary = run(
+    let summary = synfire::live::run(
         &config,
         RunOptions {
             tap: Some(tx),
@@ -267,34 +276,39 @@ path = "{}"
             episodes = v["episodes"].as_array().map_or(0, Vec::len);
         }
     }
-    let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_file(&jsonl);
     latency.sort_by(f64::total_cmp);
     stage_s.sort_by(f64::total_cmp);
     let (events_in, dropped, _) = summary.sources["live"];
-    println!();
-    println!(
+    writeln!(out)?;
+    writeln!(
+        out,
         "## latency: 64 channels, {:.0} spikes/s, 60 s windows, 1 s hops, replay ×{}, episodes on `{}` (intervals {}, support {}/s)",
         stream.len() as f64 / stream.span(),
         args.speed,
         args.device,
         args.intervals,
         args.support
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "| windows | spikes in | dropped | stage p50 s | latency p50 ms | p99 ms | max ms | episodes (last window) |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-    println!(
+    )?;
+    writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(
+        out,
         "| {} | {events_in} | {dropped} | {:.4} | {:.1} | {:.1} | {:.1} | {episodes} |",
         latency.len(),
         percentile(&stage_s, 0.5),
         percentile(&latency, 0.5) * 1e3,
         percentile(&latency, 0.99) * 1e3,
         latency.last().copied().unwrap_or(f64::NAN) * 1e3
-    );
-    println!();
-    println!(
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
         "Latency: from the window thread taking the closing spike off the ring to the sink having written the result (stage + queues + sink)."
-    );
+    )?;
+    out.flush()?;
     Ok(())
 }

@@ -1,127 +1,14 @@
-//! `synfire motif` and `synfire bench motif`.
+//! `synfire bench motif`: the exact motif paths timed on a seeded random walk and the ECG.
 
+use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use synfire::episode::DeviceChoice;
-use synfire::motif::{MethodChoice, MotifConfig, MotifResult, default_exclusion, find_motifs};
+use synfire::motif::{MethodChoice, MotifConfig, MotifResult, find_motifs};
 
-use crate::cli::DeviceArg;
-
-/// `--method`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum MethodArg {
-    /// The projection join, switching to the matrix profile when its bounds are weak.
-    Auto,
-    /// The projection join only (DCT lower bounds, grid ε-join).
-    ProjectionJoin,
-    /// MK only.
-    Mk,
-    /// The exact matrix profile only.
-    MatrixProfile,
-    /// Every pair (slow; the test oracle).
-    BruteForce,
-}
-
-impl From<MethodArg> for MethodChoice {
-    fn from(m: MethodArg) -> Self {
-        match m {
-            MethodArg::Auto => Self::Auto,
-            MethodArg::ProjectionJoin => Self::ProjectionJoin,
-            MethodArg::Mk => Self::Mk,
-            MethodArg::MatrixProfile => Self::MatrixProfile,
-            MethodArg::BruteForce => Self::BruteForce,
-        }
-    }
-}
-
-/// `--format`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum FormatArg {
-    /// One JSON object.
-    Json,
-    /// A short table.
-    Text,
-}
-
-/// `synfire motif`.
-#[derive(Debug, Args)]
-pub struct MotifArgs {
-    /// The series: a text file (one value per line), `.npy` (f32/f64), `file.csv[:COLUMN]`, or
-    /// an HDF5/NWB dataset as `file.nwb:/acquisition/...`.
-    input: String,
-    /// Subsequence length m, samples.
-    #[arg(long)]
-    m: usize,
-    /// Exclusion zone = ceil(m / DENOM): pairs need j - i > exclusion.
-    #[arg(long, default_value_t = 4)]
-    exclusion_denom: usize,
-    /// Number of non-overlapping motifs.
-    #[arg(long, default_value_t = 1)]
-    top_k: usize,
-    /// MK reference subsequences r.
-    #[arg(long, default_value_t = synfire::motif::DEFAULT_REFERENCES)]
-    references: usize,
-    /// Seed of the reference choice (the result does not depend on it).
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Exact path.
-    #[arg(long, value_enum, default_value_t = MethodArg::Auto)]
-    method: MethodArg,
-    /// Where to search.
-    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
-    device: DeviceArg,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Json)]
-    format: FormatArg,
-}
-
-/// Runs `synfire motif`.
-///
-/// # Errors
-/// Unreadable input, bad options, or a GPU failure with `--device gpu`.
-pub fn motif(args: &MotifArgs) -> Result<()> {
-    let x = synfire::series::read_series(&args.input)
-        .with_context(|| format!("reading the series `{}`", args.input))?;
-    let cfg = MotifConfig {
-        m: args.m,
-        exclusion: default_exclusion(args.m, args.exclusion_denom),
-        top_k: args.top_k,
-        references: args.references,
-        seed: args.seed,
-        method: args.method.into(),
-    };
-    if args.exclusion_denom == 0 {
-        anyhow::bail!("`--exclusion-denom` must be at least 1");
-    }
-    let r = find_motifs(&x, &cfg, args.device.into())
-        .with_context(|| format!("motif search on `{}`", args.input))?;
-    match args.format {
-        FormatArg::Json => println!("{}", serde_json::to_string(&r)?),
-        FormatArg::Text => {
-            println!(
-                "n = {}, m = {}, exclusion = {}, method = {}, device = {}, {:.3} s",
-                r.n,
-                r.m,
-                r.exclusion,
-                r.method.as_str(),
-                r.device,
-                r.stats.seconds
-            );
-            for (k, m) in r.motifs.iter().enumerate() {
-                println!(
-                    "{:>3}  i = {:>9}  j = {:>9}  distance = {:.9}",
-                    k + 1,
-                    m.i,
-                    m.j,
-                    m.distance
-                );
-            }
-        }
-    }
-    Ok(())
-}
+use crate::cli::args::OutputArg;
 
 /// `synfire bench motif`.
 #[derive(Debug, Args)]
@@ -151,6 +38,8 @@ pub struct BenchMotifArgs {
     /// first GPU answer (MK and the matrix profile are independent exact algorithms).
     #[arg(long)]
     verify: bool,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -162,7 +51,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 ///
 /// # Errors
 /// Unreadable ECG, a GPU failure, or a result that differs from the reference (`--verify`).
-pub fn bench(args: &BenchMotifArgs) -> Result<()> {
+pub fn run(args: &BenchMotifArgs) -> Result<()> {
+    let mut out = args.output.line_writer()?;
     anyhow::ensure!(args.repeat >= 1, "`--repeat` must be at least 1");
     anyhow::ensure!(
         (8..=31).contains(&args.log2_n),
@@ -183,11 +73,15 @@ pub fn bench(args: &BenchMotifArgs) -> Result<()> {
     if args.device == "all" || args.device == "gpu" {
         devices.push(DeviceChoice::Gpu);
     }
-    println!(
+    writeln!(
+        out,
         "| input | n | m | device | method | seconds (median of {}) | pairs | lower bounds | true distances | pruned | i | j | distance | verified |",
         args.repeat
-    );
-    println!("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    )?;
+    writeln!(
+        out,
+        "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    )?;
     for (name, x) in &inputs {
         let cfg = MotifConfig {
             references: args.references,
@@ -264,7 +158,8 @@ pub fn bench(args: &BenchMotifArgs) -> Result<()> {
                     0.0
                 };
                 let top = r.motifs.first();
-                println!(
+                writeln!(
+                    out,
                     "| {name} | {} | {} | {} | {} (asked {:?}) | {:.3} | {} | {} | {} | {:.6} | {} | {} | {:.6} | {verified} |",
                     r.n,
                     r.m,
@@ -279,9 +174,10 @@ pub fn bench(args: &BenchMotifArgs) -> Result<()> {
                     top.map_or(0, |m| m.i),
                     top.map_or(0, |m| m.j),
                     top.map_or(f64::NAN, |m| m.distance),
-                );
+                )?;
             }
         }
     }
+    out.flush()?;
     Ok(())
 }

@@ -13,6 +13,8 @@ use synfire::episode::{CountKind, Counter, Episode, GpuCounter};
 use synfire::event::EventType;
 use synfire::synth::{self, SynthParams};
 
+use crate::cli::args::Workload;
+
 /// Options of `synfire calibrate`.
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
@@ -20,8 +22,8 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 0)]
     gpu: usize,
     /// Stream the kernels are timed on: `sym26` (the paper's Table 1 workload) or `mea64`.
-    #[arg(long, value_enum, default_value_t = crate::bench::Workload::Sym26)]
-    workload: crate::bench::Workload,
+    #[arg(long, value_enum, default_value_t = Workload::Sym26)]
+    workload: Workload,
     /// Largest episode size calibrated (sizes above use the fit `a / N + b`).
     #[arg(long, default_value_t = 8)]
     max_nodes: usize,
@@ -138,13 +140,13 @@ fn kernel_ms(
 /// output file.
 pub fn run(args: &CalibrateArgs) -> Result<()> {
     let (stream, config) = match args.workload {
-        crate::bench::Workload::Mea64 => (
+        Workload::Mea64 => (
             synth::generate(&SynthParams::mea64(1))?,
-            crate::bench::mea64_config(),
+            Workload::Mea64.config(),
         ),
         _ => (
             synth::generate(&SynthParams::sym26(1))?,
-            crate::bench::sym26_config(),
+            Workload::Sym26.config(),
         ),
     };
     let devices = synfire::device::probe().context("`synfire calibrate` needs a GPU")?;

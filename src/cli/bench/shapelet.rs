@@ -1,160 +1,15 @@
-//! `synfire shapelet` and `synfire bench shapelet`.
+//! `synfire bench shapelet`: shapelet trees on the UCR sets, CPU against GPU.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
 use synfire::episode::DeviceChoice;
-use synfire::series::read_dataset;
-use synfire::shapelet::report::Report;
-use synfire::shapelet::{ShapeletConfig, ShapeletTree, TrainingSet, train, univariate};
+use synfire::shapelet::{ShapeletConfig, ShapeletTree, TrainingSet, train};
 
-use crate::cli::DeviceArg;
-use crate::motif_cli::FormatArg;
-
-/// `synfire shapelet`.
-#[derive(Debug, Args)]
-pub struct ShapeletArgs {
-    /// Labelled training series: UCR `.ts` (aeon/sktime), `.tsv` (UCR 2018) or `.txt` (UCR
-    /// 2015: whitespace-separated, label first). All of one length, no missing values.
-    train: PathBuf,
-    /// Labelled test series (same formats) to report the accuracy on.
-    #[arg(long)]
-    test: Option<PathBuf>,
-    /// Shortest candidate length, samples (at least 2).
-    #[arg(long)]
-    min_length: usize,
-    /// Longest candidate length, samples (at most the series length).
-    #[arg(long)]
-    max_length: usize,
-    /// Length step.
-    #[arg(long, default_value_t = 1)]
-    step: usize,
-    /// Logical shapelets: a node's rule may join several shapelets by AND/OR while the gain
-    /// improves.
-    #[arg(long)]
-    logical: bool,
-    /// With `--logical`: shapelets per rule at most.
-    #[arg(long, default_value_t = 3, requires = "logical")]
-    max_terms: usize,
-    /// Depth limit of the tree (root = 0; default: grow until pure or no gain).
-    #[arg(long)]
-    max_depth: Option<usize>,
-    /// Where to search: the GPU when present, else the CPU (`auto`), the CPU, or the GPU only.
-    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
-    device: DeviceArg,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Json)]
-    format: FormatArg,
-    /// Write the trained model (JSON) here, for `synfire run` (`kind = "shapelet"`).
-    #[arg(long)]
-    save_model: Option<PathBuf>,
-}
-
-impl ShapeletArgs {
-    fn config(&self) -> ShapeletConfig {
-        ShapeletConfig {
-            min_length: self.min_length,
-            max_length: self.max_length,
-            step: self.step,
-            max_terms: if self.logical { self.max_terms } else { 1 },
-            max_depth: self.max_depth,
-        }
-    }
-}
-
-/// Labelled series of a collection file: the raw series and labels (for prediction) and the
-/// validated training set.
-fn read_labelled(path: &Path) -> Result<(Vec<Vec<f64>>, Vec<String>)> {
-    let name = path.display().to_string();
-    let d = read_dataset(path).with_context(|| format!("reading `{name}`"))?;
-    let labels = d
-        .labels
-        .clone()
-        .ok_or_else(|| synfire::shapelet::ShapeletError::Unlabelled {
-            input: name.clone(),
-        })?;
-    Ok((univariate(&d, &name)?, labels))
-}
-
-/// Runs `synfire shapelet`.
-///
-/// # Errors
-/// Unreadable or unusable input (named), bad options, or a GPU failure with `--device gpu`.
-pub fn shapelet(args: &ShapeletArgs) -> Result<()> {
-    let name = args.train.display().to_string();
-    let (series, labels) = read_labelled(&args.train)?;
-    let set = TrainingSet::new(&series, &labels, &name)?;
-    let test = args.test.as_deref().map(read_labelled).transpose()?;
-    let cfg = args.config();
-    let (tree, stats) = train(&set, &cfg, args.device.into())
-        .with_context(|| format!("shapelet discovery on `{name}`"))?;
-    let train_accuracy = tree.accuracy(&series, &labels, &name)?;
-    let test_accuracy = match (&test, &args.test) {
-        (Some((s, l)), Some(p)) => Some(tree.accuracy(s, l, &p.display().to_string())?),
-        _ => None,
-    };
-    if let Some(path) = &args.save_model {
-        tree.save(path)?;
-    }
-    let report = Report::new(&tree, stats, set.len(), train_accuracy, test_accuracy);
-    match args.format {
-        FormatArg::Json => println!("{}", serde_json::to_string(&report)?),
-        FormatArg::Text => print_text(&name, &set, &report),
-    }
-    Ok(())
-}
-
-fn print_text(name: &str, set: &TrainingSet, r: &Report) {
-    println!(
-        "{name}: {} series of length {}, {} classes; lengths {}..={} step {}; device {}; {} nodes; {:.3} s",
-        set.len(),
-        set.length,
-        set.classes.len(),
-        r.min_length,
-        r.max_length,
-        r.step,
-        r.device,
-        r.stats.nodes,
-        r.stats.seconds
-    );
-    println!(" node depth  series  start length   threshold        gain         gap  terms");
-    for s in &r.shapelets {
-        let terms: Vec<String> = s
-            .terms
-            .iter()
-            .map(|t| {
-                format!(
-                    "{} ({}, {}, {})",
-                    t.op.as_str(),
-                    t.series,
-                    t.start,
-                    t.length
-                )
-            })
-            .collect();
-        println!(
-            "{:>5} {:>5} {:>7} {:>6} {:>6} {:>11.6} {:>11.6} {:>11.6}  {}",
-            s.node,
-            s.depth,
-            s.series,
-            s.start,
-            s.length,
-            s.threshold,
-            s.gain,
-            s.gap,
-            terms.join(" ")
-        );
-    }
-    match r.test_accuracy {
-        Some(t) => println!(
-            "train accuracy {:.4}, test accuracy {t:.4}",
-            r.train_accuracy
-        ),
-        None => println!("train accuracy {:.4}", r.train_accuracy),
-    }
-}
+use crate::cli::args::{OutputArg, read_labelled};
 
 /// `synfire bench shapelet`.
 #[derive(Debug, Args)]
@@ -181,6 +36,8 @@ pub struct BenchShapeletArgs {
     /// Shortest length (every length up to the series length, step 1, is searched).
     #[arg(long, default_value_t = 2)]
     min_length: usize,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 /// Published test accuracy of the shapelet transform on the default splits
@@ -217,7 +74,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 ///
 /// # Errors
 /// Missing or unusable data sets, a GPU failure, or a GPU tree that differs from the CPU tree.
-pub fn bench(args: &BenchShapeletArgs) -> Result<()> {
+pub fn run(args: &BenchShapeletArgs) -> Result<()> {
+    let mut out = args.output.line_writer()?;
     let cpu = args.device == "all" || args.device == "cpu";
     let mut gpu = args.device == "all" || args.device == "gpu";
     anyhow::ensure!(
@@ -235,11 +93,15 @@ pub fn bench(args: &BenchShapeletArgs) -> Result<()> {
         args.repeat >= 1 && args.cpu_repeat >= 1,
         "`--repeat` and `--cpu-repeat` must be at least 1"
     );
-    println!(
+    writeln!(
+        out,
         "| data set | N | L | candidates | nodes | CPU s (median of {}) | GPU s (median of {}) | GPU kernel ms | speedup | same tree | train acc | test acc | published (shapelet transform) |",
         args.cpu_repeat, args.repeat
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|");
+    )?;
+    writeln!(
+        out,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+    )?;
     for name in &args.names {
         let train_path = split_file(&args.datasets, name, "TRAIN")?;
         let test_path = split_file(&args.datasets, name, "TEST")?;
@@ -297,7 +159,8 @@ pub fn bench(args: &BenchShapeletArgs) -> Result<()> {
             (Some(c), Some(g)) => format!("{:.0}x", c.0 / g.0),
             _ => "-".into(),
         };
-        println!(
+        writeln!(
+            out,
             "| {name} | {} | {} | {} | {} | {} | {} | {} | {speedup} | {same} | {train_acc:.3} | {test_acc:.3} | {} |",
             set.len(),
             set.length,
@@ -309,8 +172,9 @@ pub fn bench(args: &BenchShapeletArgs) -> Result<()> {
                 .as_ref()
                 .map_or_else(|| "-".to_owned(), |r| format!("{:.2}", r.2)),
             published(name).map_or_else(|| "-".to_owned(), |p| format!("{p:.3}")),
-        );
+        )?;
     }
+    out.flush()?;
     Ok(())
 }
 

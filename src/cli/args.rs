@@ -1,0 +1,255 @@
+//! Flags shared by several commands: `--device`, `--format`, `--output`, the mining options
+//! (with the `--intervals` parser) and the benchmark workloads, plus the reader of labelled
+//! collections two commands name. Command files import this module and the library, never
+//! each other.
+
+use std::fs::File;
+use std::io::{self, BufWriter, LineWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use synfire::episode::hybrid::ExactAlgorithm;
+use synfire::episode::{DeviceChoice, Interval, MinerConfig, Strategy, Threshold};
+use synfire::series::read_dataset;
+use synfire::shapelet::univariate;
+
+/// `--device`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum DeviceArg {
+    /// GPUs when present, else the CPU.
+    Auto,
+    /// The CPU.
+    Cpu,
+    /// GPUs only.
+    Gpu,
+}
+
+impl From<DeviceArg> for DeviceChoice {
+    fn from(d: DeviceArg) -> Self {
+        match d {
+            DeviceArg::Auto => Self::Auto,
+            DeviceArg::Cpu => Self::Cpu,
+            DeviceArg::Gpu => Self::Gpu,
+        }
+    }
+}
+
+/// `--format` of every command that prints a result (each command keeps its own default).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum FormatArg {
+    /// Plain text: lines or a table.
+    Text,
+    /// One JSON document.
+    Json,
+}
+
+/// `--output FILE` of every command that prints a result: standard output when absent.
+#[derive(Debug, Clone, Args)]
+pub struct OutputArg {
+    /// Write the result here instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+impl OutputArg {
+    /// A buffered writer on the `--output` file (created now) or on standard output, for a
+    /// result written at once. Flush it at the end.
+    ///
+    /// # Errors
+    /// The file cannot be created (the error names `--output` and the path).
+    pub fn writer(&self) -> Result<Box<dyn Write>> {
+        Ok(match &self.output {
+            Some(path) => Box::new(BufWriter::new(create(path)?)),
+            None => Box::new(BufWriter::new(io::stdout().lock())),
+        })
+    }
+
+    /// A line-buffered writer on the `--output` file (created now) or on standard output, for
+    /// lines and tables printed while the command runs (benchmarks, `validate`).
+    ///
+    /// # Errors
+    /// The file cannot be created (the error names `--output` and the path).
+    pub fn line_writer(&self) -> Result<Box<dyn Write>> {
+        Ok(match &self.output {
+            Some(path) => Box::new(LineWriter::new(create(path)?)),
+            None => Box::new(io::stdout()),
+        })
+    }
+}
+
+fn create(path: &Path) -> Result<File> {
+    File::create(path).with_context(|| format!("creating `--output` file {}", path.display()))
+}
+
+/// Options shared by everything that mines.
+#[derive(Debug, Args, Clone)]
+pub struct MiningArgs {
+    /// Inter-event delay intervals `(low, high]` in seconds, comma-separated, e.g.
+    /// `0.004-0.006,0.009-0.011`.
+    #[arg(long, value_parser = parse_intervals)]
+    pub intervals: IntervalList,
+    /// Minimum number of non-overlapped occurrences.
+    #[arg(long, conflicts_with = "support")]
+    pub min_count: Option<u64>,
+    /// Support threshold: a fraction of the number of events (default 0.001), or occurrences
+    /// per second with `--support-per seconds`.
+    #[arg(long)]
+    pub support: Option<f64>,
+    /// What `--support` is relative to.
+    #[arg(long, value_enum, default_value_t = SupportPer::Events, requires = "support")]
+    pub support_per: SupportPer,
+    /// Largest episode size N.
+    #[arg(long, default_value_t = 10)]
+    pub max_level: usize,
+    /// Count every candidate exactly instead of PreElim first (same result, slower).
+    #[arg(long)]
+    pub one_pass: bool,
+    /// Where to count: every GPU found, falling back to the CPU (`auto`), the CPU, or GPUs
+    /// only (`gpu`: no GPU is an error).
+    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
+    pub device: DeviceArg,
+    /// GPU ordinals to use, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Option<Vec<usize>>,
+    /// GPU kernel for exact counts: PTPE or MTPE per level by Eq. 3 (`hybrid`), or one of them
+    /// always.
+    #[arg(long, value_enum, default_value_t = ExactKernelArg::Hybrid)]
+    pub exact_kernel: ExactKernelArg,
+    /// Calibration file for the hybrid choice (default: the one `synfire calibrate` stored for
+    /// each GPU model, if any).
+    #[arg(long)]
+    pub calibration: Option<PathBuf>,
+}
+
+impl MiningArgs {
+    /// The miner configuration these options describe.
+    pub fn config(&self) -> MinerConfig {
+        let per = match self.support_per {
+            SupportPer::Events => synfire::episode::SupportPer::Events,
+            SupportPer::Seconds => synfire::episode::SupportPer::Seconds,
+        };
+        let threshold = Threshold::from_options(self.min_count, self.support, per);
+        let mut config = MinerConfig::new(self.intervals.0.clone(), threshold);
+        config.max_level = self.max_level;
+        config.strategy = if self.one_pass {
+            Strategy::OnePass
+        } else {
+            Strategy::TwoPass
+        };
+        config
+    }
+}
+
+/// `--exact-kernel`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ExactKernelArg {
+    /// PTPE or MTPE by Eq. 3 (paper Algorithm 2).
+    Hybrid,
+    /// One thread per episode.
+    Ptpe,
+    /// Threads per (episode, segment), exact merge.
+    Mtpe,
+}
+
+impl From<ExactKernelArg> for ExactAlgorithm {
+    fn from(k: ExactKernelArg) -> Self {
+        match k {
+            ExactKernelArg::Hybrid => Self::Hybrid,
+            ExactKernelArg::Ptpe => Self::Ptpe,
+            ExactKernelArg::Mtpe => Self::Mtpe,
+        }
+    }
+}
+
+/// A parsed `--intervals` list.
+#[derive(Debug, Clone)]
+pub struct IntervalList(pub Vec<Interval>);
+
+fn parse_intervals(s: &str) -> Result<IntervalList, String> {
+    Interval::parse_list(s)
+        .map(IntervalList)
+        .map_err(|e| e.to_string())
+}
+
+/// Unit of `--support`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum SupportPer {
+    /// Fraction of the number of events in the stream.
+    Events,
+    /// Occurrences per second of the stream's span.
+    Seconds,
+}
+
+/// `--workload` of `synfire bench episodes` and `synfire calibrate`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Workload {
+    /// The paper's Sym26 stream.
+    Sym26,
+    /// The real A2929 session.
+    A2929,
+    /// The large 64-channel stream.
+    Mea64,
+}
+
+impl Workload {
+    /// The mining settings benchmarked on this workload.
+    pub fn config(self) -> MinerConfig {
+        match self {
+            Self::Sym26 => sym26_config(),
+            Self::A2929 => a2929_config(),
+            Self::Mea64 => mea64_config(),
+        }
+    }
+}
+
+/// The Sym26 benchmark settings: four 2 ms-wide intervals (two of them hold the embedded
+/// chains' delays) and a minimum count of 400, which keeps all 26 types frequent at level 1
+/// (26 × 26 × 4 = 2,704 level-2 candidates) and recovers the short chain `A→B→C→D` and six
+/// nodes of the long one.
+fn sym26_config() -> MinerConfig {
+    let intervals = Interval::parse_list("0.001-0.003,0.004-0.006,0.009-0.011,0.014-0.016")
+        .expect("valid built-in intervals");
+    MinerConfig::new(intervals, Threshold::MinCount(400))
+}
+
+/// The settings of the README's main job on the A2929 session: synaptic-scale delays
+/// (0–5, 5–10, 10–20 ms), 0.2 occurrences per second, episodes of up to 4 neurons.
+fn a2929_config() -> MinerConfig {
+    let intervals = Interval::parse_list("0.000-0.005,0.005-0.010,0.010-0.020")
+        .expect("valid built-in intervals");
+    let mut config = MinerConfig::new(intervals, Threshold::PerSecond(0.2));
+    config.max_level = 4;
+    config
+}
+
+/// The large-workload settings: four 2 ms intervals and a minimum count of 1,350, which keeps
+/// 1,744 of the 16,384 level-2 candidates (chance pairs among the fast chain neurons included)
+/// and so gives 148,503 level-3 candidates (seed 1).
+fn mea64_config() -> MinerConfig {
+    let intervals = Interval::parse_list("0.001-0.003,0.004-0.006,0.009-0.011,0.014-0.016")
+        .expect("valid built-in intervals");
+    let mut config = MinerConfig::new(intervals, Threshold::MinCount(MEA64_MIN_COUNT));
+    config.max_level = 3;
+    config
+}
+
+/// Minimum count of the `mea64` workload.
+const MEA64_MIN_COUNT: u64 = 1350;
+
+/// The labelled series of a collection file (`synfire shapelet`'s training and test files,
+/// `synfire bench shapelet`'s splits): the univariate series and their labels.
+///
+/// # Errors
+/// Unreadable file, no labels, or multivariate series (each error names the file).
+pub fn read_labelled(path: &Path) -> Result<(Vec<Vec<f64>>, Vec<String>)> {
+    let name = path.display().to_string();
+    let d = read_dataset(path).with_context(|| format!("reading `{name}`"))?;
+    let labels = d
+        .labels
+        .clone()
+        .ok_or_else(|| synfire::shapelet::ShapeletError::Unlabelled {
+            input: name.clone(),
+        })?;
+    Ok((univariate(&d, &name)?, labels))
+}

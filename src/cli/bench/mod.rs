@@ -1,0 +1,58 @@
+//! `synfire bench …`: benchmarks that print tables, one file each; this file only dispatches.
+//! Targets live here, never in timed tests.
+
+mod episodes;
+mod motif;
+mod search;
+mod shapelet;
+mod softdtw;
+mod stream;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+/// Options of `synfire bench`: which benchmark.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    which: BenchWhich,
+}
+
+/// The benchmarks.
+#[derive(Debug, Subcommand)]
+enum BenchWhich {
+    /// Level-wise episode mining on Sym26 and the real fixture: per level, candidates, PreElim
+    /// eliminations, seconds and candidate-events per second.
+    Episodes(episodes::EpisodesArgs),
+    /// Streaming: ingest throughput over loopback ZeroMQ (synfire wire format) and the latency
+    /// from a window's closing spike to its published result.
+    Stream(stream::StreamArgs),
+    /// Motif discovery: seeded random walk and the ECG, CPU and GPU paths, seconds and pairs
+    /// evaluated or pruned.
+    Motif(motif::BenchMotifArgs),
+    /// Soft-DTW: forward and forward+backward cells per second on all pairs of two sets of
+    /// random walks, and forward on one long pair, CPU and GPU.
+    Softdtw(softdtw::BenchSoftDtwArgs),
+    /// Similarity search: seeded random walks, SING (CPU, GPU) against brute force, latency,
+    /// lower bounds and real distances per query.
+    Search(search::BenchSearchArgs),
+    /// Shapelet trees on the UCR sets (all lengths, step 1): CPU and GPU seconds, test
+    /// accuracy beside the published figures.
+    Shapelet(shapelet::BenchShapeletArgs),
+}
+
+/// Runs the chosen benchmark.
+///
+/// # Errors
+/// The benchmark's own (bad options, unreadable fixtures, device failures, or a result that
+/// differs from its reference).
+pub fn run(args: &BenchArgs) -> Result<()> {
+    match &args.which {
+        BenchWhich::Episodes(a) => episodes::run(a),
+        BenchWhich::Stream(a) => stream::run(a),
+        BenchWhich::Motif(a) => motif::run(a),
+        BenchWhich::Softdtw(a) => softdtw::run(a),
+        BenchWhich::Search(a) => search::run(a),
+        BenchWhich::Shapelet(a) => shapelet::run(a),
+    }
+}
