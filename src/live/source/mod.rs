@@ -84,12 +84,15 @@ impl<T: SourceConfig> AnySourceConfig for T {
     }
 }
 
+/// Parses one section's options into a kind's typed config (phase 1).
+type ParseFn = fn(toml::Value, &str, &mut Vec<ConfigError>) -> Option<Box<dyn AnySourceConfig>>;
+
 /// One row of [`kinds::KINDS`]: a source kind's name and how its section is parsed.
 #[derive(Clone, Copy)]
 pub struct SourceKind {
     /// The name in `kind = "…"`.
     pub name: &'static str,
-    parse: fn(toml::Value, &str, &mut Vec<ConfigError>) -> Option<Box<dyn AnySourceConfig>>,
+    parse: ParseFn,
 }
 
 impl std::fmt::Debug for SourceKind {

@@ -73,6 +73,9 @@ impl<T: StageConfig> AnyStageConfig for T {
     }
 }
 
+/// Parses one section's options into a kind's typed config (phase 1).
+type ParseFn = fn(toml::Value, &str, &mut Vec<ConfigError>) -> Option<Box<dyn AnyStageConfig>>;
+
 /// One row of [`kinds::KINDS`]: a stage kind's name, what it reads, and how its section is parsed.
 #[derive(Clone, Copy)]
 pub struct StageKind {
@@ -80,7 +83,7 @@ pub struct StageKind {
     pub name: &'static str,
     /// What the stage reads.
     pub input: StreamKind,
-    parse: fn(toml::Value, &str, &mut Vec<ConfigError>) -> Option<Box<dyn AnyStageConfig>>,
+    parse: ParseFn,
 }
 
 impl std::fmt::Debug for StageKind {
