@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use synfire::device::DeviceChoice;
 use synfire::episode::hybrid::{Calibration, ExactAlgorithm};
 use synfire::episode::{
-    DeviceChoice, GpuSettings, Interval, LevelStats, MinerConfig, Progress, Strategy, Threshold,
-    mine_with, select_counter,
+    GpuSettings, Interval, LevelStats, MinerConfig, Progress, Strategy, Threshold, mine_with,
+    select_counter,
 };
 use synfire::event::Ordering;
 use synfire::ingest;

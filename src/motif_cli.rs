@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use synfire::episode::DeviceChoice;
+use synfire::device::DeviceChoice;
 use synfire::motif::{MethodChoice, MotifConfig, MotifResult, default_exclusion, find_motifs};
 
 use crate::cli::DeviceArg;

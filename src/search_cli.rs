@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 use serde_json::{Value, json};
-use synfire::episode::DeviceChoice;
+use synfire::device::DeviceChoice;
 use synfire::search::collection::{normalize_query, znormalize, znormalize_into};
 use synfire::search::query::CpuLowerBounds;
 use synfire::search::{

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use synfire::episode::DeviceChoice;
+use synfire::device::DeviceChoice;
 use synfire::series::read_dataset;
 use synfire::shapelet::report::Report;
 use synfire::shapelet::{ShapeletConfig, ShapeletTree, TrainingSet, train, univariate};

@@ -379,7 +379,7 @@ pub fn bench(args: &BenchSoftDtwArgs) -> Result<()> {
     if !want_gpu {
         return Ok(());
     }
-    let w = gpu::worker_for(synfire::episode::DeviceChoice::Gpu)?
+    let w = gpu::worker_for(synfire::device::DeviceChoice::Gpu)?
         .expect("Gpu gives a worker or an error");
     let pack = |s: &[synfire::series::Series]| SeriesSet {
         values: s

@@ -303,7 +303,7 @@ fn device_selection_without_gpu_falls_back_or_fails_clearly() {
     let auto = synfire::episode::select_counter(
         &stream,
         &ivs,
-        synfire::episode::DeviceChoice::Auto,
+        synfire::device::DeviceChoice::Auto,
         &Default::default(),
     )
     .unwrap();
@@ -311,7 +311,7 @@ fn device_selection_without_gpu_falls_back_or_fails_clearly() {
     let err = synfire::episode::select_counter(
         &stream,
         &ivs,
-        synfire::episode::DeviceChoice::Gpu,
+        synfire::device::DeviceChoice::Gpu,
         &Default::default(),
     )
     .unwrap_err();

@@ -9,7 +9,7 @@ mod common;
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use synfire::episode::DeviceChoice;
+use synfire::device::DeviceChoice;
 use synfire::motif::{MethodChoice, MotifConfig, MotifResult, find_motifs};
 use synfire::series::read_series;
 

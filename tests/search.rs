@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
-use synfire::episode::DeviceChoice;
+use synfire::device::DeviceChoice;
 use synfire::search::collection::{sq_dist, znormalize};
 use synfire::search::isax::{QueryTable, node_lb_sq, prunable};
 use synfire::search::query::{CpuLowerBounds, LowerBounds, producer_survivors};

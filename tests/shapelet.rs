@@ -348,7 +348,7 @@ fn gpu_trees_equal_cpu_trees() {
         for terms in [1, 2] {
             cfg.max_terms = terms;
             let (g, stats) =
-                synfire::shapelet::train(&set, &cfg, synfire::episode::DeviceChoice::Gpu).unwrap();
+                synfire::shapelet::train(&set, &cfg, synfire::device::DeviceChoice::Gpu).unwrap();
             assert_ne!(stats.device, "cpu");
             let (c, _) = train_with(&set, &cfg, &mut CpuSearch::default()).unwrap();
             assert_eq!(g, c, "{name}, {terms} terms");

@@ -5,12 +5,15 @@
 //! * [`worker::GpuWorker`] is one named host thread per GPU, pinned to a core, that creates the
 //!   GPU's CUDA context once and keeps it (and the uploaded event stream) for the life of the
 //!   miner, serving jobs over crossbeam channels (paper §6.2: contexts are thread-bound).
+//! * [`choice`] is `--device auto|cpu|gpu` ([`DeviceChoice`]) and the one start-or-fall-back
+//!   policy every domain applies to it ([`resolve`]).
 //! * [`kernels`] embeds `kernels/*.cu`, compiles them with NVRTC for each device's
 //!   architecture, and caches the PTX per process and on disk.
 //!
 //! Nothing above this module knows about CUDA types: callers see [`DeviceInfo`],
 //! [`DeviceError`] and plain host vectors.
 
+pub mod choice;
 pub mod error;
 pub mod kernels;
 pub mod motif;
@@ -19,6 +22,7 @@ pub mod shapelet;
 pub mod softdtw;
 pub mod worker;
 
+pub use choice::{DeviceChoice, resolve};
 pub use error::DeviceError;
 pub use worker::{BatchCounts, CandidateBatch, EpisodeKernel, GpuWorker, StreamData, StreamReport};
 

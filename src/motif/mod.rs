@@ -39,8 +39,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::device::DeviceChoice;
 use crate::device::DeviceError;
-use crate::episode::DeviceChoice;
 pub use znorm::Subsequences;
 
 /// Default number of MK reference subsequences `r` (the paper's experiments use 10).
@@ -326,16 +326,16 @@ pub fn find_motifs(
     validate(x.len(), cfg)?;
     let started = Instant::now();
     let subs = Subsequences::new(x, cfg.m);
-    let mut search: Box<dyn PairSearch + '_> = match (device, cfg.method) {
-        (_, MethodChoice::BruteForce) | (DeviceChoice::Cpu, _) => cpu_search(&subs, cfg),
-        (choice, _) => match gpu::GpuMotifSearch::start(&subs, cfg) {
-            Ok(g) => Box::new(g),
-            Err(e) if choice == DeviceChoice::Gpu => return Err(e.into()),
-            Err(e) => {
-                tracing::info!(reason = %e, "No usable GPU; motif search on the CPU.");
-                cpu_search(&subs, cfg)
-            }
-        },
+    let gpu = if cfg.method == MethodChoice::BruteForce {
+        None
+    } else {
+        crate::device::resolve(device, "motif search", || {
+            gpu::GpuMotifSearch::start(&subs, cfg)
+        })?
+    };
+    let mut search: Box<dyn PairSearch + '_> = match gpu {
+        Some(g) => Box::new(g),
+        None => cpu_search(&subs, cfg),
     };
     let mut allowed = subs.valid.clone();
     let mut motifs = Vec::new();

@@ -15,10 +15,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::buffer::Overflow;
+use crate::device::DeviceChoice;
 use crate::episode::hybrid::{Calibration, ExactAlgorithm};
-use crate::episode::{
-    DeviceChoice, GpuSettings, Interval, MinerConfig, Strategy, SupportPer, Threshold,
-};
+use crate::episode::{GpuSettings, Interval, MinerConfig, Strategy, SupportPer, Threshold};
 use crate::ingest::openephys::UnitKey;
 use crate::ingest::zmq::WireFormat;
 use crate::stage::StreamKind;

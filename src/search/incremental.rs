@@ -19,7 +19,7 @@ use super::SearchError;
 use super::collection::{Collection, CollectionKind, sq_dist};
 use super::index::{BuildOptions, Index};
 use super::query::{Neighbor, QueryOptions, QueryStats, Searcher};
-use crate::episode::DeviceChoice;
+use crate::device::DeviceChoice;
 
 /// Pending series that trigger the first build (and the least that trigger a rebuild).
 pub const MIN_REBUILD: usize = 1024;

@@ -45,8 +45,7 @@ use super::collection::{normalize_query, sq_dist};
 use super::index::Index;
 use super::isax::{QueryTable, RootBounds, node_lb_sq, prunable, root_key};
 use super::tree::NONE;
-use crate::device::DeviceError;
-use crate::episode::DeviceChoice;
+use crate::device::{DeviceChoice, DeviceError};
 
 /// Smallest chunk of the active array (series), so small queries are not cut finer than
 /// a kernel launch is worth.
@@ -840,17 +839,9 @@ impl<'a> Searcher<'a> {
         device: DeviceChoice,
         options: QueryOptions,
     ) -> Result<Self, SearchError> {
-        let gpu = match device {
-            DeviceChoice::Cpu => None,
-            DeviceChoice::Gpu => Some(super::gpu::GpuLowerBounds::new(index, None)?),
-            DeviceChoice::Auto => match super::gpu::GpuLowerBounds::new(index, None) {
-                Ok(g) => Some(g),
-                Err(e) => {
-                    tracing::info!(error = %e, "No usable GPU; searching on the CPU.");
-                    None
-                }
-            },
-        };
+        let gpu = crate::device::resolve(device, "similarity search", || {
+            super::gpu::GpuLowerBounds::new(index, None)
+        })?;
         Ok(Self {
             index,
             gpu,

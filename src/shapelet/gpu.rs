@@ -26,8 +26,7 @@ use super::logical::Op;
 use super::split::FastRecord;
 use super::{ShapeletError, TrainingSet};
 use crate::device::shapelet::{NodeJob, ShapeletSeries};
-use crate::device::{DeviceError, SharedWorker};
-use crate::episode::DeviceChoice;
+use crate::device::{DeviceChoice, DeviceError, SharedWorker};
 
 /// Shapelet discovery on one GPU (see [`Search`]).
 pub struct GpuSearch {
@@ -215,18 +214,14 @@ impl Search for AutoSearch {
 /// # Errors
 /// [`ShapeletError::Device`] for `Gpu` without a usable GPU.
 pub fn select(device: DeviceChoice) -> Result<Box<dyn Search>, ShapeletError> {
-    Ok(match device {
-        DeviceChoice::Cpu => Box::new(CpuSearch::default()),
-        DeviceChoice::Gpu => Box::new(GpuSearch::start()?),
-        DeviceChoice::Auto => match GpuSearch::start() {
-            Ok(g) => Box::new(AutoSearch {
+    Ok(
+        match crate::device::resolve(device, "shapelet discovery", GpuSearch::start)? {
+            None => Box::new(CpuSearch::default()),
+            Some(g) if device == DeviceChoice::Auto => Box::new(AutoSearch {
                 gpu: Some(g),
                 cpu: CpuSearch::default(),
             }),
-            Err(e) => {
-                tracing::info!(reason = %e, "No usable GPU; shapelet discovery on the CPU.");
-                Box::new(CpuSearch::default())
-            }
+            Some(g) => Box::new(g),
         },
-    })
+    )
 }

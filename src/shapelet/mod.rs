@@ -67,7 +67,7 @@ pub use tree::{Node, Rule, Shapelet, ShapeletTree, TrainStats, train_with};
 pub fn train(
     set: &TrainingSet,
     cfg: &ShapeletConfig,
-    device: crate::episode::DeviceChoice,
+    device: crate::device::DeviceChoice,
 ) -> Result<(ShapeletTree, TrainStats), ShapeletError> {
     cfg.validate(set.length)?;
     let mut search = gpu::select(device)?;

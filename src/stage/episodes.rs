@@ -21,9 +21,9 @@
 use serde_json::{Map, Value};
 
 use super::{Stage, StageError, StreamKind};
+use crate::device::DeviceChoice;
 use crate::episode::{
-    ChainCache, Counter, DeviceChoice, GpuCounter, GpuSettings, MinerConfig, NoProgress, mine_with,
-    select_gpu,
+    ChainCache, Counter, GpuCounter, GpuSettings, MinerConfig, NoProgress, mine_with, select_gpu,
 };
 use crate::event::EventStream;
 use crate::report::MineReport;

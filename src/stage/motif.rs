@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Samples, Stage, StageError, StreamKind};
-use crate::episode::DeviceChoice;
+use crate::device::DeviceChoice;
 use crate::motif::{MotifConfig, find_motifs};
 use crate::window::Window;
 

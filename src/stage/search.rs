@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use serde_json::{Map, Value, json};
 
 use super::{Samples, Stage, StageError, StreamKind};
-use crate::episode::DeviceChoice;
+use crate::device::DeviceChoice;
 use crate::search::collection::znormalize;
 use crate::search::incremental::MIN_REBUILD;
 use crate::search::{BuildOptions, IncrementalIndex, QueryOptions, SearchError};

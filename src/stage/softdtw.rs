@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Samples, Stage, StageError, StreamKind};
-use crate::episode::DeviceChoice;
+use crate::device::DeviceChoice;
 use crate::pipeline::config::SoftDtwStageConfig;
 use crate::series::{Series, read_dataset};
 use crate::softdtw::{self, Measure, Options, SoftDtwError, gpu};
