@@ -28,6 +28,12 @@ pub enum DeviceChoice {
 }
 
 impl DeviceChoice {
+    /// This choice on GPU `gpu` (a CUDA ordinal; `None`: the first GPU).
+    #[must_use]
+    pub const fn on(self, gpu: Option<usize>) -> DeviceTarget {
+        DeviceTarget { choice: self, gpu }
+    }
+
     /// The choice a long-lived user (a pipeline stage) keeps: `Auto` becomes `Cpu` when no GPU
     /// can be probed (logged through [`resolve`], naming `what`); `Cpu` and `Gpu` are kept
     /// as they are (a `Gpu` user reports the missing GPU when it first needs it).
@@ -40,6 +46,39 @@ impl DeviceChoice {
             Ok(Some(_)) => self,
             Ok(None) | Err(_) => Self::Cpu,
         }
+    }
+}
+
+/// A [`DeviceChoice`] and, for the GPU path, which GPU: what the sensor entry points
+/// (`motif::find_motifs_on`, `shapelet::train_on`, `search::Searcher::on`,
+/// `search::IncrementalIndex::knn_on`, `softdtw::gpu::worker_on`) take. A plain
+/// [`DeviceChoice`] converts to the first GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct DeviceTarget {
+    /// CPU, GPU or either.
+    pub choice: DeviceChoice,
+    /// CUDA ordinal of the GPU (`--gpus`); `None`: the first GPU found.
+    pub gpu: Option<usize>,
+}
+
+impl From<DeviceChoice> for DeviceTarget {
+    fn from(choice: DeviceChoice) -> Self {
+        choice.on(None)
+    }
+}
+
+impl DeviceTarget {
+    /// [`resolve`] with this target's choice, handing the GPU ordinal to `start`.
+    ///
+    /// # Errors
+    /// As [`resolve`]: `start`'s error when the choice is [`DeviceChoice::Gpu`].
+    pub fn resolve<G, E: Display>(
+        self,
+        what: &'static str,
+        start: impl FnOnce(Option<usize>) -> Result<G, E>,
+    ) -> Result<Option<G>, E> {
+        let gpu = self.gpu;
+        resolve(self.choice, what, move || start(gpu))
     }
 }
 
@@ -85,7 +124,7 @@ fn log_fallback(what: &'static str, reason: &dyn Display) {
 
 #[cfg(test)]
 mod tests {
-    use super::{DeviceChoice, resolve};
+    use super::{DeviceChoice, DeviceTarget, resolve};
 
     #[test]
     fn resolve_applies_the_choice() {
@@ -100,5 +139,14 @@ mod tests {
         );
         let never = || -> Result<u32, String> { panic!("Cpu must not start the GPU") };
         assert_eq!(resolve(DeviceChoice::Cpu, "test", never), Ok(None));
+    }
+
+    #[test]
+    fn a_target_hands_its_ordinal_to_the_start() {
+        let t = DeviceChoice::Gpu.on(Some(3));
+        assert_eq!(t.resolve("test", Ok::<_, String>), Ok(Some(Some(3))));
+        let plain: DeviceTarget = DeviceChoice::Auto.into();
+        assert_eq!(plain.gpu, None);
+        assert_eq!(plain.choice, DeviceChoice::Auto);
     }
 }

@@ -22,7 +22,7 @@ pub mod shapelet;
 pub mod softdtw;
 pub mod worker;
 
-pub use choice::{DeviceChoice, resolve};
+pub use choice::{DeviceChoice, DeviceTarget, resolve};
 pub use error::DeviceError;
 pub use worker::{BatchCounts, CandidateBatch, EpisodeKernel, GpuWorker, StreamData, StreamReport};
 

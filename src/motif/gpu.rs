@@ -66,13 +66,18 @@ impl std::fmt::Debug for GpuMotifSearch<'_> {
 }
 
 impl<'s> GpuMotifSearch<'s> {
-    /// Starts a device thread on the first GPU, uploads the series and, unless only the
-    /// matrix profile was asked for, runs MK's preprocessing (Algs. 2–4).
+    /// Takes the device thread of GPU `gpu` (a CUDA ordinal; `None`: the first GPU), uploads
+    /// the series and, unless only the matrix profile was asked for, runs MK's preprocessing
+    /// (Algs. 2–4).
     ///
     /// # Errors
-    /// [`DeviceError`] when there is no usable GPU or a kernel fails.
-    pub fn start(subs: &'s Subsequences<'s>, cfg: &MotifConfig) -> Result<Self, DeviceError> {
-        let worker = crate::device::shared_worker(None)?;
+    /// [`DeviceError`] when there is no usable GPU (or no GPU `gpu`) or a kernel fails.
+    pub fn start(
+        subs: &'s Subsequences<'s>,
+        cfg: &MotifConfig,
+        gpu: Option<usize>,
+    ) -> Result<Self, DeviceError> {
+        let worker = crate::device::shared_worker(gpu)?;
         let (df, dg) = scamp_terms(subs);
         let series = MotifSeries {
             x: subs.x.to_vec(),

@@ -39,8 +39,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::device::DeviceChoice;
 use crate::device::DeviceError;
+use crate::device::{DeviceChoice, DeviceTarget};
 pub use znorm::Subsequences;
 
 /// Default number of MK reference subsequences `r` (the paper's experiments use 10).
@@ -314,7 +314,7 @@ pub fn valid_pairs(allowed: &[bool], exclusion: usize) -> u64 {
 }
 
 /// Finds the top-k motifs of `x` on `device` (`Auto`: the GPU when one is usable, else the
-/// CPU with one log line).
+/// CPU with one log line), on the first GPU ([`find_motifs_on`] picks the GPU).
 ///
 /// # Errors
 /// [`validate`]'s errors; [`MotifError::Device`] when `device` is `Gpu` and no GPU works.
@@ -323,14 +323,28 @@ pub fn find_motifs(
     cfg: &MotifConfig,
     device: DeviceChoice,
 ) -> Result<MotifResult, MotifError> {
+    find_motifs_on(x, cfg, device.into())
+}
+
+/// [`find_motifs`] on `target`: its device choice, on its GPU (`target.gpu`, a CUDA ordinal;
+/// `None`: the first GPU).
+///
+/// # Errors
+/// As [`find_motifs`]; [`MotifError::Device`] also for a GPU ordinal that does not exist when
+/// the choice is `Gpu`.
+pub fn find_motifs_on(
+    x: &[f64],
+    cfg: &MotifConfig,
+    target: DeviceTarget,
+) -> Result<MotifResult, MotifError> {
     validate(x.len(), cfg)?;
     let started = Instant::now();
     let subs = Subsequences::new(x, cfg.m);
     let gpu = if cfg.method == MethodChoice::BruteForce {
         None
     } else {
-        crate::device::resolve(device, "motif search", || {
-            gpu::GpuMotifSearch::start(&subs, cfg)
+        target.resolve("motif search", |gpu| {
+            gpu::GpuMotifSearch::start(&subs, cfg, gpu)
         })?
     };
     let mut search: Box<dyn PairSearch + '_> = match gpu {

@@ -45,7 +45,7 @@ use super::collection::{normalize_query, sq_dist};
 use super::index::Index;
 use super::isax::{QueryTable, RootBounds, node_lb_sq, prunable, root_key};
 use super::tree::NONE;
-use crate::device::{DeviceChoice, DeviceError};
+use crate::device::{DeviceChoice, DeviceError, DeviceTarget};
 
 /// Smallest chunk of the active array (series), so small queries are not cut finer than
 /// a kernel launch is worth.
@@ -830,7 +830,8 @@ impl std::fmt::Debug for Searcher<'_> {
 impl<'a> Searcher<'a> {
     /// A searcher of `index`: `Cpu` (workers compute every bound), `Gpu` (the GPU produces
     /// bounds; an error without one), `Auto` (the GPU when one is usable, else the CPU with
-    /// one log line). The GPU gets the iSAX array here (once).
+    /// one log line). The GPU (the first one; [`Searcher::on`] picks it) gets the iSAX array
+    /// here (once).
     ///
     /// # Errors
     /// [`SearchError::Device`] for `Gpu` without a usable GPU.
@@ -839,13 +840,27 @@ impl<'a> Searcher<'a> {
         device: DeviceChoice,
         options: QueryOptions,
     ) -> Result<Self, SearchError> {
-        let gpu = crate::device::resolve(device, "similarity search", || {
-            super::gpu::GpuLowerBounds::new(index, None)
+        Self::on(index, device.into(), options)
+    }
+
+    /// [`Searcher::new`] on `target`: its device choice, on its GPU (`target.gpu`, a CUDA
+    /// ordinal; `None`: the first GPU).
+    ///
+    /// # Errors
+    /// As [`Searcher::new`]; [`SearchError::Device`] also for a GPU ordinal that does not
+    /// exist when the choice is `Gpu`.
+    pub fn on(
+        index: &'a Index,
+        target: DeviceTarget,
+        options: QueryOptions,
+    ) -> Result<Self, SearchError> {
+        let gpu = target.resolve("similarity search", |gpu| {
+            super::gpu::GpuLowerBounds::new(index, gpu)
         })?;
         Ok(Self {
             index,
             gpu,
-            required: device == DeviceChoice::Gpu,
+            required: target.choice == DeviceChoice::Gpu,
             options,
         })
     }

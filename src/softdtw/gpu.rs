@@ -19,7 +19,7 @@ use super::{Gradient, Measure, Options, PairwiseGradient, Series, SoftDtwError};
 use crate::device::softdtw::{
     MAX_WARP_SCRATCH, PairMode, SeriesSet, SoftDtwBatch, SoftDtwOutput, gradient_scratch,
 };
-use crate::device::{DeviceChoice, DeviceError, GpuWorker};
+use crate::device::{DeviceChoice, DeviceError, DeviceTarget, GpuWorker};
 
 fn device_error(e: DeviceError) -> SoftDtwError {
     SoftDtwError::Device {
@@ -54,15 +54,27 @@ fn set_of(series: &[Series], name: &str) -> Result<SeriesSet, SoftDtwError> {
     Ok(SeriesSet { values, offsets })
 }
 
-/// The worker for `device`, or `None` for the CPU (`Auto` without a GPU: see
-/// [`crate::device::resolve`]).
+/// The worker of the first GPU for `device`, or `None` for the CPU (`Auto` without a GPU: see
+/// [`crate::device::resolve`]); [`worker_on`] picks the GPU.
 ///
 /// # Errors
 /// [`SoftDtwError::Device`] when `device` is `Gpu` and no GPU is usable.
 pub fn worker_for(
     device: DeviceChoice,
 ) -> Result<Option<crate::device::SharedWorker>, SoftDtwError> {
-    crate::device::resolve(device, "soft-DTW", || crate::device::shared_worker(None))
+    worker_on(device.into())
+}
+
+/// The worker for `target`: its device choice, on its GPU (`target.gpu`, a CUDA ordinal;
+/// `None`: the first GPU), or `None` for the CPU.
+///
+/// # Errors
+/// [`SoftDtwError::Device`] when the choice is `Gpu` and that GPU is not usable.
+pub fn worker_on(
+    target: DeviceTarget,
+) -> Result<Option<crate::device::SharedWorker>, SoftDtwError> {
+    target
+        .resolve("soft-DTW", crate::device::shared_worker)
         .map_err(device_error)
 }
 
