@@ -16,6 +16,7 @@
 pub mod choice;
 pub mod error;
 pub mod kernels;
+mod launch;
 pub mod motif;
 pub mod search;
 pub mod shapelet;

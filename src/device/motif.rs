@@ -7,11 +7,11 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::DeviceError;
 use super::kernels::MOTIF;
+use super::launch::{self, Timed, Timer, drv, u32_of};
 use super::worker::{Device, GpuWorker, Ticket};
 
 /// Threads per block of the motif kernels.
@@ -132,31 +132,15 @@ impl Offers {
     }
 }
 
-fn drv(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> DeviceError {
-    move |e| DeviceError::driver(call, e)
-}
-
-fn u32_of(what: &str, v: usize) -> Result<u32, DeviceError> {
-    u32::try_from(v)
-        .map_err(|_| DeviceError::Unsupported(format!("{what} = {v} (at most 2^32 - 1)")))
-}
-
 fn buffers(d: &mut Device) -> Result<&mut MotifBuffers, DeviceError> {
     d.motif
         .as_mut()
         .ok_or_else(|| DeviceError::Unsupported("motif job before motif_load".into()))
 }
 
-fn grid_of(n: u32) -> LaunchConfig {
-    grid(n)
-}
-
-fn grid(n: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (n.div_ceil(BLOCK).max(1), 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    }
+/// Threads `0..n`, [`BLOCK`] per block.
+fn grid(n: u32) -> cudarc::driver::LaunchConfig {
+    launch::cover(n, BLOCK)
 }
 
 impl GpuWorker {
@@ -287,10 +271,7 @@ impl GpuWorker {
                     .arg(&len)
                     .arg(&b.n_sub)
                     .arg(&mut dp);
-                let cfg = LaunchConfig {
-                    grid_dim: (len.div_ceil(BLOCK), r, 1),
-                    ..grid(len)
-                };
+                let cfg = launch::cover_rows(len, r, BLOCK);
                 // SAFETY: matches `motif_gather` (rows f64* [refs*N], order u32* [len] < N,
                 // rank u32* [r] < refs, len u32, n_sub u32, dp f64* [r*len]); threads with
                 // k >= len return first.
@@ -337,9 +318,7 @@ impl GpuWorker {
             };
             st.memset_zeros(&mut b.offers.flags)
                 .map_err(drv("cuMemsetD8"))?;
-            let start = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timer = Timer::start(&st)?;
             let mut l = st.launch_builder(&f);
             l.arg(dp)
                 .arg(&b.refs)
@@ -356,10 +335,8 @@ impl GpuWorker {
             // cand_count u32* [1], cap u32, flags u32* [2], counters u64* [2]); threads with
             // k >= len return first and p = k + o < len is checked before reading.
             unsafe { l.launch(grid(b.len)) }.map_err(drv("cuLaunchKernel"))?;
-            let end = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
-            report(&st, b, &start, &end)
+            let timed = timer.stop(&st)?;
+            report(&st, b, &timed)
         })
     }
 
@@ -381,9 +358,7 @@ impl GpuWorker {
             let first = exclusion + 1;
             let diagonals = b.n_sub.saturating_sub(first);
             let tile = tile.max(1);
-            let start = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timer = Timer::start(&st)?;
             if diagonals > 0 {
                 let tiles = b.n_sub.div_ceil(tile);
                 let threads = diagonals.div_ceil(PROFILE_DIAGS);
@@ -399,11 +374,7 @@ impl GpuWorker {
                         .arg(&tile)
                         .arg(&offset_rows);
                     b.offers.push(&mut l);
-                    let cfg = LaunchConfig {
-                        grid_dim: (threads.div_ceil(PROFILE_BLOCK), ys, 1),
-                        block_dim: (PROFILE_BLOCK, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
+                    let cfg = launch::cover_rows(threads, ys, PROFILE_BLOCK);
                     // SAFETY: matches `motif_profile` (x f64* [n], mean, state, df, dg f64* [N],
                     // n_sub u32, m i32, first_diag, tile, row_offset u32, bsf u64* [1],
                     // cand_d f64* [cap], cand_i, cand_j u32* [cap], cand_count u32* [1], cap
@@ -411,10 +382,8 @@ impl GpuWorker {
                     unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
                 }
             }
-            let end = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
-            report(&st, b, &start, &end)
+            let timed = timer.stop(&st)?;
+            report(&st, b, &timed)
         })
     }
 
@@ -488,9 +457,7 @@ impl GpuWorker {
             let nblocks = u32_of("join blocks", blocks.len() / 2)?;
             st.memset_zeros(&mut b.offers.flags)
                 .map_err(drv("cuMemsetD8"))?;
-            let start = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timer = Timer::start(&st)?;
             if len > 0 && nblocks > 0 {
                 let order = st.clone_htod(&grid.order[..]).map_err(&up)?;
                 let cell_start = st.clone_htod(&grid.cell_start[..]).map_err(&up)?;
@@ -510,7 +477,7 @@ impl GpuWorker {
                 // SAFETY: matches `motif_join_gather` (coords f32* [dims*N], n_sub u32, dims
                 // i32, order u32* [len] < N, len u32, pts float4* [len*4]); threads with
                 // pos >= len return first.
-                unsafe { l.launch(grid_of(len)) }.map_err(drv("cuLaunchKernel"))?;
+                unsafe { l.launch(launch::cover(len, BLOCK)) }.map_err(drv("cuLaunchKernel"))?;
                 let mut l = st.launch_builder(&f);
                 l.arg(&pts)
                     .arg(&order)
@@ -522,11 +489,7 @@ impl GpuWorker {
                 l.arg(&b.x).arg(&b.mean).arg(&b.inv_std).arg(&b.m);
                 b.offers.push(&mut l);
                 l.arg(&mut b.counters);
-                let cfg = LaunchConfig {
-                    grid_dim: (nblocks, 1, 1),
-                    block_dim: (JOIN_TILE, 1, 1),
-                    shared_mem_bytes: 0,
-                };
+                let cfg = launch::blocks(nblocks, JOIN_TILE);
                 // SAFETY: matches `motif_join` (pts float4* [len*4], order u32* [len],
                 // cell_start u32* [cells+1], nb_start u32* [cells+1], nb_cell u32*, blocks u32*
                 // [2*nblocks] = (cell, first position), exclusion u32, width, slack f64, budget
@@ -534,9 +497,7 @@ impl GpuWorker {
                 // [2]); every position read lies in a cell range of `order`.
                 unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
             }
-            let end = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timed = timer.stop(&st)?;
             let flags = st
                 .clone_dtoh(&b.offers.flags)
                 .map_err(drv("cuMemcpyDtoH"))?;
@@ -545,7 +506,7 @@ impl GpuWorker {
                 bsf: f64::from_bits(bsf[0]),
                 overflow: flags[0] != 0,
                 aborted: flags[2] != 0,
-                kernel_ms: f64::from(start.elapsed_ms(&end).map_err(drv("cuEventElapsedTime"))?),
+                kernel_ms: f64::from(timed.ms()?),
             })
         })
     }
@@ -587,14 +548,13 @@ impl GpuWorker {
 fn report(
     st: &Arc<cudarc::driver::CudaStream>,
     b: &MotifBuffers,
-    start: &cudarc::driver::CudaEvent,
-    end: &cudarc::driver::CudaEvent,
+    timed: &Timed,
 ) -> Result<SweepReport, DeviceError> {
     let flags = st
         .clone_dtoh(&b.offers.flags)
         .map_err(drv("cuMemcpyDtoH"))?;
     let bsf = st.clone_dtoh(&b.offers.bsf).map_err(drv("cuMemcpyDtoH"))?;
-    let kernel_ms = f64::from(start.elapsed_ms(end).map_err(drv("cuEventElapsedTime"))?);
+    let kernel_ms = f64::from(timed.ms()?);
     Ok(SweepReport {
         bsf: f64::from_bits(bsf[0]),
         open: flags[1] != 0,

@@ -10,10 +10,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::DeviceError;
 use super::kernels::SEARCH;
+use super::launch::{self, drv};
 use super::worker::{GpuWorker, Ticket};
 
 /// Threads per block of `search_lower_bounds`.
@@ -84,10 +85,6 @@ pub struct LowerBoundReport {
     pub survivors: u64,
     /// Time on the device thread, milliseconds.
     pub millis: f64,
-}
-
-fn drv(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> DeviceError {
-    move |e| DeviceError::driver(call, e)
 }
 
 impl GpuWorker {
@@ -200,11 +197,7 @@ impl GpuWorker {
                 l.arg(&b.sax).arg(&b.table).arg(&starts).arg(&prefix);
                 l.arg(&ranges).arg(&begin).arg(&end).arg(&bsf_sq);
                 l.arg(&mut b.out_pos).arg(&mut b.out_lb).arg(&mut b.count);
-                let cfg = LaunchConfig {
-                    grid_dim: (blocks, 1, 1),
-                    block_dim: (BLOCK, 1, 1),
-                    shared_mem_bytes: 0,
-                };
+                let cfg = launch::blocks(blocks, BLOCK);
                 // SAFETY: matches `search_lower_bounds` (sax uint4* [words], table f64* [4096],
                 // starts u32* [ranges], prefix u32* [ranges + 1], ranges, begin, end u32,
                 // bsf_sq f64, out_pos u32* [cap], out_lb f64* [cap], count u32* [1]); the

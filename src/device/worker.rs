@@ -9,13 +9,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 
 use crate::device::kernels::{self, MAX_GPU_NODES, MTPE_RECORDED};
+use crate::device::launch::{self, Timer};
 use crate::device::{DeviceError, DeviceInfo};
 
 /// The event stream as the kernels read it: grouped by type (CSR) plus the interval table.
@@ -535,11 +533,7 @@ impl Device {
             .map_err(drv("cuMemcpyHtoD"))?;
         let mut out = s.alloc_zeros::<u32>(m).map_err(drv("cuMemAlloc"))?;
         let block = THREADS_PER_BLOCK;
-        let cfg = LaunchConfig {
-            grid_dim: (m32.div_ceil(block), 1, 1),
-            block_dim: (block, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = launch::cover(m32, block);
         // MTPE buffers, allocated before the timed region.
         let mut mtpe = if let Some(segments) = kernel.segments() {
             let r = segments.len().saturating_sub(1);
@@ -560,9 +554,7 @@ impl Device {
         } else {
             None
         };
-        let start = s
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(drv("cuEventRecord"))?;
+        let timer = Timer::start(s)?;
         // The arguments every kernel but per-thread PreElim starts with: times, offsets, lo,
         // hi, types [m*n], ivs [m*(n-1)], n_cands.
         let exact_family = |f| {
@@ -605,10 +597,7 @@ impl Device {
                 b.arg(&mut *seg_count)
                     .arg(&mut *seg_first)
                     .arg(&mut *seg_last);
-                let count_cfg = LaunchConfig {
-                    grid_dim: (threads.div_ceil(block), 1, 1),
-                    ..cfg
-                };
+                let count_cfg = launch::cover(threads, block);
                 // SAFETY: matches `episodes_{mtpe,preelim_mtpe}_count_n{n}`: times, offsets,
                 // lo, hi, types [m*n], ivs [m*(n-1)], n_cands u32, bounds f64* [r+1], r_segs
                 // u32, seg_count u32* [m*r], seg_first f64* [m*r*RECORDED], seg_last f64*
@@ -625,11 +614,9 @@ impl Device {
                 unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
             }
         }
-        let end = s
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(drv("cuEventRecord"))?;
+        let timed = timer.stop(s)?;
         let counts = s.clone_dtoh(&out).map_err(drv("cuMemcpyDtoH"))?;
-        let kernel_ms = start.elapsed_ms(&end).map_err(drv("cuEventElapsedTime"))?;
+        let kernel_ms = timed.ms()?;
         Ok(BatchCounts { counts, kernel_ms })
     }
 }
