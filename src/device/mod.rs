@@ -14,6 +14,7 @@
 //! [`DeviceError`] and plain host vectors.
 
 pub mod choice;
+pub mod episodes;
 pub mod error;
 pub mod kernels;
 mod launch;
@@ -24,8 +25,11 @@ pub mod softdtw;
 pub mod worker;
 
 pub use choice::{DeviceChoice, DeviceTarget, resolve};
+pub use episodes::{
+    BatchCounts, CandidateBatch, EpisodeKernel, EpisodeWorker, StreamData, StreamReport,
+};
 pub use error::DeviceError;
-pub use worker::{BatchCounts, CandidateBatch, EpisodeKernel, GpuWorker, StreamData, StreamReport};
+pub use worker::{GpuWorker, Ticket};
 
 use std::sync::Arc;
 

@@ -83,8 +83,8 @@ pub struct MotifCandidates {
     pub distances: u64,
 }
 
-/// Device buffers of a motif search.
-pub(crate) struct MotifBuffers {
+/// Device buffers of a motif search (the device thread's `Option<MotifBuffers>` slot).
+struct MotifBuffers {
     n_sub: u32,
     m: i32,
     x: CudaSlice<f64>,
@@ -133,7 +133,7 @@ impl Offers {
 }
 
 fn buffers(d: &mut Device) -> Result<&mut MotifBuffers, DeviceError> {
-    d.motif
+    d.slot::<Option<MotifBuffers>>()
         .as_mut()
         .ok_or_else(|| DeviceError::Unsupported("motif job before motif_load".into()))
 }
@@ -147,7 +147,7 @@ impl GpuWorker {
     /// Uploads a series and its statistics, replacing any previous one.
     pub fn motif_load(&self, s: Arc<MotifSeries>) -> Ticket<()> {
         self.run(move |d| {
-            d.motif = None;
+            *d.slot::<Option<MotifBuffers>>() = None;
             let st = d.stream.clone();
             let up = drv("cuMemcpyHtoD");
             let alloc = drv("cuMemAlloc");
@@ -181,7 +181,7 @@ impl GpuWorker {
                 coords: None,
                 dims: 0,
             };
-            d.motif = Some(bufs);
+            *d.slot::<Option<MotifBuffers>>() = Some(bufs);
             st.synchronize().map_err(drv("cuStreamSynchronize"))
         })
     }

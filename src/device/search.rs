@@ -15,7 +15,7 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 use super::DeviceError;
 use super::kernels::SEARCH;
 use super::launch::{self, drv};
-use super::worker::{GpuWorker, Ticket};
+use super::worker::{Device, GpuWorker, Ticket};
 
 /// Threads per block of `search_lower_bounds`.
 const BLOCK: u32 = 256;
@@ -29,8 +29,9 @@ const WORD_BYTES: usize = 16;
 /// Entries of the per-query table (16 segments × 256 symbols).
 pub const TABLE_LEN: usize = 16 * 256;
 
-/// Device buffers of the search lower bounds.
-pub(crate) struct SearchBuffers {
+/// Device buffers of the search lower bounds (the device thread's `Option<SearchBuffers>`
+/// slot).
+struct SearchBuffers {
     tag: u64,
     words: u32,
     sax: CudaSlice<u8>,
@@ -87,17 +88,22 @@ pub struct LowerBoundReport {
     pub millis: f64,
 }
 
+/// The device thread's search buffers.
+fn buffers(d: &mut Device) -> &mut Option<SearchBuffers> {
+    d.slot::<Option<SearchBuffers>>()
+}
+
 impl GpuWorker {
     /// The tag of the iSAX array on the device, if any.
     pub fn search_tag(&self) -> Ticket<Option<u64>> {
-        self.run(|d| Ok(d.search.as_ref().map(|b| b.tag)))
+        self.run(|d| Ok(buffers(d).as_ref().map(|b| b.tag)))
     }
 
     /// Uploads a leaf-ordered iSAX array (`[words * 16]` bytes) tagged `tag`, replacing any
     /// previous one.
     pub fn search_load(&self, tag: u64, sax: Arc<Vec<u8>>) -> Ticket<()> {
         self.run(move |d| {
-            d.search = None;
+            *buffers(d) = None;
             let words = u32::try_from(sax.len() / WORD_BYTES).map_err(|_| {
                 DeviceError::Unsupported(format!(
                     "{} iSAX words (at most 2^32 - 1)",
@@ -112,7 +118,7 @@ impl GpuWorker {
             }
             let st = d.stream.clone();
             let alloc = drv("cuMemAlloc");
-            let buffers = SearchBuffers {
+            let new = SearchBuffers {
                 tag,
                 words,
                 sax: st.clone_htod(&sax[..]).map_err(drv("cuMemcpyHtoD"))?,
@@ -122,7 +128,7 @@ impl GpuWorker {
                 out_cap: 1,
                 count: st.alloc_zeros::<u32>(1).map_err(&alloc)?,
             };
-            d.search = Some(buffers);
+            *buffers(d) = Some(new);
             st.synchronize().map_err(drv("cuStreamSynchronize"))
         })
     }
@@ -134,7 +140,7 @@ impl GpuWorker {
             let f = d.function(&SEARCH, "search_lower_bounds")?;
             let sms = d.info.multiprocessors.max(1);
             let st = d.stream.clone();
-            let b = d.search.as_mut().ok_or_else(|| {
+            let b = buffers(d).as_mut().ok_or_else(|| {
                 DeviceError::Unsupported("search lower bounds before the iSAX upload".into())
             })?;
             let mut job = job;

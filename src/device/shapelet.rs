@@ -17,7 +17,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use super::DeviceError;
 use super::kernels::SHAPELET;
 use super::launch::{self, Timer, drv, u32_of};
-use super::worker::{GpuWorker, Ticket};
+use super::worker::{Device, GpuWorker, Ticket};
 
 /// Threads per block of the search kernel (4 warps).
 const SEARCH_BLOCK: u32 = 128;
@@ -88,7 +88,7 @@ pub struct NodeReport {
 
 /// The uploaded training series, and the work buffers of the last node (kept: the root is
 /// the largest node, so later nodes reuse them).
-pub(crate) struct ShapeletBuffers {
+struct ShapeletBuffers {
     x: CudaSlice<f64>,
     n_all: usize,
     len: u32,
@@ -188,18 +188,23 @@ fn grid_stride(count: u64, sms: u32) -> LaunchConfig {
     launch::blocks(blocks as u32, BLOCK)
 }
 
+/// The device thread's shapelet buffers.
+fn buffers(d: &mut Device) -> &mut Option<ShapeletBuffers> {
+    d.slot::<Option<ShapeletBuffers>>()
+}
+
 impl GpuWorker {
     /// Uploads the training series, replacing any previous ones.
     pub fn shapelet_load(&self, s: Arc<ShapeletSeries>) -> Ticket<()> {
         self.run(move |d| {
-            d.shapelet = None;
+            *buffers(d) = None;
             let st = d.stream.clone();
             let len = u32_of("series length", s.len)?;
             if s.len == 0 || s.values.is_empty() {
                 return Err(DeviceError::Unsupported("no series to upload".into()));
             }
             let x = st.clone_htod(&s.values).map_err(drv("cuMemcpyHtoD"))?;
-            d.shapelet = Some(ShapeletBuffers {
+            *buffers(d) = Some(ShapeletBuffers {
                 x,
                 n_all: s.values.len() / s.len,
                 len,
@@ -221,8 +226,7 @@ impl GpuWorker {
             let sms = d.info.multiprocessors;
             let total_memory = d.info.total_memory;
             let st = d.stream.clone();
-            let b = d
-                .shapelet
+            let b = buffers(d)
                 .as_mut()
                 .ok_or_else(|| DeviceError::Unsupported("shapelet_node before the load".into()))?;
             let n = job.subset.len();

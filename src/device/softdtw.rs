@@ -139,9 +139,9 @@ pub fn gradient_scratch(n_max: usize, m_max: usize, dims: usize) -> usize {
     warp_scratch(8, rows_for(n_max), m_max, n_max, dims, true)
 }
 
-/// Device buffers kept between soft-DTW jobs.
+/// Device buffers kept between soft-DTW jobs (the device thread's `SoftDtwBuffers` slot).
 #[derive(Default)]
-pub(crate) struct SoftDtwBuffers {
+struct SoftDtwBuffers {
     scratch: Option<CudaSlice<u8>>,
 }
 
@@ -157,15 +157,16 @@ fn i32_of(what: &str, v: usize) -> Result<i32, DeviceError> {
 /// Scratch of at least `bytes`, reusing the kept allocation when it is large enough.
 fn scratch(d: &mut Device, bytes: usize) -> Result<&mut CudaSlice<u8>, DeviceError> {
     let st = d.stream.clone();
-    let keep = d.softdtw.scratch.as_ref().is_some_and(|s| s.len() >= bytes);
+    let buffers = d.slot::<SoftDtwBuffers>();
+    let keep = buffers.scratch.as_ref().is_some_and(|s| s.len() >= bytes);
     if !keep {
-        d.softdtw.scratch = None;
+        buffers.scratch = None;
         // SAFETY: the kernels use no scratch entry before writing it (the marginal backward
         // pass prefetches the entries of idle lane steps too, and discards their values).
         let s = unsafe { st.alloc::<u8>(bytes.max(16)) }.map_err(drv("cuMemAlloc"))?;
-        d.softdtw.scratch = Some(s);
+        buffers.scratch = Some(s);
     }
-    Ok(d.softdtw.scratch.as_mut().expect("just allocated"))
+    Ok(buffers.scratch.as_mut().expect("just allocated"))
 }
 
 impl GpuWorker {

@@ -18,8 +18,8 @@ use rayon::prelude::*;
 
 use crate::device::kernels::{COUNT_OVERFLOW, MAX_GPU_NODES};
 use crate::device::{
-    CandidateBatch, DeviceChoice, DeviceError, DeviceInfo, EpisodeKernel, GpuWorker, StreamData,
-    StreamReport,
+    CandidateBatch, DeviceChoice, DeviceError, DeviceInfo, EpisodeKernel, EpisodeWorker,
+    StreamData, StreamReport,
 };
 use crate::episode::count::TypeIndex;
 use crate::episode::counter::{CountError, CountKind, Counter, CpuCounter};
@@ -55,9 +55,9 @@ const MIN_SEGMENT_EVENTS: usize = 512;
 /// At most this many segments.
 const MAX_SEGMENTS: usize = 4096;
 
-/// Counts candidates on one or more GPUs, each owned by a [`GpuWorker`] thread.
+/// Counts candidates on one or more GPUs, each owned by an [`EpisodeWorker`] thread.
 pub struct GpuCounter {
-    workers: Vec<GpuWorker>,
+    workers: Vec<EpisodeWorker>,
     cpu: CpuCounter,
     intervals: Vec<Interval>,
     algorithm: Mutex<ExactAlgorithm>,
@@ -101,7 +101,7 @@ impl GpuCounter {
         let mut workers = Vec::with_capacity(gpus.len());
         for (i, &ordinal) in gpus.iter().enumerate() {
             let slot = seen.entry(ordinal).or_insert(0);
-            workers.push(GpuWorker::start(ordinal, *slot, Some(i % cores))?);
+            workers.push(EpisodeWorker::start(ordinal, *slot, Some(i % cores))?);
             *slot += 1;
         }
         let calibrations = workers
