@@ -72,6 +72,34 @@ pub struct JoinReport {
 /// Threads (points) per block of the join kernel (`SYNFIRE_JOIN_TILE`).
 const JOIN_TILE: u32 = 128;
 
+/// The most projection coordinates per subsequence the join kernels take (a point is four
+/// `float4`).
+pub const MAX_PROJECTION_DIMS: usize = 16;
+
+/// The work list of one projection-join round, as plain arrays: the points (subsequence
+/// starts) sorted by grid cell and each cell's forward neighbour cells. The host builds it
+/// (`motif::join`'s grid, shared with the CPU join).
+#[derive(Clone, Debug, Default)]
+pub struct JoinCells {
+    /// Point ids (subsequence starts) sorted by cell, shape `[points]`.
+    pub order: Vec<u32>,
+    /// `cell_start[c]..cell_start[c + 1]` indexes `order`, shape `[cells + 1]`.
+    pub cell_start: Vec<u32>,
+    /// `nb_start[c]..nb_start[c + 1]` indexes `nb_cell`: cell `c` itself first, then its
+    /// forward neighbours; shape `[cells + 1]`.
+    pub nb_start: Vec<u32>,
+    /// Neighbour cell ids.
+    pub nb_cell: Vec<u32>,
+}
+
+impl JoinCells {
+    /// Number of cells.
+    #[must_use]
+    pub fn cells(&self) -> usize {
+        self.cell_start.len().saturating_sub(1)
+    }
+}
+
 /// The candidates and counters of one search.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MotifCandidates {
@@ -387,15 +415,15 @@ impl GpuWorker {
         })
     }
 
-    /// Projects every subsequence onto the `dims` rows of `basis` (`[dims][m]`, the DCT-II
-    /// vectors of `motif::join`), keeps the f32 coordinates `[dims][N]` on the device and
+    /// Projects every subsequence onto the `dims` (at most [`MAX_PROJECTION_DIMS`]) rows of
+    /// `basis` (`[dims][m]`, the DCT-II vectors of `motif::join`), keeps the f32 coordinates `[dims][N]` on the device and
     /// returns them.
     pub fn motif_project(&self, dims: usize, basis: Arc<Vec<f64>>) -> Ticket<Vec<f32>> {
         self.run(move |d| {
             let f = d.function(&MOTIF, "motif_project")?;
             let st = d.stream.clone();
             let b = buffers(d)?;
-            if dims == 0 || dims > crate::motif::join::PROJECTION_DIMS {
+            if dims == 0 || dims > MAX_PROJECTION_DIMS {
                 return Err(DeviceError::Unsupported(format!(
                     "projection dims = {dims}"
                 )));
@@ -423,12 +451,12 @@ impl GpuWorker {
         })
     }
 
-    /// One projection-join round over `grid` (built on the host by `motif::join::Grid`):
+    /// One projection-join round over `grid` (built on the host, see [`JoinCells`]):
     /// pairs whose f32 bound is within `min(width, BSF) (1 + 1e-5) + slack` are measured and
     /// offered to the BSF; at most `budget` exact distances in this search.
     pub fn motif_join(
         &self,
-        grid: Arc<crate::motif::join::Grid>,
+        grid: Arc<JoinCells>,
         exclusion: u32,
         width: f64,
         slack: f64,
