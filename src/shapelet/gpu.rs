@@ -21,8 +21,7 @@
 
 use std::sync::Arc;
 
-use super::discovery::{Candidate, Contender, Contenders, CpuSearch, Pool, Problem, Search};
-use super::logical::Op;
+use super::discovery::{Candidate, Contender, Contenders, CpuSearch, Op, Pool, Problem, Search};
 use super::split::FastRecord;
 use super::{ShapeletError, TrainingSet};
 use crate::device::shapelet::{NodeJob, ShapeletSeries};

@@ -54,8 +54,7 @@ pub mod tree;
 use crate::device::DeviceError;
 use crate::series::Dataset;
 
-pub use discovery::{Candidate, Scored};
-pub use logical::Op;
+pub use discovery::{Candidate, Op, Scored};
 pub use tree::{Node, Rule, Shapelet, ShapeletTree, TrainStats, train_with};
 
 /// Trains a shapelet tree on `set` (Algorithm 2) on `device`: the CPU, the GPU, or `Auto` (the
