@@ -249,54 +249,131 @@ fn name(m: &[String]) -> String {
     }
 }
 
+/// The strongly connected components of more than one node (Tarjan), each sorted.
+fn cycles(arrows: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Vec<String>>> {
+    struct Tarjan<'a> {
+        arrows: &'a BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        index: BTreeMap<&'a Vec<String>, usize>,
+        low: BTreeMap<&'a Vec<String>, usize>,
+        stack: Vec<&'a Vec<String>>,
+        on_stack: BTreeSet<&'a Vec<String>>,
+        found: Vec<Vec<Vec<String>>>,
+    }
+    impl<'a> Tarjan<'a> {
+        fn visit(&mut self, v: &'a Vec<String>) {
+            let n = self.index.len();
+            self.index.insert(v, n);
+            self.low.insert(v, n);
+            self.stack.push(v);
+            self.on_stack.insert(v);
+            for w in self.arrows.get(v).into_iter().flatten() {
+                let Some((w, _)) = self.arrows.get_key_value(w) else {
+                    continue;
+                };
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let lw = self.low[w];
+                    let lv = self.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(lw);
+                } else if self.on_stack.contains(w) {
+                    let iw = self.index[w];
+                    let lv = self.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(iw);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut scc = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on_stack.remove(w);
+                    scc.push(w.clone());
+                    if w == v {
+                        break;
+                    }
+                }
+                if scc.len() > 1 {
+                    scc.sort();
+                    self.found.push(scc);
+                }
+            }
+        }
+    }
+    let mut t = Tarjan {
+        arrows,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for v in arrows.keys() {
+        if !t.index.contains_key(v) {
+            t.visit(v);
+        }
+    }
+    t.found
+}
+
+fn show(cycles: &[Vec<Vec<String>>]) -> String {
+    cycles
+        .iter()
+        .map(|c| c.iter().map(|m| name(m)).collect::<Vec<_>>().join(" <-> "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Between files: no cycle. A module's own file (`mod.rs`) naming its descendants is the
+/// module tree (declarations and the re-exports that make the module's face), not an import
+/// between peers, so those arrows are left out; every other arrow counts, including a child's
+/// import of its parent's items.
 #[test]
-#[ignore = "issue 16: passes once the device-layer step lands (worker <-> domain files) and re-exports resolve to their files"]
 fn the_library_has_no_import_cycle_between_files() {
     let g = graph();
     assert!(g.files.len() > 50, "found only {} files", g.files.len());
-    // Tarjan-free check: repeatedly remove files that import no remaining file.
-    let mut left: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = g
+    let arrows: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = g
         .arrows
         .iter()
         .filter(|(m, _)| !m.is_empty())
-        .map(|(m, to)| (m.clone(), to.clone()))
-        .collect();
-    // A module's own `mod.rs` declares its children: `mod.rs → child` is the module tree, not
-    // an import, unless it names an item of the child; children importing their parent's
-    // items is the usual direction. Drop declarations (`pub mod x;`), which `paths` never sees.
-    loop {
-        let sinks: Vec<Vec<String>> = left
-            .iter()
-            .filter(|(_, to)| to.iter().all(|t| !left.contains_key(t)))
-            .map(|(m, _)| m.clone())
-            .collect();
-        if sinks.is_empty() {
-            break;
-        }
-        for s in sinks {
-            left.remove(&s);
-        }
-    }
-    let cycle: Vec<String> = left
-        .iter()
         .map(|(m, to)| {
-            let inside: Vec<String> = to
+            let to = to
                 .iter()
-                .filter(|t| left.contains_key(*t))
-                .map(|t| name(t))
+                .filter(|t| !(t.len() > m.len() && t.starts_with(m)))
+                .cloned()
                 .collect();
-            format!("{} -> {}", name(m), inside.join(", "))
+            (m.clone(), to)
         })
         .collect();
+    let found = cycles(&arrows);
     assert!(
-        cycle.is_empty(),
-        "files on import cycles:\n{}",
-        cycle.join("\n")
+        found.is_empty(),
+        "import cycles between files:\n{}",
+        show(&found)
+    );
+}
+
+/// Between top-level modules (`episode`, `live`, …): no cycle at all.
+#[test]
+fn the_library_has_no_import_cycle_between_modules() {
+    let g = graph();
+    let mut arrows: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (m, to) in &g.arrows {
+        let Some(top) = m.first() else { continue };
+        let entry = arrows.entry(vec![top.clone()]).or_default();
+        for t in to {
+            if &t[0] != top {
+                entry.insert(vec![t[0].clone()]);
+            }
+        }
+    }
+    assert!(arrows.len() >= 10, "found only {} modules", arrows.len());
+    let found = cycles(&arrows);
+    assert!(
+        found.is_empty(),
+        "import cycles between modules:\n{}",
+        show(&found)
     );
 }
 
 #[test]
-#[ignore = "issue 16: passes once DeviceChoice leaves `episode` (the device-layer step)"]
 fn no_module_imports_above_its_layer() {
     let g = graph();
     let mut against = Vec::new();
@@ -344,4 +421,18 @@ fn anyhow_stays_out_of_the_library() {
             name(module)
         );
     }
+}
+
+/// The cycle finder itself finds a planted cycle and nothing in a chain.
+#[test]
+fn the_cycle_finder_finds_a_planted_cycle() {
+    let m = |s: &str| vec![s.to_owned()];
+    let mut arrows: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    arrows.insert(m("a"), [m("b")].into());
+    arrows.insert(m("b"), [m("c")].into());
+    arrows.insert(m("c"), BTreeSet::new());
+    assert!(cycles(&arrows).is_empty());
+    arrows.get_mut(&m("c")).unwrap().insert(m("a"));
+    arrows.insert(m("d"), [m("a")].into());
+    assert_eq!(cycles(&arrows), vec![vec![m("a"), m("b"), m("c")]]);
 }

@@ -213,3 +213,18 @@ fn bad_input_is_named() {
         assert!(e.contains("CUDA") || e.contains("GPU"), "{e}");
     }
 }
+
+/// `--gpus` on a one-GPU command: one ordinal is taken, more than one (or any with
+/// `--device cpu`) is an error naming the flag, before any data is read.
+#[test]
+fn gpus_names_one_gpu_for_a_sensor_command() {
+    let train = fixture("fixtures/ucr/ItalyPowerDemand/ItalyPowerDemand_TRAIN.ts");
+    let train = train.to_str().unwrap();
+    let base = ["shapelet", train, "--min-length", "3", "--max-length", "3"];
+    let e = run_err(&[&base[..], &["--gpus", "0,1"]].concat());
+    assert!(e.contains("runs on one GPU") && e.contains("--gpus"), "{e}");
+    let e = run_err(&[&base[..], &["--device", "cpu", "--gpus", "0"]].concat());
+    assert!(e.contains("--device cpu"), "{e}");
+    let out = run_ok(&[&base[..], &["--device", "cpu", "--max-depth", "1"]].concat());
+    assert!(!out.is_empty());
+}

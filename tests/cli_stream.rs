@@ -223,6 +223,10 @@ fn mine_with_start_and_end_reproduces_a_window_of_run() {
 }
 
 #[test]
+#[cfg_attr(
+    synfire_gpu,
+    ignore = "checks the error without a GPU; this machine has one"
+)]
 fn a_gpu_stage_without_a_gpu_is_a_clear_startup_error() {
     if synfire::device::probe().is_ok_and(|d| !d.is_empty()) {
         eprintln!("skipped: this host has a GPU");

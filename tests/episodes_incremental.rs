@@ -9,12 +9,13 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use synfire::device::DeviceChoice;
 use synfire::episode::incremental::{
     episode_chain, pair_chain, update_episode_chain, update_pair_chain,
 };
 use synfire::episode::{
-    ChainCache, DeviceChoice, Episode, GpuSettings, Interval, MinerConfig, MiningResult,
-    NoProgress, Threshold, TypeIndex, count_exact, count_preelim, mine, mine_with,
+    ChainCache, Episode, GpuSettings, Interval, MinerConfig, MiningResult, NoProgress, Threshold,
+    TypeIndex, count_exact, count_preelim, mine, mine_with,
 };
 use synfire::event::{Alphabet, EventStream, EventType, Ordering};
 use synfire::live::stage::Stage;

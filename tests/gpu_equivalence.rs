@@ -223,6 +223,10 @@ macro_rules! cpu_and_gpu {
             }
 
             #[test]
+            #[cfg_attr(
+                not(synfire_gpu),
+                ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+            )]
             fn gpu_hybrid() {
                 let Some(gpus) = gpus_or_skip(concat!(stringify!($name), "::gpu_hybrid")) else {
                     return;
@@ -231,6 +235,10 @@ macro_rules! cpu_and_gpu {
             }
 
             #[test]
+            #[cfg_attr(
+                not(synfire_gpu),
+                ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+            )]
             fn gpu_ptpe() {
                 let Some(gpus) = gpus_or_skip(concat!(stringify!($name), "::gpu_ptpe")) else {
                     return;
@@ -239,6 +247,10 @@ macro_rules! cpu_and_gpu {
             }
 
             #[test]
+            #[cfg_attr(
+                not(synfire_gpu),
+                ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+            )]
             fn gpu_mtpe() {
                 let Some(gpus) = gpus_or_skip(concat!(stringify!($name), "::gpu_mtpe")) else {
                     return;
@@ -248,6 +260,10 @@ macro_rules! cpu_and_gpu {
             }
 
             #[test]
+            #[cfg_attr(
+                not(synfire_gpu),
+                ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+            )]
             fn multi_gpu() {
                 let Some(gpus) = gpus_or_skip(concat!(stringify!($name), "::multi_gpu")) else {
                     return;
@@ -268,6 +284,10 @@ cpu_and_gpu!(mining, body_mining);
 /// The bursts in the random streams really overflow the GPU lists (so the recount path is
 /// exercised), and the recount keeps the counts exact (checked by `random_streams_gpu`).
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn bursts_overflow_gpu_lists_and_are_recounted() {
     let Some(gpus) = gpus_or_skip("bursts_overflow_gpu_lists_and_are_recounted") else {
         return;
@@ -303,7 +323,7 @@ fn device_selection_without_gpu_falls_back_or_fails_clearly() {
     let auto = synfire::episode::select_counter(
         &stream,
         &ivs,
-        synfire::episode::DeviceChoice::Auto,
+        synfire::device::DeviceChoice::Auto,
         &Default::default(),
     )
     .unwrap();
@@ -311,7 +331,7 @@ fn device_selection_without_gpu_falls_back_or_fails_clearly() {
     let err = synfire::episode::select_counter(
         &stream,
         &ivs,
-        synfire::episode::DeviceChoice::Gpu,
+        synfire::device::DeviceChoice::Gpu,
         &Default::default(),
     )
     .unwrap_err();

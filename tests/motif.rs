@@ -9,7 +9,7 @@ mod common;
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use synfire::episode::DeviceChoice;
+use synfire::device::DeviceChoice;
 use synfire::motif::{MethodChoice, MotifConfig, MotifResult, find_motifs};
 use synfire::series::read_series;
 
@@ -108,6 +108,10 @@ fn random_walks_cpu() {
 }
 
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn random_walks_gpu() {
     if common::gpu_or_skip("random_walks_gpu") {
         check_random_walks(true);
@@ -162,6 +166,10 @@ fn nan_and_constant_cpu() {
 }
 
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn nan_and_constant_gpu() {
     if common::gpu_or_skip("nan_and_constant_gpu") {
         check_nan_and_constant(true);
@@ -195,6 +203,10 @@ fn real_series_cpu() {
 }
 
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn real_series_gpu() {
     if common::gpu_or_skip("real_series_gpu") {
         check_real(true);
@@ -271,6 +283,10 @@ fn periodic_cpu() {
 }
 
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn periodic_gpu() {
     if common::gpu_or_skip("periodic_gpu") {
         check_periodic(true);

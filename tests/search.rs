@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
-use synfire::episode::DeviceChoice;
+use synfire::device::DeviceChoice;
 use synfire::search::collection::{sq_dist, znormalize};
 use synfire::search::isax::{QueryTable, node_lb_sq, prunable};
 use synfire::search::query::{CpuLowerBounds, LowerBounds, producer_survivors};
@@ -483,6 +483,10 @@ fn incremental_index_equals_brute_force_as_it_grows() {
 }
 
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn gpu_lower_bounds_equal_the_cpu_producer_and_answers_equal_brute_force() {
     if !common::gpu_or_skip("gpu_lower_bounds_equal_the_cpu_producer_and_answers_equal_brute_force")
     {

@@ -296,6 +296,10 @@ const UCR: [(&str, &str); 4] = [
 ];
 
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn gpu_equals_the_oracle_on_random_sets() {
     if !common::gpu_or_skip("gpu_equals_the_oracle_on_random_sets") {
         return;
@@ -316,6 +320,10 @@ fn gpu_equals_the_oracle_on_random_sets() {
 /// GPU and CPU pick the same shapelet (series, start, length; the gain within 1e-9 — in fact
 /// bit for bit) at the root of the four UCR sets, all lengths from 2, step 1.
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn gpu_equals_cpu_on_the_ucr_sets() {
     if !common::gpu_or_skip("gpu_equals_cpu_on_the_ucr_sets") {
         return;
@@ -338,6 +346,10 @@ fn gpu_equals_cpu_on_the_ucr_sets() {
 
 /// Whole trees (all lengths, plain and logical) are identical on the GPU and the CPU.
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn gpu_trees_equal_cpu_trees() {
     if !common::gpu_or_skip("gpu_trees_equal_cpu_trees") {
         return;
@@ -348,7 +360,7 @@ fn gpu_trees_equal_cpu_trees() {
         for terms in [1, 2] {
             cfg.max_terms = terms;
             let (g, stats) =
-                synfire::shapelet::train(&set, &cfg, synfire::episode::DeviceChoice::Gpu).unwrap();
+                synfire::shapelet::train(&set, &cfg, synfire::device::DeviceChoice::Gpu).unwrap();
             assert_ne!(stats.device, "cpu");
             let (c, _) = train_with(&set, &cfg, &mut CpuSearch::default()).unwrap();
             assert_eq!(g, c, "{name}, {terms} terms");

@@ -68,6 +68,10 @@ fn assert_grad(got: &[f64], want: &[f64], what: &str) {
 const GAMMAS: [f64; 4] = [0.01, 0.1, 1.0, 10.0];
 
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn pairwise_values_and_gradients_match_cpu() {
     let Some(w) = worker_or_skip("pairwise_values_and_gradients_match_cpu") else {
         return;
@@ -100,6 +104,10 @@ fn pairwise_values_and_gradients_match_cpu() {
 }
 
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn paired_and_divergence_match_cpu() {
     let Some(w) = worker_or_skip("paired_and_divergence_match_cpu") else {
         return;
@@ -136,6 +144,10 @@ fn paired_and_divergence_match_cpu() {
 }
 
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn gunpoint_matches_cpu() {
     let Some(w) = worker_or_skip("gunpoint_matches_cpu") else {
         return;
@@ -158,6 +170,10 @@ fn gunpoint_matches_cpu() {
 }
 
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn long_pair_matches_cpu() {
     let Some(w) = worker_or_skip("long_pair_matches_cpu") else {
         return;
@@ -187,6 +203,10 @@ fn long_pair_matches_cpu() {
 }
 
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn bad_input_is_an_error_not_a_panic() {
     let Some(w) = worker_or_skip("bad_input_is_an_error_not_a_panic") else {
         return;
@@ -203,6 +223,10 @@ fn bad_input_is_an_error_not_a_panic() {
 }
 
 #[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
 fn barycenter_on_the_gpu_reaches_the_cpu_objective() {
     let Some(w) = worker_or_skip("barycenter_on_the_gpu_reaches_the_cpu_objective") else {
         return;

@@ -414,7 +414,7 @@ fn shipped_pipelines_validate_and_the_archive_replay_runs() {
             method: synfire::motif::MethodChoice::BruteForce,
             ..synfire::motif::MotifConfig::new(240)
         };
-        let want = synfire::motif::find_motifs(x, &cfg, synfire::episode::DeviceChoice::Cpu)
+        let want = synfire::motif::find_motifs(x, &cfg, synfire::device::DeviceChoice::Cpu)
             .unwrap()
             .motifs[0];
         assert_eq!(r["motifs"][0]["i"].as_u64(), Some(want.i as u64));

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use synfire::device::{DeviceChoice, DeviceTarget};
 use synfire::episode::hybrid::ExactAlgorithm;
-use synfire::episode::{DeviceChoice, Interval, MinerConfig, Strategy, Threshold};
+use synfire::episode::{Interval, MinerConfig, Strategy, Threshold};
 use synfire::series::read_dataset;
 use synfire::shapelet::univariate;
 
@@ -31,6 +32,41 @@ impl From<DeviceArg> for DeviceChoice {
             DeviceArg::Auto => Self::Auto,
             DeviceArg::Cpu => Self::Cpu,
             DeviceArg::Gpu => Self::Gpu,
+        }
+    }
+}
+
+/// `--device` and `--gpus`, flattened into every command that computes on a GPU.
+#[derive(Debug, Clone, Args)]
+pub struct DeviceArgs {
+    /// Where to compute: the GPU path when a GPU starts, else the CPU (`auto`), the CPU
+    /// reference, or GPUs only (`gpu`: no usable GPU is an error).
+    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
+    pub device: DeviceArg,
+    /// GPU ordinals (CUDA numbering), comma-separated. Episode mining spreads over all of them
+    /// (default: every GPU found); the sensor commands run on one GPU (default: the first).
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Option<Vec<usize>>,
+}
+
+impl DeviceArgs {
+    /// The target of a command that runs on one GPU: `--device` on the one ordinal `--gpus`
+    /// names (the first GPU when absent).
+    ///
+    /// # Errors
+    /// `--gpus` names more than one GPU, or names GPUs with `--device cpu`.
+    pub fn single(&self, command: &str) -> Result<DeviceTarget> {
+        let choice = DeviceChoice::from(self.device);
+        match self.gpus.as_deref() {
+            None => Ok(choice.on(None)),
+            Some(_) if choice == DeviceChoice::Cpu => anyhow::bail!(
+                "`--gpus` names GPUs but `--device cpu` computes on the CPU; drop one of them"
+            ),
+            Some([gpu]) => Ok(choice.on(Some(*gpu))),
+            Some(many) => anyhow::bail!(
+                "`synfire {command}` runs on one GPU, but `--gpus` names {} ({many:?}); give one ordinal",
+                many.len()
+            ),
         }
     }
 }
@@ -105,13 +141,10 @@ pub struct MiningArgs {
     /// Count every candidate exactly instead of PreElim first (same result, slower).
     #[arg(long)]
     pub one_pass: bool,
-    /// Where to count: every GPU found, falling back to the CPU (`auto`), the CPU, or GPUs
-    /// only (`gpu`: no GPU is an error).
-    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
-    pub device: DeviceArg,
-    /// GPU ordinals to use, comma-separated (default: all).
-    #[arg(long, value_delimiter = ',')]
-    pub gpus: Option<Vec<usize>>,
+    /// `--device` and `--gpus`: where to count (every GPU found or listed, falling back to the
+    /// CPU with `auto`).
+    #[command(flatten)]
+    pub device: DeviceArgs,
     /// GPU kernel for exact counts: PTPE or MTPE per level by Eq. 3 (`hybrid`), or one of them
     /// always.
     #[arg(long, value_enum, default_value_t = ExactKernelArg::Hybrid)]

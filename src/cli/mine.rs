@@ -78,14 +78,14 @@ pub fn run(args: &MineArgs) -> Result<()> {
         "Loaded spike stream."
     );
     let settings = GpuSettings {
-        gpus: args.mining.gpus.clone(),
+        gpus: args.mining.device.gpus.clone(),
         exact: args.mining.exact_kernel.into(),
         calibration: args.mining.calibration.clone(),
     };
     let counter = select_counter(
         &stream,
         &config.intervals,
-        args.mining.device.into(),
+        args.mining.device.device.into(),
         &settings,
     )
     .context("`--device gpu`")?;

@@ -4,9 +4,9 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use synfire::motif::{MethodChoice, MotifConfig, default_exclusion, find_motifs};
+use synfire::motif::{MethodChoice, MotifConfig, default_exclusion, find_motifs_on};
 
-use crate::cli::args::{DeviceArg, FormatArg, OutputArg};
+use crate::cli::args::{DeviceArgs, FormatArg, OutputArg};
 
 /// `--method`.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -59,9 +59,8 @@ pub struct MotifArgs {
     /// Exact path.
     #[arg(long, value_enum, default_value_t = MethodArg::Auto)]
     method: MethodArg,
-    /// Where to search.
-    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
-    device: DeviceArg,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// Output format.
     ///
     /// `text`: a short table; `json`: one JSON object.
@@ -77,6 +76,7 @@ pub struct MotifArgs {
 /// Unreadable input, bad options, a GPU failure with `--device gpu`, or an unwritable
 /// `--output`.
 pub fn run(args: &MotifArgs) -> Result<()> {
+    let target = args.device.single("motif")?;
     let x = synfire::series::read_series(&args.input)
         .with_context(|| format!("reading the series `{}`", args.input))?;
     let cfg = MotifConfig {
@@ -90,7 +90,7 @@ pub fn run(args: &MotifArgs) -> Result<()> {
     if args.exclusion_denom == 0 {
         anyhow::bail!("`--exclusion-denom` must be at least 1");
     }
-    let r = find_motifs(&x, &cfg, args.device.into())
+    let r = find_motifs_on(&x, &cfg, target)
         .with_context(|| format!("motif search on `{}`", args.input))?;
     let mut out = args.output.writer()?;
     match args.format {

@@ -13,7 +13,7 @@ use synfire::search::{
     BuildOptions, Collection, CollectionKind, Index, QueryOptions, QueryStats, Searcher,
 };
 
-use crate::cli::args::{DeviceArg, FormatArg, OutputArg};
+use crate::cli::args::{DeviceArgs, FormatArg, OutputArg};
 
 /// `synfire search`.
 #[derive(Debug, Args)]
@@ -57,9 +57,8 @@ struct QueryArgs {
     /// Neighbours per query.
     #[arg(long, default_value_t = 1)]
     k: usize,
-    /// Where lower bounds are computed.
-    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
-    device: DeviceArg,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// Output format.
     ///
     /// `text`: one line per neighbour; `json`: one JSON object.
@@ -125,6 +124,7 @@ fn build(args: &BuildArgs) -> Result<()> {
 }
 
 fn query(args: &QueryArgs) -> Result<()> {
+    let target = args.device.single("search query")?;
     if args.k == 0 {
         anyhow::bail!("`--k` must be at least 1");
     }
@@ -147,8 +147,8 @@ fn query(args: &QueryArgs) -> Result<()> {
                 .with_context(|| format!("{}", args.queries.display()))
         })
         .collect::<Result<_>>()?;
-    let mut searcher = Searcher::new(&index, args.device.into(), QueryOptions::default())
-        .context("`--device gpu`")?;
+    let mut searcher =
+        Searcher::on(&index, target, QueryOptions::default()).context("`--device gpu`")?;
     let started = Instant::now();
     let mut results = Vec::with_capacity(qs.len());
     let mut total = QueryStats::default();

@@ -8,9 +8,9 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use clap::Args;
 use synfire::shapelet::report::Report;
-use synfire::shapelet::{ShapeletConfig, TrainingSet, train};
+use synfire::shapelet::{ShapeletConfig, TrainingSet, train_on};
 
-use crate::cli::args::{DeviceArg, FormatArg, OutputArg, read_labelled};
+use crate::cli::args::{DeviceArgs, FormatArg, OutputArg, read_labelled};
 
 /// `synfire shapelet`.
 #[derive(Debug, Args)]
@@ -40,9 +40,8 @@ pub struct ShapeletArgs {
     /// Depth limit of the tree (root = 0; default: grow until pure or no gain).
     #[arg(long)]
     max_depth: Option<usize>,
-    /// Where to search: the GPU when present, else the CPU (`auto`), the CPU, or the GPU only.
-    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
-    device: DeviceArg,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// Output format.
     ///
     /// `text`: a short table; `json`: one JSON object.
@@ -73,13 +72,14 @@ impl ShapeletArgs {
 /// Unreadable or unusable input (named), bad options, a GPU failure with `--device gpu`, or
 /// an unwritable `--output`.
 pub fn run(args: &ShapeletArgs) -> Result<()> {
+    let target = args.device.single("shapelet")?;
     let name = args.train.display().to_string();
     let (series, labels) = read_labelled(&args.train)?;
     let set = TrainingSet::new(&series, &labels, &name)?;
     let test = args.test.as_deref().map(read_labelled).transpose()?;
     let cfg = args.config();
-    let (tree, stats) = train(&set, &cfg, args.device.into())
-        .with_context(|| format!("shapelet discovery on `{name}`"))?;
+    let (tree, stats) =
+        train_on(&set, &cfg, target).with_context(|| format!("shapelet discovery on `{name}`"))?;
     let train_accuracy = tree.accuracy(&series, &labels, &name)?;
     let test_accuracy = match (&test, &args.test) {
         (Some((s, l)), Some(p)) => Some(tree.accuracy(s, l, &p.display().to_string())?),

@@ -12,7 +12,7 @@ use synfire::softdtw::{
     BarycenterOptions, Init, Measure, Options, barycenter_on, gpu, pairwise, pairwise_gradient,
 };
 
-use crate::cli::args::{DeviceArg, FormatArg, OutputArg};
+use crate::cli::args::{DeviceArgs, FormatArg, OutputArg};
 
 /// `synfire softdtw`.
 #[derive(Debug, Args)]
@@ -34,10 +34,8 @@ pub struct SoftDtwArgs {
     /// Compute soft-DTW divergences `sdtw(a, b) − (sdtw(a, a) + sdtw(b, b))/2` instead of values.
     #[arg(long)]
     divergence: bool,
-    /// Where to compute: `auto` (a GPU when one is usable, else the CPU), `cpu` (f64
-    /// reference) or `gpu` (f32 kernels, see docs/softdtw.md).
-    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
-    device: DeviceArg,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// Output format.
     ///
     /// `text`: tab-separated numbers (the values matrix, or the barycenter one time step per
@@ -80,10 +78,8 @@ pub struct BarycenterArgs {
     /// Where the optimisation starts.
     #[arg(long, value_enum, default_value_t = InitArg::Auto)]
     init: InitArg,
-    /// Where the objective's gradients are computed: `auto` (a GPU when one is usable, else
-    /// the CPU), `cpu` (f64) or `gpu` (f32 kernels).
-    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
-    device: DeviceArg,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// Output format.
     ///
     /// `text`: tab-separated numbers (the values matrix, or the barycenter one time step per
@@ -123,7 +119,7 @@ pub fn run_softdtw(args: &SoftDtwArgs) -> Result<()> {
             args.b.display()
         )
     };
-    let worker = gpu::worker_for(args.device.into())?;
+    let worker = gpu::worker_on(args.device.single("softdtw")?)?;
     let (values, grads) = match (&worker, args.grad) {
         (None, true) => {
             let g =
@@ -211,7 +207,7 @@ pub fn run_barycenter(args: &BarycenterArgs) -> Result<()> {
         InitArg::Mean => Init::Mean,
         InitArg::Medoid => Init::Medoid,
     };
-    let worker = gpu::worker_for(args.device.into())?;
+    let worker = gpu::worker_on(args.device.single("barycenter")?)?;
     let b = barycenter_on(&set, &opts, worker.as_deref())
         .with_context(|| format!("barycenter of {}", args.data.display()))?;
     tracing::info!(

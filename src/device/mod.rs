@@ -2,25 +2,40 @@
 //!
 //! * [`probe`] finds GPUs without ever letting cudarc panic: it checks that the driver library
 //!   (`libcuda`) and NVRTC can be loaded before the first cudarc call.
+//! * [`choice`] is `--device auto|cpu|gpu` ([`DeviceChoice`], with a GPU ordinal
+//!   [`DeviceTarget`]) and the one start-or-fall-back policy every domain applies to it
+//!   ([`resolve`]).
 //! * [`worker::GpuWorker`] is one named host thread per GPU, pinned to a core, that creates the
-//!   GPU's CUDA context once and keeps it (and the uploaded event stream) for the life of the
-//!   miner, serving jobs over crossbeam channels (paper §6.2: contexts are thread-bound).
+//!   GPU's CUDA context once and keeps it (with the modules loaded so far and the domains'
+//!   scratch slots) for the life of its user, running jobs over crossbeam channels (paper §6.2:
+//!   contexts are thread-bound). It knows no domain.
+//! * The domain modules submit their jobs to it: [`episodes`] ([`EpisodeWorker`], the episode
+//!   counters), [`motif`], [`search`], [`shapelet`], [`softdtw`]. They take plain data and
+//!   share the launch plumbing (grids, CUDA-event timing); none imports a type of the domain
+//!   it serves.
 //! * [`kernels`] embeds `kernels/*.cu`, compiles them with NVRTC for each device's
 //!   architecture, and caches the PTX per process and on disk.
 //!
 //! Nothing above this module knows about CUDA types: callers see [`DeviceInfo`],
 //! [`DeviceError`] and plain host vectors.
 
+pub mod choice;
+pub mod episodes;
 pub mod error;
 pub mod kernels;
+mod launch;
 pub mod motif;
 pub mod search;
 pub mod shapelet;
 pub mod softdtw;
 pub mod worker;
 
+pub use choice::{DeviceChoice, DeviceTarget, resolve};
+pub use episodes::{
+    BatchCounts, CandidateBatch, EpisodeKernel, EpisodeWorker, StreamData, StreamReport,
+};
 pub use error::DeviceError;
-pub use worker::{BatchCounts, CandidateBatch, EpisodeKernel, GpuWorker, StreamData, StreamReport};
+pub use worker::{GpuWorker, Ticket};
 
 use std::sync::Arc;
 

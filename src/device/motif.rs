@@ -7,11 +7,11 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::DeviceError;
 use super::kernels::MOTIF;
+use super::launch::{self, Timed, Timer, drv, u32_of};
 use super::worker::{Device, GpuWorker, Ticket};
 
 /// Threads per block of the motif kernels.
@@ -72,6 +72,34 @@ pub struct JoinReport {
 /// Threads (points) per block of the join kernel (`SYNFIRE_JOIN_TILE`).
 const JOIN_TILE: u32 = 128;
 
+/// The most projection coordinates per subsequence the join kernels take (a point is four
+/// `float4`).
+pub const MAX_PROJECTION_DIMS: usize = 16;
+
+/// The work list of one projection-join round, as plain arrays: the points (subsequence
+/// starts) sorted by grid cell and each cell's forward neighbour cells. The host builds it
+/// (`motif::join`'s grid, shared with the CPU join).
+#[derive(Clone, Debug, Default)]
+pub struct JoinCells {
+    /// Point ids (subsequence starts) sorted by cell, shape `[points]`.
+    pub order: Vec<u32>,
+    /// `cell_start[c]..cell_start[c + 1]` indexes `order`, shape `[cells + 1]`.
+    pub cell_start: Vec<u32>,
+    /// `nb_start[c]..nb_start[c + 1]` indexes `nb_cell`: cell `c` itself first, then its
+    /// forward neighbours; shape `[cells + 1]`.
+    pub nb_start: Vec<u32>,
+    /// Neighbour cell ids.
+    pub nb_cell: Vec<u32>,
+}
+
+impl JoinCells {
+    /// Number of cells.
+    #[must_use]
+    pub fn cells(&self) -> usize {
+        self.cell_start.len().saturating_sub(1)
+    }
+}
+
 /// The candidates and counters of one search.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MotifCandidates {
@@ -83,8 +111,8 @@ pub struct MotifCandidates {
     pub distances: u64,
 }
 
-/// Device buffers of a motif search.
-pub(crate) struct MotifBuffers {
+/// Device buffers of a motif search (the device thread's `Option<MotifBuffers>` slot).
+struct MotifBuffers {
     n_sub: u32,
     m: i32,
     x: CudaSlice<f64>,
@@ -132,38 +160,22 @@ impl Offers {
     }
 }
 
-fn drv(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> DeviceError {
-    move |e| DeviceError::driver(call, e)
-}
-
-fn u32_of(what: &str, v: usize) -> Result<u32, DeviceError> {
-    u32::try_from(v)
-        .map_err(|_| DeviceError::Unsupported(format!("{what} = {v} (at most 2^32 - 1)")))
-}
-
 fn buffers(d: &mut Device) -> Result<&mut MotifBuffers, DeviceError> {
-    d.motif
+    d.slot::<Option<MotifBuffers>>()
         .as_mut()
         .ok_or_else(|| DeviceError::Unsupported("motif job before motif_load".into()))
 }
 
-fn grid_of(n: u32) -> LaunchConfig {
-    grid(n)
-}
-
-fn grid(n: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (n.div_ceil(BLOCK).max(1), 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    }
+/// Threads `0..n`, [`BLOCK`] per block.
+fn grid(n: u32) -> cudarc::driver::LaunchConfig {
+    launch::cover(n, BLOCK)
 }
 
 impl GpuWorker {
     /// Uploads a series and its statistics, replacing any previous one.
     pub fn motif_load(&self, s: Arc<MotifSeries>) -> Ticket<()> {
         self.run(move |d| {
-            d.motif = None;
+            *d.slot::<Option<MotifBuffers>>() = None;
             let st = d.stream.clone();
             let up = drv("cuMemcpyHtoD");
             let alloc = drv("cuMemAlloc");
@@ -197,7 +209,7 @@ impl GpuWorker {
                 coords: None,
                 dims: 0,
             };
-            d.motif = Some(bufs);
+            *d.slot::<Option<MotifBuffers>>() = Some(bufs);
             st.synchronize().map_err(drv("cuStreamSynchronize"))
         })
     }
@@ -287,10 +299,7 @@ impl GpuWorker {
                     .arg(&len)
                     .arg(&b.n_sub)
                     .arg(&mut dp);
-                let cfg = LaunchConfig {
-                    grid_dim: (len.div_ceil(BLOCK), r, 1),
-                    ..grid(len)
-                };
+                let cfg = launch::cover_rows(len, r, BLOCK);
                 // SAFETY: matches `motif_gather` (rows f64* [refs*N], order u32* [len] < N,
                 // rank u32* [r] < refs, len u32, n_sub u32, dp f64* [r*len]); threads with
                 // k >= len return first.
@@ -337,9 +346,7 @@ impl GpuWorker {
             };
             st.memset_zeros(&mut b.offers.flags)
                 .map_err(drv("cuMemsetD8"))?;
-            let start = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timer = Timer::start(&st)?;
             let mut l = st.launch_builder(&f);
             l.arg(dp)
                 .arg(&b.refs)
@@ -356,10 +363,8 @@ impl GpuWorker {
             // cand_count u32* [1], cap u32, flags u32* [2], counters u64* [2]); threads with
             // k >= len return first and p = k + o < len is checked before reading.
             unsafe { l.launch(grid(b.len)) }.map_err(drv("cuLaunchKernel"))?;
-            let end = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
-            report(&st, b, &start, &end)
+            let timed = timer.stop(&st)?;
+            report(&st, b, &timed)
         })
     }
 
@@ -381,9 +386,7 @@ impl GpuWorker {
             let first = exclusion + 1;
             let diagonals = b.n_sub.saturating_sub(first);
             let tile = tile.max(1);
-            let start = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timer = Timer::start(&st)?;
             if diagonals > 0 {
                 let tiles = b.n_sub.div_ceil(tile);
                 let threads = diagonals.div_ceil(PROFILE_DIAGS);
@@ -399,11 +402,7 @@ impl GpuWorker {
                         .arg(&tile)
                         .arg(&offset_rows);
                     b.offers.push(&mut l);
-                    let cfg = LaunchConfig {
-                        grid_dim: (threads.div_ceil(PROFILE_BLOCK), ys, 1),
-                        block_dim: (PROFILE_BLOCK, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
+                    let cfg = launch::cover_rows(threads, ys, PROFILE_BLOCK);
                     // SAFETY: matches `motif_profile` (x f64* [n], mean, state, df, dg f64* [N],
                     // n_sub u32, m i32, first_diag, tile, row_offset u32, bsf u64* [1],
                     // cand_d f64* [cap], cand_i, cand_j u32* [cap], cand_count u32* [1], cap
@@ -411,22 +410,20 @@ impl GpuWorker {
                     unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
                 }
             }
-            let end = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
-            report(&st, b, &start, &end)
+            let timed = timer.stop(&st)?;
+            report(&st, b, &timed)
         })
     }
 
-    /// Projects every subsequence onto the `dims` rows of `basis` (`[dims][m]`, the DCT-II
-    /// vectors of `motif::join`), keeps the f32 coordinates `[dims][N]` on the device and
+    /// Projects every subsequence onto the `dims` (at most [`MAX_PROJECTION_DIMS`]) rows of
+    /// `basis` (`[dims][m]`, the DCT-II vectors of `motif::join`), keeps the f32 coordinates `[dims][N]` on the device and
     /// returns them.
     pub fn motif_project(&self, dims: usize, basis: Arc<Vec<f64>>) -> Ticket<Vec<f32>> {
         self.run(move |d| {
             let f = d.function(&MOTIF, "motif_project")?;
             let st = d.stream.clone();
             let b = buffers(d)?;
-            if dims == 0 || dims > crate::motif::join::PROJECTION_DIMS {
+            if dims == 0 || dims > MAX_PROJECTION_DIMS {
                 return Err(DeviceError::Unsupported(format!(
                     "projection dims = {dims}"
                 )));
@@ -454,12 +451,12 @@ impl GpuWorker {
         })
     }
 
-    /// One projection-join round over `grid` (built on the host by `motif::join::Grid`):
+    /// One projection-join round over `grid` (built on the host, see [`JoinCells`]):
     /// pairs whose f32 bound is within `min(width, BSF) (1 + 1e-5) + slack` are measured and
     /// offered to the BSF; at most `budget` exact distances in this search.
     pub fn motif_join(
         &self,
-        grid: Arc<crate::motif::join::Grid>,
+        grid: Arc<JoinCells>,
         exclusion: u32,
         width: f64,
         slack: f64,
@@ -488,9 +485,7 @@ impl GpuWorker {
             let nblocks = u32_of("join blocks", blocks.len() / 2)?;
             st.memset_zeros(&mut b.offers.flags)
                 .map_err(drv("cuMemsetD8"))?;
-            let start = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timer = Timer::start(&st)?;
             if len > 0 && nblocks > 0 {
                 let order = st.clone_htod(&grid.order[..]).map_err(&up)?;
                 let cell_start = st.clone_htod(&grid.cell_start[..]).map_err(&up)?;
@@ -510,7 +505,7 @@ impl GpuWorker {
                 // SAFETY: matches `motif_join_gather` (coords f32* [dims*N], n_sub u32, dims
                 // i32, order u32* [len] < N, len u32, pts float4* [len*4]); threads with
                 // pos >= len return first.
-                unsafe { l.launch(grid_of(len)) }.map_err(drv("cuLaunchKernel"))?;
+                unsafe { l.launch(launch::cover(len, BLOCK)) }.map_err(drv("cuLaunchKernel"))?;
                 let mut l = st.launch_builder(&f);
                 l.arg(&pts)
                     .arg(&order)
@@ -522,11 +517,7 @@ impl GpuWorker {
                 l.arg(&b.x).arg(&b.mean).arg(&b.inv_std).arg(&b.m);
                 b.offers.push(&mut l);
                 l.arg(&mut b.counters);
-                let cfg = LaunchConfig {
-                    grid_dim: (nblocks, 1, 1),
-                    block_dim: (JOIN_TILE, 1, 1),
-                    shared_mem_bytes: 0,
-                };
+                let cfg = launch::blocks(nblocks, JOIN_TILE);
                 // SAFETY: matches `motif_join` (pts float4* [len*4], order u32* [len],
                 // cell_start u32* [cells+1], nb_start u32* [cells+1], nb_cell u32*, blocks u32*
                 // [2*nblocks] = (cell, first position), exclusion u32, width, slack f64, budget
@@ -534,9 +525,7 @@ impl GpuWorker {
                 // [2]); every position read lies in a cell range of `order`.
                 unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
             }
-            let end = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timed = timer.stop(&st)?;
             let flags = st
                 .clone_dtoh(&b.offers.flags)
                 .map_err(drv("cuMemcpyDtoH"))?;
@@ -545,7 +534,7 @@ impl GpuWorker {
                 bsf: f64::from_bits(bsf[0]),
                 overflow: flags[0] != 0,
                 aborted: flags[2] != 0,
-                kernel_ms: f64::from(start.elapsed_ms(&end).map_err(drv("cuEventElapsedTime"))?),
+                kernel_ms: f64::from(timed.ms()?),
             })
         })
     }
@@ -587,14 +576,13 @@ impl GpuWorker {
 fn report(
     st: &Arc<cudarc::driver::CudaStream>,
     b: &MotifBuffers,
-    start: &cudarc::driver::CudaEvent,
-    end: &cudarc::driver::CudaEvent,
+    timed: &Timed,
 ) -> Result<SweepReport, DeviceError> {
     let flags = st
         .clone_dtoh(&b.offers.flags)
         .map_err(drv("cuMemcpyDtoH"))?;
     let bsf = st.clone_dtoh(&b.offers.bsf).map_err(drv("cuMemcpyDtoH"))?;
-    let kernel_ms = f64::from(start.elapsed_ms(end).map_err(drv("cuEventElapsedTime"))?);
+    let kernel_ms = f64::from(timed.ms()?);
     Ok(SweepReport {
         bsf: f64::from_bits(bsf[0]),
         open: flags[1] != 0,

@@ -10,11 +10,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::DeviceError;
 use super::kernels::SEARCH;
-use super::worker::{GpuWorker, Ticket};
+use super::launch::{self, drv};
+use super::worker::{Device, GpuWorker, Ticket};
 
 /// Threads per block of `search_lower_bounds`.
 const BLOCK: u32 = 256;
@@ -28,8 +29,9 @@ const WORD_BYTES: usize = 16;
 /// Entries of the per-query table (16 segments × 256 symbols).
 pub const TABLE_LEN: usize = 16 * 256;
 
-/// Device buffers of the search lower bounds.
-pub(crate) struct SearchBuffers {
+/// Device buffers of the search lower bounds (the device thread's `Option<SearchBuffers>`
+/// slot).
+struct SearchBuffers {
     tag: u64,
     words: u32,
     sax: CudaSlice<u8>,
@@ -86,21 +88,22 @@ pub struct LowerBoundReport {
     pub millis: f64,
 }
 
-fn drv(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> DeviceError {
-    move |e| DeviceError::driver(call, e)
+/// The device thread's search buffers.
+fn buffers(d: &mut Device) -> &mut Option<SearchBuffers> {
+    d.slot::<Option<SearchBuffers>>()
 }
 
 impl GpuWorker {
     /// The tag of the iSAX array on the device, if any.
     pub fn search_tag(&self) -> Ticket<Option<u64>> {
-        self.run(|d| Ok(d.search.as_ref().map(|b| b.tag)))
+        self.run(|d| Ok(buffers(d).as_ref().map(|b| b.tag)))
     }
 
     /// Uploads a leaf-ordered iSAX array (`[words * 16]` bytes) tagged `tag`, replacing any
     /// previous one.
     pub fn search_load(&self, tag: u64, sax: Arc<Vec<u8>>) -> Ticket<()> {
         self.run(move |d| {
-            d.search = None;
+            *buffers(d) = None;
             let words = u32::try_from(sax.len() / WORD_BYTES).map_err(|_| {
                 DeviceError::Unsupported(format!(
                     "{} iSAX words (at most 2^32 - 1)",
@@ -115,7 +118,7 @@ impl GpuWorker {
             }
             let st = d.stream.clone();
             let alloc = drv("cuMemAlloc");
-            let buffers = SearchBuffers {
+            let new = SearchBuffers {
                 tag,
                 words,
                 sax: st.clone_htod(&sax[..]).map_err(drv("cuMemcpyHtoD"))?,
@@ -125,7 +128,7 @@ impl GpuWorker {
                 out_cap: 1,
                 count: st.alloc_zeros::<u32>(1).map_err(&alloc)?,
             };
-            d.search = Some(buffers);
+            *buffers(d) = Some(new);
             st.synchronize().map_err(drv("cuStreamSynchronize"))
         })
     }
@@ -137,7 +140,7 @@ impl GpuWorker {
             let f = d.function(&SEARCH, "search_lower_bounds")?;
             let sms = d.info.multiprocessors.max(1);
             let st = d.stream.clone();
-            let b = d.search.as_mut().ok_or_else(|| {
+            let b = buffers(d).as_mut().ok_or_else(|| {
                 DeviceError::Unsupported("search lower bounds before the iSAX upload".into())
             })?;
             let mut job = job;
@@ -200,11 +203,7 @@ impl GpuWorker {
                 l.arg(&b.sax).arg(&b.table).arg(&starts).arg(&prefix);
                 l.arg(&ranges).arg(&begin).arg(&end).arg(&bsf_sq);
                 l.arg(&mut b.out_pos).arg(&mut b.out_lb).arg(&mut b.count);
-                let cfg = LaunchConfig {
-                    grid_dim: (blocks, 1, 1),
-                    block_dim: (BLOCK, 1, 1),
-                    shared_mem_bytes: 0,
-                };
+                let cfg = launch::blocks(blocks, BLOCK);
                 // SAFETY: matches `search_lower_bounds` (sax uint4* [words], table f64* [4096],
                 // starts u32* [ranges], prefix u32* [ranges + 1], ranges, begin, end u32,
                 // bsf_sq f64, out_pos u32* [cap], out_lb f64* [cap], count u32* [1]); the

@@ -12,12 +12,12 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::DeviceError;
 use super::kernels::SHAPELET;
-use super::worker::{GpuWorker, Ticket};
+use super::launch::{self, Timer, drv, u32_of};
+use super::worker::{Device, GpuWorker, Ticket};
 
 /// Threads per block of the search kernel (4 warps).
 const SEARCH_BLOCK: u32 = 128;
@@ -88,7 +88,7 @@ pub struct NodeReport {
 
 /// The uploaded training series, and the work buffers of the last node (kept: the root is
 /// the largest node, so later nodes reuse them).
-pub(crate) struct ShapeletBuffers {
+struct ShapeletBuffers {
     x: CudaSlice<f64>,
     n_all: usize,
     len: u32,
@@ -172,15 +172,6 @@ impl Work {
     }
 }
 
-fn drv(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> DeviceError {
-    move |e| DeviceError::driver(call, e)
-}
-
-fn u32_of(what: &str, v: usize) -> Result<u32, DeviceError> {
-    u32::try_from(v)
-        .map_err(|_| DeviceError::Unsupported(format!("{what} = {v} (at most 2^32 - 1)")))
-}
-
 /// The order-preserving key of `shp_order` in `kernels/shapelet.cu`, inverted.
 fn unorder(o: u64) -> f64 {
     if o >> 63 == 1 {
@@ -194,25 +185,26 @@ fn grid_stride(count: u64, sms: u32) -> LaunchConfig {
     let blocks = count
         .div_ceil(u64::from(BLOCK))
         .clamp(1, u64::from(sms.max(1)) * 16);
-    LaunchConfig {
-        grid_dim: (blocks as u32, 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    }
+    launch::blocks(blocks as u32, BLOCK)
+}
+
+/// The device thread's shapelet buffers.
+fn buffers(d: &mut Device) -> &mut Option<ShapeletBuffers> {
+    d.slot::<Option<ShapeletBuffers>>()
 }
 
 impl GpuWorker {
     /// Uploads the training series, replacing any previous ones.
     pub fn shapelet_load(&self, s: Arc<ShapeletSeries>) -> Ticket<()> {
         self.run(move |d| {
-            d.shapelet = None;
+            *buffers(d) = None;
             let st = d.stream.clone();
             let len = u32_of("series length", s.len)?;
             if s.len == 0 || s.values.is_empty() {
                 return Err(DeviceError::Unsupported("no series to upload".into()));
             }
             let x = st.clone_htod(&s.values).map_err(drv("cuMemcpyHtoD"))?;
-            d.shapelet = Some(ShapeletBuffers {
+            *buffers(d) = Some(ShapeletBuffers {
                 x,
                 n_all: s.values.len() / s.len,
                 len,
@@ -234,8 +226,7 @@ impl GpuWorker {
             let sms = d.info.multiprocessors;
             let total_memory = d.info.total_memory;
             let st = d.stream.clone();
-            let b = d
-                .shapelet
+            let b = buffers(d)
                 .as_mut()
                 .ok_or_else(|| DeviceError::Unsupported("shapelet_node before the load".into()))?;
             let n = job.subset.len();
@@ -355,9 +346,7 @@ impl GpuWorker {
             st.memset_zeros(pool_count).map_err(drv("cuMemsetD8"))?;
             st.memset_zeros(flags).map_err(drv("cuMemsetD8"))?;
             let cap = POOL_CAPACITY;
-            let start_ev = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timer = Timer::start(&st)?;
             let (mut g_run, mut gap_run) = (f64::NEG_INFINITY, f64::NEG_INFINITY);
             let null: u64 = 0;
             for &(a, e) in &ranges {
@@ -383,15 +372,10 @@ impl GpuWorker {
                         .arg(&mut *st_mean)
                         .arg(&mut *st_w)
                         .arg(&mut *st_q);
-                    let cfg = LaunchConfig {
-                        grid_dim: (
-                            u32_of("blocks", threads.div_ceil(u64::from(BLOCK)) as usize)?,
-                            1,
-                            1,
-                        ),
-                        block_dim: (BLOCK, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
+                    let cfg = launch::blocks(
+                        u32_of("blocks", threads.div_ceil(u64::from(BLOCK)) as usize)?,
+                        BLOCK,
+                    );
                     // SAFETY: matches `shapelet_stats` (x f64* [N*L], subset u32* [n] < N, n, len
                     // u32, lengths u32* [nlen] in 2..=len, nlen u32, mean, w, q f64* [nlen*n*len]);
                     // threads past nlen*n*len or with u + l > len return first.
@@ -437,11 +421,7 @@ impl GpuWorker {
                         .arg(r2)
                         .arg(r3)
                         .arg(&null);
-                    let cfg = LaunchConfig {
-                        grid_dim: (u32_of("blocks", grid)?, 1, 1),
-                        block_dim: (SEARCH_BLOCK, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
+                    let cfg = launch::blocks(u32_of("blocks", grid)?, SEARCH_BLOCK);
                     // SAFETY: matches `shapelet_search` (see its signature in kernels/shapelet.cu):
                     // scratch holds `warps` warps of per_warp_f64 doubles and per_warp_u32 words,
                     // every warp of the grid is one of them; records hold n * len_off[nlen]
@@ -506,9 +486,7 @@ impl GpuWorker {
                         .map_err(drv("cuLaunchKernel"))?;
                 }
             }
-            let end_ev = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timed = timer.stop(&st)?;
             let dl = drv("cuMemcpyDtoH");
             let count = (st.clone_dtoh(&*pool_count).map_err(&dl)?[0]).min(cap) as usize;
             let overflow = st.clone_dtoh(&*flags).map_err(&dl)?[0] != 0;
@@ -525,11 +503,7 @@ impl GpuWorker {
                     });
                 }
             }
-            let kernel_ms = f64::from(
-                start_ev
-                    .elapsed_ms(&end_ev)
-                    .map_err(drv("cuEventElapsedTime"))?,
-            );
+            let kernel_ms = f64::from(timed.ms()?);
             Ok(NodeReport {
                 entries,
                 overflow,

@@ -9,11 +9,11 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::DeviceError;
 use super::kernels::SOFTDTW;
+use super::launch::{self, Timer, drv, u32_of};
 use super::worker::{Device, GpuWorker, Ticket};
 
 /// Threads per block of the batch and tile kernels (4 warps).
@@ -101,10 +101,6 @@ pub struct SoftDtwOutput {
     pub kernel_ms: f64,
 }
 
-fn drv(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> DeviceError {
-    move |e| DeviceError::driver(call, e)
-}
-
 fn align(b: usize) -> usize {
     (b + 15) & !15
 }
@@ -143,19 +139,14 @@ pub fn gradient_scratch(n_max: usize, m_max: usize, dims: usize) -> usize {
     warp_scratch(8, rows_for(n_max), m_max, n_max, dims, true)
 }
 
-/// Device buffers kept between soft-DTW jobs.
+/// Device buffers kept between soft-DTW jobs (the device thread's `SoftDtwBuffers` slot).
 #[derive(Default)]
-pub(crate) struct SoftDtwBuffers {
+struct SoftDtwBuffers {
     scratch: Option<CudaSlice<u8>>,
 }
 
 fn i64_of(v: usize) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-fn u32_of(what: &str, v: usize) -> Result<u32, DeviceError> {
-    u32::try_from(v)
-        .map_err(|_| DeviceError::Unsupported(format!("{what} = {v} (at most 2^32 - 1)")))
 }
 
 fn i32_of(what: &str, v: usize) -> Result<i32, DeviceError> {
@@ -166,15 +157,16 @@ fn i32_of(what: &str, v: usize) -> Result<i32, DeviceError> {
 /// Scratch of at least `bytes`, reusing the kept allocation when it is large enough.
 fn scratch(d: &mut Device, bytes: usize) -> Result<&mut CudaSlice<u8>, DeviceError> {
     let st = d.stream.clone();
-    let keep = d.softdtw.scratch.as_ref().is_some_and(|s| s.len() >= bytes);
+    let buffers = d.slot::<SoftDtwBuffers>();
+    let keep = buffers.scratch.as_ref().is_some_and(|s| s.len() >= bytes);
     if !keep {
-        d.softdtw.scratch = None;
+        buffers.scratch = None;
         // SAFETY: the kernels use no scratch entry before writing it (the marginal backward
         // pass prefetches the entries of idle lane steps too, and discards their values).
         let s = unsafe { st.alloc::<u8>(bytes.max(16)) }.map_err(drv("cuMemAlloc"))?;
-        d.softdtw.scratch = Some(s);
+        buffers.scratch = Some(s);
     }
-    Ok(d.softdtw.scratch.as_mut().expect("just allocated"))
+    Ok(buffers.scratch.as_mut().expect("just allocated"))
 }
 
 impl GpuWorker {
@@ -255,9 +247,7 @@ impl GpuWorker {
             let m_max_i = i32_of("series length", m_max)?;
             let strips = i32_of("strips", n_max.div_ceil(32 * rows).max(1))?;
             let scratch = scratch(d, blocks * warps_per_block * stride)?;
-            let start = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timer = Timer::start(&st)?;
             let mut l = st.launch_builder(&f);
             l.arg(&ax).arg(&aoff).arg(&bx).arg(&boff);
             l.arg(&na_u)
@@ -275,11 +265,7 @@ impl GpuWorker {
             if job.gradient {
                 l.arg(&strips);
             }
-            let cfg = LaunchConfig {
-                grid_dim: (u32_of("blocks", blocks)?, 1, 1),
-                block_dim: (BLOCK, 1, 1),
-                shared_mem_bytes: 0,
-            };
+            let cfg = launch::blocks(u32_of("blocks", blocks)?, BLOCK);
             // SAFETY: matches `softdtw_values_r*` / `softdtw_grad_r*` (ax f32*, aoff u32*
             // [na + 1], bx f32*, boff u32* [nb + 1], na, nb, pairs, mode u32, dims i32, scale f32,
             // band i64, values f64* [pairs], (ga, gb f32* shaped like ax, bx), scratch u8*
@@ -287,9 +273,7 @@ impl GpuWorker {
             // `stride` bytes for each of the grid's warps, sized by `warp_scratch` for the
             // longest series of each set.
             unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
-            let end = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timed = timer.stop(&st)?;
             let down = drv("cuMemcpyDtoH");
             let values = st.clone_dtoh(&values).map_err(&down)?;
             let (grad_a, grad_b) = if job.gradient {
@@ -301,7 +285,7 @@ impl GpuWorker {
             } else {
                 (Vec::new(), Vec::new())
             };
-            let kernel_ms = f64::from(start.elapsed_ms(&end).map_err(drv("cuEventElapsedTime"))?);
+            let kernel_ms = f64::from(timed.ms()?);
             Ok(SoftDtwOutput {
                 values,
                 grad_a,
@@ -351,9 +335,7 @@ impl GpuWorker {
             let scale = (std::f64::consts::LOG2_E / gamma) as f32;
             let band_i: i64 = band.map_or(-1, i64_of);
             let tile_cols = TILE_COLS as i32;
-            let start = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timer = Timer::start(&st)?;
             for diag in 0..strips + blocks - 1 {
                 let s_min = (diag + 1).saturating_sub(blocks);
                 let s_max = diag.min(strips - 1);
@@ -364,22 +346,16 @@ impl GpuWorker {
                 l.arg(&scale).arg(&band_i).arg(&tile_cols).arg(&diag_i);
                 l.arg(&mut hrow).arg(&mut vcol).arg(&mut last);
                 let threads = u32_of("tile threads", tiles * 32)?;
-                let cfg = LaunchConfig {
-                    grid_dim: (threads.div_ceil(BLOCK), 1, 1),
-                    block_dim: (BLOCK, 1, 1),
-                    shared_mem_bytes: 0,
-                };
+                let cfg = launch::cover(threads, BLOCK);
                 // SAFETY: matches `softdtw_tile_r8_d*` (x f32* [n dims], n i32, y f32*
                 // [m dims], m, dims i32, scale f32, band i64, tile_cols, diag i32, hrow f32*
                 // [3 (m + 1)], vcol f32* [3 (strips 256 + 1)], last f32* [1]); warps beyond
                 // the diagonal's tiles return at once.
                 unsafe { l.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
             }
-            let end = st
-                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(drv("cuEventRecord"))?;
+            let timed = timer.stop(&st)?;
             let r = st.clone_dtoh(&last).map_err(drv("cuMemcpyDtoH"))?[0];
-            let kernel_ms = f64::from(start.elapsed_ms(&end).map_err(drv("cuEventElapsedTime"))?);
+            let kernel_ms = f64::from(timed.ms()?);
             Ok((f64::from(r) / f64::from(scale), kernel_ms))
         })
     }

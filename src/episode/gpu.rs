@@ -18,7 +18,8 @@ use rayon::prelude::*;
 
 use crate::device::kernels::{COUNT_OVERFLOW, MAX_GPU_NODES};
 use crate::device::{
-    CandidateBatch, DeviceError, DeviceInfo, EpisodeKernel, GpuWorker, StreamData, StreamReport,
+    CandidateBatch, DeviceChoice, DeviceError, DeviceInfo, EpisodeKernel, EpisodeWorker,
+    StreamData, StreamReport,
 };
 use crate::episode::count::TypeIndex;
 use crate::episode::counter::{CountError, CountKind, Counter, CpuCounter};
@@ -54,9 +55,9 @@ const MIN_SEGMENT_EVENTS: usize = 512;
 /// At most this many segments.
 const MAX_SEGMENTS: usize = 4096;
 
-/// Counts candidates on one or more GPUs, each owned by a [`GpuWorker`] thread.
+/// Counts candidates on one or more GPUs, each owned by an [`EpisodeWorker`] thread.
 pub struct GpuCounter {
-    workers: Vec<GpuWorker>,
+    workers: Vec<EpisodeWorker>,
     cpu: CpuCounter,
     intervals: Vec<Interval>,
     algorithm: Mutex<ExactAlgorithm>,
@@ -100,7 +101,7 @@ impl GpuCounter {
         let mut workers = Vec::with_capacity(gpus.len());
         for (i, &ordinal) in gpus.iter().enumerate() {
             let slot = seen.entry(ordinal).or_insert(0);
-            workers.push(GpuWorker::start(ordinal, *slot, Some(i % cores))?);
+            workers.push(EpisodeWorker::start(ordinal, *slot, Some(i % cores))?);
             *slot += 1;
         }
         let calibrations = workers
@@ -501,19 +502,6 @@ impl Counter for GpuCounter {
     }
 }
 
-/// Where to count (`--device`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeviceChoice {
-    /// Every GPU found (or those listed), else the CPU with one log line.
-    #[default]
-    Auto,
-    /// The CPU reference counter.
-    Cpu,
-    /// GPUs only: no GPU is an error.
-    Gpu,
-}
-
 /// How a GPU counter is set up (`--gpus`, `--exact-kernel`, `--calibration`).
 #[derive(Clone, Debug, Default)]
 pub struct GpuSettings {
@@ -545,7 +533,7 @@ pub fn select_counter(
 }
 
 /// The [`GpuCounter`] for `choice`, or `None` where the CPU counts (`Cpu`, or `Auto` without a
-/// usable GPU, logged once).
+/// usable GPU, logged by [`crate::device::resolve`]).
 ///
 /// # Errors
 /// As [`select_counter`].
@@ -556,9 +544,6 @@ pub fn select_gpu(
     settings: &GpuSettings,
 ) -> Result<Option<GpuCounter>, DeviceError> {
     let gpus = settings.gpus.as_deref();
-    if choice == DeviceChoice::Cpu {
-        return Ok(None);
-    }
     let attempt = || -> Result<GpuCounter, DeviceError> {
         let found = crate::device::probe()?;
         let ordinals: Vec<usize> = match gpus {
@@ -577,27 +562,21 @@ pub fn select_gpu(
         };
         GpuCounter::new(stream, intervals, &ordinals)
     };
-    match attempt() {
-        Ok(mut c) => {
-            c.set_exact_algorithm(settings.exact);
-            if let Some(path) = &settings.calibration {
-                c.load_calibration(path)
-                    .map_err(|e| DeviceError::Unsupported(format!("`--calibration`: {e}")))?;
-            }
-            let names: Vec<String> = c
-                .devices()
-                .iter()
-                .map(|d| format!("{} ({})", d.ordinal, d.name))
-                .collect();
-            tracing::info!(gpus = %names.join(", "), "Counting on the GPU.");
-            Ok(Some(c))
-        }
-        Err(e) if choice == DeviceChoice::Auto => {
-            tracing::info!(reason = %e, "No usable GPU; counting on the CPU.");
-            Ok(None)
-        }
-        Err(e) => Err(e),
+    let Some(mut c) = crate::device::resolve(choice, "episode counting", attempt)? else {
+        return Ok(None);
+    };
+    c.set_exact_algorithm(settings.exact);
+    if let Some(path) = &settings.calibration {
+        c.load_calibration(path)
+            .map_err(|e| DeviceError::Unsupported(format!("`--calibration`: {e}")))?;
     }
+    let names: Vec<String> = c
+        .devices()
+        .iter()
+        .map(|d| format!("{} ({})", d.ordinal, d.name))
+        .collect();
+    tracing::info!(gpus = %names.join(", "), "Counting on the GPU.");
+    Ok(Some(c))
 }
 
 #[cfg(test)]

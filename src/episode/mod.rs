@@ -31,7 +31,7 @@ pub mod options;
 
 pub use count::{TypeIndex, count_exact, count_pair, count_preelim};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
-pub use gpu::{DeviceChoice, GpuCounter, GpuSettings, GpuStats, select_counter, select_gpu};
+pub use gpu::{GpuCounter, GpuSettings, GpuStats, select_counter, select_gpu};
 pub use incremental::{ChainCache, IncrementalCounter};
 pub use miner::{
     FrequentEpisode, LevelStats, MineError, MinerConfig, MiningResult, NoProgress, Progress,

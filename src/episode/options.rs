@@ -8,7 +8,8 @@ use serde::Deserialize;
 
 use super::count::MAX_EPISODE_LEN;
 use super::hybrid::{Calibration, ExactAlgorithm};
-use super::{DeviceChoice, GpuSettings, Interval, MinerConfig, Strategy, SupportPer, Threshold};
+use super::{GpuSettings, Interval, MinerConfig, Strategy, SupportPer, Threshold};
+use crate::device::DeviceChoice;
 
 /// The largest episode size mined when none is given.
 pub const DEFAULT_MAX_LEVEL: usize = 10;

@@ -26,8 +26,8 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::join::{
-    GPU_PAIRS_PER_POINT, Grid, Projection, constant_pair, dct_basis, distance_budget,
-    initial_width, join_points, next_width, projection_dims,
+    GPU_PAIRS_PER_POINT, Grid, PROJECTION_DIMS, Projection, constant_pair, dct_basis,
+    distance_budget, initial_width, join_points, next_width, projection_dims,
 };
 use super::mk::{Mk, OFFSET_MAJOR, choose_references};
 use super::profile::scamp_terms;
@@ -35,8 +35,21 @@ use super::{
     Method, MethodChoice, Motif, MotifConfig, MotifError, PairSearch, SearchStats, Subsequences,
     valid_pairs,
 };
-use crate::device::motif::{MotifCandidates, MotifSeries};
+use crate::device::motif::{JoinCells, MAX_PROJECTION_DIMS, MotifCandidates, MotifSeries};
 use crate::device::{DeviceError, SharedWorker};
+
+// The join kernels take every coordinate the projection produces.
+const _: () = assert!(PROJECTION_DIMS <= MAX_PROJECTION_DIMS);
+
+/// A round's grid as the device job takes it (the arrays move, nothing is copied).
+fn join_cells(grid: Grid) -> JoinCells {
+    JoinCells {
+        order: grid.order,
+        cell_start: grid.cell_start,
+        nb_start: grid.nb_start,
+        nb_cell: grid.nb_cell,
+    }
+}
 
 /// Matrix-profile tile: rows per thread between direct covariances.
 const PROFILE_TILE: u32 = 2048;
@@ -66,13 +79,18 @@ impl std::fmt::Debug for GpuMotifSearch<'_> {
 }
 
 impl<'s> GpuMotifSearch<'s> {
-    /// Starts a device thread on the first GPU, uploads the series and, unless only the
-    /// matrix profile was asked for, runs MK's preprocessing (Algs. 2–4).
+    /// Takes the device thread of GPU `gpu` (a CUDA ordinal; `None`: the first GPU), uploads
+    /// the series and, unless only the matrix profile was asked for, runs MK's preprocessing
+    /// (Algs. 2–4).
     ///
     /// # Errors
-    /// [`DeviceError`] when there is no usable GPU or a kernel fails.
-    pub fn start(subs: &'s Subsequences<'s>, cfg: &MotifConfig) -> Result<Self, DeviceError> {
-        let worker = crate::device::shared_worker(None)?;
+    /// [`DeviceError`] when there is no usable GPU (or no GPU `gpu`) or a kernel fails.
+    pub fn start(
+        subs: &'s Subsequences<'s>,
+        cfg: &MotifConfig,
+        gpu: Option<usize>,
+    ) -> Result<Self, DeviceError> {
+        let worker = crate::device::shared_worker(gpu)?;
         let (df, dg) = scamp_terms(subs);
         let series = MotifSeries {
             x: subs.x.to_vec(),
@@ -253,7 +271,7 @@ impl GpuMotifSearch<'_> {
             let proj = self.projection.as_ref().expect("projected above");
             let slack = proj.radius(0.0);
             let built = std::time::Instant::now();
-            let grid = Arc::new(Grid::build(proj, &points, proj.radius(w)));
+            let grid = Grid::build(proj, &points, proj.radius(w));
             let build_ms = built.elapsed().as_secs_f64() * 1e3;
             if cfg.method == MethodChoice::Auto && grid.pairs > pairs / 2 {
                 let c = self.worker.motif_candidates().wait()?;
@@ -264,7 +282,7 @@ impl GpuMotifSearch<'_> {
             let bounded = grid.pairs;
             let report = self
                 .worker
-                .motif_join(grid, excl, w, slack, budget)
+                .motif_join(Arc::new(join_cells(grid)), excl, w, slack, budget)
                 .wait()?;
             self.kernel_ms += report.kernel_ms;
             tracing::debug!(

@@ -40,7 +40,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::device::DeviceError;
-use crate::episode::DeviceChoice;
+use crate::device::{DeviceChoice, DeviceTarget};
 pub use znorm::Subsequences;
 
 /// Default number of MK reference subsequences `r` (the paper's experiments use 10).
@@ -314,7 +314,7 @@ pub fn valid_pairs(allowed: &[bool], exclusion: usize) -> u64 {
 }
 
 /// Finds the top-k motifs of `x` on `device` (`Auto`: the GPU when one is usable, else the
-/// CPU with one log line).
+/// CPU with one log line), on the first GPU ([`find_motifs_on`] picks the GPU).
 ///
 /// # Errors
 /// [`validate`]'s errors; [`MotifError::Device`] when `device` is `Gpu` and no GPU works.
@@ -323,19 +323,33 @@ pub fn find_motifs(
     cfg: &MotifConfig,
     device: DeviceChoice,
 ) -> Result<MotifResult, MotifError> {
+    find_motifs_on(x, cfg, device.into())
+}
+
+/// [`find_motifs`] on `target`: its device choice, on its GPU (`target.gpu`, a CUDA ordinal;
+/// `None`: the first GPU).
+///
+/// # Errors
+/// As [`find_motifs`]; [`MotifError::Device`] also for a GPU ordinal that does not exist when
+/// the choice is `Gpu`.
+pub fn find_motifs_on(
+    x: &[f64],
+    cfg: &MotifConfig,
+    target: DeviceTarget,
+) -> Result<MotifResult, MotifError> {
     validate(x.len(), cfg)?;
     let started = Instant::now();
     let subs = Subsequences::new(x, cfg.m);
-    let mut search: Box<dyn PairSearch + '_> = match (device, cfg.method) {
-        (_, MethodChoice::BruteForce) | (DeviceChoice::Cpu, _) => cpu_search(&subs, cfg),
-        (choice, _) => match gpu::GpuMotifSearch::start(&subs, cfg) {
-            Ok(g) => Box::new(g),
-            Err(e) if choice == DeviceChoice::Gpu => return Err(e.into()),
-            Err(e) => {
-                tracing::info!(reason = %e, "No usable GPU; motif search on the CPU.");
-                cpu_search(&subs, cfg)
-            }
-        },
+    let gpu = if cfg.method == MethodChoice::BruteForce {
+        None
+    } else {
+        target.resolve("motif search", |gpu| {
+            gpu::GpuMotifSearch::start(&subs, cfg, gpu)
+        })?
+    };
+    let mut search: Box<dyn PairSearch + '_> = match gpu {
+        Some(g) => Box::new(g),
+        None => cpu_search(&subs, cfg),
     };
     let mut allowed = subs.valid.clone();
     let mut motifs = Vec::new();

@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use super::SearchError;
+use super::bounds::{Candidate, ChunkBoard, ChunkPlan, LowerBounds};
 use super::index::Index;
-use super::query::{Candidate, ChunkBoard, ChunkPlan, LowerBounds};
 use crate::device::DeviceError;
 use crate::device::search::LowerBoundJob;
 

@@ -19,7 +19,7 @@ use super::SearchError;
 use super::collection::{Collection, CollectionKind, sq_dist};
 use super::index::{BuildOptions, Index};
 use super::query::{Neighbor, QueryOptions, QueryStats, Searcher};
-use crate::episode::DeviceChoice;
+use crate::device::{DeviceChoice, DeviceTarget};
 
 /// Pending series that trigger the first build (and the least that trigger a rebuild).
 pub const MIN_REBUILD: usize = 1024;
@@ -158,6 +158,7 @@ impl IncrementalIndex {
 
     /// The exact k nearest held series of the z-normalised query `q`, nearest first (ties:
     /// earliest first), with the index query's costs (the pending scan's distances added).
+    /// GPU lower bounds come from the first GPU ([`IncrementalIndex::knn_on`] picks it).
     ///
     /// # Errors
     /// [`SearchError::ZeroK`], [`SearchError::QueryLength`], and with `device = Gpu` a GPU
@@ -169,12 +170,27 @@ impl IncrementalIndex {
         device: DeviceChoice,
         options: QueryOptions,
     ) -> Result<(Vec<IncrementalNeighbor>, QueryStats), SearchError> {
+        self.knn_on(q, k, device.into(), options)
+    }
+
+    /// [`IncrementalIndex::knn`] on `target`: its device choice, on its GPU (`target.gpu`, a
+    /// CUDA ordinal; `None`: the first GPU).
+    ///
+    /// # Errors
+    /// As [`IncrementalIndex::knn`].
+    pub fn knn_on(
+        &self,
+        q: &[f32],
+        k: usize,
+        target: DeviceTarget,
+        options: QueryOptions,
+    ) -> Result<(Vec<IncrementalNeighbor>, QueryStats), SearchError> {
         SearchError::check_request(k, q.len(), self.len)?;
         let mut best: Vec<(u64, u32)> = Vec::with_capacity(k + 1);
         let mut stats = QueryStats::default();
         let indexed = self.main.as_ref().map_or(0, Index::count);
         if let Some(main) = &self.main {
-            let answer = Searcher::new(main, device, options)?.knn_normalized(q, k)?;
+            let answer = Searcher::on(main, target, options)?.knn_normalized(q, k)?;
             stats = answer.stats;
             best.extend(
                 answer

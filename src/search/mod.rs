@@ -15,8 +15,11 @@
 //! * [`tree`]: the MESSI index tree (2^16 root children keyed by the first bit of each
 //!   segment, binary splits, leaf capacity), built multi-threaded, in leaf order.
 //! * [`index`]: the assembled index: tree, leaf-ordered iSAX array, leaf-ordered series, ids.
+//! * [`bounds`]: what a query shares with its lower-bound producers: the chunks of the active
+//!   array, the board of published survivors and the BSF, the [`bounds::LowerBounds`] trait
+//!   and its CPU producer.
 //! * [`query`]: SING's exact k-NN (approximate search → BSF, active root subtrees, lower
-//!   bounds chunk by chunk from a [`query::LowerBounds`] producer, CPU workers with priority
+//!   bounds chunk by chunk from a [`bounds::LowerBounds`] producer, CPU workers with priority
 //!   queues and a shared BSF).
 //! * [`brute`]: the multi-threaded brute-force scan (the oracle).
 //! * [`gpu`]: the GPU lower-bound producer (`device::search`).
@@ -28,6 +31,7 @@
 //! [`collection::sq_dist`] (f32 data, f64 accumulation, one summation order), so ties go to
 //! the smallest id and distances agree bit for bit.
 
+pub mod bounds;
 pub mod brute;
 pub mod collection;
 pub mod gpu;

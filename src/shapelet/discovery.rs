@@ -28,11 +28,41 @@ use rayon::prelude::*;
 use super::distance::{
     StatsTable, advance_inits, centre_radius, distance_sq, dp_pair, snap_bounded,
 };
-use super::logical::Op;
 use super::split::{
     Bounded, EntropyTable, FastRecord, ScanScratch, Split, best_split, bounded_scan,
 };
 use super::{ShapeletError, TrainingSet};
+
+/// How a term joins a logical rule ([`super::logical`]): a node problem scores candidates
+/// as a further term with it ([`Problem::with_base`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// Both must match: distance = the larger of the two.
+    And,
+    /// Either may match: distance = the smaller of the two.
+    Or,
+}
+
+impl Op {
+    /// Combines two (squared or plain: both orders agree) distances.
+    #[must_use]
+    pub fn combine(self, a: f64, b: f64) -> f64 {
+        match self {
+            Self::And => a.max(b),
+            Self::Or => a.min(b),
+        }
+    }
+
+    /// `"and"` or `"or"`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::And => "and",
+            Self::Or => "or",
+        }
+    }
+}
 
 /// A candidate subsequence (pivot) `T_{series, start, length}`, 0-based.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -21,13 +21,11 @@
 
 use std::sync::Arc;
 
-use super::discovery::{Candidate, Contender, Contenders, CpuSearch, Pool, Problem, Search};
-use super::logical::Op;
+use super::discovery::{Candidate, Contender, Contenders, CpuSearch, Op, Pool, Problem, Search};
 use super::split::FastRecord;
 use super::{ShapeletError, TrainingSet};
 use crate::device::shapelet::{NodeJob, ShapeletSeries};
-use crate::device::{DeviceError, SharedWorker};
-use crate::episode::DeviceChoice;
+use crate::device::{DeviceChoice, DeviceError, DeviceTarget, SharedWorker};
 
 /// Shapelet discovery on one GPU (see [`Search`]).
 pub struct GpuSearch {
@@ -65,8 +63,17 @@ impl GpuSearch {
     /// # Errors
     /// [`DeviceError`] when there is no usable GPU.
     pub fn start() -> Result<Self, DeviceError> {
+        Self::start_on(None)
+    }
+
+    /// Takes the process-wide device thread of GPU `gpu` (a CUDA ordinal; `None`: the first
+    /// GPU) for the life of the search.
+    ///
+    /// # Errors
+    /// [`DeviceError`] when there is no usable GPU, or no GPU `gpu`.
+    pub fn start_on(gpu: Option<usize>) -> Result<Self, DeviceError> {
         Ok(Self {
-            worker: crate::device::shared_worker(None)?,
+            worker: crate::device::shared_worker(gpu)?,
             loaded: None,
             kernel_ms: 0.0,
             launches: 0,
@@ -210,23 +217,20 @@ impl Search for AutoSearch {
 }
 
 /// The fast path for `device`: the CPU; the GPU (an error without one); or `Auto`, the GPU
-/// when one is usable, else the CPU with one log line.
+/// when one is usable, else the CPU with one log line. A [`DeviceTarget`] also names the GPU.
 ///
 /// # Errors
 /// [`ShapeletError::Device`] for `Gpu` without a usable GPU.
-pub fn select(device: DeviceChoice) -> Result<Box<dyn Search>, ShapeletError> {
-    Ok(match device {
-        DeviceChoice::Cpu => Box::new(CpuSearch::default()),
-        DeviceChoice::Gpu => Box::new(GpuSearch::start()?),
-        DeviceChoice::Auto => match GpuSearch::start() {
-            Ok(g) => Box::new(AutoSearch {
+pub fn select(device: impl Into<DeviceTarget>) -> Result<Box<dyn Search>, ShapeletError> {
+    let target = device.into();
+    Ok(
+        match target.resolve("shapelet discovery", GpuSearch::start_on)? {
+            None => Box::new(CpuSearch::default()),
+            Some(g) if target.choice == DeviceChoice::Auto => Box::new(AutoSearch {
                 gpu: Some(g),
                 cpu: CpuSearch::default(),
             }),
-            Err(e) => {
-                tracing::info!(reason = %e, "No usable GPU; shapelet discovery on the CPU.");
-                Box::new(CpuSearch::default())
-            }
+            Some(g) => Box::new(g),
         },
-    })
+    )
 }

@@ -8,40 +8,8 @@
 //! rule when its information gain is strictly larger (by more than 1e-12) than the rule's.
 //! At most [`super::ShapeletConfig::max_terms`] terms.
 
-use serde::{Deserialize, Serialize};
-
 use super::ShapeletError;
-use super::discovery::{Problem, Scored, Search, discover};
-
-/// How a term joins a logical rule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Op {
-    /// Both must match: distance = the larger of the two.
-    And,
-    /// Either may match: distance = the smaller of the two.
-    Or,
-}
-
-impl Op {
-    /// Combines two (squared or plain: both orders agree) distances.
-    #[must_use]
-    pub fn combine(self, a: f64, b: f64) -> f64 {
-        match self {
-            Self::And => a.max(b),
-            Self::Or => a.min(b),
-        }
-    }
-
-    /// `"and"` or `"or"`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::And => "and",
-            Self::Or => "or",
-        }
-    }
-}
+use super::discovery::{Op, Problem, Scored, Search, discover};
 
 /// Gains must improve by more than this to add a term.
 pub const GAIN_IMPROVEMENT: f64 = 1e-12;

@@ -19,7 +19,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::logical::Op;
+use super::discovery::Op;
 use super::tree::{Node, ShapeletTree, TrainStats};
 
 /// A further term of a logical rule.

@@ -18,9 +18,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::discovery::{Candidate, Problem, Scored, Search, discover};
+use super::discovery::{Candidate, Op, Problem, Scored, Search, discover};
 use super::distance::{distance_sq, znormalize};
-use super::logical::{self, Op};
+use super::logical;
 use super::{ShapeletConfig, ShapeletError, TrainingSet, check_finite};
 
 /// `format` of a model file.

@@ -19,8 +19,7 @@ use super::{Gradient, Measure, Options, PairwiseGradient, Series, SoftDtwError};
 use crate::device::softdtw::{
     MAX_WARP_SCRATCH, PairMode, SeriesSet, SoftDtwBatch, SoftDtwOutput, gradient_scratch,
 };
-use crate::device::{DeviceError, GpuWorker};
-use crate::episode::DeviceChoice;
+use crate::device::{DeviceChoice, DeviceError, DeviceTarget, GpuWorker};
 
 fn device_error(e: DeviceError) -> SoftDtwError {
     SoftDtwError::Device {
@@ -55,24 +54,28 @@ fn set_of(series: &[Series], name: &str) -> Result<SeriesSet, SoftDtwError> {
     Ok(SeriesSet { values, offsets })
 }
 
-/// The worker for `device`, or `None` for the CPU (`Auto` without a GPU logs one line).
+/// The worker of the first GPU for `device`, or `None` for the CPU (`Auto` without a GPU: see
+/// [`crate::device::resolve`]); [`worker_on`] picks the GPU.
 ///
 /// # Errors
 /// [`SoftDtwError::Device`] when `device` is `Gpu` and no GPU is usable.
 pub fn worker_for(
     device: DeviceChoice,
 ) -> Result<Option<crate::device::SharedWorker>, SoftDtwError> {
-    match device {
-        DeviceChoice::Cpu => Ok(None),
-        choice => match crate::device::shared_worker(None) {
-            Ok(w) => Ok(Some(w)),
-            Err(e) if choice == DeviceChoice::Gpu => Err(device_error(e)),
-            Err(e) => {
-                tracing::info!(reason = %e, "No usable GPU; soft-DTW on the CPU.");
-                Ok(None)
-            }
-        },
-    }
+    worker_on(device.into())
+}
+
+/// The worker for `target`: its device choice, on its GPU (`target.gpu`, a CUDA ordinal;
+/// `None`: the first GPU), or `None` for the CPU.
+///
+/// # Errors
+/// [`SoftDtwError::Device`] when the choice is `Gpu` and that GPU is not usable.
+pub fn worker_on(
+    target: DeviceTarget,
+) -> Result<Option<crate::device::SharedWorker>, SoftDtwError> {
+    target
+        .resolve("soft-DTW", crate::device::shared_worker)
+        .map_err(device_error)
 }
 
 fn dims_of(a: &[Series], b: &[Series]) -> usize {

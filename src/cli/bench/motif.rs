@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use synfire::episode::DeviceChoice;
+use synfire::device::DeviceChoice;
 use synfire::motif::{MethodChoice, MotifConfig, MotifResult, find_motifs};
 
 use crate::cli::args::OutputArg;

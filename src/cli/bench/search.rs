@@ -8,7 +8,7 @@ use clap::Args;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
-use synfire::episode::DeviceChoice;
+use synfire::device::DeviceChoice;
 use synfire::search::collection::{znormalize, znormalize_into};
 use synfire::search::query::CpuLowerBounds;
 use synfire::search::{BuildOptions, CollectionKind, Index, QueryOptions, Searcher};

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use synfire::episode::DeviceChoice;
+use synfire::device::DeviceChoice;
 use synfire::shapelet::{ShapeletConfig, ShapeletTree, TrainingSet, train};
 
 use crate::cli::args::{OutputArg, read_labelled};

@@ -21,9 +21,10 @@
 use serde_json::{Map, Value};
 
 use super::{Stage, StageBuilder, StageConfig, StageError};
+use crate::device::DeviceChoice;
 use crate::episode::{
-    ChainCache, Counter, DeviceChoice, GpuCounter, GpuSettings, MinerConfig, MiningOptions,
-    NoProgress, mine_with, select_gpu,
+    ChainCache, Counter, GpuCounter, GpuSettings, MinerConfig, MiningOptions, NoProgress,
+    mine_with, select_gpu,
 };
 use crate::event::EventStream;
 use crate::live::config::section::ConfigError;

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Samples, Stage, StageBuilder, StageConfig, StageError};
-use crate::episode::DeviceChoice;
+use crate::device::DeviceChoice;
 use crate::live::config::section::ConfigError;
 use crate::live::window::{Window, WindowConfig};
 use crate::motif::{MethodChoice, MotifConfig, default_exclusion, find_motifs};

@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use serde_json::{Map, Value, json};
 
 use super::{Samples, Stage, StageBuilder, StageConfig, StageError};
-use crate::episode::DeviceChoice;
+use crate::device::DeviceChoice;
 use crate::live::config::section::ConfigError;
 use crate::live::window::Window;
 use crate::live::window::WindowConfig;
@@ -134,21 +134,12 @@ fn search_error(e: SearchError) -> StageError {
 }
 
 impl SearchStage {
-    /// A stage with `opts`. Without a usable GPU, `DeviceChoice::Auto` becomes the CPU here,
-    /// with one log line; with one it stays `Auto` (a GPU failure then falls back to the CPU
-    /// for that query, still exact, instead of failing the window).
+    /// A stage with `opts`. Without a usable GPU, `DeviceChoice::Auto` becomes the CPU here
+    /// ([`DeviceChoice::settle`]); with one it stays `Auto` (a GPU failure then falls back to
+    /// the CPU for that query, still exact, instead of failing the window).
     #[must_use]
     pub fn new(opts: SearchStageConfig) -> Self {
-        let device = match opts.device {
-            DeviceChoice::Auto => match crate::device::probe() {
-                Ok(_) => DeviceChoice::Auto,
-                Err(e) => {
-                    tracing::info!(error = %e, "No usable GPU; the search stage runs on the CPU.");
-                    DeviceChoice::Cpu
-                }
-            },
-            d => d,
-        };
+        let device = opts.device.settle("the search stage");
         Self {
             opts,
             device,

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use std::path::PathBuf;
 
 use super::{Samples, Stage, StageBuilder, StageConfig, StageError};
-use crate::episode::DeviceChoice;
+use crate::device::DeviceChoice;
 use crate::live::config::section::ConfigError;
 use crate::live::window::{Window, WindowConfig};
 use crate::record::StreamKind;
