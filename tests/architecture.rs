@@ -411,7 +411,6 @@ fn cudarc_stays_in_the_device_layer() {
 }
 
 #[test]
-#[ignore = "issue 16: live::replay still returns anyhow errors"]
 fn anyhow_stays_out_of_the_library() {
     let g = graph();
     for (module, text) in &g.texts {

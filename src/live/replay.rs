@@ -9,10 +9,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
-
 use crate::event::Ordering;
-use crate::ingest::{self, openephys, wire};
+use crate::ingest::{self, IngestError, openephys, wire};
 use crate::live::source::archive::Pacer;
 
 /// Message format of `synfire replay`.
@@ -26,6 +24,40 @@ pub enum ReplayFormat {
     /// synfire's wire format: batches of spikes or sensor frames, then end of stream; unit
     /// labels must be integers 0..=4294967295.
     Synfire,
+}
+
+/// Why a replay could not run or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A setting is out of range; the message names it as the CLI flag.
+    #[error("{0}")]
+    Option(String),
+    /// The archive could not be read.
+    #[error(transparent)]
+    Input(#[from] IngestError),
+    /// A unit label the chosen format cannot carry.
+    #[error("unit label `{label}` is not {needs}; use {instead}")]
+    Label {
+        /// The label.
+        label: String,
+        /// What the format needs.
+        needs: &'static str,
+        /// The format that carries it.
+        instead: &'static str,
+    },
+    /// The socket failed (create, options, bind, receive, send).
+    #[error("{what}: {source}")]
+    Socket {
+        /// What was being done, e.g. "`--to tcp://…`: cannot bind".
+        what: String,
+        /// ZeroMQ's error.
+        source: zmq::Error,
+    },
+}
+
+fn socket_error(what: impl Into<String>) -> impl FnOnce(zmq::Error) -> ReplayError {
+    let what = what.into();
+    move |source| ReplayError::Socket { what, source }
 }
 
 /// Settings of a replay.
@@ -63,27 +95,36 @@ pub struct ReplayStats {
 /// Runs a replay to the end.
 ///
 /// # Errors
-/// An unreadable input, unit labels the format cannot carry, a socket that cannot be bound.
-pub fn replay(opts: &ReplayOptions) -> Result<ReplayStats> {
+/// [`ReplayError`]: a setting out of range, an unreadable input, unit labels the format
+/// cannot carry, a socket that cannot be bound or fails while sending.
+pub fn replay(opts: &ReplayOptions) -> Result<ReplayStats, ReplayError> {
     if opts.speed.is_some_and(|k| !(k.is_finite() && k > 0.0)) {
-        bail!("`--speed` must be a positive factor of real time");
+        return Err(ReplayError::Option(
+            "`--speed` must be a positive factor of real time".into(),
+        ));
     }
     if !(opts.sample_rate_hz.is_finite() && opts.sample_rate_hz > 0.0) {
-        bail!("`--sample-rate` must be positive Hz");
+        return Err(ReplayError::Option(
+            "`--sample-rate` must be positive Hz".into(),
+        ));
     }
     if opts.series.is_some() && opts.format != ReplayFormat::Synfire {
-        bail!("`--series` needs `--format synfire` (Open Ephys messages carry spikes only)");
+        return Err(ReplayError::Option(
+            "`--series` needs `--format synfire` (Open Ephys messages carry spikes only)".into(),
+        ));
     }
     let ctx = zmq::Context::new();
-    let socket = ctx.socket(zmq::XPUB).context("creating the XPUB socket")?;
+    let socket = ctx
+        .socket(zmq::XPUB)
+        .map_err(socket_error("creating the XPUB socket"))?;
     socket
         .set_sndhwm(0)
         .and_then(|()| socket.set_linger(30_000))
         .and_then(|()| socket.set_rcvtimeo(1000))
-        .context("setting socket options")?;
+        .map_err(socket_error("setting socket options"))?;
     socket
         .bind(&opts.to)
-        .with_context(|| format!("`--to {}`: cannot bind", opts.to))?;
+        .map_err(socket_error(format!("`--to {}`: cannot bind", opts.to)))?;
     let session: u64 = rand::random();
     // Load before waiting, so errors come first.
     enum Data {
@@ -102,11 +143,14 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayStats> {
         match socket.recv_bytes(0) {
             Ok(m) if m.first() == Some(&1) => seen += 1,
             Ok(_) | Err(zmq::Error::EAGAIN) => {}
-            Err(e) => return Err(e).context("waiting for subscribers"),
+            Err(e) => return Err(socket_error("waiting for subscribers")(e)),
         }
     }
-    let send =
-        |frames: &[&[u8]]| -> Result<()> { socket.send_multipart(frames, 0).context("sending") };
+    let send = |frames: &[&[u8]]| -> Result<(), ReplayError> {
+        socket
+            .send_multipart(frames, 0)
+            .map_err(socket_error("sending"))
+    };
     let start = Instant::now();
     let mut stats = ReplayStats::default();
     match data {
@@ -119,8 +163,14 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayStats> {
                     let channels: Vec<u16> = if opts.format == ReplayFormat::Openephys {
                         labels
                             .iter()
-                            .map(|l| l.parse::<u16>().with_context(|| format!("unit label `{l}` is not a channel number 0..=65535; use `--format openephys-json` or `synfire`")))
-                            .collect::<Result<_>>()?
+                            .map(|l| {
+                                l.parse::<u16>().map_err(|_| ReplayError::Label {
+                                    label: l.clone(),
+                                    needs: "a channel number 0..=65535",
+                                    instead: "`--format openephys-json` or `synfire`",
+                                })
+                            })
+                            .collect::<Result<_, _>>()?
                     } else {
                         Vec::new()
                     };
@@ -139,8 +189,14 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayStats> {
                 ReplayFormat::Synfire => {
                     let ids: Vec<u32> = labels
                         .iter()
-                        .map(|l| l.parse::<u32>().with_context(|| format!("unit label `{l}` is not an integer unit id; use `--format openephys-json`")))
-                        .collect::<Result<_>>()?;
+                        .map(|l| {
+                            l.parse::<u32>().map_err(|_| ReplayError::Label {
+                                label: l.clone(),
+                                needs: "an integer unit id",
+                                instead: "`--format openephys-json`",
+                            })
+                        })
+                        .collect::<Result<_, _>>()?;
                     let (times, types) = (stream.times(), stream.types());
                     let mut i = 0;
                     while i < times.len() {
