@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use synfire::device::{DeviceChoice, DeviceTarget};
 use synfire::episode::hybrid::ExactAlgorithm;
-use synfire::episode::{Interval, MinerConfig, Strategy, Threshold};
+use synfire::episode::{GpuSettings, Interval, MinerConfig, MiningOptions, Threshold};
 use synfire::series::read_dataset;
 use synfire::shapelet::univariate;
 
@@ -156,21 +156,57 @@ pub struct MiningArgs {
 }
 
 impl MiningArgs {
-    /// The miner configuration these options describe.
-    pub fn config(&self) -> MinerConfig {
-        let per = match self.support_per {
-            SupportPer::Events => synfire::episode::SupportPer::Events,
-            SupportPer::Seconds => synfire::episode::SupportPer::Seconds,
-        };
-        let threshold = Threshold::from_options(self.min_count, self.support, per);
-        let mut config = MinerConfig::new(self.intervals.0.clone(), threshold);
-        config.max_level = self.max_level;
-        config.strategy = if self.one_pass {
-            Strategy::OnePass
-        } else {
-            Strategy::TwoPass
-        };
-        config
+    /// These flags as the library's [`MiningOptions`] (the type the episodes stage of a
+    /// pipeline reads too, with the same names and defaults).
+    pub fn options(&self) -> MiningOptions {
+        MiningOptions {
+            intervals_s: self
+                .intervals
+                .0
+                .iter()
+                .map(|iv| [iv.low(), iv.high()])
+                .collect(),
+            min_count: self.min_count,
+            support: self.support,
+            support_per: match self.support_per {
+                SupportPer::Events => synfire::episode::SupportPer::Events,
+                SupportPer::Seconds => synfire::episode::SupportPer::Seconds,
+            },
+            max_level: self.max_level,
+            one_pass: self.one_pass,
+            device: self.device.device.into(),
+            gpus: self.device.gpus.clone(),
+            exact_kernel: self.exact_kernel.into(),
+            calibration: self.calibration.clone(),
+        }
+    }
+
+    /// The miner configuration and GPU settings these flags describe, checked (a
+    /// `--calibration` file is read here, once).
+    ///
+    /// # Errors
+    /// Every invalid flag, each named as on the command line (`--max-level`, …).
+    pub fn resolve(&self) -> Result<(MiningOptions, MinerConfig, GpuSettings)> {
+        let options = self.options();
+        let (config, gpu) = options.resolve().map_err(|errors| {
+            let lines: Vec<String> = errors
+                .iter()
+                .map(|e| {
+                    let field = e.field.split('[').next().unwrap_or(&e.field);
+                    let flag = match field {
+                        "intervals_s" => "intervals".to_owned(),
+                        f => f.replace('_', "-"),
+                    };
+                    if e.message.contains("`--") {
+                        e.message.clone()
+                    } else {
+                        format!("`--{flag}`: {}", e.message)
+                    }
+                })
+                .collect();
+            anyhow::anyhow!("{}", lines.join("\n"))
+        })?;
+        Ok((options, config, gpu))
     }
 }
 

@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use synfire::episode::hybrid::Calibration;
-use synfire::episode::{GpuSettings, LevelStats, Progress, mine_with, select_counter};
+use synfire::episode::{LevelStats, Progress, mine_with, select_counter};
 use synfire::event::Ordering;
 use synfire::ingest;
 use synfire::report::{self, MineReport};
@@ -55,12 +54,9 @@ pub fn run(args: &MineArgs) -> Result<()> {
     } else {
         Ordering::RequireSorted
     };
-    let config = args.mining.config();
-    config.validate()?;
-    if let Some(path) = &args.mining.calibration {
-        // Checked before any work, whichever device ends up counting.
-        Calibration::load(path)?;
-    }
+    // Checked before any work (a `--calibration` file too, whichever device ends up
+    // counting).
+    let (options, config, settings) = args.mining.resolve()?;
     let mut stream = ingest::read_spikes(&args.input, ordering)?;
     if let (Some(start), Some(end)) = (args.start_s, args.end_s) {
         if !(start.is_finite() && end.is_finite() && start < end) {
@@ -77,18 +73,8 @@ pub fn run(args: &MineArgs) -> Result<()> {
         span_s = stream.span(),
         "Loaded spike stream."
     );
-    let settings = GpuSettings {
-        gpus: args.mining.device.gpus.clone(),
-        exact: args.mining.exact_kernel.into(),
-        calibration: args.mining.calibration.clone(),
-    };
-    let counter = select_counter(
-        &stream,
-        &config.intervals,
-        args.mining.device.device.into(),
-        &settings,
-    )
-    .context("`--device gpu`")?;
+    let counter = select_counter(&stream, &config.intervals, options.device, &settings)
+        .context("`--device gpu`")?;
     let bar = BarProgress::new(args.quiet);
     let result = mine_with(&stream, &config, counter.as_ref(), &bar)?;
     bar.finish();

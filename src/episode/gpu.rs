@@ -509,8 +509,9 @@ pub struct GpuSettings {
     pub gpus: Option<Vec<usize>>,
     /// The exact kernel (default: the hybrid choice).
     pub exact: ExactAlgorithm,
-    /// A calibration file for every GPU, instead of the stored per-model ones.
-    pub calibration: Option<std::path::PathBuf>,
+    /// A calibration for every GPU, instead of the stored per-model ones (read once, by
+    /// [`crate::episode::MiningOptions::resolve`] or [`Calibration::load`]).
+    pub calibration: Option<Calibration>,
 }
 
 /// The counter for `choice`: a [`GpuCounter`] set up by `settings` or the [`CpuCounter`].
@@ -518,8 +519,7 @@ pub struct GpuSettings {
 /// # Errors
 /// With [`DeviceChoice::Gpu`]: any [`DeviceError`] (no driver, no device, a bad ordinal, a
 /// failed start). [`DeviceChoice::Auto`] never fails for want of a GPU: it logs why and
-/// counts on the CPU. With either, an unreadable `settings.calibration` file is an error once
-/// a GPU is found ([`DeviceError::Unsupported`] naming the file).
+/// counts on the CPU.
 pub fn select_counter(
     stream: &EventStream,
     intervals: &[Interval],
@@ -566,9 +566,8 @@ pub fn select_gpu(
         return Ok(None);
     };
     c.set_exact_algorithm(settings.exact);
-    if let Some(path) = &settings.calibration {
-        c.load_calibration(path)
-            .map_err(|e| DeviceError::Unsupported(format!("`--calibration`: {e}")))?;
+    if let Some(calibration) = &settings.calibration {
+        c.set_calibration(calibration);
     }
     let names: Vec<String> = c
         .devices()

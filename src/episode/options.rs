@@ -85,10 +85,19 @@ impl MiningOptions {
     /// Checks every option and returns the miner configuration they describe.
     ///
     /// # Errors
+    /// As [`MiningOptions::resolve`].
+    pub fn miner(&self) -> Result<MinerConfig, Vec<OptionError>> {
+        self.resolve().map(|(config, _)| config)
+    }
+
+    /// Checks every option and returns the miner configuration and the GPU settings they
+    /// describe; a `calibration` file is read here, once.
+    ///
+    /// # Errors
     /// Every invalid option ([`OptionError`] naming it): intervals that are not
     /// `0 ≤ low < high` or occur twice, none at all, both `min_count` and `support`, a threshold
     /// out of range, `max_level` outside `1..=16`, an unreadable `calibration` file.
-    pub fn miner(&self) -> Result<MinerConfig, Vec<OptionError>> {
+    pub fn resolve(&self) -> Result<(MinerConfig, GpuSettings), Vec<OptionError>> {
         let mut errors = Vec::new();
         let mut err = |field: String, message: String| errors.push(OptionError { field, message });
         let mut intervals = Vec::new();
@@ -138,25 +147,72 @@ impl MiningOptions {
                 ),
             );
         }
-        if let Some(path) = &self.calibration {
-            if let Err(e) = Calibration::load(path) {
-                err("calibration".into(), e.to_string());
-            }
-        }
+        let calibration = match &self.calibration {
+            Some(path) => match Calibration::load(path) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    err("calibration".into(), e.to_string());
+                    None
+                }
+            },
+            None => None,
+        };
         if errors.is_empty() {
-            Ok(config)
+            let gpu = GpuSettings {
+                gpus: self.gpus.clone(),
+                exact: self.exact_kernel,
+                calibration,
+            };
+            Ok((config, gpu))
         } else {
             Err(errors)
         }
     }
+}
 
-    /// The GPU settings (`gpus`, `exact_kernel`, `calibration`).
-    #[must_use]
-    pub fn gpu_settings(&self) -> GpuSettings {
-        GpuSettings {
-            gpus: self.gpus.clone(),
-            exact: self.exact_kernel,
-            calibration: self.calibration.clone(),
-        }
+#[cfg(test)]
+mod tests {
+    use super::MiningOptions;
+    use crate::episode::hybrid::{Calibration, Crossover, PenaltyFit};
+    use crate::episode::{Interval, Threshold};
+
+    #[test]
+    fn resolve_reads_the_calibration_once_into_the_settings_and_names_every_bad_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        let c = Calibration {
+            device: "test GPU".into(),
+            compute_capability: (9, 0),
+            multiprocessors: 132,
+            workload: "test".into(),
+            crossovers: vec![Crossover {
+                nodes: 3,
+                episodes: 4096,
+                resident_threads: 16384,
+                penalty: 0.25,
+            }],
+            fit: PenaltyFit { a: 1.0, b: 0.0 },
+        };
+        c.save(&path).unwrap();
+        let mut opts = MiningOptions::new(&[Interval::new(0.0, 0.005).unwrap()]);
+        opts.min_count = Some(3);
+        opts.calibration = Some(path.clone());
+        let (config, gpu) = opts.resolve().unwrap();
+        assert_eq!(config.threshold, Threshold::MinCount(3));
+        assert_eq!(gpu.calibration, Some(c));
+        // The file is not read again: removing it changes nothing for the settings in hand.
+        std::fs::remove_file(&path).unwrap();
+        assert!(gpu.calibration.is_some());
+
+        opts.max_level = 0;
+        opts.intervals_s.push([0.01, 0.005]);
+        let errors = opts.resolve().unwrap_err();
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["intervals_s[1]", "max_level", "calibration"]);
+        assert!(
+            errors[2].message.contains("c.json"),
+            "{}",
+            errors[2].message
+        );
     }
 }

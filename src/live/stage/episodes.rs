@@ -41,7 +41,7 @@ impl StageConfig for MiningOptions {
     const INPUT: StreamKind = StreamKind::Spikes;
 
     fn validate(&self, _window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
-        let config = self.miner().map_err(|list| {
+        let (config, settings) = self.resolve().map_err(|list| {
             list.into_iter()
                 .map(|e| ConfigError::new(e.field, e.message))
                 .collect::<Vec<_>>()
@@ -49,7 +49,7 @@ impl StageConfig for MiningOptions {
         Ok(Box::new(EpisodesBuilder {
             config,
             device: self.device,
-            settings: self.gpu_settings(),
+            settings,
         }))
     }
 }
