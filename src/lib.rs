@@ -1,20 +1,38 @@
 //! # synfire
 //!
-//! Mines neural spike trains for frequent serial episodes (A → B → C with inter-event delay
-//! intervals), counted by non-overlapped occurrences, on the CPU and (later) on GPUs.
+//! Mines neural spike trains and sensor streams, on the CPU (the exact reference) and on
+//! NVIDIA GPUs (results equal to the CPU's), from archives and live:
 //!
-//! Data flows one way: [`ingest`] readers produce an [`event::EventStream`]; the
-//! [`episode`] miner generates candidates level by level and counts them; results are
-//! rendered by [`report`].
+//! * frequent serial episodes `A → B → C` with inter-event delay intervals, counted by
+//!   non-overlapped occurrences (PreElim, then exact counts by PTPE or MTPE on GPUs;
+//!   [`episode`]);
+//! * exact top-k motifs of a series ([`motif`]), exact k-NN similarity search over iSAX
+//!   indexes ([`search`], SING), shapelet decision trees ([`shapelet`]), soft-DTW values,
+//!   gradients and barycenters ([`softdtw`]);
+//! * live pipelines that run those as stages over windows of a ZeroMQ or archived stream
+//!   ([`live`]).
+//!
+//! Layers, lowest first (`ARCHITECTURE.md`; `tests/architecture.rs` checks that no module
+//! imports above its layer and that no import cycle exists): [`record`] and [`event`] (the
+//! model); [`device`] (the only module that talks to CUDA), [`ingest`] (readers and
+//! decoders) and [`synth`]; [`episode`] and [`series`]; [`motif`], [`softdtw`] and
+//! [`shapelet`]; [`search`] and [`report`]; [`live`].
+//!
+//! The entry points are re-exported here:
 //!
 //! ```no_run
-//! use synfire::episode::{Interval, MinerConfig, Threshold, mine};
-//! use synfire::event::Ordering;
-//! # fn main() -> anyhow::Result<()> {
-//! let stream = synfire::ingest::read_spikes("fixtures/spikes/A2929-200711/A2929-200711.nwb".as_ref(),
-//!     Ordering::RequireSorted)?;
-//! let config = MinerConfig::new(vec![Interval::new(0.0, 0.005)?], Threshold::MinCount(100));
-//! let result = mine(&stream, &config)?;
+//! use synfire::{DeviceChoice, Interval, MiningOptions, Ordering, mine_with, read_spikes};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let stream = read_spikes(
+//!     "fixtures/spikes/A2929-200711/A2929-200711.nwb".as_ref(),
+//!     Ordering::RequireSorted,
+//! )?;
+//! let mut options = MiningOptions::new(&[Interval::new(0.0, 0.005)?]);
+//! options.min_count = Some(100);
+//! options.device = DeviceChoice::Cpu;
+//! let (config, gpu) = options.resolve().map_err(|e| format!("{e:?}"))?;
+//! let counter = synfire::episode::select_counter(&stream, &config.intervals, options.device, &gpu)?;
+//! let result = mine_with(&stream, &config, counter.as_ref(), &synfire::episode::NoProgress)?;
 //! println!("{} frequent episodes", result.episodes.len());
 //! # Ok(())
 //! # }
@@ -33,3 +51,15 @@ pub mod series;
 pub mod shapelet;
 pub mod softdtw;
 pub mod synth;
+
+pub use device::{DeviceChoice, DeviceTarget};
+pub use episode::{Interval, MinerConfig, MiningOptions, MiningResult, Threshold, mine, mine_with};
+pub use event::{EventStream, Ordering};
+pub use ingest::read_spikes;
+pub use live::config::PipelineConfig;
+pub use live::{RunOptions, RunSummary, run as run_pipeline};
+pub use motif::{MotifConfig, find_motifs, find_motifs_on};
+pub use search::{Index, Searcher};
+pub use series::read_dataset;
+pub use shapelet::{ShapeletConfig, ShapeletTree, TrainingSet, train, train_on};
+pub use softdtw::{barycenter, paired, pairwise};

@@ -162,9 +162,7 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         })?
         .clone();
     let gpu = GpuCounter::new(&stream, &config.intervals, &[args.gpu])?;
-    let max_nodes = args
-        .max_nodes
-        .clamp(1, synfire::device::kernels::MAX_GPU_NODES);
+    let max_nodes = args.max_nodes.clamp(1, synfire::device::MAX_GPU_NODES);
     let real = match args.candidates {
         CandidateKind::Real => real_candidates(&stream, &config, &gpu, max_nodes)?,
         CandidateKind::Random => Vec::new(),

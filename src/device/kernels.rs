@@ -53,8 +53,9 @@ pub const SHAPELET: KernelFile = KernelFile {
     source: include_str!("../../kernels/shapelet.cu"),
 };
 
-/// Every kernel file (`tools/check-kernels.sh` compiles them all).
-pub const ALL: &[KernelFile] = &[EPISODES, MOTIF, SOFTDTW, SEARCH, SHAPELET];
+/// Every kernel file embedded in the library (a test checks it against `kernels/*.cu`).
+#[cfg(test)]
+const ALL: &[KernelFile] = &[EPISODES, MOTIF, SOFTDTW, SEARCH, SHAPELET];
 
 /// The longest episode the GPU kernels count (`SYNFIRE_MAX_GPU_NODES` in `episodes.cu`).
 pub const MAX_GPU_NODES: usize = 16;
@@ -164,5 +165,29 @@ fn nvrtc_error(file: &KernelFile, arch: &str, e: CompileError) -> DeviceError {
         arch: arch.to_owned(),
         message,
         log,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ALL;
+
+    /// Every `kernels/*.cu` file is embedded, and every embedded text is that file's.
+    #[test]
+    fn every_kernel_file_is_embedded() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".cu"))
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = ALL.iter().map(|k| k.name.to_owned()).collect();
+        embedded.sort();
+        assert_eq!(on_disk, embedded);
+        for k in ALL {
+            let text = std::fs::read_to_string(dir.join(k.name)).unwrap();
+            assert_eq!(text, k.source, "{}", k.name);
+        }
     }
 }

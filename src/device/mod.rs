@@ -22,11 +22,11 @@
 pub mod choice;
 pub mod episodes;
 pub mod error;
-pub mod kernels;
+pub(crate) mod kernels;
 mod launch;
-pub mod motif;
-pub mod search;
-pub mod shapelet;
+pub(crate) mod motif;
+pub(crate) mod search;
+pub(crate) mod shapelet;
 pub mod softdtw;
 pub mod worker;
 
@@ -35,6 +35,7 @@ pub use episodes::{
     BatchCounts, CandidateBatch, EpisodeKernel, EpisodeWorker, StreamData, StreamReport,
 };
 pub use error::DeviceError;
+pub use kernels::MAX_GPU_NODES;
 pub use worker::{GpuWorker, Ticket};
 
 use std::sync::Arc;

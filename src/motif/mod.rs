@@ -29,7 +29,7 @@
 //! ([`Method`]).
 
 pub mod brute;
-pub mod gpu;
+pub(crate) mod gpu;
 pub mod join;
 pub mod mk;
 pub mod profile;

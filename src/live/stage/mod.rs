@@ -13,7 +13,7 @@
 //! `seconds`, …; [`WindowEnvelope`]) and serialises the line once for the sinks.
 
 pub mod episodes;
-pub mod kinds;
+pub(crate) mod kinds;
 pub mod motif;
 pub mod search;
 pub mod shapelet;
