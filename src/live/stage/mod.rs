@@ -360,3 +360,6 @@ pub(crate) fn test_window(values: Vec<f64>, channels: usize, start_sample: u64) 
         },
     }
 }
+
+#[cfg(test)]
+mod tests;
