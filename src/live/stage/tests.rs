@@ -1,17 +1,20 @@
 //! The JSON lines [`run`] writes, per stage kind and case: exactly these keys, in this order,
 //! with these JSON types (consumers read the lines by key; a dropped, renamed or reordered key,
 //! or an integer turned float, breaks them). Nested objects are listed by path
-//! (`motifs[].i`: the keys of the first element of `motifs`).
+//! (`motifs[].i`: the keys of the first element of `motifs`). Each line also reads back into
+//! [`WindowLine`] with the stage's result type, to the same fields.
 
 use std::sync::Arc;
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::search::{SearchStage, SearchStageConfig};
 use super::shapelet::ShapeletStage;
 use super::softdtw::{SoftDtwStage, SoftDtwStageConfig};
 use super::summary::SummaryStage;
-use super::{Stage, run, test_window};
+use super::{AnyStage, Stage, WindowLine, run, test_window};
 use crate::device::DeviceChoice;
 use crate::episode::{GpuSettings, Interval, MinerConfig, Threshold};
 use crate::live::stage::episodes::EpisodeStage;
@@ -69,31 +72,44 @@ fn walk(v: &Value, path: &str, out: &mut Vec<String>) {
     }
 }
 
-/// The keys of each line `run` writes for `windows`, in order.
-fn lines(stage: &mut dyn Stage, windows: Vec<Window>) -> Vec<Vec<String>> {
+/// The keys of each line `run` writes for `windows`, in order, and the line read back.
+fn lines<S>(stage: &mut S, windows: Vec<Window>) -> Vec<(Vec<String>, WindowLine<S::Result>)>
+where
+    S: Stage + 'static,
+    S::Result: DeserializeOwned + Serialize,
+{
     let (wtx, wrx) = crossbeam_channel::unbounded();
     let (otx, orx) = crossbeam_channel::unbounded();
     for w in windows {
         wtx.send(Arc::new(w)).unwrap();
     }
     drop(wtx);
-    run(&Arc::from("st"), stage, &wrx, &otx);
+    run(&Arc::from("st"), stage as &mut dyn AnyStage, &wrx, &otx);
     drop(otx);
     orx.iter()
         .map(|o| {
             let v: Value = serde_json::from_str(&o.json).unwrap();
             let mut keys = Vec::new();
             walk(&v, "", &mut keys);
-            keys
+            let line: WindowLine<S::Result> = serde_json::from_str(&o.json).unwrap();
+            // Exactly one of a result and an error, and the result reads back to what it
+            // wrote.
+            assert_ne!(line.result.is_some(), line.error.is_some(), "{}", o.json);
+            if let Some(r) = &line.result {
+                let mut written = v.as_object().unwrap().clone();
+                written.retain(|k, _| !ENVELOPE.iter().any(|e| e.split(':').next() == Some(k)));
+                assert_eq!(serde_json::to_value(r).unwrap(), Value::Object(written));
+            }
+            (keys, line)
         })
         .collect()
 }
 
 /// Asserts `got` is the envelope followed by `fields`.
 #[track_caller]
-fn assert_keys(case: &str, got: &[String], fields: &[&str]) {
+fn assert_keys<R>(case: &str, got: &(Vec<String>, WindowLine<R>), fields: &[&str]) {
     let want: Vec<&str> = ENVELOPE.iter().chain(fields).copied().collect();
-    assert_eq!(got, want, "{case}: the keys of the line changed");
+    assert_eq!(got.0, want, "{case}: the keys of the line changed");
 }
 
 fn spike_window() -> Window {
@@ -150,6 +166,11 @@ fn episodes_lines_keep_their_keys() {
     );
     // A stage error: the envelope and `error`.
     assert_keys("episodes, error", &got[1], &["error: string"]);
+    assert!(got[1].1.error.as_ref().unwrap().contains("spikes"));
+    let first = &got[0].1;
+    assert_eq!((first.stage.as_str(), first.window.as_str()), ("st", "w"));
+    assert_eq!(first.events, 24);
+    assert_eq!(first.result.as_ref().unwrap().episodes.len(), 3);
 }
 
 #[test]
