@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::episode::{MinerConfig, MiningResult};
 use crate::event::EventStream;
@@ -38,7 +38,7 @@ pub struct Params<'a> {
 }
 
 /// One frequent episode in the JSON output.
-#[derive(Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct EpisodeJson {
     /// Original labels of the nodes (NWB unit ids, CSV labels).
     pub labels: Vec<String>,

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::episode::candidates;
 use crate::episode::count::MAX_EPISODE_LEN;
@@ -185,8 +185,9 @@ pub enum MineError {
     Count(#[from] CountError),
 }
 
-/// What happened at one level.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// What happened at one level (read back from JSON, e.g. a pipeline's line, without
+/// `candidate_events`, which is not written: 0).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LevelStats {
     /// Episode size N.
     pub level: usize,

@@ -33,7 +33,7 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use buffer::RingConsumer;
 use config::PipelineConfig;
 use source::OpenContext;
-use stage::{Output, Stage};
+use stage::{AnyStage, Output};
 use window::{Window, Windower};
 
 use crate::record::{EndReason, Record};
@@ -260,7 +260,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     // Per window: each reading stage's queue, and whether the stage wants previews.
     type StageInput = (Sender<Arc<Window>>, bool);
     let mut stage_inputs: BTreeMap<&str, Vec<StageInput>> = BTreeMap::new();
-    type StageThread = (String, Box<dyn Stage>, Receiver<Arc<Window>>);
+    type StageThread = (String, Box<dyn AnyStage>, Receiver<Arc<Window>>);
     let mut stages: Vec<StageThread> = Vec::new();
     for (name, s) in &config.stages {
         let st = s.builder.build().map_err(|source| LiveError::Stage {

@@ -18,19 +18,19 @@
 //! chains, so the first window of a stream (or of a restarted publisher) is not counted from
 //! scratch either.
 
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
 
-use super::{Stage, StageBuilder, StageConfig, StageError};
+use super::{AnyStage, Stage, StageBuilder, StageConfig, StageError};
 use crate::device::DeviceChoice;
 use crate::episode::{
-    ChainCache, Counter, GpuCounter, GpuSettings, MinerConfig, MiningOptions, NoProgress,
-    mine_with, select_gpu,
+    ChainCache, Counter, GpuCounter, GpuSettings, LevelStats, MinerConfig, MiningOptions,
+    NoProgress, mine_with, select_gpu,
 };
 use crate::event::EventStream;
 use crate::live::config::section::ConfigError;
 use crate::live::window::{Window, WindowConfig, WindowData};
 use crate::record::StreamKind;
-use crate::report::MineReport;
+use crate::report::{EpisodeJson, MineReport};
 
 /// `[stages.<name>]` with `kind = "episodes"`: the options of `synfire mine`
 /// ([`MiningOptions`], same names and defaults).
@@ -63,13 +63,30 @@ struct EpisodesBuilder {
 }
 
 impl StageBuilder for EpisodesBuilder {
-    fn build(&self) -> Result<Box<dyn Stage>, StageError> {
+    fn build(&self) -> Result<Box<dyn AnyStage>, StageError> {
         Ok(Box::new(EpisodeStage::new(
             self.config.clone(),
             self.device,
             self.settings.clone(),
         )?))
     }
+}
+
+/// One spike window's result (`kind = "episodes"`): what `synfire mine --start-s --end-s`
+/// reports for the window's events, in the `synfire mine` JSON schema.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EpisodesResult {
+    /// Who counted: `"cpu"` (the incremental counter) or the GPU counter's name.
+    pub device: String,
+    /// The minimum count (non-overlapped occurrences) the threshold resolved to for this
+    /// window.
+    pub min_count: u64,
+    /// Event types (units) in the window.
+    pub event_types: usize,
+    /// Per-level statistics, level 1 first (`seconds`: wall-clock seconds of the level).
+    pub levels: Vec<LevelStats>,
+    /// The frequent episodes, level 1 included (`intervals_s` in seconds).
+    pub episodes: Vec<EpisodeJson>,
 }
 
 /// The episode-mining stage.
@@ -136,6 +153,8 @@ impl EpisodeStage {
 }
 
 impl Stage for EpisodeStage {
+    type Result = EpisodesResult;
+
     fn input(&self) -> StreamKind {
         StreamKind::Spikes
     }
@@ -149,7 +168,7 @@ impl Stage for EpisodeStage {
     /// cache and keeps only the chains, for the window's close. Nothing is reported; a failure
     /// just leaves the cache empty.
     fn preview(&mut self, window: &Window) {
-        if !self.wants_previews() {
+        if !Stage::wants_previews(self) {
             return;
         }
         let Ok(stream) = window_stream(window) else {
@@ -161,7 +180,7 @@ impl Stage for EpisodeStage {
         }
     }
 
-    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
+    fn process(&mut self, window: &Window) -> Result<EpisodesResult, StageError> {
         let stream = window_stream(window)?;
         self.prepare_gpu(&stream)?;
         let mut incremental = None;
@@ -185,20 +204,14 @@ impl Stage for EpisodeStage {
             }
             self.gpu = None;
         }
-        let report = MineReport::new("", &stream, &self.config, &result);
-        let mut m = Map::new();
-        m.insert("device".into(), Value::from(device));
-        m.insert("min_count".into(), Value::from(result.min_count));
-        m.insert("event_types".into(), Value::from(stream.alphabet().len()));
-        m.insert(
-            "levels".into(),
-            serde_json::to_value(&result.levels).unwrap_or(Value::Null),
-        );
-        m.insert(
-            "episodes".into(),
-            serde_json::to_value(&report.episodes).unwrap_or(Value::Null),
-        );
-        Ok(m)
+        let episodes = MineReport::new("", &stream, &self.config, &result).episodes;
+        Ok(EpisodesResult {
+            device,
+            min_count: result.min_count,
+            event_types: stream.alphabet().len(),
+            levels: result.levels,
+            episodes,
+        })
     }
 }
 

@@ -10,7 +10,9 @@
 //! A stage reads one kind of window ([`StreamKind`]) and turns each [`Window`] into its typed
 //! result ([`Stage::Result`]). The runner ([`run`]) wraps it in the fields every result
 //! carries (`stage`, `window_start_s`, `window_end_s`, `events`, `late`, `dropped`,
-//! `seconds`, …; [`WindowEnvelope`]) and serialises the line once for the sinks.
+//! `seconds`, …; [`WindowEnvelope`]) and serialises the line once for the sinks. It holds
+//! each stage as an [`AnyStage`] (every [`Stage`] is one, its result type erased). A line
+//! reads back into [`WindowLine`] with the stage's result type.
 
 pub mod episodes;
 pub(crate) mod kinds;
@@ -25,7 +27,7 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
 
 use crate::live::config::section::{ConfigError, typed};
 use crate::live::window::{Window, WindowConfig, WindowData};
@@ -54,7 +56,7 @@ pub trait StageBuilder: std::fmt::Debug + Send + Sync {
     /// # Errors
     /// [`StageError`] for a resource that cannot be had (a GPU demanded but absent, a
     /// training failure).
-    fn build(&self) -> Result<Box<dyn Stage>, StageError>;
+    fn build(&self) -> Result<Box<dyn AnyStage>, StageError>;
 }
 
 /// A stage kind's options, type-erased for the kinds table.
@@ -245,14 +247,21 @@ pub enum StageError {
 
 /// What runs on each window.
 pub trait Stage: Send {
+    /// The stage's result for one window: its fields of the line, written after the
+    /// envelope's ([`WindowEnvelope`]), in the struct's field order. Each kind's result is a
+    /// struct of its file (e.g. [`episodes::EpisodesResult`]) that also derives `Deserialize`,
+    /// so a line can be read back ([`WindowLine`]).
+    type Result: Serialize;
+
     /// The kind of window the stage reads.
     fn input(&self) -> StreamKind;
 
-    /// Processes one window into the stage's result fields (e.g. `episodes`).
+    /// Processes one window into the stage's result (e.g. the episodes of a spike window).
     ///
     /// # Errors
-    /// [`StageError`]; the runner reports it for this window and continues.
-    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError>;
+    /// [`StageError`]; the runner reports it for this window (the line's `error`) and
+    /// continues.
+    fn process(&mut self, window: &Window) -> Result<Self::Result, StageError>;
 
     /// Whether the stage wants previews of open spike windows ([`Window::preview`]).
     /// Default: no.
@@ -270,6 +279,196 @@ pub trait Stage: Send {
     fn finish(&mut self) {}
 }
 
+/// A [`Stage`] with its result type erased, as the runner holds it (`Box<dyn AnyStage>`, what
+/// [`StageBuilder::build`] returns). Every [`Stage`] is one; its window results come out as
+/// serialised lines ([`AnyStage::process_line`]).
+pub trait AnyStage: Send {
+    /// The kind of window the stage reads ([`Stage::input`]).
+    fn input(&self) -> StreamKind;
+
+    /// Processes one window ([`Stage::process`], timed) and serialises its line, once: the
+    /// [`WindowEnvelope`] of `window` for the stage named `stage`, with the result's fields or,
+    /// when the stage failed, `error`.
+    fn process_line(&mut self, stage: &str, window: &Window) -> ProcessedLine;
+
+    /// Whether the stage wants previews ([`Stage::wants_previews`]).
+    fn wants_previews(&self) -> bool;
+
+    /// Sees a preview ([`Stage::preview`]).
+    fn preview(&mut self, window: &Window);
+
+    /// Called once after the last window ([`Stage::finish`]).
+    fn finish(&mut self);
+}
+
+impl<S: Stage> AnyStage for S {
+    fn input(&self) -> StreamKind {
+        Stage::input(self)
+    }
+
+    fn process_line(&mut self, stage: &str, window: &Window) -> ProcessedLine {
+        let started = Instant::now();
+        let result = self.process(window);
+        let seconds = started.elapsed().as_secs_f64();
+        let error = result.as_ref().err().map(ToString::to_string);
+        let json = WindowEnvelope::new(stage, window, seconds, result.as_ref().ok(), error.clone())
+            .to_json();
+        ProcessedLine {
+            seconds,
+            json,
+            error,
+        }
+    }
+
+    fn wants_previews(&self) -> bool {
+        Stage::wants_previews(self)
+    }
+
+    fn preview(&mut self, window: &Window) {
+        Stage::preview(self, window);
+    }
+
+    fn finish(&mut self) {
+        Stage::finish(self);
+    }
+}
+
+/// One window's line from [`AnyStage::process_line`].
+#[derive(Clone, Debug)]
+pub struct ProcessedLine {
+    /// The stage's time on the window ([`Stage::process`] alone), seconds; the line's
+    /// `seconds`.
+    pub seconds: f64,
+    /// The line: one JSON object ([`WindowEnvelope`]), no trailing newline.
+    pub json: String,
+    /// The stage's error on the window, when it failed (the line's `error`).
+    pub error: Option<String>,
+}
+
+/// The line of one window: the fields every result carries, then the stage's own
+/// ([`Stage::Result`], flattened) or, when the stage failed, `error`. Serialised once
+/// ([`WindowEnvelope::to_json`]); keys in field order.
+#[derive(Debug, Serialize)]
+pub struct WindowEnvelope<'a, R> {
+    /// The stage's name (`[stages.<name>]`; the ZMQ PUB topic).
+    pub stage: &'a str,
+    /// The window definition's name (`[windows.<name>]`).
+    pub window: &'a str,
+    /// The source's name.
+    pub source: &'a str,
+    /// Window index `k`.
+    pub window_index: u64,
+    /// Window start, seconds (inclusive).
+    pub window_start_s: f64,
+    /// Window end, seconds (exclusive).
+    pub window_end_s: f64,
+    /// False for windows emitted at the end of an archive or at a publisher restart.
+    pub complete: bool,
+    /// Events (spikes) or samples in the window.
+    pub events: usize,
+    /// Late events rejected by this window definition so far.
+    pub late: u64,
+    /// Events the source has dropped so far.
+    pub dropped: u64,
+    /// The stage's time on the window, seconds.
+    pub seconds: f64,
+    /// The stage's result, its fields inline; `None` when the stage failed.
+    #[serde(flatten)]
+    pub result: Option<&'a R>,
+    /// Why the stage failed on the window; absent when it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl<'a, R: Serialize> WindowEnvelope<'a, R> {
+    /// The line of `window` for the stage named `stage`, which took `seconds` and returned
+    /// `result` or failed with `error`.
+    #[must_use]
+    pub fn new(
+        stage: &'a str,
+        window: &'a Window,
+        seconds: f64,
+        result: Option<&'a R>,
+        error: Option<String>,
+    ) -> Self {
+        Self {
+            stage,
+            window: &window.window,
+            source: &window.source,
+            window_index: window.index,
+            window_start_s: window.start_s,
+            window_end_s: window.end_s,
+            complete: window.complete,
+            events: window.events(),
+            late: window.late,
+            dropped: window.dropped,
+            seconds,
+            result,
+            error,
+        }
+    }
+
+    /// The line as one JSON object, no trailing newline. A result that cannot be serialised
+    /// (no result type of this crate's stages fails) gives the envelope with an `error`.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| {
+            let failed = WindowEnvelope::<()> {
+                stage: self.stage,
+                window: self.window,
+                source: self.source,
+                window_index: self.window_index,
+                window_start_s: self.window_start_s,
+                window_end_s: self.window_end_s,
+                complete: self.complete,
+                events: self.events,
+                late: self.late,
+                dropped: self.dropped,
+                seconds: self.seconds,
+                result: None,
+                error: Some(format!("the stage's result could not be serialised: {e}")),
+            };
+            serde_json::to_string(&failed).unwrap_or_default()
+        })
+    }
+}
+
+/// A line read back: the owned mirror of [`WindowEnvelope`], for consumers and tests
+/// (`serde_json::from_str::<WindowLine<EpisodesResult>>(line)`). Keys the stage's result
+/// does not know are ignored.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct WindowLine<R> {
+    /// The stage's name.
+    pub stage: String,
+    /// The window definition's name.
+    pub window: String,
+    /// The source's name.
+    pub source: String,
+    /// Window index `k`.
+    pub window_index: u64,
+    /// Window start, seconds (inclusive).
+    pub window_start_s: f64,
+    /// Window end, seconds (exclusive).
+    pub window_end_s: f64,
+    /// False for windows emitted at the end of an archive or at a publisher restart.
+    pub complete: bool,
+    /// Events (spikes) or samples in the window.
+    pub events: u64,
+    /// Late events rejected by this window definition so far.
+    pub late: u64,
+    /// Events the source has dropped so far.
+    pub dropped: u64,
+    /// The stage's time on the window, seconds.
+    pub seconds: f64,
+    /// The stage's result; `None` when the line has none (the stage failed) or its fields do
+    /// not read as `R` (e.g. a non-finite number, written as `null`, in an `f64` field).
+    #[serde(flatten)]
+    pub result: Option<R>,
+    /// Why the stage failed on the window.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
 /// A serialised result on its way to the sinks.
 #[derive(Clone, Debug)]
 pub struct Output {
@@ -284,11 +483,11 @@ pub struct Output {
 }
 
 /// Runs `stage` named `name` over every window from `windows` until that channel closes,
-/// sending one [`Output`] per window to `out` (previews go to [`Stage::preview`] and produce
-/// none), then calls [`Stage::finish`].
+/// sending one [`Output`] per window to `out` (its line: [`AnyStage::process_line`]; previews
+/// go to [`Stage::preview`] and produce none), then calls [`Stage::finish`].
 pub fn run(
     name: &Arc<str>,
-    stage: &mut dyn Stage,
+    stage: &mut dyn AnyStage,
     windows: &Receiver<Arc<Window>>,
     out: &Sender<Output>,
 ) {
@@ -298,34 +497,15 @@ pub fn run(
             stage.preview(&window);
             continue;
         }
-        let started = Instant::now();
-        let result = stage.process(&window);
-        let seconds = started.elapsed().as_secs_f64();
-        seconds_metric.record(seconds);
-        let mut obj = Map::new();
-        obj.insert("stage".into(), Value::from(&**name));
-        obj.insert("window".into(), Value::from(&*window.window));
-        obj.insert("source".into(), Value::from(&*window.source));
-        obj.insert("window_index".into(), Value::from(window.index));
-        obj.insert("window_start_s".into(), Value::from(window.start_s));
-        obj.insert("window_end_s".into(), Value::from(window.end_s));
-        obj.insert("complete".into(), Value::from(window.complete));
-        obj.insert("events".into(), Value::from(window.events()));
-        obj.insert("late".into(), Value::from(window.late));
-        obj.insert("dropped".into(), Value::from(window.dropped));
-        obj.insert("seconds".into(), Value::from(seconds));
-        match result {
-            Ok(fields) => obj.extend(fields),
-            Err(e) => {
-                tracing::warn!(stage = %name, window_start_s = window.start_s, error = %e, "Stage failed on a window.");
-                obj.insert("error".into(), Value::from(e.to_string()));
-            }
+        let line = stage.process_line(name, &window);
+        seconds_metric.record(line.seconds);
+        if let Some(e) = &line.error {
+            tracing::warn!(stage = %name, window_start_s = window.start_s, error = %e, "Stage failed on a window.");
         }
-        let json = Value::Object(obj).to_string();
         if out
             .send(Output {
                 stage: name.clone(),
-                json,
+                json: line.json,
                 closed_at: window.closed_at,
                 published_at: None,
             })
@@ -360,3 +540,6 @@ pub(crate) fn test_window(values: Vec<f64>, channels: usize, start_sample: u64) 
         },
     }
 }
+
+#[cfg(test)]
+mod tests;

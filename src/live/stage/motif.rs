@@ -2,9 +2,9 @@
 //! z-normalised subsequences of one channel, by [`crate::motif::find_motifs`] (MK or the matrix
 //! profile, CPU or GPU; the GPU's device thread is the process-wide one and outlives windows).
 
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
 
-use super::{Samples, Stage, StageBuilder, StageConfig, StageError};
+use super::{AnyStage, Samples, Stage, StageBuilder, StageConfig, StageError};
 use crate::device::DeviceChoice;
 use crate::live::config::section::ConfigError;
 use crate::live::window::{Window, WindowConfig};
@@ -94,13 +94,51 @@ impl StageConfig for MotifStageConfig {
 }
 
 impl StageBuilder for MotifStageConfig {
-    fn build(&self) -> Result<Box<dyn Stage>, StageError> {
+    fn build(&self) -> Result<Box<dyn AnyStage>, StageError> {
         Ok(Box::new(MotifStage::new(
             self.motif(),
             self.channel,
             self.device,
         )))
     }
+}
+
+/// One sensor window's result (`kind = "motif"`). A window with too few samples for one
+/// pair gives no `method` and `device`, an empty `motifs` and a `reason`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MotifWindowResult {
+    /// The channel searched (0-based).
+    pub channel: usize,
+    /// Subsequence length, samples.
+    pub m: usize,
+    /// Exclusion zone, samples: a pair's starts are more than this apart.
+    pub exclusion: usize,
+    /// The exact path that found the top motif (`synfire motif`'s `method`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// `"cpu"` or the GPU's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Up to `top_k` motifs, best first, later ones not overlapping earlier ones.
+    pub motifs: Vec<WindowMotif>,
+    /// Why the window was not searched (too few samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One motif of a window: the pair of length-`m` subsequences starting at `i` and `j`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WindowMotif {
+    /// Start of the first subsequence, samples from the window's first sample.
+    pub i: usize,
+    /// Start of the second subsequence (`j - i > exclusion`), samples from the window's first.
+    pub j: usize,
+    /// Stream sample number of the first subsequence's start.
+    pub start_i: u64,
+    /// Stream sample number of the second subsequence's start.
+    pub start_j: u64,
+    /// z-normalised Euclidean distance of the pair.
+    pub distance: f64,
 }
 
 /// The motif stage.
@@ -124,43 +162,46 @@ impl MotifStage {
 }
 
 impl Stage for MotifStage {
+    type Result = MotifWindowResult;
+
     fn input(&self) -> StreamKind {
         StreamKind::Sensor
     }
 
-    /// Fields: `channel`, `m`, `exclusion`, `method`, `device`, and `motifs`, each with
-    /// `i`, `j` (window-relative subsequence starts), `start_i`, `start_j` (stream sample
-    /// numbers) and `distance`. A window with too few samples gives an empty list and a
-    /// `reason`.
-    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
+    /// Searches the configured channel ([`MotifWindowResult`]).
+    fn process(&mut self, window: &Window) -> Result<MotifWindowResult, StageError> {
         let samples = Samples::of(window)?;
         let start_sample = samples.start_sample;
         let x = samples.configured_channel(self.channel)?;
-        let mut m = Map::new();
-        m.insert("channel".into(), Value::from(self.channel));
-        m.insert("m".into(), Value::from(self.cfg.m));
-        m.insert("exclusion".into(), Value::from(self.cfg.exclusion));
+        let mut out = MotifWindowResult {
+            channel: self.channel,
+            m: self.cfg.m,
+            exclusion: self.cfg.exclusion,
+            method: None,
+            device: None,
+            motifs: Vec::new(),
+            reason: None,
+        };
         match find_motifs(&x, &self.cfg, self.device) {
             Ok(r) => {
-                m.insert("method".into(), Value::from(r.method.as_str()));
-                m.insert("device".into(), Value::from(r.device));
-                let motifs: Vec<Value> = r
+                out.method = Some(r.method.as_str().to_owned());
+                out.device = Some(r.device);
+                out.motifs = r
                     .motifs
                     .iter()
-                    .map(|p| {
-                        json!({"i": p.i, "j": p.j, "start_i": start_sample + p.i as u64,
-                               "start_j": start_sample + p.j as u64, "distance": p.distance})
+                    .map(|p| WindowMotif {
+                        i: p.i,
+                        j: p.j,
+                        start_i: start_sample + p.i as u64,
+                        start_j: start_sample + p.j as u64,
+                        distance: p.distance,
                     })
                     .collect();
-                m.insert("motifs".into(), Value::from(motifs));
             }
             Err(crate::motif::MotifError::Device(e)) => return Err(e.into()),
-            Err(e) => {
-                m.insert("motifs".into(), Value::Array(Vec::new()));
-                m.insert("reason".into(), Value::from(e.to_string()));
-            }
+            Err(e) => out.reason = Some(e.to_string()),
         }
-        Ok(m)
+        Ok(out)
     }
 }
 
@@ -196,16 +237,14 @@ mod tests {
         let want = find_motifs(&x, &cfg, DeviceChoice::Cpu).unwrap().motifs[0];
         let mut s = MotifStage::new(MotifConfig::new(8), 1, DeviceChoice::Cpu);
         let out = s.process(&window(v, 2)).unwrap();
-        let got = &out["motifs"][0];
-        assert_eq!(
-            (got["i"].as_u64(), got["j"].as_u64()),
-            (Some(want.i as u64), Some(want.j as u64))
-        );
-        assert_eq!(got["start_i"].as_u64(), Some(1000 + want.i as u64));
+        let got = &out.motifs[0];
+        assert_eq!((got.i, got.j), (want.i, want.j));
+        assert_eq!(got.start_i, 1000 + want.i as u64);
         // Channel 0 (a ramp) would give distance 0: every window of a ramp z-normalises alike.
-        assert!(got["distance"].as_f64().unwrap() > 0.0);
+        assert!(got.distance > 0.0);
         let short = s.process(&window(vec![1.0; 10], 2)).unwrap();
-        assert!(short["reason"].as_str().unwrap().contains("samples"));
+        assert!(short.reason.unwrap().contains("samples"));
+        assert!(short.motifs.is_empty());
         assert!(s.process(&window(vec![1.0; 10], 1)).is_err());
     }
 }

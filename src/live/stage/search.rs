@@ -19,9 +19,9 @@
 
 use std::collections::VecDeque;
 
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
 
-use super::{Samples, Stage, StageBuilder, StageConfig, StageError};
+use super::{AnyStage, Samples, Stage, StageBuilder, StageConfig, StageError};
 use crate::device::DeviceChoice;
 use crate::live::config::section::ConfigError;
 use crate::live::window::Window;
@@ -105,9 +105,64 @@ impl StageConfig for SearchStageConfig {
 }
 
 impl StageBuilder for SearchStageConfig {
-    fn build(&self) -> Result<Box<dyn Stage>, StageError> {
+    fn build(&self) -> Result<Box<dyn AnyStage>, StageError> {
         Ok(Box::new(SearchStage::new(self.clone())))
     }
+}
+
+/// What the search stage's index holds (the result's `mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// Whole windows (no `m`): each window of the channel is one series.
+    Windows,
+    /// Every length-`m` subsequence of the channel seen so far.
+    Subsequences,
+}
+
+/// One sensor window's result (`kind = "search"`). A window that could not be searched (see
+/// the module doc) gives a `reason` and no `neighbors` (nor `query_start_sample`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchWindowResult {
+    /// The channel searched (0-based).
+    pub channel: usize,
+    /// Neighbours asked for per window.
+    pub k: usize,
+    /// Where lower bounds are computed: `"cpu"` or `"gpu"`.
+    pub device: String,
+    /// Whole windows or subsequences.
+    pub mode: SearchMode,
+    /// Subsequences: their length, samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub m: Option<usize>,
+    /// Why the window was not searched (NaN samples, a length unlike the first window's, fewer
+    /// than `m` samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Subsequences: stream sample number of the query's first sample (the window's last
+    /// `m` samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_start_sample: Option<u64>,
+    /// Up to `k` nearest earlier windows or subsequences, nearest first (empty before anything
+    /// was indexed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neighbors: Option<Vec<SearchNeighbor>>,
+    /// Windows or subsequences held by the index after this window.
+    pub indexed: usize,
+}
+
+/// One earlier occurrence found for a window.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchNeighbor {
+    /// Whole windows: the earlier window's index `k`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_index: Option<u64>,
+    /// Stream sample number of its first sample.
+    pub start_sample: u64,
+    /// Its start, seconds (subsequences: on the current window's clock).
+    pub start_s: f64,
+    /// z-normalised Euclidean distance to the window (or query).
+    pub distance: f64,
 }
 
 /// The search stage.
@@ -183,41 +238,40 @@ impl SearchStage {
         w: &Window,
         start_sample: u64,
         x: &[f64],
-        out: &mut Map<String, Value>,
+        out: &mut SearchWindowResult,
     ) -> Result<(), StageError> {
         if x.is_empty() || x.iter().any(|v| !v.is_finite()) {
-            out.insert(
-                "reason".into(),
-                "the window is empty or has missing (NaN) samples".into(),
-            );
+            out.reason = Some("the window is empty or has missing (NaN) samples".into());
             return Ok(());
         }
         if let Some(index) = &self.index {
             if index.len() != x.len() {
-                out.insert(
-                    "reason".into(),
-                    format!(
-                        "the window has {} samples, the first had {}",
-                        x.len(),
-                        index.len()
-                    )
-                    .into(),
-                );
+                out.reason = Some(format!(
+                    "the window has {} samples, the first had {}",
+                    x.len(),
+                    index.len()
+                ));
                 return Ok(());
             }
         }
         let z = znormalize(x);
-        let neighbors: Vec<Value> = self
+        let neighbors = self
             .knn(&z)?
             .into_iter()
             .filter_map(|(id, d)| {
                 let at = self.windows.partition_point(|e| e.0 < id);
-                self.windows.get(at).filter(|e| e.0 == id).map(|&(wi, ss, s)| {
-                    json!({"window_index": wi, "start_sample": ss, "start_s": s, "distance": d})
-                })
+                self.windows
+                    .get(at)
+                    .filter(|e| e.0 == id)
+                    .map(|&(wi, ss, s)| SearchNeighbor {
+                        window_index: Some(wi),
+                        start_sample: ss,
+                        start_s: s,
+                        distance: d,
+                    })
             })
             .collect();
-        out.insert("neighbors".into(), Value::from(neighbors));
+        out.neighbors = Some(neighbors);
         self.index_mut(x.len())?
             .insert(w.index, &z)
             .map_err(search_error)?;
@@ -260,7 +314,7 @@ impl SearchStage {
         s: &Samples<'_>,
         x: &[f64],
         m: usize,
-        out: &mut Map<String, Value>,
+        out: &mut SearchWindowResult,
     ) -> Result<(), StageError> {
         let start = s.start_sample;
         let end = start + x.len() as u64;
@@ -278,10 +332,10 @@ impl SearchStage {
             self.history.extend_from_slice(&x[from..]);
         }
         if x.len() < m {
-            out.insert(
-                "reason".into(),
-                format!("the window has {} samples, fewer than m = {m}", x.len()).into(),
-            );
+            out.reason = Some(format!(
+                "the window has {} samples, fewer than m = {m}",
+                x.len()
+            ));
             return Ok(());
         }
         // Insert every subsequence that ends before the query (the last m samples) starts.
@@ -291,65 +345,63 @@ impl SearchStage {
         }
         let q = &x[x.len() - m..];
         if q.iter().any(|v| !v.is_finite()) {
-            out.insert(
-                "reason".into(),
-                "the query has missing (NaN) samples".into(),
-            );
+            out.reason = Some("the query has missing (NaN) samples".into());
             return Ok(());
         }
         let rate = s.rate_hz;
-        let neighbors: Vec<Value> = self
+        let neighbors = self
             .knn(&znormalize(q))?
             .into_iter()
-            .map(|(p, d)| {
-                let t = w.start_s + (p as f64 - start as f64) / rate;
-                json!({"start_sample": p, "start_s": t, "distance": d})
+            .map(|(p, d)| SearchNeighbor {
+                window_index: None,
+                start_sample: p,
+                start_s: w.start_s + (p as f64 - start as f64) / rate,
+                distance: d,
             })
             .collect();
-        out.insert("query_start_sample".into(), Value::from(query_start));
-        out.insert("neighbors".into(), Value::from(neighbors));
+        out.query_start_sample = Some(query_start);
+        out.neighbors = Some(neighbors);
         Ok(())
     }
 }
 
 impl Stage for SearchStage {
+    type Result = SearchWindowResult;
+
     fn input(&self) -> StreamKind {
         StreamKind::Sensor
     }
 
-    /// Fields: `channel`, `mode` (`windows` or `subsequences`), `m` (subsequences), `k`,
-    /// `device`, `indexed` (series held after this window), `neighbors` (nearest first; see
-    /// the module doc), `query_start_sample` (subsequences), or a `reason` when the window
-    /// could not be searched.
-    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
+    /// Searches the window (or its last `m` samples), then indexes it
+    /// ([`SearchWindowResult`]; see the module doc).
+    fn process(&mut self, window: &Window) -> Result<SearchWindowResult, StageError> {
         let samples = Samples::of(window)?;
         let x = samples.configured_channel(self.opts.channel)?;
-        let mut out = Map::new();
-        out.insert("channel".into(), Value::from(self.opts.channel));
-        out.insert("k".into(), Value::from(self.opts.k));
-        out.insert(
-            "device".into(),
-            Value::from(if self.device != DeviceChoice::Cpu {
+        let mut out = SearchWindowResult {
+            channel: self.opts.channel,
+            k: self.opts.k,
+            device: if self.device != DeviceChoice::Cpu {
                 "gpu"
             } else {
                 "cpu"
-            }),
-        );
-        match self.opts.m {
-            None => {
-                out.insert("mode".into(), Value::from("windows"));
-                self.whole(window, samples.start_sample, &x, &mut out)?;
             }
+            .to_owned(),
+            mode: SearchMode::Windows,
+            m: None,
+            reason: None,
+            query_start_sample: None,
+            neighbors: None,
+            indexed: 0,
+        };
+        match self.opts.m {
+            None => self.whole(window, samples.start_sample, &x, &mut out)?,
             Some(m) => {
-                out.insert("mode".into(), Value::from("subsequences"));
-                out.insert("m".into(), Value::from(m));
+                out.mode = SearchMode::Subsequences;
+                out.m = Some(m);
                 self.subsequences(window, &samples, &x, m, &mut out)?;
             }
         }
-        out.insert(
-            "indexed".into(),
-            Value::from(self.index.as_ref().map_or(0, IncrementalIndex::count)),
-        );
+        out.indexed = self.index.as_ref().map_or(0, IncrementalIndex::count);
         Ok(out)
     }
 }
@@ -409,38 +461,37 @@ mod tests {
                 crate::synth::random_walk(50, i)
             };
             let out = stage.process(&window(i, i * 50, v.clone())).unwrap();
-            let got = out["neighbors"].as_array().unwrap();
+            assert_eq!(out.mode, SearchMode::Windows);
+            let got = out.neighbors.as_ref().unwrap();
             if !held.is_empty() {
                 let z = znormalize(&v);
                 let ids: Vec<u32> = (0..held.len() as u32).collect();
                 let want = knn_rows(&held.concat(), &ids, 50, &z, 2).unwrap().neighbors;
                 assert_eq!(got.len(), want.len());
                 for (g, w) in got.iter().zip(&want) {
-                    assert_eq!(
-                        g["window_index"].as_u64(),
-                        Some(u64::from(w.id)),
-                        "window {i}"
-                    );
-                    assert_eq!(g["start_sample"].as_u64(), Some(u64::from(w.id) * 50));
-                    assert_eq!(g["distance"].as_f64(), Some(w.distance));
+                    assert_eq!(g.window_index, Some(u64::from(w.id)), "window {i}");
+                    assert_eq!(g.start_sample, u64::from(w.id) * 50);
+                    assert_eq!(g.distance, w.distance);
                 }
                 if i % 10 == 9 && (i / 10) % 10 != 9 {
-                    assert_eq!(got[0]["distance"].as_f64(), Some(0.0));
+                    assert_eq!(got[0].distance, 0.0);
                 }
             } else {
                 assert!(got.is_empty());
             }
             held.push(znormalize(&v));
-            assert_eq!(out["indexed"].as_u64(), Some(held.len() as u64));
+            assert_eq!(out.indexed, held.len());
         }
         // A window of another length or with a NaN is reported, not inserted.
         let out = stage.process(&window(2000, 0, vec![1.0; 7])).unwrap();
-        assert!(out["reason"].as_str().unwrap().contains("first had 50"));
+        assert!(out.reason.unwrap().contains("first had 50"));
+        assert!(out.neighbors.is_none());
         let mut nan = crate::synth::random_walk(50, 3);
         nan[4] = f64::NAN;
         let out = stage.process(&window(2001, 0, nan)).unwrap();
-        assert!(out["reason"].as_str().unwrap().contains("NaN"));
-        assert_eq!(out["indexed"].as_u64(), Some(1500));
+        assert!(out.reason.unwrap().contains("NaN"));
+        assert!(out.neighbors.is_none());
+        assert_eq!(out.indexed, 1500);
     }
 
     #[test]
@@ -454,7 +505,8 @@ mod tests {
         for (n, &s) in starts.iter().enumerate() {
             let v = x[s as usize..s as usize + 100].to_vec();
             let out = stage.process(&window(n as u64, s, v)).unwrap();
-            let q0 = out["query_start_sample"].as_u64().unwrap();
+            assert_eq!((out.mode, out.m), (SearchMode::Subsequences, Some(m)));
+            let q0 = out.query_start_sample.unwrap();
             assert_eq!(q0, s + 100 - m as u64);
             // The oracle: subsequences ending by q0 within the current run, and after the
             // gap every subsequence of the first run (samples 0..1240).
@@ -465,7 +517,7 @@ mod tests {
             } else {
                 ids.extend((0..(q0 + 1).saturating_sub(m as u64)).map(|p| p as u32));
             }
-            let got = out["neighbors"].as_array().unwrap();
+            let got = out.neighbors.as_ref().unwrap();
             if ids.is_empty() {
                 assert!(got.is_empty());
                 continue;
@@ -478,14 +530,10 @@ mod tests {
             let want = knn_rows(&rows, &ids, m, &q, 3).unwrap().neighbors;
             assert_eq!(got.len(), want.len(), "window {n}");
             for (g, w) in got.iter().zip(&want) {
-                assert_eq!(
-                    g["start_sample"].as_u64(),
-                    Some(u64::from(w.id)),
-                    "window {n}"
-                );
-                assert_eq!(g["distance"].as_f64(), Some(w.distance));
-                let t = g["start_s"].as_f64().unwrap();
-                assert!((t - f64::from(w.id) / 100.0).abs() < 1e-9);
+                assert_eq!(g.start_sample, u64::from(w.id), "window {n}");
+                assert_eq!(g.window_index, None);
+                assert_eq!(g.distance, w.distance);
+                assert!((g.start_s - f64::from(w.id) / 100.0).abs() < 1e-9);
             }
         }
     }

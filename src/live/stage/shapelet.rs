@@ -4,11 +4,11 @@
 //! uses the canonical distances, so a window's label equals `ShapeletTree::classify` on the
 //! same samples.
 
-use serde_json::{Map, Value};
-
 use std::path::PathBuf;
 
-use super::{Samples, Stage, StageBuilder, StageConfig, StageError};
+use serde::{Deserialize, Serialize};
+
+use super::{AnyStage, Samples, Stage, StageBuilder, StageConfig, StageError};
 use crate::device::DeviceChoice;
 use crate::live::config::section::ConfigError;
 use crate::live::window::{Window, WindowConfig};
@@ -174,7 +174,7 @@ impl StageConfig for ShapeletStageConfig {
 
 impl StageBuilder for ShapeletBuilder {
     /// The stage, with the tree trained now when the configuration gave `train`.
-    fn build(&self) -> Result<Box<dyn Stage>, StageError> {
+    fn build(&self) -> Result<Box<dyn AnyStage>, StageError> {
         let tree = match &self.tree {
             TreeSource::Model(t) => t.clone(),
             TreeSource::Train {
@@ -192,6 +192,29 @@ impl StageBuilder for ShapeletBuilder {
                 .map_err(|e| StageError::Config(e.to_string()))?,
         ))
     }
+}
+
+/// One sensor window's result (`kind = "shapelet"`). A window holding NaN (gaps) or shorter
+/// than the longest shapelet gets `label: null`, no `class` and `leaf`, and a `reason`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShapeletWindowResult {
+    /// The channel classified (0-based).
+    pub channel: usize,
+    /// Samples in the window.
+    pub samples: usize,
+    /// Stream sample number of the window's first sample.
+    pub start_sample: u64,
+    /// The class's text; `null` when the window could not be classified (always written).
+    pub label: Option<String>,
+    /// The class id (index into the tree's classes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<usize>,
+    /// The id of the leaf (tree node) that decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaf: Option<usize>,
+    /// Why the window could not be classified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The shapelet stage.
@@ -216,37 +239,37 @@ impl ShapeletStage {
 }
 
 impl Stage for ShapeletStage {
+    type Result = ShapeletWindowResult;
+
     fn input(&self) -> StreamKind {
         StreamKind::Sensor
     }
 
-    /// Fields: `channel`, `samples`, `start_sample` (stream sample number of the window's
-    /// first sample), then `label` (class text), `class` (class id) and `leaf` (node id); a
-    /// window holding NaN (gaps) or shorter than the longest shapelet gets `label: null` and
-    /// a `reason`.
-    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
+    /// Classifies the configured channel ([`ShapeletWindowResult`]).
+    fn process(&mut self, window: &Window) -> Result<ShapeletWindowResult, StageError> {
         let samples = Samples::of(window)?;
         let x = samples.configured_channel(self.channel)?;
-        let mut m = Map::new();
-        m.insert("channel".into(), Value::from(self.channel));
-        m.insert("samples".into(), Value::from(x.len()));
-        m.insert("start_sample".into(), Value::from(samples.start_sample));
+        let mut out = ShapeletWindowResult {
+            channel: self.channel,
+            samples: x.len(),
+            start_sample: samples.start_sample,
+            label: None,
+            class: None,
+            leaf: None,
+            reason: None,
+        };
         match self.tree.classify(&x, "window", 0) {
             Ok((leaf, class)) => {
-                m.insert(
-                    "label".into(),
-                    Value::from(self.tree.classes[class].clone()),
-                );
-                m.insert("class".into(), Value::from(class));
-                m.insert("leaf".into(), Value::from(leaf));
+                out.label = Some(self.tree.classes[class].clone());
+                out.class = Some(class);
+                out.leaf = Some(leaf);
             }
             Err(e @ (ShapeletError::NotFinite { .. } | ShapeletError::SeriesTooShort { .. })) => {
-                m.insert("label".into(), Value::Null);
-                m.insert("reason".into(), Value::from(e.to_string()));
+                out.reason = Some(e.to_string());
             }
             Err(e) => return Err(StageError::Config(e.to_string())),
         }
-        Ok(m)
+        Ok(out)
     }
 }
 
@@ -289,21 +312,24 @@ mod tests {
             // Channel 0 is garbage; channel 1 carries the series.
             let v: Vec<f64> = s.iter().flat_map(|&x| [1e6, x]).collect();
             let out = stage.process(&window(v, 2)).unwrap();
-            assert_eq!(out["label"], labels[i].as_str(), "series {i}");
+            assert_eq!(out.label.as_deref(), Some(labels[i].as_str()), "series {i}");
             let (leaf, class) = tree.classify(s, "t", i).unwrap();
-            assert_eq!(out["class"], class);
-            assert_eq!(out["leaf"], leaf);
-            assert_eq!(out["start_sample"], 500);
+            assert_eq!(out.class, Some(class));
+            assert_eq!(out.leaf, Some(leaf));
+            assert_eq!(out.start_sample, 500);
+            assert_eq!((out.channel, out.samples), (1, s.len()));
+            assert_eq!(out.reason, None);
         }
         let mut gap = series[0].clone();
         gap[3] = f64::NAN;
         let out = stage
             .process(&window(gap.iter().flat_map(|&x| [0.0, x]).collect(), 2))
             .unwrap();
-        assert_eq!(out["label"], Value::Null);
-        assert!(out["reason"].as_str().unwrap().contains("NaN"));
+        assert_eq!((out.label, out.class, out.leaf), (None, None, None));
+        assert!(out.reason.unwrap().contains("NaN"));
         let out = stage.process(&window(vec![0.0; 4], 2)).unwrap();
-        assert!(out["reason"].as_str().unwrap().contains("samples"));
+        assert_eq!(out.label, None);
+        assert!(out.reason.unwrap().contains("samples"));
         assert!(stage.process(&window(vec![0.0; 30], 1)).is_err());
     }
 }

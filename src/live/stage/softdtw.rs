@@ -3,11 +3,11 @@
 //! the GPU kernels, `crate::softdtw::gpu`), and the nearest template. Typical use: name which
 //! of a few recorded gestures or waveforms each window resembles, tolerant to time warping.
 
-use serde_json::{Map, Value, json};
-
 use std::path::PathBuf;
 
-use super::{Samples, Stage, StageBuilder, StageConfig, StageError};
+use serde::{Deserialize, Serialize};
+
+use super::{AnyStage, Samples, Stage, StageBuilder, StageConfig, StageError};
 use crate::device::DeviceChoice;
 use crate::live::config::section::ConfigError;
 use crate::live::window::{Window, WindowConfig};
@@ -73,9 +73,45 @@ impl StageConfig for SoftDtwStageConfig {
 }
 
 impl StageBuilder for SoftDtwStage {
-    fn build(&self) -> Result<Box<dyn Stage>, StageError> {
+    fn build(&self) -> Result<Box<dyn AnyStage>, StageError> {
         Ok(Box::new(self.clone()))
     }
+}
+
+/// One sensor window's result (`kind = "softdtw"`). A window the measure cannot take (NaN
+/// samples, a band too narrow for its length) gives no `device` and `nearest`, empty
+/// `values` and a `reason`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SoftDtwWindowResult {
+    /// The channel compared (0-based).
+    pub channel: usize,
+    /// `"soft_dtw"` (the value) or `"divergence"`.
+    pub measure: String,
+    /// Where it was computed: `"cpu"` or `"gpu"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// The template with the smallest value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nearest: Option<NearestTemplate>,
+    /// The measure against each template, in file order (a soft minimum over alignments of
+    /// summed squared differences: the samples' units squared, dimensionless when
+    /// z-normalised).
+    pub values: Vec<f64>,
+    /// Why the window was not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The template nearest a window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NearestTemplate {
+    /// Its series number in the template file (0-based).
+    pub template: usize,
+    /// Its value (the minimum of `values`).
+    pub value: f64,
+    /// Its label, when the file has labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// The soft-DTW stage.
@@ -174,15 +210,14 @@ impl SoftDtwStage {
 }
 
 impl Stage for SoftDtwStage {
+    type Result = SoftDtwWindowResult;
+
     fn input(&self) -> StreamKind {
         StreamKind::Sensor
     }
 
-    /// Fields: `channel`, `measure`, `device`, `values` (one per template, in file order) and
-    /// `nearest` (`template`, `label` when the file has labels, `value`). A window the measure
-    /// cannot take (NaN samples, a band too narrow for its length) gives no values and a
-    /// `reason`.
-    fn process(&mut self, window: &Window) -> Result<Map<String, Value>, StageError> {
+    /// Compares the configured channel with every template ([`SoftDtwWindowResult`]).
+    fn process(&mut self, window: &Window) -> Result<SoftDtwWindowResult, StageError> {
         let samples = Samples::of(window)?;
         let raw = Series::univariate(samples.configured_channel(self.channel)?);
         let x = if self.znormalize && raw.values.iter().all(|v| v.is_finite()) {
@@ -190,40 +225,36 @@ impl Stage for SoftDtwStage {
         } else {
             raw
         };
-        let mut m = Map::new();
-        m.insert("channel".into(), Value::from(self.channel));
-        m.insert(
-            "measure".into(),
-            Value::from(softdtw::report::measure_name(self.measure)),
-        );
+        let mut out = SoftDtwWindowResult {
+            channel: self.channel,
+            measure: softdtw::report::measure_name(self.measure).to_owned(),
+            device: None,
+            nearest: None,
+            values: Vec::new(),
+            reason: None,
+        };
         match self.values(&x) {
             Ok((values, device)) => {
-                m.insert("device".into(), Value::from(device));
-                let best = values
+                out.device = Some(device.to_owned());
+                out.nearest = values
                     .iter()
                     .enumerate()
                     .min_by(|a, b| a.1.total_cmp(b.1))
-                    .map(|(k, &v)| (k, v));
-                if let Some((k, v)) = best {
-                    let mut nearest = json!({"template": k, "value": v});
-                    if let Some(labels) = &self.labels {
-                        nearest["label"] = Value::from(labels[k].clone());
-                    }
-                    m.insert("nearest".into(), nearest);
-                }
-                m.insert("values".into(), Value::from(values));
+                    .map(|(k, &value)| NearestTemplate {
+                        template: k,
+                        value,
+                        label: self.labels.as_ref().map(|l| l[k].clone()),
+                    });
+                out.values = values;
             }
             Err(SoftDtwError::Device { message }) if self.device == DeviceChoice::Gpu => {
                 return Err(StageError::Config(format!(
                     "soft-DTW on the GPU: {message}"
                 )));
             }
-            Err(e) => {
-                m.insert("values".into(), Value::Array(Vec::new()));
-                m.insert("reason".into(), Value::from(e.to_string()));
-            }
+            Err(e) => out.reason = Some(e.to_string()),
         }
-        Ok(m)
+        Ok(out)
     }
 }
 
@@ -260,24 +291,21 @@ mod tests {
                 .take(3)
             {
                 let out = s.process(&window(q.values.clone())).unwrap();
-                let got: Vec<f64> = out["values"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.as_f64().unwrap())
-                    .collect();
+                let got = &out.values;
                 let want = softdtw::pairwise(&[znormalize(q)], &s.templates, &s.opts, s.measure)
                     .unwrap()
                     .remove(0);
-                assert_eq!(got, want);
+                assert_eq!(got, &want);
                 let (k, min) = want
                     .iter()
                     .enumerate()
                     .min_by(|a, b| a.1.total_cmp(b.1))
                     .unwrap();
-                assert_eq!(out["nearest"]["template"], k);
-                assert_eq!(out["nearest"]["value"].as_f64().unwrap(), *min);
-                assert!(out["nearest"]["label"].is_string(), "{labels}");
+                let nearest = out.nearest.as_ref().unwrap();
+                assert_eq!(nearest.template, k);
+                assert_eq!(nearest.value, *min);
+                assert!(nearest.label.is_some(), "{labels}");
+                assert_eq!(out.device.as_deref(), Some("cpu"));
             }
         }
     }
@@ -286,8 +314,9 @@ mod tests {
     fn a_window_with_nan_gives_a_reason_not_an_error() {
         let mut s = stage(false);
         let out = s.process(&window(vec![1.0, f64::NAN, 2.0])).unwrap();
-        assert_eq!(out["values"].as_array().unwrap().len(), 0);
-        assert!(out["reason"].as_str().unwrap().contains("NaN"), "{out:?}");
+        assert!(out.values.is_empty());
+        assert!(out.nearest.is_none());
+        assert!(out.reason.as_ref().unwrap().contains("NaN"), "{out:?}");
     }
 
     #[test]

@@ -1,0 +1,438 @@
+//! The JSON lines [`run`] writes, per stage kind and case: exactly these keys, in this order,
+//! with these JSON types (consumers read the lines by key; a dropped, renamed or reordered key,
+//! or an integer turned float, breaks them). Nested objects are listed by path
+//! (`motifs[].i`: the keys of the first element of `motifs`). Each line also reads back into
+//! [`WindowLine`] with the stage's result type, to the same fields.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::search::{SearchStage, SearchStageConfig};
+use super::shapelet::ShapeletStage;
+use super::softdtw::{SoftDtwStage, SoftDtwStageConfig};
+use super::summary::SummaryStage;
+use super::{AnyStage, Stage, WindowLine, run, test_window};
+use crate::device::DeviceChoice;
+use crate::episode::{GpuSettings, Interval, MinerConfig, Threshold};
+use crate::live::stage::episodes::EpisodeStage;
+use crate::live::stage::motif::MotifStage;
+use crate::live::window::{Window, WindowData};
+use crate::motif::MotifConfig;
+
+/// The fields [`run`] writes before the stage's own.
+const ENVELOPE: &[&str] = &[
+    "stage: string",
+    "window: string",
+    "source: string",
+    "window_index: int",
+    "window_start_s: float",
+    "window_end_s: float",
+    "complete: bool",
+    "events: int",
+    "late: int",
+    "dropped: int",
+    "seconds: float",
+];
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_u64() || n.is_i64() => "int",
+        Value::Number(_) => "float",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// `path: type` of every key of `v`, depth first, in order (arrays: their first element).
+fn walk(v: &Value, path: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                out.push(format!("{p}: {}", kind(x)));
+                walk(x, &p, out);
+            }
+        }
+        Value::Array(a) => {
+            if let Some(first) = a.first() {
+                walk(first, &format!("{path}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The keys of each line `run` writes for `windows`, in order, and the line read back.
+fn lines<S>(stage: &mut S, windows: Vec<Window>) -> Vec<(Vec<String>, WindowLine<S::Result>)>
+where
+    S: Stage + 'static,
+    S::Result: DeserializeOwned + Serialize,
+{
+    let (wtx, wrx) = crossbeam_channel::unbounded();
+    let (otx, orx) = crossbeam_channel::unbounded();
+    for w in windows {
+        wtx.send(Arc::new(w)).unwrap();
+    }
+    drop(wtx);
+    run(&Arc::from("st"), stage as &mut dyn AnyStage, &wrx, &otx);
+    drop(otx);
+    orx.iter()
+        .map(|o| {
+            let v: Value = serde_json::from_str(&o.json).unwrap();
+            let mut keys = Vec::new();
+            walk(&v, "", &mut keys);
+            let line: WindowLine<S::Result> = serde_json::from_str(&o.json).unwrap();
+            // Exactly one of a result and an error, and the result reads back to what it
+            // wrote.
+            assert_ne!(line.result.is_some(), line.error.is_some(), "{}", o.json);
+            if let Some(r) = &line.result {
+                let mut written = v.as_object().unwrap().clone();
+                written.retain(|k, _| !ENVELOPE.iter().any(|e| e.split(':').next() == Some(k)));
+                assert_eq!(serde_json::to_value(r).unwrap(), Value::Object(written));
+            }
+            (keys, line)
+        })
+        .collect()
+}
+
+/// Asserts `got` is the envelope followed by `fields`.
+#[track_caller]
+fn assert_keys<R>(case: &str, got: &(Vec<String>, WindowLine<R>), fields: &[&str]) {
+    let want: Vec<&str> = ENVELOPE.iter().chain(fields).copied().collect();
+    assert_eq!(got.0, want, "{case}: the keys of the line changed");
+}
+
+fn spike_window() -> Window {
+    // Units a, b: b follows a by 5 ms, 12 times.
+    let mut times = Vec::new();
+    let mut units = Vec::new();
+    for k in 0..12 {
+        let t = f64::from(k) * 0.1;
+        times.extend([t, t + 0.005]);
+        units.extend([0u32, 1]);
+    }
+    Window {
+        data: WindowData::Spikes {
+            times,
+            units,
+            names: Arc::from(vec![Arc::from("a"), Arc::from("b")]),
+        },
+        ..test_window(Vec::new(), 1, 0)
+    }
+}
+
+fn walk_window(n: usize, seed: u64, start_sample: u64) -> Window {
+    test_window(crate::synth::random_walk(n, seed), 1, start_sample)
+}
+
+#[test]
+fn episodes_lines_keep_their_keys() {
+    let mut config = MinerConfig::new(
+        vec![Interval::new(0.004, 0.006).unwrap()],
+        Threshold::MinCount(5),
+    );
+    config.max_level = 2;
+    let mut stage = EpisodeStage::new(config, DeviceChoice::Cpu, GpuSettings::default()).unwrap();
+    let got = lines(&mut stage, vec![spike_window(), walk_window(10, 1, 0)]);
+    assert_keys(
+        "episodes",
+        &got[0],
+        &[
+            "device: string",
+            "min_count: int",
+            "event_types: int",
+            "levels: array",
+            "levels[].level: int",
+            "levels[].candidates: int",
+            "levels[].eliminated_by_preelim: int",
+            "levels[].frequent: int",
+            "levels[].seconds: float",
+            "episodes: array",
+            "episodes[].labels: array",
+            "episodes[].types: array",
+            "episodes[].intervals_s: array",
+            "episodes[].count: int",
+        ],
+    );
+    // A stage error: the envelope and `error`.
+    assert_keys("episodes, error", &got[1], &["error: string"]);
+    assert!(got[1].1.error.as_ref().unwrap().contains("spikes"));
+    let first = &got[0].1;
+    assert_eq!((first.stage.as_str(), first.window.as_str()), ("st", "w"));
+    assert_eq!(first.events, 24);
+    assert_eq!(first.result.as_ref().unwrap().episodes.len(), 3);
+}
+
+#[test]
+fn summary_lines_keep_their_keys() {
+    let mut nan = test_window(vec![f64::NAN, 1.0, f64::NAN, 2.0], 2, 7);
+    nan.index = 1;
+    let got = lines(
+        &mut SummaryStage,
+        vec![test_window(vec![1.0, 2.0, 3.0, 4.0], 2, 0), nan],
+    );
+    assert_keys(
+        "summary",
+        &got[0],
+        &[
+            "start_sample: int",
+            "rate_hz: float",
+            "channels: array",
+            "channels[].count: int",
+            "channels[].missing: int",
+            "channels[].mean: float",
+            "channels[].std: float",
+            "channels[].min: float",
+            "channels[].max: float",
+        ],
+    );
+    assert_keys(
+        "summary, a channel all NaN",
+        &got[1],
+        &[
+            "start_sample: int",
+            "rate_hz: float",
+            "channels: array",
+            "channels[].count: int",
+            "channels[].missing: int",
+        ],
+    );
+}
+
+#[test]
+fn motif_lines_keep_their_keys() {
+    let mut stage = MotifStage::new(MotifConfig::new(8), 0, DeviceChoice::Cpu);
+    let got = lines(
+        &mut stage,
+        vec![walk_window(100, 3, 1000), walk_window(5, 3, 0)],
+    );
+    assert_keys(
+        "motif",
+        &got[0],
+        &[
+            "channel: int",
+            "m: int",
+            "exclusion: int",
+            "method: string",
+            "device: string",
+            "motifs: array",
+            "motifs[].i: int",
+            "motifs[].j: int",
+            "motifs[].start_i: int",
+            "motifs[].start_j: int",
+            "motifs[].distance: float",
+        ],
+    );
+    assert_keys(
+        "motif, too short",
+        &got[1],
+        &[
+            "channel: int",
+            "m: int",
+            "exclusion: int",
+            "motifs: array",
+            "reason: string",
+        ],
+    );
+}
+
+fn search_config(m: Option<usize>) -> SearchStageConfig {
+    SearchStageConfig {
+        channel: 0,
+        m,
+        k: 2,
+        device: DeviceChoice::Cpu,
+        leaf_capacity: 8,
+        capacity: 1000,
+    }
+}
+
+#[test]
+fn search_lines_keep_their_keys() {
+    let mut whole = SearchStage::new(search_config(None));
+    let mut nan = walk_window(50, 3, 100);
+    if let WindowData::Samples { values, .. } = &mut nan.data {
+        values[4] = f64::NAN;
+    }
+    let got = lines(
+        &mut whole,
+        vec![walk_window(50, 1, 0), walk_window(50, 2, 50), nan],
+    );
+    let neighbors = [
+        "neighbors: array",
+        "neighbors[].window_index: int",
+        "neighbors[].start_sample: int",
+        "neighbors[].start_s: float",
+        "neighbors[].distance: float",
+    ];
+    let head = ["channel: int", "k: int", "device: string", "mode: string"];
+    let want: Vec<&str> = head
+        .iter()
+        .chain(&neighbors)
+        .chain(&["indexed: int"])
+        .copied()
+        .collect();
+    assert_keys("search windows", &got[1], &want);
+    assert_keys(
+        "search windows, NaN",
+        &got[2],
+        &[
+            "channel: int",
+            "k: int",
+            "device: string",
+            "mode: string",
+            "reason: string",
+            "indexed: int",
+        ],
+    );
+
+    let mut subs = SearchStage::new(search_config(Some(10)));
+    let mut nan = walk_window(100, 5, 100);
+    if let WindowData::Samples { values, .. } = &mut nan.data {
+        values[95] = f64::NAN;
+    }
+    let got = lines(
+        &mut subs,
+        vec![walk_window(100, 4, 0), walk_window(5, 4, 1000), nan],
+    );
+    assert_keys(
+        "search subsequences",
+        &got[0],
+        &[
+            "channel: int",
+            "k: int",
+            "device: string",
+            "mode: string",
+            "m: int",
+            "query_start_sample: int",
+            "neighbors: array",
+            "neighbors[].start_sample: int",
+            "neighbors[].start_s: float",
+            "neighbors[].distance: float",
+            "indexed: int",
+        ],
+    );
+    let reason = [
+        "channel: int",
+        "k: int",
+        "device: string",
+        "mode: string",
+        "m: int",
+        "reason: string",
+        "indexed: int",
+    ];
+    assert_keys("search subsequences, short", &got[1], &reason);
+    assert_keys("search subsequences, NaN query", &got[2], &reason);
+}
+
+#[test]
+fn shapelet_lines_keep_their_keys() {
+    use crate::shapelet::discovery::CpuSearch;
+    use crate::shapelet::{ShapeletConfig, TrainingSet, train_with};
+    let series: Vec<Vec<f64>> = (0..6)
+        .map(|i| {
+            (0..20)
+                .map(|t| {
+                    let bump = if i % 2 == 0 && (5..9).contains(&t) {
+                        3.0
+                    } else {
+                        0.0
+                    };
+                    ((i * 31 + t * 7) % 11) as f64 * 0.01 + bump
+                })
+                .collect()
+        })
+        .collect();
+    let labels: Vec<String> = (0..6)
+        .map(|i| if i % 2 == 0 { "peak" } else { "flat" }.to_owned())
+        .collect();
+    let set = TrainingSet::new(&series, &labels, "t").unwrap();
+    let (tree, _) =
+        train_with(&set, &ShapeletConfig::new(3, 6), &mut CpuSearch::default()).unwrap();
+    let mut stage = ShapeletStage::new(tree, 0).unwrap();
+    let mut gap = series[0].clone();
+    gap[2] = f64::NAN;
+    let got = lines(
+        &mut stage,
+        vec![
+            test_window(series[0].clone(), 1, 0),
+            test_window(gap, 1, 20),
+        ],
+    );
+    assert_keys(
+        "shapelet",
+        &got[0],
+        &[
+            "channel: int",
+            "samples: int",
+            "start_sample: int",
+            "label: string",
+            "class: int",
+            "leaf: int",
+        ],
+    );
+    assert_keys(
+        "shapelet, NaN",
+        &got[1],
+        &[
+            "channel: int",
+            "samples: int",
+            "start_sample: int",
+            "label: null",
+            "reason: string",
+        ],
+    );
+}
+
+#[test]
+fn softdtw_lines_keep_their_keys() {
+    let cfg = SoftDtwStageConfig {
+        templates: "fixtures/ucr/GunPoint/GunPoint_TRAIN.ts".into(),
+        gamma: 0.1,
+        band: None,
+        channel: 0,
+        znormalize: true,
+        divergence: false,
+        device: DeviceChoice::Cpu,
+    };
+    let mut stage = SoftDtwStage::new(&cfg).unwrap();
+    let mut nan = walk_window(150, 2, 0);
+    if let WindowData::Samples { values, .. } = &mut nan.data {
+        values[3] = f64::NAN;
+    }
+    let got = lines(&mut stage, vec![walk_window(150, 1, 0), nan]);
+    assert_keys(
+        "softdtw",
+        &got[0],
+        &[
+            "channel: int",
+            "measure: string",
+            "device: string",
+            "nearest: object",
+            "nearest.template: int",
+            "nearest.value: float",
+            "nearest.label: string",
+            "values: array",
+        ],
+    );
+    assert_keys(
+        "softdtw, NaN",
+        &got[1],
+        &[
+            "channel: int",
+            "measure: string",
+            "values: array",
+            "reason: string",
+        ],
+    );
+}
