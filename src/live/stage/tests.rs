@@ -73,7 +73,10 @@ fn walk(v: &Value, path: &str, out: &mut Vec<String>) {
 }
 
 /// The keys of each line `run` writes for `windows`, in order, and the line read back.
-fn lines<S>(stage: &mut S, windows: Vec<Window>) -> Vec<(Vec<String>, WindowLine<S::Result>)>
+pub(super) fn lines<S>(
+    stage: &mut S,
+    windows: Vec<Window>,
+) -> Vec<(Vec<String>, WindowLine<S::Result>)>
 where
     S: Stage + 'static,
     S::Result: DeserializeOwned + Serialize,
@@ -107,12 +110,12 @@ where
 
 /// Asserts `got` is the envelope followed by `fields`.
 #[track_caller]
-fn assert_keys<R>(case: &str, got: &(Vec<String>, WindowLine<R>), fields: &[&str]) {
+pub(super) fn assert_keys<R>(case: &str, got: &(Vec<String>, WindowLine<R>), fields: &[&str]) {
     let want: Vec<&str> = ENVELOPE.iter().chain(fields).copied().collect();
     assert_eq!(got.0, want, "{case}: the keys of the line changed");
 }
 
-fn spike_window() -> Window {
+pub(super) fn spike_window() -> Window {
     // Units a, b: b follows a by 5 ms, 12 times.
     let mut times = Vec::new();
     let mut units = Vec::new();
