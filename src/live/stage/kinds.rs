@@ -1,7 +1,7 @@
 //! The one table of stage kinds, read by the pipeline loader. A new kind is one module of
 //! `live::stage` and one row here (`docs/adding-a-stage.md`).
 
-use super::{StageKind, episodes, motif, search, shapelet, softdtw, summary};
+use super::{StageKind, episodes, motif, rate, search, shapelet, softdtw, summary};
 
 /// Every stage kind. A new kind is one module of `live::stage` and one row here.
 pub static KINDS: &[StageKind] = &[
@@ -11,6 +11,7 @@ pub static KINDS: &[StageKind] = &[
     StageKind::of::<search::SearchStageConfig>(),
     StageKind::of::<softdtw::SoftDtwStageConfig>(),
     StageKind::of::<shapelet::ShapeletStageConfig>(),
+    StageKind::of::<rate::RateConfig>(),
 ];
 
 /// The kind named `name` (as written in `kind = "…"`).

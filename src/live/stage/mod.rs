@@ -17,6 +17,7 @@
 pub mod episodes;
 pub(crate) mod kinds;
 pub mod motif;
+pub mod rate;
 pub mod search;
 pub mod shapelet;
 pub mod softdtw;
