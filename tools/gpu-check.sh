@@ -16,9 +16,13 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 for f in "$carry"/*.xz "$carry"/tests/*.xz; do [ -e "$f" ] && xz -dkf "$f"; done
 chmod +x "$carry"/synfire* "$carry"/tests/* 2>/dev/null
-# The path the test binaries were built with (CARGO_BIN_EXE_synfire).
+# The test binaries were built in the checkout `bin-path.txt` names (CARGO_MANIFEST_DIR and
+# CARGO_BIN_EXE_synfire are absolute): make that path this checkout, so fixtures and the
+# binary are where they look.
 bin_path=$(cat "$carry/bin-path.txt")
-mkdir -p "$(dirname "$bin_path")" && cp "$carry/synfire" "$bin_path"
+root=${bin_path%/target/release/synfire}
+if [ ! -e "$root" ]; then mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"; fi
+mkdir -p target/release && cp "$carry/synfire" target/release/synfire
 status=0
 export SYNFIRE_REQUIRE_GPU=1
 for t in "$carry"/tests/*; do
@@ -31,10 +35,10 @@ for t in "$carry"/tests/*; do
         echo "FAIL $name:"; grep -E "^test .*FAILED|panicked|^test result" "$out/$name.log" | head -20
     fi
 done
-if [ -x "$carry/synfire-before" ] && [ -x "$carry/synfire-after" ]; then
+if [ -z "${SKIP_BENCH:-}" ] && [ -x "$carry/synfire-before" ] && [ -x "$carry/synfire" ]; then
     for round in 1 2; do
         for v in before after; do
-            "$carry/synfire-$v" bench episodes --device all --workload mea64,a2929,sym26 --repeat 3 \
+            bin="$carry/synfire-$v"; [ "$v" = after ] && bin="$carry/synfire"; "$bin" bench episodes --device all --workload mea64,a2929,sym26 --repeat 3 \
                 >"$out/bench-episodes-$v-$round.txt" 2>"$out/bench-episodes-$v-$round.err"
             echo "bench episodes $v round $round: rc=$?"
         done
