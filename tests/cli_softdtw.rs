@@ -1,5 +1,7 @@
 //! End-to-end tests of `synfire softdtw` and `synfire barycenter` on the bundled UCR fixtures:
-//! the JSON layout, agreement with the library, and errors that name the input.
+//! the JSON layout, agreement with the library (the f64 CPU reference, `--device cpu`, to 4 ulp;
+//! the f32 GPU path and its tolerance are tested in `softdtw_gpu.rs`), and errors that name the
+//! input.
 
 mod common;
 use common::synfire;
@@ -55,6 +57,8 @@ fn softdtw_all_pairs_with_gradients() {
         "softdtw",
         italy.to_str().unwrap(),
         b_path.to_str().unwrap(),
+        "--device",
+        "cpu",
         "--gamma",
         "0.5",
         "--grad",
@@ -96,6 +100,8 @@ fn softdtw_divergence_and_band() {
         "softdtw",
         g,
         g,
+        "--device",
+        "cpu",
         "--gamma",
         "1",
         "--divergence",
