@@ -63,10 +63,10 @@ fn main() -> Result<()> {
                 );
             }
             "heading_motif" => {
-                if let Some(d) = result["motifs"][0]["distance"].as_f64() {
-                    if closest_turn.is_none_or(|(best, _)| d < best) {
-                        closest_turn = Some((d, start));
-                    }
+                if let Some(d) = result["motifs"][0]["distance"].as_f64()
+                    && closest_turn.is_none_or(|(best, _)| d < best)
+                {
+                    closest_turn = Some((d, start));
                 }
             }
             _ => {}
