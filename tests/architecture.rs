@@ -211,10 +211,11 @@ fn graph() -> Graph {
         let mut to = BTreeSet::new();
         // A `super::` path in `a/b.rs` is relative to module `a`, the parent of `a::b`.
         for p in paths(&text) {
-            if let Some(target) = resolve(&p, module, &files) {
-                if &target != module && !target.is_empty() {
-                    to.insert(target);
-                }
+            if let Some(target) = resolve(&p, module, &files)
+                && &target != module
+                && !target.is_empty()
+            {
+                to.insert(target);
             }
         }
         // Paths relative to the module itself (`child::Item`, `use child::{…}`).

@@ -94,13 +94,13 @@ fn build(args: &BuildArgs) -> Result<()> {
             Collection::from_dataset(&args.data, &d)?
         }
     };
-    if let CollectionKind::Windows { skipped, .. } = collection.kind() {
-        if *skipped > 0 {
-            tracing::warn!(
-                skipped,
-                "Left out subsequences holding NaN or infinite samples."
-            );
-        }
+    if let CollectionKind::Windows { skipped, .. } = collection.kind()
+        && *skipped > 0
+    {
+        tracing::warn!(
+            skipped,
+            "Left out subsequences holding NaN or infinite samples."
+        );
     }
     let index = Index::build(
         &collection,

@@ -110,7 +110,7 @@ impl GpuWorker {
                     sax.len() / 16
                 ))
             })?;
-            if sax.is_empty() || sax.len() % WORD_BYTES != 0 {
+            if sax.is_empty() || !sax.len().is_multiple_of(WORD_BYTES) {
                 return Err(DeviceError::Unsupported(format!(
                     "an iSAX array of {} bytes (a positive multiple of 16 expected)",
                     sax.len()

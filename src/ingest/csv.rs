@@ -136,20 +136,20 @@ pub fn parse_csv<R: BufRead>(
                 format!("time {time} s is negative; times are seconds and must be >= 0"),
             ));
         }
-        if let Some((prev, prev_line)) = previous {
-            if time < prev {
-                if ordering == Ordering::RequireSorted {
-                    return Err(csv_err(
-                        line_no,
-                        format!(
-                            "time {time} s is earlier than the previous event's {prev} s (line \
+        if let Some((prev, prev_line)) = previous
+            && time < prev
+        {
+            if ordering == Ordering::RequireSorted {
+                return Err(csv_err(
+                    line_no,
+                    format!(
+                        "time {time} s is earlier than the previous event's {prev} s (line \
                              {prev_line}); events must be sorted by time (pass `--sort` to sort \
                              them)"
-                        ),
-                    ));
-                }
-                unsorted = true;
+                    ),
+                ));
             }
+            unsorted = true;
         }
         previous = Some((time, line_no));
         let ty = match alphabet.get(label) {

@@ -179,7 +179,7 @@ impl RingConsumer {
                     .unwrap_or(Record::End(EndReason::Failed));
             }
             idle += 1;
-            if idle % 64 == 0 {
+            if idle.is_multiple_of(64) {
                 self.metrics
                     .ring_fill
                     .set(self.cons.occupied_len() as f64 / self.cons.capacity().get() as f64);

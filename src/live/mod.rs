@@ -286,10 +286,10 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     threads.spawn("synfire:sinks".into(), move || {
         for mut out in &out_rx {
             for s in &mut sinks {
-                if s.takes(&out.stage) {
-                    if let Err(e) = s.write(&out) {
-                        tracing::error!(sink = s.name(), error = %e, "Sink write failed.");
-                    }
+                if s.takes(&out.stage)
+                    && let Err(e) = s.write(&out)
+                {
+                    tracing::error!(sink = s.name(), error = %e, "Sink write failed.");
                 }
             }
             out.published_at = Some(std::time::Instant::now());

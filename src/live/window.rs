@@ -61,13 +61,13 @@ impl WindowConfig {
                         _ => {}
                     }
                 }
-                if let Some(l) = self.allowed_lateness_s {
-                    if !(l.is_finite() && l >= 0.0) {
-                        err(
-                            "allowed_lateness_s",
-                            format!("must be ≥ 0 seconds, got {l}"),
-                        );
-                    }
+                if let Some(l) = self.allowed_lateness_s
+                    && !(l.is_finite() && l >= 0.0)
+                {
+                    err(
+                        "allowed_lateness_s",
+                        format!("must be ≥ 0 seconds, got {l}"),
+                    );
                 }
                 for (f, v) in [
                     ("length_samples", self.length_samples),

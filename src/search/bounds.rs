@@ -115,10 +115,10 @@ impl ChunkBoard {
     /// published twice keeps its first list.
     pub fn publish(&self, c: usize, mut survivors: Vec<Candidate>) {
         survivors.sort_unstable_by_key(|s| s.pos);
-        if let Some(slot) = self.slots.get(c) {
-            if slot.set(survivors).is_ok() {
-                self.published.fetch_add(1, Ordering::Release);
-            }
+        if let Some(slot) = self.slots.get(c)
+            && slot.set(survivors).is_ok()
+        {
+            self.published.fetch_add(1, Ordering::Release);
         }
     }
 

@@ -271,7 +271,11 @@ impl Collection {
         rows: Vec<f32>,
         ids: Vec<u32>,
     ) -> Result<Self, SearchError> {
-        if len == 0 || rows.len() % len != 0 || rows.len() / len != ids.len() || ids.is_empty() {
+        if len == 0
+            || !rows.len().is_multiple_of(len)
+            || rows.len() / len != ids.len()
+            || ids.is_empty()
+        {
             return Err(SearchError::input(
                 "collection",
                 format!(

@@ -305,15 +305,14 @@ fn read_ts(path: &Path) -> Result<Dataset, SeriesError> {
                 ));
             }
             let label = normalise_label(raw);
-            if let Some(classes) = &header.classes {
-                if !classes.is_empty() && !classes.contains(&label) {
-                    return Err(parse(
-                        n,
-                        format!(
-                            "label `{raw}` is not among the declared `@classLabel` {classes:?}"
-                        ),
-                    ));
-                }
+            if let Some(classes) = &header.classes
+                && !classes.is_empty()
+                && !classes.contains(&label)
+            {
+                return Err(parse(
+                    n,
+                    format!("label `{raw}` is not among the declared `@classLabel` {classes:?}"),
+                ));
             }
             Some(label)
         } else {
@@ -327,13 +326,13 @@ fn read_ts(path: &Path) -> Result<Dataset, SeriesError> {
                     format!("{dims} dimensions, the header declares {declared}"),
                 ));
             }
-        } else if let Some(first) = series.first().map(|s: &Series| s.dims) {
-            if dims != first {
-                return Err(parse(
-                    n,
-                    format!("{dims} dimensions, the first series has {first}"),
-                ));
-            }
+        } else if let Some(first) = series.first().map(|s: &Series| s.dims)
+            && dims != first
+        {
+            return Err(parse(
+                n,
+                format!("{dims} dimensions, the first series has {first}"),
+            ));
         }
         let mut channels: Vec<Vec<f64>> = Vec::with_capacity(dims);
         for (d, part) in parts.iter().enumerate() {
@@ -350,17 +349,17 @@ fn read_ts(path: &Path) -> Result<Dataset, SeriesError> {
                     )
                 })?);
             }
-            if let Some(first) = channels.first() {
-                if channel.len() != first.len() {
-                    return Err(parse(
-                        n,
-                        format!(
-                            "dimension {d} has {} values, dimension 0 has {}; the dimensions of one series must have equal lengths",
-                            channel.len(),
-                            first.len()
-                        ),
-                    ));
-                }
+            if let Some(first) = channels.first()
+                && channel.len() != first.len()
+            {
+                return Err(parse(
+                    n,
+                    format!(
+                        "dimension {d} has {} values, dimension 0 has {}; the dimensions of one series must have equal lengths",
+                        channel.len(),
+                        first.len()
+                    ),
+                ));
             }
             channels.push(channel);
         }

@@ -251,7 +251,7 @@ pub enum SoftDtwError {
 
 /// Validates one series: channels, shape, length, finiteness.
 pub(crate) fn check_series(s: &Series, input: &dyn Fn() -> String) -> Result<(), SoftDtwError> {
-    if s.dims == 0 || s.values.len() % s.dims != 0 {
+    if s.dims == 0 || !s.values.len().is_multiple_of(s.dims) {
         return Err(SoftDtwError::Shape {
             input: input(),
             len: s.values.len(),

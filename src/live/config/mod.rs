@@ -263,18 +263,18 @@ impl PipelineConfig {
                 ));
                 continue;
             };
-            if let Some(src) = sources.get(&window.source) {
-                if src.produces() != parsed.kind.input {
-                    errors.push(ConfigError::new(
-                        format!("{p}.window"),
-                        format!(
-                            "window `{window_name}` carries {} but this stage reads {}",
-                            src.produces(),
-                            parsed.kind.input
-                        ),
-                    ));
-                    continue;
-                }
+            if let Some(src) = sources.get(&window.source)
+                && src.produces() != parsed.kind.input
+            {
+                errors.push(ConfigError::new(
+                    format!("{p}.window"),
+                    format!(
+                        "window `{window_name}` carries {} but this stage reads {}",
+                        src.produces(),
+                        parsed.kind.input
+                    ),
+                ));
+                continue;
             }
             match parsed.validate(window) {
                 Ok(builder) => {
@@ -327,13 +327,13 @@ impl PipelineConfig {
 
 /// Phase 2 of `[pipeline]`.
 fn check_pipeline(pipeline: &PipelineSection, errors: &mut Vec<ConfigError>) {
-    if let Some(m) = &pipeline.metrics {
-        if m.parse::<std::net::SocketAddr>().is_err() {
-            errors.push(ConfigError::new(
-                "pipeline.metrics",
-                format!("`{m}` is not an address like `127.0.0.1:9100`"),
-            ));
-        }
+    if let Some(m) = &pipeline.metrics
+        && m.parse::<std::net::SocketAddr>().is_err()
+    {
+        errors.push(ConfigError::new(
+            "pipeline.metrics",
+            format!("`{m}` is not an address like `127.0.0.1:9100`"),
+        ));
     }
     if pipeline.stage_queue_windows == Some(0) {
         errors.push(ConfigError::new(

@@ -56,13 +56,13 @@ impl SourceConfig for Hdf5SourceConfig {
                 format!("{} does not exist", self.path.display()),
             ));
         }
-        if let Some(speed) = self.speed {
-            if !(speed.is_finite() && speed > 0.0) {
-                errors.push(ConfigError::new(
-                    "speed",
-                    format!("must be a positive factor of real time, got {speed}"),
-                ));
-            }
+        if let Some(speed) = self.speed
+            && !(speed.is_finite() && speed > 0.0)
+        {
+            errors.push(ConfigError::new(
+                "speed",
+                format!("must be a positive factor of real time, got {speed}"),
+            ));
         }
         if self.frame_samples == Some(0) {
             errors.push(ConfigError::new("frame_samples", "must be at least 1"));

@@ -119,10 +119,10 @@ impl SourceConfig for ZmqSourceConfig {
         if self.receive_hwm_messages.is_some_and(|h| h < 0) {
             err("receive_hwm_messages", "must be ≥ 0 (0: unlimited)".into());
         }
-        if let Some(g) = self.restart_gap_s {
-            if !(g.is_finite() && g >= 0.0) {
-                err("restart_gap_s", format!("must be ≥ 0 seconds, got {g}"));
-            }
+        if let Some(g) = self.restart_gap_s
+            && !(g.is_finite() && g >= 0.0)
+        {
+            err("restart_gap_s", format!("must be ≥ 0 seconds, got {g}"));
         }
         if self.ring_capacity == Some(0) {
             err("ring_capacity", "must be at least 1".into());

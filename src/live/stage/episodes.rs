@@ -139,14 +139,14 @@ impl EpisodeStage {
     }
 
     fn prepare_gpu(&mut self, stream: &EventStream) -> Result<(), StageError> {
-        if let Some(gpu) = &mut self.gpu {
-            if let Err(e) = gpu.reload(stream) {
-                if self.device == DeviceChoice::Gpu {
-                    return Err(e.into());
-                }
-                tracing::warn!(error = %e, "GPU upload failed; the episode stage counts on the CPU from now on.");
-                self.gpu = None;
+        if let Some(gpu) = &mut self.gpu
+            && let Err(e) = gpu.reload(stream)
+        {
+            if self.device == DeviceChoice::Gpu {
+                return Err(e.into());
             }
+            tracing::warn!(error = %e, "GPU upload failed; the episode stage counts on the CPU from now on.");
+            self.gpu = None;
         }
         Ok(())
     }

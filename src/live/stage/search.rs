@@ -86,16 +86,16 @@ impl StageConfig for SearchStageConfig {
         if self.m == Some(0) {
             errors.push(ConfigError::new("m", "must be at least 1"));
         }
-        if let (Some(m), Some(len)) = (self.m, window.length_samples) {
-            if m as u64 > len {
-                errors.push(ConfigError::new(
-                    "m",
-                    format!(
-                        "m = {m} is longer than window `{}` ({len} samples)",
-                        window.name
-                    ),
-                ));
-            }
+        if let (Some(m), Some(len)) = (self.m, window.length_samples)
+            && m as u64 > len
+        {
+            errors.push(ConfigError::new(
+                "m",
+                format!(
+                    "m = {m} is longer than window `{}` ({len} samples)",
+                    window.name
+                ),
+            ));
         }
         if !errors.is_empty() {
             return Err(errors);
@@ -244,15 +244,15 @@ impl SearchStage {
             out.reason = Some("the window is empty or has missing (NaN) samples".into());
             return Ok(());
         }
-        if let Some(index) = &self.index {
-            if index.len() != x.len() {
-                out.reason = Some(format!(
-                    "the window has {} samples, the first had {}",
-                    x.len(),
-                    index.len()
-                ));
-                return Ok(());
-            }
+        if let Some(index) = &self.index
+            && index.len() != x.len()
+        {
+            out.reason = Some(format!(
+                "the window has {} samples, the first had {}",
+                x.len(),
+                index.len()
+            ));
+            return Ok(());
         }
         let z = znormalize(x);
         let neighbors = self

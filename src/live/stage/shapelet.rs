@@ -151,16 +151,16 @@ impl StageConfig for ShapeletStageConfig {
                 }
             }
         }
-        if let (Some(len), Some(needed)) = (window.length_samples, needed) {
-            if len < needed as u64 {
-                err(
-                    "window",
-                    format!(
-                        "the shapelets need windows of at least {needed} samples; window `{}` has {len}",
-                        window.name
-                    ),
-                );
-            }
+        if let (Some(len), Some(needed)) = (window.length_samples, needed)
+            && len < needed as u64
+        {
+            err(
+                "window",
+                format!(
+                    "the shapelets need windows of at least {needed} samples; window `{}` has {len}",
+                    window.name
+                ),
+            );
         }
         match tree {
             Some(tree) if errors.is_empty() => Ok(Box::new(ShapeletBuilder {
