@@ -66,11 +66,11 @@ pub enum EpisodeKernel {
     /// PreElim (paper Algorithm 3): upper bound, O(1) state per node.
     PreElim,
     /// PTPE (one thread per episode, paper Algorithm 1): exact, or
-    /// [`super::kernels::COUNT_OVERFLOW`] when a per-state list outgrows its capacity.
+    /// `COUNT_OVERFLOW` (`kernels.rs`) when a per-state list outgrows its capacity.
     Ptpe,
     /// MTPE (paper §5.1): one thread per (episode, segment) counts, then one thread per
     /// episode merges the `(a, count, b)` tuples exactly (`episode::mtpe`). Exact, or
-    /// [`super::kernels::COUNT_OVERFLOW`] as PTPE.
+    /// `COUNT_OVERFLOW` (`kernels.rs`) as PTPE.
     Mtpe {
         /// Segment boundaries `τ_0 = -inf < … < τ_R = +inf`, seconds, shape `[R + 1]`
         /// (`episode::mtpe::Segments::bounds`).
@@ -99,7 +99,7 @@ impl EpisodeKernel {
 /// Counts of one batch from one GPU.
 #[derive(Clone, Debug)]
 pub struct BatchCounts {
-    /// One count per candidate of the range; [`super::kernels::COUNT_OVERFLOW`] marks a PTPE
+    /// One count per candidate of the range; `COUNT_OVERFLOW` (`kernels.rs`) marks a PTPE
     /// overflow.
     pub counts: Vec<u32>,
     /// Kernel time measured with CUDA events, milliseconds.

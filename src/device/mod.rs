@@ -10,10 +10,10 @@
 //!   scratch slots) for the life of its user, running jobs over crossbeam channels (paper §6.2:
 //!   contexts are thread-bound). It knows no domain.
 //! * The domain modules submit their jobs to it: [`episodes`] ([`EpisodeWorker`], the episode
-//!   counters), [`motif`], [`search`], [`shapelet`], [`softdtw`]. They take plain data and
+//!   counters), `motif`, `search`, `shapelet`, [`softdtw`]. They take plain data and
 //!   share the launch plumbing (grids, CUDA-event timing); none imports a type of the domain
 //!   it serves.
-//! * [`kernels`] embeds `kernels/*.cu`, compiles them with NVRTC for each device's
+//! * `kernels` embeds `kernels/*.cu`, compiles them with NVRTC for each device's
 //!   architecture, and caches the PTX per process and on disk.
 //!
 //! Nothing above this module knows about CUDA types: callers see [`DeviceInfo`],

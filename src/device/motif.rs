@@ -415,7 +415,7 @@ impl GpuWorker {
         })
     }
 
-    /// Projects every subsequence onto the `dims` (at most [`MAX_PROJECTION_DIMS`]) rows of
+    /// Projects every subsequence onto the `dims` (at most `MAX_PROJECTION_DIMS`) rows of
     /// `basis` (`[dims][m]`, the DCT-II vectors of `motif::join`), keeps the f32 coordinates `[dims][N]` on the device and
     /// returns them.
     pub fn motif_project(&self, dims: usize, basis: Arc<Vec<f64>>) -> Ticket<Vec<f32>> {
@@ -451,7 +451,7 @@ impl GpuWorker {
         })
     }
 
-    /// One projection-join round over `grid` (built on the host, see [`JoinCells`]):
+    /// One projection-join round over `grid` (built on the host, see `JoinCells`):
     /// pairs whose f32 bound is within `min(width, BSF) (1 + 1e-5) + slack` are measured and
     /// offered to the BSF; at most `budget` exact distances in this search.
     pub fn motif_join(

@@ -13,7 +13,7 @@
 //! # References
 //! Cao et al. §5 ("generating episode candidates … on CPU"); Patnaik, Sastry, Unnikrishnan,
 //! "Inferring neuronal network connectivity from spike data: a temporal data mining approach"
-//! (the level-wise procedure with inter-event constraints, ref. [13] of the paper).
+//! (the level-wise procedure with inter-event constraints, ref. \[13\] of the paper).
 
 use std::collections::HashMap;
 

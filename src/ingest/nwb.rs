@@ -573,7 +573,7 @@ impl TimeSeries {
         }
     }
 
-    /// Samples `samples` (a range of sample indices) as a [`SensorFrame`] at the nominal rate.
+    /// Samples `samples` (a range of sample indices) as a [`SensorFrame`](crate::record::SensorFrame) at the nominal rate.
     ///
     /// # Panics
     /// If the range is empty or goes past the last sample.

@@ -21,7 +21,7 @@
 //! * [`brute`]: every pair, `O(N^2 m)`: the test oracle.
 //! * [`join`]: the projection join: DCT lower bounds (GEMINI, Faloutsos et al. 1994) and a
 //!   grid ε-join over the first coefficients, widened until the best pair lies inside it.
-//! * GPU: the same projection join, MK and matrix profile as CUDA kernels ([`gpu`]).
+//! * GPU: the same projection join, MK and matrix profile as CUDA kernels (`gpu.rs`).
 //!
 //! [`find_motifs`] (auto) runs the projection join and switches to the matrix profile when its
 //! grid would bound more than half of all pairs or its survivors would cost more exact

@@ -2,7 +2,7 @@
 //! leaf order (§4.1).
 //!
 //! * The **root** has up to 2^16 children, one per **root key** (the first bit of each of the
-//!   16 segment symbols, [`isax::root_key`]); a root child with no series does not exist.
+//!   16 segment symbols, [`root_key`]); a root child with no series does not exist.
 //! * Every other node holds an iSAX region: a symbol prefix and a cardinality (bits) per
 //!   segment. A node with more than the **leaf capacity** series splits in two on the segment
 //!   whose next bit divides its series most evenly (ties: the smallest segment); a segment on

@@ -25,7 +25,7 @@
 //! `r = (Ω − l μ_a μ_b) w_a w_b`, `w = (1/σ)/sqrt(l)` and `q = 1` for a non-constant window,
 //! 0 for a constant one. The first row `Ω(0, u)` and column `Ω(s, 0)` of each length are kept
 //! from the previous length by adding the new terms (`Ω_{l+1} = Ω_l + a_{s+l} b_{u+l}`), so no
-//! cell costs more than `O(1)`. [`dp_error_bound`] bounds `|D_dp − D_canonical|`.
+//! cell costs more than `O(1)`. [`dp_error_terms`] bound `|D_dp − D_canonical|`.
 
 use rayon::prelude::*;
 

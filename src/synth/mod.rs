@@ -8,7 +8,7 @@
 //! the inhomogeneous conditional intensity
 //! `λ(t) = basal + (p / (d_hi − d_lo)) · #{spikes s of n_k : t − s ∈ (d_lo, d_hi]}`,
 //! the connection model of the paper's simulator (Sym26, §7.1 of Cao et al.; the simulator is
-//! described in Patnaik, Sastry, Unnikrishnan, ref. [13] there).
+//! described in Patnaik, Sastry, Unnikrishnan, ref. \[13\] there).
 //!
 //! All randomness comes from one ChaCha8 generator seeded by `seed`, so a seed gives the same
 //! stream on every platform.

@@ -9,7 +9,7 @@
 //! ring and always ends with [`crate::record::Record::End`].
 
 pub mod archive;
-pub(crate) mod kinds;
+pub mod kinds;
 pub mod zmq;
 
 use serde::de::DeserializeOwned;

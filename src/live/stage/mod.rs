@@ -15,7 +15,7 @@
 //! reads back into [`WindowLine`] with the stage's result type.
 
 pub mod episodes;
-pub(crate) mod kinds;
+pub mod kinds;
 pub mod motif;
 pub mod rate;
 pub mod search;
