@@ -855,3 +855,53 @@ fn bad_calibration_file_and_calibrate_without_gpu_fail_clearly() {
         assert!(err.contains("needs a GPU"), "{err}");
     }
 }
+
+/// The README's first command is the main job, and every episode line its section "What the
+/// main job does" quotes (`` `A-[low,high]-B : count` ``) is a line of that command's output,
+/// so the README's figures cannot drift from what synfire prints.
+#[test]
+fn readme_figures_come_from_the_main_job() {
+    let readme = std::fs::read_to_string(fixture("README.md")).unwrap();
+    let command = readme
+        .lines()
+        .find(|l| l.contains("cargo run --release -- mine "))
+        .expect("the README's first command runs `synfire mine`");
+    let args: Vec<String> = command
+        .split(" -- ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .map(|a| {
+            if a.starts_with("fixtures/") {
+                fixture(a).display().to_string()
+            } else {
+                a.to_owned()
+            }
+        })
+        .chain(["-q".to_owned()])
+        .collect();
+    let out = synfire(&args);
+    assert_success(&out, "the README's main job");
+    let printed: BTreeSet<String> = stdout(&out).lines().map(|l| l.trim().to_owned()).collect();
+    let section = readme
+        .split("## What the main job does")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("the README has a section \"What the main job does\"");
+    let quoted: Vec<&str> = section
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|q| q.contains("]-") && q.contains(" : "))
+        .collect();
+    assert!(
+        quoted.len() >= 2,
+        "the README quotes episode lines: {quoted:?}"
+    );
+    for q in quoted {
+        assert!(
+            printed.contains(q),
+            "README quotes `{q}`, which the main job does not print"
+        );
+    }
+}
