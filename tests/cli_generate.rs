@@ -1,4 +1,4 @@
-//! End-to-end tests of `synfire generate sym26`: the CSV and NWB outputs hold the same seeded
+//! End-to-end tests of `synfire generate` (sym26, and the dense neuropixels preset): the CSV and NWB outputs hold the same seeded
 //! stream, the seed alone determines the bytes, and `synfire mine` recovers the embedded
 //! chains (the model is in `src/synth/`: `A→B→C→D` with delays in (4, 6] ms and
 //! `E→F→…→L` with delays in (9, 11] ms, on 20 Hz basal Poisson firing for 60 s).
@@ -253,4 +253,36 @@ fn mining_sym26_finds_the_embedded_chains() {
     }
     assert_eq!(renamed, eps);
     assert_eq!(nwb_doc["levels"].as_array().unwrap().len(), 4);
+}
+
+/// `synfire generate neuropixels` writes the library's dense preset: the same stream as
+/// `synth::generate_dense`, 300 units labelled `u0`…`u299`.
+#[test]
+fn the_neuropixels_preset_is_the_library_stream() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("np.csv");
+    let args = [
+        "generate",
+        "neuropixels",
+        "--seed",
+        "4",
+        "-o",
+        path.to_str().unwrap(),
+    ];
+    assert_success(&synfire(args), "generate neuropixels");
+    let written = read(&path);
+    let (want, _) =
+        synfire::synth::generate_dense(&synfire::synth::DenseParams::neuropixels(4)).unwrap();
+    assert_eq!(written.len(), want.len());
+    assert_eq!(written.alphabet().len(), 300);
+    let labels = |s: &EventStream| -> Vec<String> {
+        s.types()
+            .iter()
+            .map(|t| s.alphabet().label(*t).to_owned())
+            .collect()
+    };
+    assert_eq!(labels(&written), labels(&want));
+    for (a, b) in written.times().iter().zip(want.times()) {
+        assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{a} vs {b}");
+    }
 }

@@ -13,7 +13,8 @@ use synfire::synth::{self, SynthParams};
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
     /// Which synthetic workload: `sym26` (the paper's §7.1 benchmark, 26 neurons, 60 s, about
-    /// 51,500 events) or `mea64` (64 channels, 700 s, about 10^6 events).
+    /// 51,500 events), `mea64` (64 channels, 530 s, about 10^6 events) or `neuropixels` (300
+    /// units, 120 s, log-normal rates, about 125,000 spikes; `synfire::synth::dense`).
     #[arg(value_enum)]
     preset: Preset,
     /// Seed of the generator.
@@ -35,14 +36,22 @@ pub enum Preset {
     Sym26,
     /// A 64-channel, 10^6-event workload.
     Mea64,
+    /// A dense, Neuropixels-like 300-unit, 120 s workload.
+    Neuropixels,
 }
 
 impl Preset {
-    /// The generator parameters of this preset.
-    pub fn params(self, seed: u64) -> SynthParams {
+    /// The stream of this preset.
+    ///
+    /// # Errors
+    /// The generator refuses its parameters (never for the built-in presets).
+    pub fn stream(self, seed: u64) -> Result<synfire::event::EventStream, synth::SynthError> {
         match self {
-            Self::Sym26 => SynthParams::sym26(seed),
-            Self::Mea64 => SynthParams::mea64(seed),
+            Self::Sym26 => synth::generate(&SynthParams::sym26(seed)),
+            Self::Mea64 => synth::generate(&SynthParams::mea64(seed)),
+            Self::Neuropixels => {
+                synth::generate_dense(&synth::DenseParams::neuropixels(seed)).map(|(s, _)| s)
+            }
         }
     }
 }
@@ -58,8 +67,7 @@ enum FileFormat {
 /// # Errors
 /// The generator's settings are refused, or the output file cannot be written (named).
 pub fn run(args: &GenerateArgs) -> Result<()> {
-    let params = args.preset.params(args.seed);
-    let stream = synth::generate(&params)?;
+    let stream = args.preset.stream(args.seed)?;
     write_stream(&args.output, &stream, args.format)?;
     tracing::info!(
         output = %args.output.display(),

@@ -10,11 +10,16 @@
 //! the connection model of the paper's simulator (Sym26, §7.1 of Cao et al.; the simulator is
 //! described in Patnaik, Sastry, Unnikrishnan, ref. \[13\] there).
 //!
+//! [`dense`] adds a Neuropixels-like workload (hundreds of units, log-normal rates,
+//! refractoriness, bursts, chains and synchronous pairs) on the same principles.
+//!
 //! All randomness comes from one ChaCha8 generator seeded by `seed`, so a seed gives the same
 //! stream on every platform.
 
+pub mod dense;
 pub mod sym26;
 
+pub use dense::{DenseParams, DenseTruth, generate_dense};
 pub use sym26::{Chain, SynthError, SynthParams, generate};
 
 /// A seeded Gaussian random walk of `n` samples: `x[t] = x[t-1] + N(0, 1)`, `x[-1] = 0`, from
