@@ -905,3 +905,55 @@ fn readme_figures_come_from_the_main_job() {
         );
     }
 }
+
+/// For a batch job (standard error not a terminal), the log names each level's candidate count
+/// before counting it (equal to the document's `levels[].candidates`) and its outcome after,
+/// and carries progress lines (done ≤ total) at the `--progress-every-s` pace.
+#[test]
+fn the_log_names_each_level_before_counting_and_reports_progress() {
+    let mut args = standard_args(&fixture(A2929));
+    args.extend(["--progress-every-s".into(), "0".into()]);
+    args.extend(["--format".into(), "json".into()]);
+    let out = synfire(&args);
+    assert_success(&out, "mine --progress-every-s 0");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let log = stderr(&out);
+    for level in doc["levels"].as_array().unwrap() {
+        let (k, n) = (u64_of(&level["level"]), u64_of(&level["candidates"]));
+        let announced = format!("Level {k}: {n} candidates");
+        let done = format!("Level {k} done: {} frequent.", u64_of(&level["frequent"]));
+        let (a, d) = (log.find(&announced), log.find(&done));
+        assert!(
+            a.is_some() && d.is_some() && a < d,
+            "{announced} / {done} in:\n{log}"
+        );
+    }
+    let progress: Vec<(u64, u64)> = log
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split("Counting level ").nth(1)?;
+            let fraction = rest.split(": ").nth(1)?.split('.').next()?;
+            let (done, total) = fraction.split_once('/')?;
+            Some((done.parse().ok()?, total.parse().ok()?))
+        })
+        .collect();
+    assert!(!progress.is_empty(), "no progress lines in:\n{log}");
+    assert!(
+        progress.iter().all(|(d, t)| d <= t && *t > 0),
+        "{progress:?}"
+    );
+    let input = fixture(A2929).display().to_string();
+    let bad = synfire([
+        "mine",
+        &input,
+        "--intervals",
+        "0-0.005",
+        "--progress-every-s=-1",
+    ]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("--progress-every-s"),
+        "{}",
+        stderr(&bad)
+    );
+}

@@ -1,7 +1,9 @@
 //! `synfire mine`: frequent serial episodes of a spike file, as tdminer text or JSON.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::PoisonError;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -34,6 +36,10 @@ pub struct MineArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Seconds between progress lines in the log (level, done/total, rate, ETA) when standard
+    /// error is not a terminal (a batch job); 0 logs after every batch.
+    #[arg(long, default_value_t = 5.0)]
+    progress_every_s: f64,
     /// Mine only the events at or after this time, seconds (with `--end-s`: one window of a
     /// live pipeline, built the same way: event types are the units firing in it).
     #[arg(long, requires = "end_s")]
@@ -75,7 +81,13 @@ pub fn run(args: &MineArgs) -> Result<()> {
     );
     let counter = select_counter(&stream, &config.intervals, options.device, &settings)
         .context("`--device gpu`")?;
-    let bar = BarProgress::new(args.quiet);
+    if !(args.progress_every_s.is_finite() && args.progress_every_s >= 0.0) {
+        anyhow::bail!(
+            "`--progress-every-s {}` must be a number of seconds ≥ 0",
+            args.progress_every_s
+        );
+    }
+    let bar = BarProgress::new(args.quiet, Duration::from_secs_f64(args.progress_every_s));
     let result = mine_with(&stream, &config, counter.as_ref(), &bar)?;
     bar.finish();
     let input = args.input.display().to_string();
@@ -91,14 +103,23 @@ pub fn run(args: &MineArgs) -> Result<()> {
     Ok(())
 }
 
-/// A progress bar on standard error (hidden when stderr is not a terminal or with `--quiet`).
+/// Progress of `synfire mine`: a bar on standard error when it is a terminal (hidden with
+/// `--quiet`), and log lines for a batch job: each level's candidate count before it is
+/// counted, its outcome after, and, when standard error is not a terminal, a progress line
+/// (done/total, rate, ETA) at most every `--progress-every-s`.
 pub struct BarProgress {
     bar: ProgressBar,
+    /// Log progress lines (standard error is not a terminal).
+    log: bool,
+    /// The least interval between two progress lines.
+    every: Duration,
+    /// (level, work of the level, counted so far, level start, last progress line).
+    state: std::sync::Mutex<(usize, u64, u64, Instant, Instant)>,
 }
 
 impl BarProgress {
-    /// A bar, hidden when `quiet`.
-    pub fn new(quiet: bool) -> Self {
+    /// A bar, hidden when `quiet`; progress lines in the log at most every `every`.
+    pub fn new(quiet: bool, every: Duration) -> Self {
         let bar = if quiet {
             ProgressBar::hidden()
         } else {
@@ -110,7 +131,13 @@ impl BarProgress {
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-        Self { bar }
+        let now = Instant::now();
+        Self {
+            bar,
+            log: !std::io::stderr().is_terminal(),
+            every,
+            state: std::sync::Mutex::new((0, 0, 0, now, now)),
+        }
     }
 
     /// Removes the bar.
@@ -120,24 +147,62 @@ impl BarProgress {
 }
 
 impl Progress for BarProgress {
+    fn level_candidates(&self, level: usize, candidates: u64, two_pass: bool) {
+        let how = if two_pass {
+            "PreElim, then the exact count of the survivors"
+        } else {
+            "exact counts"
+        };
+        tracing::info!(
+            level,
+            candidates,
+            "Level {level}: {candidates} candidates ({how})."
+        );
+    }
+
     fn level_started(&self, level: usize, work: u64) {
         self.bar.set_prefix(format!("level {level}"));
         self.bar.set_position(0);
         self.bar.set_length(work);
+        let now = Instant::now();
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = (level, work, 0, now, now);
     }
 
     fn advanced(&self, n: u64) {
         self.bar.inc(n);
+        if !self.log {
+            return;
+        }
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.2 += n;
+        let now = Instant::now();
+        if now.duration_since(s.4) >= self.every && s.2 <= s.1 {
+            s.4 = now;
+            let (level, work, done) = (s.0, s.1, s.2);
+            let elapsed = now.duration_since(s.3).as_secs_f64();
+            let rate = done as f64 / elapsed.max(1e-9);
+            let eta_s = (work - done) as f64 / rate.max(1e-9);
+            tracing::info!(
+                level,
+                done,
+                total = work,
+                rate_per_s = format!("{rate:.3e}"),
+                eta_s = format!("{eta_s:.0}"),
+                "Counting level {level}: {done}/{work}."
+            );
+        }
     }
 
     fn level_finished(&self, stats: &LevelStats) {
-        tracing::debug!(
+        tracing::info!(
             level = stats.level,
             candidates = stats.candidates,
             eliminated = stats.eliminated_by_preelim,
             frequent = stats.frequent,
-            seconds = stats.seconds,
-            "Level done."
+            seconds = format!("{:.3}", stats.seconds),
+            "Level {} done: {} frequent.",
+            stats.level,
+            stats.frequent
         );
     }
 }

@@ -227,7 +227,10 @@ pub struct MiningResult {
 
 /// Observes a mining run (a progress bar, say). All methods default to doing nothing.
 pub trait Progress: Sync {
-    /// A level starts with `candidates` candidates to count (over all passes).
+    /// Level `level` has `candidates` candidates, about to be counted (`two_pass`: PreElim
+    /// first, then the exact count of the survivors). Called before [`Progress::level_started`].
+    fn level_candidates(&self, _level: usize, _candidates: u64, _two_pass: bool) {}
+    /// A level starts with `work` candidate countings to do (over all passes).
     fn level_started(&self, _level: usize, _work: u64) {}
     /// `n` more candidates were counted.
     fn advanced(&self, _n: u64) {}
@@ -294,6 +297,7 @@ pub fn mine_with(
         }
         let two_pass =
             config.strategy == Strategy::TwoPass && level > 1 && counter.preelim_cheaper(level);
+        progress.level_candidates(level, total as u64, two_pass);
         progress.level_started(level, total as u64 * if two_pass { 2 } else { 1 });
         let counted = std::thread::scope(|scope| {
             let (tx, rx) = crossbeam_channel::bounded::<Vec<Episode>>(1);
