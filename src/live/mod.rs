@@ -135,13 +135,14 @@ impl Drop for Threads {
 struct WindowRoute {
     windower: Windower,
     stages: Vec<Sender<Arc<Window>>>,
-    /// The stages among `stages` that want previews of open windows.
-    previews: Vec<Sender<Arc<Window>>>,
+    /// The preview slots of the stages among `stages` that want previews of open windows.
+    previews: Vec<stage::PreviewSender>,
 }
 
 /// The window thread of one source: pops records, feeds every window definition of the
 /// source, sends closed windows to their stages (blocking: backpressure reaches the ring) and
-/// previews to the stages that want them (never blocking: a full queue drops the preview).
+/// previews to the preview slots of the stages that want them (never blocking: a newer preview
+/// replaces one not taken yet, and previews never queue ahead of real windows).
 fn window_loop(mut ring: RingConsumer, mut routes: Vec<WindowRoute>) {
     let mut names: Vec<Arc<str>> = Vec::new();
     let mut shared: Arc<[Arc<str>]> = Arc::from(Vec::new());
@@ -152,7 +153,7 @@ fn window_loop(mut ring: RingConsumer, mut routes: Vec<WindowRoute>) {
             let w = Arc::new(w);
             if w.preview {
                 for s in &routes[i].previews {
-                    let _ = s.try_send(w.clone());
+                    s.offer(w.clone());
                 }
                 continue;
             }
@@ -258,9 +259,14 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     let queue = config.pipeline.stage_queue_windows.unwrap_or(4);
     let (out_tx, out_rx) = bounded::<Output>(64);
     // Per window: each reading stage's queue, and whether the stage wants previews.
-    type StageInput = (Sender<Arc<Window>>, bool);
+    type StageInput = (Sender<Arc<Window>>, Option<stage::PreviewSender>);
     let mut stage_inputs: BTreeMap<&str, Vec<StageInput>> = BTreeMap::new();
-    type StageThread = (String, Box<dyn AnyStage>, Receiver<Arc<Window>>);
+    type StageThread = (
+        String,
+        Box<dyn AnyStage>,
+        Receiver<Arc<Window>>,
+        Option<stage::PreviewReceiver>,
+    );
     let mut stages: Vec<StageThread> = Vec::new();
     for (name, s) in &config.stages {
         let st = s.builder.build().map_err(|source| LiveError::Stage {
@@ -268,11 +274,17 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
             source,
         })?;
         let (tx, rx) = bounded(queue);
+        let (preview_tx, preview_rx) = if st.wants_previews() {
+            let (ptx, prx) = stage::preview_slot();
+            (Some(ptx), Some(prx))
+        } else {
+            (None, None)
+        };
         stage_inputs
             .entry(s.window.as_str())
             .or_default()
-            .push((tx, st.wants_previews()));
-        stages.push((name.clone(), st, rx));
+            .push((tx, preview_tx));
+        stages.push((name.clone(), st, rx, preview_rx));
     }
     let mut sinks = Vec::new();
     for (name, s) in &config.sinks {
@@ -307,11 +319,11 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
                 .collect(),
         );
     })?;
-    for (name, mut st, rx) in stages {
+    for (name, mut st, rx, previews) in stages {
         let tx = out_tx.clone();
         let label: Arc<str> = Arc::from(name.as_str());
         threads.spawn(format!("synfire:stage-{name}"), move || {
-            stage::run(&label, st.as_mut(), &rx, &tx);
+            stage::run(&label, st.as_mut(), &rx, previews.as_ref(), &tx);
         })?;
     }
     drop(out_tx);
@@ -324,11 +336,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         let mut routes = Vec::new();
         for (wname, w) in config.windows.iter().filter(|(_, w)| w.source == name) {
             let inputs = stage_inputs.remove(wname.as_str()).unwrap_or_default();
-            let previews: Vec<_> = inputs
-                .iter()
-                .filter(|(_, wants)| *wants)
-                .map(|(tx, _)| tx.clone())
-                .collect();
+            let previews: Vec<_> = inputs.iter().filter_map(|(_, p)| p.clone()).collect();
             routes.push(WindowRoute {
                 windower: w.windower(wname, &name, kind, !previews.is_empty()),
                 stages: inputs.into_iter().map(|(tx, _)| tx).collect(),

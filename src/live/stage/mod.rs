@@ -483,21 +483,117 @@ pub struct Output {
     pub published_at: Option<Instant>,
 }
 
+/// The preview slot of one stage: holds only the latest preview of an open window, apart from
+/// the queue of real windows, so previews never queue ahead of a real window (a stage is
+/// offered a preview only while no real window waits, and a newer preview replaces an older
+/// one that was not taken yet).
+pub fn preview_slot() -> (PreviewSender, PreviewReceiver) {
+    let slot = Arc::new(std::sync::Mutex::new(None));
+    let (wake_tx, wake_rx) = crossbeam_channel::bounded(1);
+    (
+        PreviewSender {
+            slot: slot.clone(),
+            wake: wake_tx,
+        },
+        PreviewReceiver {
+            slot,
+            wake: wake_rx,
+        },
+    )
+}
+
+/// The window thread's end of a [`preview_slot`].
+#[derive(Clone, Debug)]
+pub struct PreviewSender {
+    slot: Arc<std::sync::Mutex<Option<Arc<Window>>>>,
+    wake: Sender<()>,
+}
+
+impl PreviewSender {
+    /// Puts `window` in the slot, replacing a preview not taken yet; never blocks.
+    pub fn offer(&self, window: Arc<Window>) {
+        *self
+            .slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(window);
+        let _ = self.wake.try_send(());
+    }
+}
+
+/// The stage thread's end of a [`preview_slot`].
+#[derive(Debug)]
+pub struct PreviewReceiver {
+    slot: Arc<std::sync::Mutex<Option<Arc<Window>>>>,
+    wake: Receiver<()>,
+}
+
+impl PreviewReceiver {
+    fn take(&self) -> Option<Arc<Window>> {
+        self.slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
 /// Runs `stage` named `name` over every window from `windows` until that channel closes,
-/// sending one [`Output`] per window to `out` (its line: [`AnyStage::process_line`]; previews
-/// go to [`Stage::preview`] and produce none), then calls [`Stage::finish`].
+/// sending one [`Output`] per window to `out` (its line: [`AnyStage::process_line`]), then
+/// calls [`Stage::finish`]. Previews come from `previews` (a [`preview_slot`]) and go to
+/// [`Stage::preview`], producing no line; a real window that is waiting is always taken
+/// first, and a preview of a window at or before the last real one is skipped as stale.
 pub fn run(
     name: &Arc<str>,
     stage: &mut dyn AnyStage,
     windows: &Receiver<Arc<Window>>,
+    previews: Option<&PreviewReceiver>,
     out: &Sender<Output>,
 ) {
+    use crossbeam_channel::TryRecvError;
+    enum Next {
+        Real(Arc<Window>),
+        Closed,
+        Preview,
+        PreviewsGone,
+    }
     let seconds_metric = crate::live::telemetry::stage_seconds(name);
-    for window in windows {
+    let mut last_real: Option<u64> = None;
+    let mut previews = previews;
+    loop {
+        let window = match windows.try_recv() {
+            Ok(w) => w,
+            Err(TryRecvError::Disconnected) => break,
+            Err(TryRecvError::Empty) => {
+                let next = match previews {
+                    None => windows.recv().map_or(Next::Closed, Next::Real),
+                    Some(p) => crossbeam_channel::select_biased! {
+                        recv(windows) -> w => w.map_or(Next::Closed, Next::Real),
+                        recv(p.wake) -> r => if r.is_ok() { Next::Preview } else { Next::PreviewsGone },
+                    },
+                };
+                match next {
+                    Next::Real(w) => w,
+                    Next::Closed => break,
+                    Next::PreviewsGone => {
+                        previews = None;
+                        continue;
+                    }
+                    Next::Preview => {
+                        if let Some(pw) = previews.and_then(PreviewReceiver::take)
+                            && last_real.is_none_or(|k| pw.index > k)
+                        {
+                            stage.preview(&pw);
+                        }
+                        continue;
+                    }
+                }
+            }
+        };
         if window.preview {
+            // Not expected on this queue; kept for callers that still send previews inline.
             stage.preview(&window);
             continue;
         }
+        last_real = Some(window.index);
         let line = stage.process_line(name, &window);
         seconds_metric.record(line.seconds);
         if let Some(e) = &line.error {

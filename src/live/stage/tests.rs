@@ -87,7 +87,13 @@ where
         wtx.send(Arc::new(w)).unwrap();
     }
     drop(wtx);
-    run(&Arc::from("st"), stage as &mut dyn AnyStage, &wrx, &otx);
+    run(
+        &Arc::from("st"),
+        stage as &mut dyn AnyStage,
+        &wrx,
+        None,
+        &otx,
+    );
     drop(otx);
     orx.iter()
         .map(|o| {
@@ -438,4 +444,77 @@ fn softdtw_lines_keep_their_keys() {
             "reason: string",
         ],
     );
+}
+
+/// Previews wait in a latest-only slot apart from the real windows: however many previews a
+/// stage is offered, it sees at most the newest one, never one older than a real window it
+/// has processed, and a waiting real window is always taken first.
+#[test]
+fn previews_never_queue_ahead_of_a_real_window() {
+    use std::sync::Mutex;
+
+    #[derive(serde::Serialize)]
+    struct Nothing {}
+    struct Recorder(Arc<Mutex<Vec<(bool, u64)>>>);
+    impl Stage for Recorder {
+        type Result = Nothing;
+        fn input(&self) -> crate::record::StreamKind {
+            crate::record::StreamKind::Sensor
+        }
+        fn process(&mut self, w: &Window) -> Result<Nothing, super::StageError> {
+            self.0.lock().unwrap().push((false, w.index));
+            Ok(Nothing {})
+        }
+        fn wants_previews(&self) -> bool {
+            true
+        }
+        fn preview(&mut self, w: &Window) {
+            self.0.lock().unwrap().push((true, w.index));
+        }
+    }
+    let window = |index: u64, preview: bool| {
+        let mut w = test_window(vec![1.0], 1, 0);
+        w.index = index;
+        w.preview = preview;
+        Arc::new(w)
+    };
+
+    // A real window already waiting is processed before any preview; older previews are stale.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (wtx, wrx) = crossbeam_channel::bounded(4);
+    let (ptx, prx) = super::preview_slot();
+    let (otx, orx) = crossbeam_channel::unbounded();
+    for k in 0..10 {
+        ptx.offer(window(k, true));
+    }
+    wtx.send(window(10, false)).unwrap();
+    drop(wtx);
+    let mut stage = Recorder(seen.clone());
+    run(&Arc::from("st"), &mut stage, &wrx, Some(&prx), &otx);
+    assert_eq!(*seen.lock().unwrap(), [(false, 10)]);
+    assert_eq!(orx.try_iter().count(), 1);
+
+    // Previews offered while no real window waits: at most the newest is seen, then the real
+    // window, whatever the threads' timing.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (wtx, wrx) = crossbeam_channel::bounded(4);
+    let (ptx, prx) = super::preview_slot();
+    let (otx, orx) = crossbeam_channel::unbounded();
+    for k in 0..10 {
+        ptx.offer(window(k, true));
+    }
+    let mut stage = Recorder(seen.clone());
+    let worker = std::thread::spawn(move || {
+        run(&Arc::from("st"), &mut stage, &wrx, Some(&prx), &otx);
+    });
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    wtx.send(window(10, false)).unwrap();
+    drop((wtx, ptx));
+    worker.join().unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen == [(true, 9), (false, 10)] || seen == [(false, 10)],
+        "{seen:?}"
+    );
+    assert_eq!(orx.try_iter().count(), 1);
 }
