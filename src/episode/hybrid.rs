@@ -200,6 +200,26 @@ pub fn crossover(timings: &[(u64, f64, f64)]) -> Option<u64> {
 }
 
 #[cfg(test)]
+impl Calibration {
+    /// A small calibration for tests: one crossover at N = 3 (penalty 0.25), fit `1 / N`.
+    pub(crate) fn example() -> Self {
+        Self {
+            device: "NVIDIA H200".into(),
+            compute_capability: (9, 0),
+            multiprocessors: 132,
+            workload: "test".into(),
+            crossovers: vec![Crossover {
+                nodes: 3,
+                episodes: 4096,
+                resident_threads: 16384,
+                penalty: 0.25,
+            }],
+            fit: PenaltyFit { a: 1.0, b: 0.0 },
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -235,19 +255,7 @@ mod tests {
     fn calibration_round_trips_and_names_bad_files() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub").join("c.json");
-        let c = Calibration {
-            device: "NVIDIA H200".into(),
-            compute_capability: (9, 0),
-            multiprocessors: 132,
-            workload: "test".into(),
-            crossovers: vec![Crossover {
-                nodes: 3,
-                episodes: 4096,
-                resident_threads: 16384,
-                penalty: 0.25,
-            }],
-            fit: PenaltyFit { a: 1.0, b: 0.0 },
-        };
+        let c = Calibration::example();
         c.save(&path).unwrap();
         let back = Calibration::load(&path).unwrap();
         assert_eq!(back, c);

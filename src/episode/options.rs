@@ -173,26 +173,14 @@ impl MiningOptions {
 #[cfg(test)]
 mod tests {
     use super::MiningOptions;
-    use crate::episode::hybrid::{Calibration, Crossover, PenaltyFit};
+    use crate::episode::hybrid::Calibration;
     use crate::episode::{Interval, Threshold};
 
     #[test]
     fn resolve_reads_the_calibration_once_into_the_settings_and_names_every_bad_option() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.json");
-        let c = Calibration {
-            device: "test GPU".into(),
-            compute_capability: (9, 0),
-            multiprocessors: 132,
-            workload: "test".into(),
-            crossovers: vec![Crossover {
-                nodes: 3,
-                episodes: 4096,
-                resident_threads: 16384,
-                penalty: 0.25,
-            }],
-            fit: PenaltyFit { a: 1.0, b: 0.0 },
-        };
+        let c = Calibration::example();
         c.save(&path).unwrap();
         let mut opts = MiningOptions::new(&[Interval::new(0.0, 0.005).unwrap()]);
         opts.min_count = Some(3);

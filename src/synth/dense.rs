@@ -28,8 +28,8 @@ use rand_distr::{Distribution, Exp, LogNormal};
 use serde::Serialize;
 
 use super::SynthError;
-use super::sym26::Chain;
-use crate::event::{Alphabet, EventStream, EventType, Ordering};
+use super::sym26::{Chain, assemble, evoke};
+use crate::event::EventStream;
 
 /// Parameters of the dense generator.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -288,15 +288,13 @@ pub fn generate_dense(params: &DenseParams) -> Result<(EventStream, DenseTruth),
         let (lo, hi) = chain.delay_s;
         for pair in chain.neurons.windows(2) {
             let (pre, post) = (pair[0], pair[1]);
-            let mut evoked = Vec::new();
-            for &s in &spikes[pre] {
-                if rng.random_bool(params.evoke_probability) {
-                    let t = s + lo + (hi - lo) * (1.0 - rng.random::<f64>());
-                    if t < params.duration_s {
-                        evoked.push(t);
-                    }
-                }
-            }
+            let evoked = evoke(
+                &mut rng,
+                &spikes[pre],
+                params.evoke_probability,
+                (lo, hi),
+                params.duration_s,
+            );
             suppressed += merge_refractory(&mut spikes[post], evoked, tau);
         }
     }
@@ -312,19 +310,7 @@ pub fn generate_dense(params: &DenseParams) -> Result<(EventStream, DenseTruth),
         }
         suppressed += merge_refractory(&mut spikes[b], evoked, tau);
     }
-    let alphabet = Alphabet::from_labels((0..params.units).map(|i| format!("u{i}")))?;
-    let mut events: Vec<(f64, u32)> = spikes
-        .iter()
-        .enumerate()
-        .flat_map(|(n, ts)| ts.iter().map(move |&t| (t, n as u32)))
-        .collect();
-    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let stream = EventStream::new(
-        events.iter().map(|e| e.0).collect(),
-        events.iter().map(|e| EventType(e.1)).collect(),
-        alphabet,
-        Ordering::RequireSorted,
-    )?;
+    let stream = assemble(&spikes, (0..params.units).map(|i| format!("u{i}")))?;
     Ok((
         stream,
         DenseTruth {

@@ -193,23 +193,53 @@ pub fn generate(params: &SynthParams) -> Result<EventStream, SynthError> {
         let (lo, hi) = chain.delay_s;
         for pair in chain.neurons.windows(2) {
             let (pre, post) = (pair[0], pair[1]);
-            let mut evoked = Vec::new();
-            for &s in &spikes[pre] {
-                if rng.random_bool(params.evoke_probability) {
-                    // Uniform on (lo, hi]: 1 - U with U in [0, 1) lies in (0, 1].
-                    let d = lo + (hi - lo) * (1.0 - rng.random::<f64>());
-                    let t = s + d;
-                    if t < params.duration_s {
-                        evoked.push(t);
-                    }
-                }
-            }
+            let evoked = evoke(
+                &mut rng,
+                &spikes[pre],
+                params.evoke_probability,
+                (lo, hi),
+                params.duration_s,
+            );
             let merged = &mut spikes[post];
             merged.extend(evoked);
             merged.sort_by(f64::total_cmp);
         }
     }
-    let alphabet = Alphabet::from_labels((0..params.neurons).map(|i| label(i, params.neurons)))?;
+    assemble(
+        &spikes,
+        (0..params.neurons).map(|i| label(i, params.neurons)),
+    )
+}
+
+/// The spikes a presynaptic train evokes: each spike of `pre`, with probability `p`, one spike
+/// after a delay uniform on `(low, high]`, kept when before `duration_s`. Unsorted.
+pub(super) fn evoke(
+    rng: &mut ChaCha8Rng,
+    pre: &[f64],
+    p: f64,
+    (lo, hi): (f64, f64),
+    duration_s: f64,
+) -> Vec<f64> {
+    let mut evoked = Vec::new();
+    for &s in pre {
+        if rng.random_bool(p) {
+            // Uniform on (lo, hi]: 1 - U with U in [0, 1) lies in (0, 1].
+            let t = s + (lo + (hi - lo) * (1.0 - rng.random::<f64>()));
+            if t < duration_s {
+                evoked.push(t);
+            }
+        }
+    }
+    evoked
+}
+
+/// The stream of per-neuron spike trains `spikes[n]` (seconds), neuron `n` labelled by the
+/// `n`-th of `labels`; events ordered by time, then neuron.
+pub(super) fn assemble(
+    spikes: &[Vec<f64>],
+    labels: impl IntoIterator<Item = String>,
+) -> Result<EventStream, SynthError> {
+    let alphabet = Alphabet::from_labels(labels)?;
     let mut events: Vec<(f64, u32)> = spikes
         .iter()
         .enumerate()
