@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
-use crate::episode::{MinerConfig, MiningResult};
+use crate::episode::{MinerConfig, MiningResult, Truncation};
 use crate::event::EventStream;
 
 /// The JSON document of a mining run. Field order and names are the documented schema.
@@ -21,6 +21,11 @@ pub struct MineReport<'a> {
     pub params: Params<'a>,
     /// Per-level statistics.
     pub levels: &'a [crate::episode::LevelStats],
+    /// False in a document written between levels while mining went on (a killed run leaves
+    /// one); true in the final document, truncated or not.
+    pub complete: bool,
+    /// Why the run stopped early (`null` when it did not).
+    pub truncated: Option<&'a Truncation>,
     /// Frequent episodes, level 1 included.
     pub episodes: Vec<EpisodeJson>,
 }
@@ -90,6 +95,8 @@ impl<'a> MineReport<'a> {
                 event_types: alphabet.len(),
             },
             levels: &result.levels,
+            complete: true,
+            truncated: result.truncated.as_ref(),
             episodes,
         }
     }
@@ -136,9 +143,18 @@ pub fn write_text(
     for l in &result.levels {
         writeln!(
             out,
-            "# level {}: {} candidates, {} eliminated by PreElim, {} frequent, {:.4} s",
-            l.level, l.candidates, l.eliminated_by_preelim, l.frequent, l.seconds
+            "# level {}: {} candidates, {} removed by bounds, {} eliminated by PreElim, {} \
+             frequent, {:.4} s",
+            l.level,
+            l.candidates,
+            l.removed_by_bounds,
+            l.eliminated_by_preelim,
+            l.frequent,
+            l.seconds
         )?;
+    }
+    if let Some(t) = &result.truncated {
+        writeln!(out, "# truncated: {t}")?;
     }
     for f in &result.episodes {
         writeln!(

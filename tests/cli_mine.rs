@@ -212,16 +212,36 @@ fn json_document_has_every_documented_key_and_value() {
 
     assert_eq!(
         keys(doc),
-        set(&["input", "events", "span_s", "params", "levels", "episodes"])
+        set(&[
+            "input",
+            "events",
+            "span_s",
+            "params",
+            "levels",
+            "complete",
+            "truncated",
+            "episodes"
+        ])
     );
+    assert_eq!(doc["complete"], true);
+    assert!(doc["truncated"].is_null());
     // Field order of the pretty-printed document is the documented one.
-    let positions: Vec<usize> = ["input", "events", "span_s", "params", "levels", "episodes"]
-        .iter()
-        .map(|k| {
-            text.find(&format!("\n  \"{k}\":"))
-                .unwrap_or_else(|| panic!("no top-level `{k}`"))
-        })
-        .collect();
+    let positions: Vec<usize> = [
+        "input",
+        "events",
+        "span_s",
+        "params",
+        "levels",
+        "complete",
+        "truncated",
+        "episodes",
+    ]
+    .iter()
+    .map(|k| {
+        text.find(&format!("\n  \"{k}\":"))
+            .unwrap_or_else(|| panic!("no top-level `{k}`"))
+    })
+    .collect();
     assert!(positions.is_sorted(), "top-level order {positions:?}");
     assert!(text.ends_with("}\n"), "the document ends with a newline");
 
@@ -239,10 +259,15 @@ fn json_document_has_every_documented_key_and_value() {
             "threshold",
             "max_level",
             "strategy",
+            "bounds",
+            "max_candidates",
+            "time_budget_s",
             "min_count",
             "event_types"
         ])
     );
+    assert_eq!(params["bounds"], true);
+    assert!(params["max_candidates"].is_null() && params["time_budget_s"].is_null());
     let ivs: Vec<(f64, f64)> = params["intervals"]
         .as_array()
         .unwrap()
@@ -269,6 +294,7 @@ fn json_document_has_every_documented_key_and_value() {
             set(&[
                 "level",
                 "candidates",
+                "removed_by_bounds",
                 "eliminated_by_preelim",
                 "frequent",
                 "seconds"
@@ -281,7 +307,8 @@ fn json_document_has_every_documented_key_and_value() {
             u64_of(&l["eliminated_by_preelim"]),
             u64_of(&l["frequent"]),
         );
-        assert!(elim + freq <= cands, "{l}");
+        let removed = u64_of(&l["removed_by_bounds"]);
+        assert!(removed + elim + freq <= cands, "{l}");
         let seconds = f64_of(&l["seconds"]);
         assert!(seconds.is_finite() && seconds >= 0.0, "{l}");
         let at_level = eps
@@ -474,9 +501,18 @@ fn one_pass_gives_the_same_episodes() {
             "one pass runs no PreElim"
         );
     }
+    // On the CPU the exact count from the prefix's ends is cheaper than PreElim, so two-pass
+    // counts exactly too; the successor bounds remove candidates in both modes.
     assert!(
-        l2.iter().any(|l| u64_of(&l["eliminated_by_preelim"]) > 0),
-        "two-pass PreElim eliminates candidates on this data"
+        l2.iter().all(|l| u64_of(&l["eliminated_by_preelim"]) == 0),
+        "the CPU runs no PreElim: {l2:?}"
+    );
+    for (a, b) in l1.iter().zip(l2) {
+        assert_eq!(a["removed_by_bounds"], b["removed_by_bounds"]);
+    }
+    assert!(
+        l2.iter().any(|l| u64_of(&l["removed_by_bounds"]) > 0),
+        "the bounds remove candidates on this data"
     );
 }
 
@@ -509,8 +545,13 @@ fn text_format_lists_the_json_episodes_tdminer_style() {
     );
     for (line, l) in comments[3..].iter().zip(levels) {
         let prefix = format!(
-            "# level {}: {} candidates, {} eliminated by PreElim, {} frequent, ",
-            l["level"], l["candidates"], l["eliminated_by_preelim"], l["frequent"]
+            "# level {}: {} candidates, {} removed by bounds, {} eliminated by PreElim, {} \
+             frequent, ",
+            l["level"],
+            l["candidates"],
+            l["removed_by_bounds"],
+            l["eliminated_by_preelim"],
+            l["frequent"]
         );
         assert!(line.starts_with(&prefix), "{line:?} vs {prefix:?}");
     }
@@ -921,7 +962,11 @@ fn the_log_names_each_level_before_counting_and_reports_progress() {
     for level in doc["levels"].as_array().unwrap() {
         let (k, n) = (u64_of(&level["level"]), u64_of(&level["candidates"]));
         let announced = format!("Level {k}: {n} candidates");
-        let done = format!("Level {k} done: {} frequent.", u64_of(&level["frequent"]));
+        let survived = n - u64_of(&level["removed_by_bounds"]);
+        let done = format!(
+            "Level {k} done: {survived} of {n} candidates survived the bounds, {} frequent.",
+            u64_of(&level["frequent"])
+        );
         let (a, d) = (log.find(&announced), log.find(&done));
         assert!(
             a.is_some() && d.is_some() && a < d,
@@ -956,4 +1001,197 @@ fn the_log_names_each_level_before_counting_and_reports_progress() {
         "{}",
         stderr(&bad)
     );
+}
+
+/// The standard run to 4 levels with `extra` flags, as JSON.
+fn a2929_to_level_4(extra: &[&str]) -> Value {
+    let mut args = standard_args(&fixture(A2929));
+    let at = args.iter().position(|a| a == "--max-level").unwrap();
+    args[at + 1] = "4".into();
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    mine_json(&args).0
+}
+
+/// The levels and episodes a truncated document reports equal the unbounded run's first
+/// levels exactly (counts, candidates, episodes in order).
+fn assert_prefix_of(truncated: &Value, full: &Value, levels: usize) {
+    let (lt, lf) = (
+        truncated["levels"].as_array().unwrap(),
+        full["levels"].as_array().unwrap(),
+    );
+    assert_eq!(lt.len(), levels, "{lt:?}");
+    for (a, b) in lt.iter().zip(lf) {
+        for key in ["level", "candidates", "removed_by_bounds", "frequent"] {
+            assert_eq!(a[key], b[key], "{key} of {a} vs {b}");
+        }
+    }
+    let want: Vec<&Value> = full["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["types"].as_array().unwrap().len() <= levels)
+        .collect();
+    let got: Vec<&Value> = truncated["episodes"].as_array().unwrap().iter().collect();
+    assert_eq!(got, want);
+}
+
+/// `--max-candidates` stops before the first level with more candidates, reports exactly the
+/// finished levels (identical to an unbounded run's), says why in JSON and text, and
+/// suggests the smallest min count at which that level fits, which it then does.
+#[test]
+fn max_candidates_stops_cleanly_with_the_finished_levels_and_a_threshold_that_fits() {
+    let full = a2929_to_level_4(&[]);
+    let levels = full["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 4, "{levels:?}");
+    let level3 = u64_of(&levels[2]["candidates"]);
+    let limit = level3 - 1;
+    let cut = a2929_to_level_4(&["--max-candidates", &limit.to_string()]);
+    assert_eq!(cut["complete"], true);
+    let t = &cut["truncated"];
+    assert_eq!(u64_of(&t["level"]), 3, "{t}");
+    assert_eq!(t["reason"]["kind"], "max_candidates");
+    assert_eq!(u64_of(&t["reason"]["limit"]), limit);
+    assert_eq!(u64_of(&t["candidates"]), level3);
+    assert_prefix_of(&cut, &full, 2);
+    // The suggestion is the smallest min count that fits: at it, level 3 fits; one below, not.
+    let suggested = u64_of(&t["suggested_min_count"]);
+    assert!(suggested > u64_of(&full["params"]["min_count"]), "{t}");
+    let at = |min_count: u64| {
+        let mut args = standard_args(&fixture(A2929));
+        let s = args.iter().position(|a| a == "--support").unwrap();
+        args.drain(s..s + 4);
+        args.extend(["--min-count".into(), min_count.to_string()]);
+        let doc = mine_json(&args).0;
+        doc["levels"]
+            .as_array()
+            .unwrap()
+            .get(2)
+            .map_or(0, |l| u64_of(&l["candidates"]))
+    };
+    assert!(at(suggested) <= limit, "level 3 at the suggestion");
+    assert!(
+        at(suggested - 1) > limit,
+        "level 3 one below the suggestion"
+    );
+    // Text says it too.
+    let mut args = standard_args(&fixture(A2929));
+    args.extend(["--max-candidates".into(), limit.to_string()]);
+    let out = synfire(&args);
+    assert_success(&out, "mine --max-candidates");
+    let text = stdout(&out);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("# truncated: stopped before level 3")
+                && l.contains(&format!("`--min-count {suggested}`"))),
+        "{text}"
+    );
+    assert!(
+        stderr(&out).contains("Mining was truncated"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A time budget used up before mining starts stops at level 1 with nothing reported, and
+/// says so; bad limits are errors naming the flag.
+#[test]
+fn time_budget_and_bad_limits() {
+    let cut = a2929_to_level_4(&["--time-budget-s", "1e-9"]);
+    let t = &cut["truncated"];
+    assert_eq!(t["reason"]["kind"], "time_budget", "{t}");
+    assert_eq!(u64_of(&t["level"]), 1);
+    assert!(cut["levels"].as_array().unwrap().is_empty());
+    assert!(cut["episodes"].as_array().unwrap().is_empty());
+    for (flag, value) in [
+        ("--time-budget-s", "0"),
+        ("--time-budget-s", "nan"),
+        ("--max-candidates", "0"),
+    ] {
+        let mut args = standard_args(&fixture(A2929));
+        args.extend([flag.into(), value.into()]);
+        let out = synfire(&args);
+        assert!(!out.status.success(), "{flag} {value} was accepted");
+        assert!(stderr(&out).contains(flag), "{flag}: {}", stderr(&out));
+    }
+}
+
+/// `--output` is rewritten after every level: a run killed in a later level leaves a whole
+/// document with its finished levels (marked incomplete), identical to the full run's.
+#[test]
+fn a_killed_run_leaves_its_finished_levels_in_the_output_file() {
+    use std::time::{Duration, Instant};
+    let dir = TempDir::new().unwrap();
+    let input = dir.path().join("np.csv");
+    let out = synfire(["generate", "neuropixels", "-o", input.to_str().unwrap()]);
+    assert_success(&out, "generate neuropixels");
+    let args = |output: &Path| -> Vec<String> {
+        [
+            "mine",
+            input.to_str().unwrap(),
+            "--intervals",
+            INTERVALS,
+            "--support",
+            "0.2",
+            "--support-per",
+            "seconds",
+            "--max-level",
+            "4",
+            "--format",
+            "json",
+            "-q",
+            "-o",
+            output.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    };
+    // Without the bounds level 3 takes long enough to kill the run in it.
+    let partial = dir.path().join("partial.json");
+    let mut slow = args(&partial);
+    slow.push("--no-bounds".into());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_synfire"))
+        .args(&slow)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let doc = loop {
+        let text = std::fs::read_to_string(&partial).unwrap_or_default();
+        if let Ok(doc) = serde_json::from_str::<Value>(&text)
+            && doc["levels"].as_array().is_some_and(|l| l.len() == 2)
+        {
+            break doc;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no document with 2 levels after 120 s: {text}"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before it could be killed in level 3"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // What the killed run left is still that document (written whole, never half).
+    let left: Value = serde_json::from_str(&std::fs::read_to_string(&partial).unwrap()).unwrap();
+    assert_eq!(left, doc);
+    assert_eq!(left["complete"], false);
+    let whole = dir.path().join("whole.json");
+    assert_success(&synfire(args(&whole)), "the full run");
+    let full: Value = serde_json::from_str(&std::fs::read_to_string(&whole).unwrap()).unwrap();
+    assert_eq!(full["complete"], true);
+    assert_eq!(u64_of(&full["levels"][2]["level"]), 3);
+    let mut left = left;
+    // The bounds change what was removed, not what was found.
+    for l in left["levels"].as_array_mut().unwrap() {
+        l["removed_by_bounds"] = Value::Null;
+    }
+    let mut full = full;
+    for l in full["levels"].as_array_mut().unwrap() {
+        l["removed_by_bounds"] = Value::Null;
+    }
+    assert_prefix_of(&left, &full, 2);
 }

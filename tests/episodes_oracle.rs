@@ -4,10 +4,12 @@
 //! oracle on the relaxed episode; two-pass mining equals one-pass mining.
 
 use proptest::prelude::*;
+use synfire::episode::bound::{and_count, end_bits, pair_successor_counts, successor_bits};
 use synfire::episode::mtpe::{Segments, count_mtpe};
 use synfire::episode::{
-    CountKind, Counter, CpuCounter, Episode, Interval, MinerConfig, NoProgress,
-    Strategy as MineStrategy, Threshold, TypeIndex, count_exact, count_preelim, mine_with,
+    CountKind, Counter, CpuCounter, Ends, Episode, Interval, MinerConfig, NoProgress,
+    Strategy as MineStrategy, Threshold, TypeIndex, count_by_ends, count_exact, count_preelim,
+    mine_with,
 };
 use synfire::event::{Alphabet, EventStream, EventType, Ordering};
 
@@ -139,6 +141,7 @@ proptest! {
             let exact = count_exact(&index, &ep);
             let pre = count_preelim(&index, &ep);
             prop_assert_eq!(exact, oracle(&times, &types, &ep_types, &iv_values), "exact {:?}", ep);
+            prop_assert_eq!(count_by_ends(&index, &ep), exact, "ends {:?}", ep);
             prop_assert!(pre >= exact, "PreElim {} < exact {} for {:?}", pre, exact, ep);
             prop_assert_eq!(pre, oracle(&times, &types, &ep_types, &relaxed), "PreElim {:?}", ep);
         }
@@ -190,6 +193,38 @@ proptest! {
         }
     }
 
+    /// The successor bound (`episode::bound`) is never below the exact count of the
+    /// candidate it bounds, on streams with repeated types, bursts and equal times.
+    #[test]
+    fn successor_bound_is_at_least_the_exact_count(
+        ((times, types, k), episodes) in stream_strategy(48).prop_flat_map(|(times, types, k)| {
+            (Just((times, types, k)), prop::collection::vec(episode_strategy(k), 6))
+        }),
+    ) {
+        let stream = build(&times, &types, k);
+        let index = TypeIndex::new(&stream);
+        for (ep_types, ivs) in episodes.into_iter().filter(|(t, _)| t.len() >= 2) {
+            let ep = episode(&ep_types, &ivs);
+            let n = ep.len();
+            let prefix = Episode::new(ep.types()[..n - 1].to_vec(), ep.intervals()[..n - 2].to_vec());
+            let (last, x, iv) = (ep.types()[n - 2], ep.types()[n - 1], ep.intervals()[n - 2]);
+            let mut bits = Vec::new();
+            end_bits(&Ends::of(&index, &prefix), index.times(last).len(), &mut bits);
+            let succ = successor_bits(&index, last, iv, x);
+            let bound = and_count(&bits, &succ);
+            let exact = count_exact(&index, &ep);
+            prop_assert!(bound >= exact, "bound {} < exact {} for {:?}", bound, exact, ep);
+            // Level 2's bound, by a scan of the stream: the size of the same successor set.
+            let pair = pair_successor_counts(&stream, &index, &[last], &[iv]);
+            let scanned = u64::from(pair[x.index()]);
+            let ones: u64 = succ.iter().map(|w| u64::from(w.count_ones())).sum();
+            prop_assert_eq!(scanned, ones, "pair bound of {:?}", (last, iv, x));
+            if n == 2 {
+                prop_assert!(scanned >= exact, "pair bound {} < exact {} for {:?}", scanned, exact, ep);
+            }
+        }
+    }
+
     #[test]
     fn two_pass_mining_equals_one_pass(
         (times, types, k) in stream_strategy(60),
@@ -216,6 +251,119 @@ proptest! {
             prop_assert_eq!(counter.count(CountKind::Exact, std::slice::from_ref(&f.episode)).unwrap()[0], f.count);
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Mining with the successor bounds returns exactly what mining without them returns,
+    /// and the CPU counter's batch path (ends shared by a prefix) equals the exact machine.
+    #[test]
+    fn mining_with_bounds_equals_mining_without(
+        (times, types, k) in stream_strategy(80),
+        min_count in 1u64..5,
+        n_iv in 1usize..=INTERVALS.len(),
+    ) {
+        let stream = build(&times, &types, k);
+        let counter = CpuCounter::new(&stream);
+        let intervals = INTERVALS[..n_iv].iter().map(|&(l, h)| Interval::new(l, h).unwrap()).collect();
+        let mut config = MinerConfig::new(intervals, Threshold::MinCount(min_count));
+        config.max_level = 5;
+        config.bounds = false;
+        let without = mine_with(&stream, &config, &counter, &NoProgress).unwrap();
+        config.bounds = true;
+        let with = mine_with(&stream, &config, &counter, &NoProgress).unwrap();
+        prop_assert_eq!(&with.episodes, &without.episodes);
+        prop_assert_eq!(with.levels.len(), without.levels.len());
+        for (a, b) in with.levels.iter().zip(&without.levels) {
+            prop_assert_eq!(a.candidates, b.candidates);
+            prop_assert_eq!(a.frequent, b.frequent);
+            prop_assert_eq!(b.removed_by_bounds, 0);
+        }
+        let index = counter.index();
+        let all: Vec<Episode> = with.episodes.iter().map(|f| f.episode.clone()).collect();
+        let counts = counter.count(CountKind::Exact, &all).unwrap();
+        for (e, c) in all.iter().zip(counts) {
+            prop_assert_eq!(c, count_exact(index, e), "{:?}", e);
+        }
+    }
+}
+
+/// Dense random streams (many types, bursts, equal times): mining with bounds finds exactly
+/// the episodes that an exhaustive enumeration of every episode up to 3 nodes finds frequent
+/// with the exact machine (itself checked against the brute-force oracle above), with the
+/// same counts; and the bounds remove candidates there (they are exercised, not idle).
+#[test]
+fn mining_with_bounds_equals_exhaustive_enumeration_on_dense_streams() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+    let mut removed = 0;
+    for round in 0..12 {
+        let k = rng.random_range(4..9u32);
+        let n = rng.random_range(300..900);
+        let mut t = 0.0;
+        let (mut times, mut types) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            t += match rng.random_range(0..4) {
+                0 => 0.0,
+                1 => f64::from(rng.random_range(1..4u32)) * 0.001,
+                _ => rng.random::<f64>() * 0.006,
+            };
+            times.push(t);
+            types.push(rng.random_range(0..k));
+        }
+        let stream = build(&times, &types, k);
+        let index = TypeIndex::new(&stream);
+        let ivs: Vec<usize> = if round % 2 == 0 {
+            vec![0, 1, 3]
+        } else {
+            vec![2, 5]
+        };
+        let intervals: Vec<Interval> = ivs
+            .iter()
+            .map(|&i| Interval::new(INTERVALS[i].0, INTERVALS[i].1).unwrap())
+            .collect();
+        let min_count = rng.random_range(3..12u64);
+        let mut config = MinerConfig::new(intervals, Threshold::MinCount(min_count));
+        config.max_level = 3;
+        let mined = mine_with(&stream, &config, &CpuCounter::new(&stream), &NoProgress).unwrap();
+        removed += mined
+            .levels
+            .iter()
+            .map(|l| l.removed_by_bounds)
+            .sum::<usize>();
+        let mut want: Vec<(Episode, u64)> = Vec::new();
+        for a in 0..k {
+            want.push((episode(&[a], &[]), 0));
+            for b in 0..k {
+                for &i in &ivs {
+                    want.push((episode(&[a, b], &[i]), 0));
+                    for c in 0..k {
+                        for &j in &ivs {
+                            want.push((episode(&[a, b, c], &[i, j]), 0));
+                        }
+                    }
+                }
+            }
+        }
+        for (e, c) in &mut want {
+            *c = count_exact(&index, e);
+        }
+        want.retain(|(_, c)| *c >= min_count);
+        let mut got: Vec<String> = mined
+            .episodes
+            .iter()
+            .map(|f| format!("{:?} {}", f.episode, f.count))
+            .collect();
+        let mut want: Vec<String> = want.iter().map(|(e, c)| format!("{e:?} {c}")).collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "round {round}");
+    }
+    assert!(
+        removed > 0,
+        "the bounds removed no candidate on these streams"
+    );
 }
 
 /// Long random streams with real-valued times: the counters agree with the oracle where

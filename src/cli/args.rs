@@ -141,6 +141,18 @@ pub struct MiningArgs {
     /// Count every candidate exactly instead of PreElim first (same result, slower).
     #[arg(long)]
     pub one_pass: bool,
+    /// Count every join candidate instead of removing those whose successor bound is below
+    /// the threshold first (same result, slower; for comparisons).
+    #[arg(long)]
+    pub no_bounds: bool,
+    /// Stop before a level with more candidates than this; the finished levels are written,
+    /// marked as truncated, with a threshold that would fit.
+    #[arg(long)]
+    pub max_candidates: Option<u64>,
+    /// Stop after this many seconds of mining; the finished levels are written, marked as
+    /// truncated, with a threshold that would fit.
+    #[arg(long)]
+    pub time_budget_s: Option<f64>,
     /// `--device` and `--gpus`: where to count (every GPU found or listed, falling back to the
     /// CPU with `auto`).
     #[command(flatten)]
@@ -174,6 +186,9 @@ impl MiningArgs {
             },
             max_level: self.max_level,
             one_pass: self.one_pass,
+            bounds: !self.no_bounds,
+            max_candidates: self.max_candidates,
+            time_budget_s: self.time_budget_s,
             device: self.device.device.into(),
             gpus: self.device.gpus.clone(),
             exact_kernel: self.exact_kernel.into(),

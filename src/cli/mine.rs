@@ -1,15 +1,17 @@
 //! `synfire mine`: frequent serial episodes of a spike file, as tdminer text or JSON.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use synfire::episode::{LevelStats, Progress, mine_with, select_counter};
-use synfire::event::Ordering;
+use synfire::episode::{
+    FrequentEpisode, LevelStats, MinerConfig, MiningResult, Progress, mine_with, select_counter,
+};
+use synfire::event::{EventStream, Ordering};
 use synfire::ingest;
 use synfire::report::{self, MineReport};
 
@@ -88,19 +90,168 @@ pub fn run(args: &MineArgs) -> Result<()> {
         );
     }
     let bar = BarProgress::new(args.quiet, Duration::from_secs_f64(args.progress_every_s));
-    let result = mine_with(&stream, &config, counter.as_ref(), &bar)?;
-    bar.finish();
     let input = args.input.display().to_string();
-    let mut out = args.output.writer()?;
-    match args.format {
-        FormatArg::Json => report::write_json(
-            &mut out,
-            &MineReport::new(&input, &stream, &config, &result),
-        )?,
-        FormatArg::Text => report::write_text(&mut out, &input, &stream, &config, &result)?,
+    let min_count = config.threshold.min_count(stream.len(), stream.span())?;
+    let doc = Document {
+        input: &input,
+        stream: &stream,
+        config: &config,
+        format: args.format,
+    };
+    let result = match args.output.output.as_deref().filter(|p| rewritable(p)) {
+        Some(path) => {
+            let partial = LevelByLevel {
+                bar: &bar,
+                doc: &doc,
+                path,
+                sofar: std::sync::Mutex::new(MiningResult {
+                    min_count,
+                    levels: Vec::new(),
+                    episodes: Vec::new(),
+                    truncated: None,
+                }),
+                failed: std::sync::Mutex::new(None),
+            };
+            // Written before any work, so an unwritable `--output` fails at once.
+            partial.write_sofar()?;
+            let result = mine_with(&stream, &config, counter.as_ref(), &partial)?;
+            if let Some(e) = partial
+                .failed
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+            {
+                return Err(e);
+            }
+            doc.replace(path, &result, true)?;
+            result
+        }
+        None => {
+            let result = mine_with(&stream, &config, counter.as_ref(), &bar)?;
+            let mut out = args.output.writer()?;
+            doc.write(&mut out, &result, true)?;
+            out.flush().context("writing the result")?;
+            result
+        }
+    };
+    bar.finish();
+    if let Some(t) = &result.truncated {
+        tracing::warn!(
+            level = t.level,
+            suggested_min_count = t.suggested_min_count,
+            "Mining was truncated: {t}. The levels before {} are complete and written.",
+            t.level
+        );
     }
-    out.flush().context("writing the result")?;
     Ok(())
+}
+
+/// A path `--output` can be replaced at (a regular file or a new one), so the result can be
+/// written level by level through a temporary file and a rename.
+fn rewritable(path: &Path) -> bool {
+    std::fs::metadata(path).map_or(true, |m| m.is_file())
+}
+
+/// What the written result needs besides the mining result.
+struct Document<'a> {
+    input: &'a str,
+    stream: &'a EventStream,
+    config: &'a MinerConfig,
+    format: FormatArg,
+}
+
+impl Document<'_> {
+    /// Writes `result` in the chosen format; `complete` is false for a result written
+    /// between levels.
+    fn write(&self, out: &mut dyn Write, result: &MiningResult, complete: bool) -> Result<()> {
+        match self.format {
+            FormatArg::Json => {
+                let mut report = MineReport::new(self.input, self.stream, self.config, result);
+                report.complete = complete;
+                report::write_json(out, &report)?;
+            }
+            FormatArg::Text => {
+                if !complete {
+                    writeln!(
+                        out,
+                        "# incomplete: written after level {} while mining went on",
+                        result.levels.len()
+                    )?;
+                }
+                report::write_text(out, self.input, self.stream, self.config, result)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces `path` with `result`: written to `PATH.partial` first, then renamed, so the
+    /// file always holds a whole document.
+    fn replace(&self, path: &Path, result: &MiningResult, complete: bool) -> Result<()> {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".partial");
+        let tmp = PathBuf::from(tmp);
+        let file = std::fs::File::create(&tmp)
+            .with_context(|| format!("creating `--output` file {}", tmp.display()))?;
+        let mut out = std::io::BufWriter::new(file);
+        self.write(&mut out, result, complete)?;
+        out.flush()
+            .with_context(|| format!("writing `--output` file {}", tmp.display()))?;
+        drop(out);
+        std::fs::rename(&tmp, path).with_context(|| {
+            format!(
+                "renaming {} to the `--output` file {}",
+                tmp.display(),
+                path.display()
+            )
+        })
+    }
+}
+
+/// [`BarProgress`] plus the `--output` file rewritten after every level, so a killed run
+/// leaves its finished levels (marked incomplete).
+struct LevelByLevel<'a> {
+    bar: &'a BarProgress,
+    doc: &'a Document<'a>,
+    path: &'a Path,
+    sofar: std::sync::Mutex<MiningResult>,
+    /// The first write that failed (reported when mining returns).
+    failed: std::sync::Mutex<Option<anyhow::Error>>,
+}
+
+impl LevelByLevel<'_> {
+    fn write_sofar(&self) -> Result<()> {
+        let sofar = self.sofar.lock().unwrap_or_else(PoisonError::into_inner);
+        self.doc.replace(self.path, &sofar, false)
+    }
+}
+
+impl Progress for LevelByLevel<'_> {
+    fn level_candidates(&self, level: usize, candidates: u64, two_pass: bool) {
+        self.bar.level_candidates(level, candidates, two_pass);
+    }
+
+    fn level_started(&self, level: usize, work: u64) {
+        self.bar.level_started(level, work);
+    }
+
+    fn advanced(&self, n: u64) {
+        self.bar.advanced(n);
+    }
+
+    fn level_finished(&self, stats: &LevelStats) {
+        self.bar.level_finished(stats);
+    }
+
+    fn level_result(&self, stats: &LevelStats, episodes: &[FrequentEpisode]) {
+        {
+            let mut sofar = self.sofar.lock().unwrap_or_else(PoisonError::into_inner);
+            sofar.levels.push(stats.clone());
+            sofar.episodes.extend_from_slice(episodes);
+        }
+        if let Err(e) = self.write_sofar() {
+            let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+            failed.get_or_insert(e);
+        }
+    }
 }
 
 /// Progress of `synfire mine`: a bar on standard error when it is a terminal (hidden with
@@ -197,11 +348,15 @@ impl Progress for BarProgress {
         tracing::info!(
             level = stats.level,
             candidates = stats.candidates,
-            eliminated = stats.eliminated_by_preelim,
+            removed_by_bounds = stats.removed_by_bounds,
+            counted = stats.candidates - stats.removed_by_bounds,
+            eliminated_by_preelim = stats.eliminated_by_preelim,
             frequent = stats.frequent,
             seconds = format!("{:.3}", stats.seconds),
-            "Level {} done: {} frequent.",
+            "Level {} done: {} of {} candidates survived the bounds, {} frequent.",
             stats.level,
+            stats.candidates - stats.removed_by_bounds,
+            stats.candidates,
             stats.frequent
         );
     }

@@ -16,7 +16,13 @@
 //! (the level-wise procedure with inter-event constraints, ref. \[13\] of the paper).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use rayon::prelude::*;
+
+use crate::episode::bound::{PairSlot, SuccessorTable, and_count, end_bits};
+use crate::episode::count::TypeIndex;
+use crate::episode::ends::EndsPath;
 use crate::episode::model::{Episode, Interval};
 use crate::event::EventType;
 
@@ -124,17 +130,86 @@ impl<'a> Join<'a> {
     /// The candidates, in [`join`]'s order.
     pub fn iter(&self) -> impl Iterator<Item = Episode> + Send + '_ {
         self.frequent.iter().flat_map(move |alpha| {
-            self.partners(alpha).iter().map(move |&j| {
-                let beta = &self.frequent[j];
-                let k = alpha.len();
-                let mut types = alpha.types().to_vec();
-                types.push(beta.types()[k - 1]);
-                let mut intervals = alpha.intervals().to_vec();
-                intervals.push(beta.intervals()[k - 2]);
-                Episode::new(types, intervals)
-            })
+            self.partners(alpha)
+                .iter()
+                .map(move |&j| joined(alpha, &self.frequent[j]))
         })
     }
+
+    /// The candidates in [`join`]'s order without those whose successor bound
+    /// ([`crate::episode::bound`]) is below `min_count`, one vector per block of prefixes
+    /// (possibly empty); each removed candidate adds 1 to `removed`. Candidates whose last pair `table`
+    /// lacks are kept (no bound).
+    ///
+    /// Lazy: one block of prefixes at a time (bounded in parallel), so memory is bounded by
+    /// the survivors of one block, plus the ends of one prefix path per worker.
+    pub fn iter_bounded<'s>(
+        &'s self,
+        index: &'s TypeIndex,
+        table: &'s SuccessorTable,
+        min_count: u64,
+        removed: &'s AtomicU64,
+    ) -> impl Iterator<Item = Vec<Episode>> + Send + 's {
+        let slots: Vec<Option<PairSlot>> = self
+            .frequent
+            .iter()
+            .map(|beta| {
+                let k = beta.len();
+                table.slot(
+                    beta.types()[k - 2],
+                    beta.intervals()[k - 2],
+                    beta.types()[k - 1],
+                )
+            })
+            .collect();
+        // Blocks of prefixes, each block's prefixes bounded in parallel (in order).
+        self.frequent.chunks(PREFIX_BLOCK).map(move |block| {
+            let groups: Vec<Vec<Episode>> = block
+                .par_iter()
+                .map_init(
+                    || (EndsPath::new(), Vec::new()),
+                    |(path, bits), alpha| {
+                        let partners = self.partners(alpha);
+                        let mut keep = Vec::new();
+                        if partners.is_empty() {
+                            return keep;
+                        }
+                        let last = alpha.types()[alpha.len() - 1];
+                        let ends = path.ends(index, alpha);
+                        end_bits(ends, index.times(last).len(), bits);
+                        let mut dropped = 0;
+                        for &j in partners {
+                            let fits = slots[j]
+                                .is_none_or(|s| and_count(bits, table.bits(s)) >= min_count);
+                            if fits {
+                                keep.push(joined(alpha, &self.frequent[j]));
+                            } else {
+                                dropped += 1;
+                            }
+                        }
+                        removed.fetch_add(dropped, Ordering::Relaxed);
+                        keep
+                    },
+                )
+                .collect();
+            groups.into_iter().flatten().collect()
+        })
+    }
+}
+
+/// Prefixes bounded together in parallel by [`Join::iter_bounded`].
+const PREFIX_BLOCK: usize = 256;
+
+/// `alpha` followed by `beta`'s last interval and type.
+fn joined(alpha: &Episode, beta: &Episode) -> Episode {
+    let k = alpha.len();
+    let mut types = Vec::with_capacity(k + 1);
+    types.extend_from_slice(alpha.types());
+    types.push(beta.types()[k - 1]);
+    let mut intervals = Vec::with_capacity(k);
+    intervals.extend_from_slice(alpha.intervals());
+    intervals.push(beta.intervals()[k - 2]);
+    Episode::new(types, intervals)
 }
 
 #[cfg(test)]

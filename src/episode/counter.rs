@@ -2,13 +2,14 @@
 //! candidates are counted. The CPU back end here is the reference; the GPU back end (device
 //! threads) implements the same trait and must return identical counts.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use rayon::prelude::*;
 
-use crate::episode::count::{
-    Merged, TypeIndex, count_exact_merged, count_pair, count_preelim_merged, distinct_types,
-};
+#[cfg(doc)]
+use crate::episode::count::count_exact_merged;
+use crate::episode::count::{Merged, TypeIndex, count_pair, count_preelim_merged, distinct_types};
+use crate::episode::ends::{Ends, EndsPath, count_by_ends};
 use crate::episode::model::Episode;
 use crate::event::EventStream;
 
@@ -95,22 +96,99 @@ impl CpuCounter {
     }
 }
 
+impl CpuCounter {
+    /// Exact counts: pairs of distinct types by [`count_pair`]; every other candidate from
+    /// the ends of its prefix ([`Ends`]), computed once per run of consecutive candidates
+    /// with the same prefix (the join yields a prefix's candidates together) along a prefix
+    /// path shared by the runs a worker takes in turn. Equal to [`count_exact_merged`].
+    fn count_exact_by_ends(&self, candidates: &[Episode]) -> Vec<u64> {
+        let index = &self.index;
+        // Runs of consecutive candidates with one prefix (all but the last node).
+        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+        for (i, e) in candidates.iter().enumerate() {
+            match runs.last_mut() {
+                Some(r) if same_prefix(&candidates[r.start], e) => r.end = i + 1,
+                _ => runs.push(i..i + 1),
+            }
+        }
+        let counted: Vec<Vec<u64>> = runs
+            .par_iter()
+            .map_init(
+                || (EndsPath::new(), Ends::default(), VecDeque::new()),
+                |(path, out, deque), run| {
+                    let members = &candidates[run.clone()];
+                    let first = &members[0];
+                    let n = first.len();
+                    if n == 1 {
+                        return members.iter().map(|e| count_by_ends(index, e)).collect();
+                    }
+                    let prefix_last = first.types()[n - 2];
+                    let needs_ends = n > 2 || members.iter().any(|e| e.types()[1] == prefix_last);
+                    let ends: Option<&Ends> = needs_ends.then(|| {
+                        let prefix = Episode::new(
+                            first.types()[..n - 1].to_vec(),
+                            first.intervals()[..n - 2].to_vec(),
+                        );
+                        path.ends(index, &prefix)
+                    });
+                    let mut counts = Vec::with_capacity(members.len());
+                    for e in members {
+                        let x = e.types()[n - 1];
+                        let iv = e.intervals()[n - 2];
+                        // `ends` is there whenever the first arm applies (`needs_ends`).
+                        counts.push(match ends {
+                            Some(ends) if n > 2 || prefix_last == x => {
+                                ends.extend_into(index, prefix_last, iv, x, out, deque);
+                                out.count(index.times(x))
+                            }
+                            _ => count_pair(
+                                index.times(prefix_last),
+                                index.times(x),
+                                iv.low(),
+                                iv.high(),
+                            ),
+                        });
+                    }
+                    counts
+                },
+            )
+            .collect();
+        counted.into_iter().flatten().collect()
+    }
+}
+
+/// Same types and intervals but for the last node (intervals by bit pattern).
+fn same_prefix(a: &Episode, b: &Episode) -> bool {
+    let n = a.len();
+    n == b.len()
+        && n >= 2
+        && a.types()[..n - 1] == b.types()[..n - 1]
+        && a.intervals()[..n - 2]
+            .iter()
+            .zip(&b.intervals()[..n - 2])
+            .all(|(x, y)| {
+                x.low().to_bits() == y.low().to_bits() && x.high().to_bits() == y.high().to_bits()
+            })
+}
+
 impl Counter for CpuCounter {
     fn name(&self) -> &str {
         "cpu"
     }
 
-    /// Not at level 2: a pair of distinct types is counted by [`count_pair`] for both kinds
-    /// (PreElim is the same scan with `low = 0`), so PreElim would only add a pass.
-    fn preelim_cheaper(&self, level: usize) -> bool {
-        level > 2
+    /// Never: a pair of distinct types is counted by [`count_pair`] for both kinds (PreElim
+    /// is the same scan with `low = 0`), and longer candidates are counted exactly from the
+    /// ends of their prefix ([`Ends`]), one sweep over the prefix's ends and the last type's
+    /// events, which reads fewer events than PreElim's merge of all the candidate's types.
+    fn preelim_cheaper(&self, _level: usize) -> bool {
+        false
     }
 
     fn count(&self, kind: CountKind, candidates: &[Episode]) -> Result<Vec<u64>, CountError> {
-        let f = match kind {
-            CountKind::Exact => count_exact_merged,
-            CountKind::PreElim => count_preelim_merged,
-        };
+        if kind == CountKind::Exact {
+            return Ok(self.count_exact_by_ends(candidates));
+        }
+        let f = count_preelim_merged;
         // Two distinct types: the merge-free pair count (equal to the machines' counts).
         let pair = |e: &Episode| e.len() == 2 && e.types()[0] != e.types()[1];
         let mut out = vec![0u64; candidates.len()];

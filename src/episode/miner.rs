@@ -6,12 +6,14 @@
 //! (`papers/frequent-episodes-gpu-spike-trains.txt`): §2 (problem), §5 (level-wise mining),
 //! Algorithm 4 (two-pass elimination), Theorem 1.
 
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::episode::bound::{SuccessorTable, pair_successor_counts};
 use crate::episode::candidates;
-use crate::episode::count::MAX_EPISODE_LEN;
+use crate::episode::count::{MAX_EPISODE_LEN, TypeIndex};
 use crate::episode::counter::{CountError, CountKind, Counter, CpuCounter};
 use crate::episode::model::{Episode, Interval};
 use crate::event::{EventStream, EventType};
@@ -129,6 +131,15 @@ pub struct MinerConfig {
     pub max_level: usize,
     /// One-pass or two-pass counting.
     pub strategy: Strategy,
+    /// Remove join candidates whose successor bound ([`crate::episode::bound`]) is below the
+    /// minimum count before counting them (default true; identical results either way).
+    pub bounds: bool,
+    /// Stop before a level that has more candidates than this (before bounds); the finished
+    /// levels are returned and [`MiningResult::truncated`] says why.
+    pub max_candidates: Option<u64>,
+    /// Stop when mining has taken this many seconds of wall-clock time (checked between
+    /// batches of candidates); the level in progress is dropped, the finished ones returned.
+    pub time_budget_s: Option<f64>,
 }
 
 fn serialize_intervals<S: serde::Serializer>(ivs: &[Interval], s: S) -> Result<S::Ok, S::Error> {
@@ -152,6 +163,18 @@ impl MinerConfig {
         if self.max_level == 0 || self.max_level > MAX_EPISODE_LEN {
             return Err(MineError::MaxLevel);
         }
+        if self.max_candidates == Some(0) {
+            return Err(MineError::Limit(
+                "`--max-candidates` must be at least 1".into(),
+            ));
+        }
+        if let Some(s) = self.time_budget_s
+            && !(s.is_finite() && s > 0.0)
+        {
+            return Err(MineError::Limit(format!(
+                "`--time-budget-s` must be a positive number of seconds, got {s}"
+            )));
+        }
         self.threshold.validate()
     }
 
@@ -163,6 +186,9 @@ impl MinerConfig {
             threshold,
             max_level: 10,
             strategy: Strategy::TwoPass,
+            bounds: true,
+            max_candidates: None,
+            time_budget_s: None,
         }
     }
 }
@@ -180,6 +206,9 @@ pub enum MineError {
     /// `max_level` outside `1..=MAX_EPISODE_LEN`.
     #[error("`--max-level` must be between 1 and 64")]
     MaxLevel,
+    /// A bad run limit; the message names the option.
+    #[error("bad run limit: {0}")]
+    Limit(String),
     /// The counting back end failed.
     #[error(transparent)]
     Count(#[from] CountError),
@@ -191,8 +220,12 @@ pub enum MineError {
 pub struct LevelStats {
     /// Episode size N.
     pub level: usize,
-    /// Candidates generated.
+    /// Candidates generated (before bounds).
     pub candidates: usize,
+    /// Candidates removed by the successor bound before any count ([`crate::episode::bound`];
+    /// 0 at levels 1 and 2 and with bounds off).
+    #[serde(default)]
+    pub removed_by_bounds: usize,
     /// Candidates whose PreElim bound was below the threshold (0 in one-pass mode, at level 1,
     /// where PreElim equals the exact count, and at levels the counter counts in one pass).
     pub eliminated_by_preelim: usize,
@@ -223,6 +256,69 @@ pub struct MiningResult {
     pub levels: Vec<LevelStats>,
     /// Frequent episodes: by level, then count (descending), then types.
     pub episodes: Vec<FrequentEpisode>,
+    /// Why the run stopped before `max_level` with candidates left, if it did
+    /// (`max_candidates` or `time_budget_s`); `levels` holds exactly the finished levels.
+    pub truncated: Option<Truncation>,
+}
+
+/// A run stopped by a limit: the level it did not finish and a threshold that would fit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Truncation {
+    /// The level not finished (none of its results are reported).
+    pub level: usize,
+    /// Which limit stopped it.
+    pub reason: StopReason,
+    /// The level's candidates (before bounds).
+    pub candidates: u64,
+    /// Candidates dealt with (removed or counted) when it stopped.
+    pub done: u64,
+    /// The smallest minimum count at which this level would have at most the limit's
+    /// candidates (`max_candidates`, or for a time budget the candidates dealt with in time),
+    /// computed exactly from the previous level's counts; `None` at level 1, whose
+    /// candidates do not depend on the threshold. Deeper levels may still exceed the limit.
+    pub suggested_min_count: Option<u64>,
+}
+
+/// The limit that stopped a run.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StopReason {
+    /// The level had more candidates than `max_candidates`.
+    MaxCandidates {
+        /// The limit.
+        limit: u64,
+    },
+    /// Mining took longer than `time_budget_s`.
+    TimeBudget {
+        /// The budget, seconds.
+        budget_s: f64,
+    },
+}
+
+impl std::fmt::Display for Truncation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.reason {
+            StopReason::MaxCandidates { limit } => write!(
+                f,
+                "stopped before level {}: {} candidates exceed `--max-candidates` {limit}",
+                self.level, self.candidates
+            )?,
+            StopReason::TimeBudget { budget_s } => write!(
+                f,
+                "stopped in level {} after {} of {} candidates: `--time-budget-s` {budget_s} s \
+                 used up",
+                self.level, self.done, self.candidates
+            )?,
+        }
+        if let Some(n) = self.suggested_min_count {
+            write!(
+                f,
+                "; `--min-count {n}` would give level {} few enough candidates",
+                self.level
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// Observes a mining run (a progress bar, say). All methods default to doing nothing.
@@ -230,12 +326,16 @@ pub trait Progress: Sync {
     /// Level `level` has `candidates` candidates, about to be counted (`two_pass`: PreElim
     /// first, then the exact count of the survivors). Called before [`Progress::level_started`].
     fn level_candidates(&self, _level: usize, _candidates: u64, _two_pass: bool) {}
-    /// A level starts with `work` candidate countings to do (over all passes).
+    /// A level starts with `work` candidates to deal with (each is removed by a bound,
+    /// eliminated by PreElim or counted exactly, and advances the progress once).
     fn level_started(&self, _level: usize, _work: u64) {}
     /// `n` more candidates were counted.
     fn advanced(&self, _n: u64) {}
     /// A level is done.
     fn level_finished(&self, _stats: &LevelStats) {}
+    /// A level's frequent episodes (in the result's order), right after
+    /// [`Progress::level_finished`]: for writing a result level by level.
+    fn level_result(&self, _stats: &LevelStats, _episodes: &[FrequentEpisode]) {}
 }
 
 /// A [`Progress`] that ignores everything.
@@ -269,60 +369,159 @@ pub fn mine_with(
     progress: &dyn Progress,
 ) -> Result<MiningResult, MineError> {
     config.validate()?;
+    let run_started = Instant::now();
+    let deadline = config
+        .time_budget_s
+        .map(|s| run_started + Duration::from_secs_f64(s));
     let min_count = config.threshold.min_count(stream.len(), stream.span())?;
     let mut levels = Vec::new();
     let mut episodes: Vec<FrequentEpisode> = Vec::new();
     let mut frequent: Vec<Episode> = Vec::new();
+    let mut frequent_counts: Vec<u64> = Vec::new();
+    let mut truncated = None;
     let batch = counter.preferred_batch().max(1);
+    let index = (config.bounds && config.max_level > 1).then(|| TypeIndex::new(stream));
+    let mut table = SuccessorTable::default();
     for level in 1..=config.max_level {
         let started = Instant::now();
+        let removed = AtomicU64::new(0);
+        // Candidates removed before the generator runs (level 2), reported once it starts.
+        let mut progress_removed = 0u64;
         let join;
-        let (total, cands): (usize, Box<dyn Iterator<Item = Episode> + Send + '_>) = match level {
-            1 => {
-                let c = candidates::level_one(stream.alphabet().len());
-                (c.len(), Box::new(c.into_iter()))
-            }
-            2 => {
-                let types: Vec<EventType> = frequent.iter().map(|e| e.types()[0]).collect();
-                let c = candidates::level_two(&types, &config.intervals);
-                (c.len(), Box::new(c.into_iter()))
-            }
-            _ => {
-                join = candidates::Join::new(&frequent);
-                (join.len(), Box::new(join.iter()))
-            }
-        };
+        let (total, groups): (usize, Box<dyn Iterator<Item = Vec<Episode>> + Send + '_>) =
+            match level {
+                1 => {
+                    let c = candidates::level_one(stream.alphabet().len());
+                    (c.len(), chunked(c.into_iter(), batch))
+                }
+                2 => {
+                    let types: Vec<EventType> = frequent.iter().map(|e| e.types()[0]).collect();
+                    let mut c = candidates::level_two(&types, &config.intervals);
+                    let total = c.len();
+                    if let Some(index) = &index {
+                        let bounds =
+                            pair_successor_counts(stream, index, &types, &config.intervals);
+                        // `level_two` order: (first, interval, second), as `bounds`, whose
+                        // rows run over every type of the stream.
+                        let n_types = stream.alphabet().len();
+                        let (f1, n_iv) = (types.len(), config.intervals.len());
+                        let mut i = 0usize;
+                        c.retain(|e| {
+                            let (first, k) = (i / (n_iv * f1), (i / f1) % n_iv);
+                            i += 1;
+                            let cell = (first * n_iv + k) * n_types + e.types()[1].index();
+                            u64::from(bounds[cell]) >= min_count
+                        });
+                        removed.store((total - c.len()) as u64, Ordering::Relaxed);
+                        progress_removed = (total - c.len()) as u64;
+                    }
+                    (total, chunked(c.into_iter(), batch))
+                }
+                _ => {
+                    join = candidates::Join::new(&frequent);
+                    let groups: Box<dyn Iterator<Item = Vec<Episode>> + Send + '_> = match &index {
+                        Some(index) => {
+                            Box::new(join.iter_bounded(index, &table, min_count, &removed))
+                        }
+                        None => chunked(join.iter(), batch),
+                    };
+                    (join.len(), groups)
+                }
+            };
         if total == 0 {
+            break;
+        }
+        let suggest = |limit: u64| {
+            fitting_min_count(level, &frequent, &frequent_counts, config, min_count, limit)
+        };
+        if let Some(limit) = config.max_candidates
+            && total as u64 > limit
+        {
+            truncated = Some(Truncation {
+                level,
+                reason: StopReason::MaxCandidates { limit },
+                candidates: total as u64,
+                done: 0,
+                suggested_min_count: suggest(limit),
+            });
             break;
         }
         let two_pass =
             config.strategy == Strategy::TwoPass && level > 1 && counter.preelim_cheaper(level);
         progress.level_candidates(level, total as u64, two_pass);
-        progress.level_started(level, total as u64 * if two_pass { 2 } else { 1 });
+        progress.level_started(level, total as u64);
+        let expired = AtomicBool::new(deadline.is_some_and(|d| Instant::now() >= d));
         let counted = std::thread::scope(|scope| {
             let (tx, rx) = crossbeam_channel::bounded::<Vec<Episode>>(1);
+            let (removed, expired) = (&removed, &expired);
             scope.spawn(move || {
-                let mut cands = cands;
+                progress.advanced(progress_removed);
+                let mut reported = progress_removed;
+                let mut chunk = Vec::with_capacity(batch);
+                let mut considered = 0u64;
+                let mut groups = groups;
                 loop {
-                    let chunk: Vec<Episode> = cands.by_ref().take(batch).collect();
-                    // A closed channel means counting failed; stop generating.
-                    if chunk.is_empty() || tx.send(chunk).is_err() {
+                    if expired.load(Ordering::Relaxed) {
                         break;
+                    }
+                    let next = groups.next();
+                    let done = next.is_none();
+                    if let Some(group) = next {
+                        chunk.extend(group);
+                    }
+                    let now_removed = removed.load(Ordering::Relaxed);
+                    considered += now_removed - reported;
+                    // Send when the batch is full, when many candidates were removed since
+                    // the last send (so progress and the time budget stay current), or at
+                    // the end.
+                    if chunk.len() >= batch || considered >= 8 * batch as u64 || done {
+                        progress.advanced(now_removed - reported);
+                        reported = now_removed;
+                        considered = 0;
+                        if deadline.is_some_and(|d| Instant::now() >= d) {
+                            expired.store(true, Ordering::Relaxed);
+                            break;
+                        }
+                        let full = std::mem::replace(&mut chunk, Vec::with_capacity(batch));
+                        // A closed channel means counting failed or stopped.
+                        if (!full.is_empty() && tx.send(full).is_err()) || done {
+                            break;
+                        }
                     }
                 }
             });
             let mut acc = LevelAccumulator::default();
             for chunk in rx {
                 acc.count_batch(counter, chunk, two_pass, min_count, progress)?;
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    expired.store(true, Ordering::Relaxed);
+                    break;
+                }
             }
             Ok::<_, CountError>(acc)
         })?;
+        let removed = removed.into_inner() as usize;
+        if expired.into_inner() {
+            let done = (removed + counted.dealt_with) as u64;
+            truncated = Some(Truncation {
+                level,
+                reason: StopReason::TimeBudget {
+                    budget_s: config.time_budget_s.unwrap_or_default(),
+                },
+                candidates: total as u64,
+                done,
+                suggested_min_count: suggest(done.max(1)),
+            });
+            break;
+        }
         let LevelAccumulator {
             mut found,
             eliminated,
             candidate_events,
+            ..
         } = counted;
         frequent = found.iter().map(|f| f.episode.clone()).collect();
+        frequent_counts = found.iter().map(|f| f.count).collect();
         found.sort_by(|a, b| {
             b.count
                 .cmp(&a.count)
@@ -331,23 +530,89 @@ pub fn mine_with(
         let stats = LevelStats {
             level,
             candidates: total,
+            removed_by_bounds: removed,
             eliminated_by_preelim: eliminated,
             frequent: found.len(),
             seconds: started.elapsed().as_secs_f64(),
             candidate_events,
         };
         progress.level_finished(&stats);
+        progress.level_result(&stats, &found);
         levels.push(stats);
         episodes.extend(found);
         if frequent.is_empty() {
             break;
+        }
+        if level == 2
+            && let Some(index) = &index
+        {
+            let pairs: Vec<(EventType, Interval, EventType)> = frequent
+                .iter()
+                .map(|e| (e.types()[0], e.intervals()[0], e.types()[1]))
+                .collect();
+            table = SuccessorTable::build(index, &pairs);
         }
     }
     Ok(MiningResult {
         min_count,
         levels,
         episodes,
+        truncated,
     })
+}
+
+/// `items` in vectors of `batch`.
+fn chunked<'a, I>(items: I, batch: usize) -> Box<dyn Iterator<Item = Vec<Episode>> + Send + 'a>
+where
+    I: Iterator<Item = Episode> + Send + 'a,
+{
+    let mut items = items;
+    Box::new(std::iter::from_fn(move || {
+        let chunk: Vec<Episode> = items.by_ref().take(batch).collect();
+        (!chunk.is_empty()).then_some(chunk)
+    }))
+}
+
+/// The smallest minimum count `≥ min_count` at which `level` would have at most `limit`
+/// candidates, from the previous level's frequent episodes and their counts: raising the
+/// threshold to θ keeps exactly the previous level's episodes with count ≥ θ (anti-monotone
+/// pruning is exact), and the candidate count is a non-increasing step function of θ that only
+/// changes at θ = count + 1, so a binary search over those steps finds it. `None` at level 1.
+fn fitting_min_count(
+    level: usize,
+    frequent: &[Episode],
+    counts: &[u64],
+    config: &MinerConfig,
+    min_count: u64,
+    limit: u64,
+) -> Option<u64> {
+    if level < 2 {
+        return None;
+    }
+    let candidates_at = |theta: u64| -> u64 {
+        let kept: Vec<Episode> = frequent
+            .iter()
+            .zip(counts)
+            .filter(|(_, c)| **c >= theta)
+            .map(|(e, _)| e.clone())
+            .collect();
+        if level == 2 {
+            (kept.len() * kept.len() * config.intervals.len()) as u64
+        } else {
+            candidates::Join::new(&kept).len() as u64
+        }
+    };
+    let mut steps: Vec<u64> = counts
+        .iter()
+        .map(|c| c + 1)
+        .filter(|&t| t > min_count)
+        .collect();
+    steps.push(min_count);
+    steps.sort_unstable();
+    steps.dedup();
+    // First step whose candidates fit; the last step (above every count) has none.
+    let at = steps.partition_point(|&t| candidates_at(t) > limit);
+    steps.get(at).copied()
 }
 
 /// What the batches of one level have produced so far.
@@ -356,6 +621,8 @@ struct LevelAccumulator {
     found: Vec<FrequentEpisode>,
     eliminated: usize,
     candidate_events: u64,
+    /// Candidates counted to the end (eliminated by PreElim or exactly counted).
+    dealt_with: usize,
 }
 
 impl LevelAccumulator {
@@ -372,10 +639,10 @@ impl LevelAccumulator {
         let touched =
             |set: &[Episode]| -> u64 { set.iter().map(|e| counter.events_touched(e)).sum() };
         let generated = cands.len();
+        self.dealt_with += generated;
         let survivors: Vec<Episode> = if two_pass {
             let bounds = counter.count(CountKind::PreElim, &cands)?;
             self.candidate_events += touched(&cands);
-            progress.advanced(generated as u64);
             cands
                 .into_iter()
                 .zip(bounds)
@@ -413,4 +680,79 @@ fn order_key(e: &Episode) -> (Vec<u32>, Vec<(u64, u64)>) {
             .map(|iv| (iv.low().to_bits(), iv.high().to_bits()))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Alphabet, Ordering as StreamOrdering};
+
+    /// A random 6-type stream with bursts, so mining reaches level 3.
+    fn stream() -> EventStream {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let alphabet = Alphabet::from_labels((0..6).map(|i| format!("u{i}"))).unwrap();
+        let (mut t, mut times, mut types) = (0.0, Vec::new(), Vec::new());
+        for _ in 0..3000 {
+            t += rng.random::<f64>() * 0.003;
+            times.push(t);
+            types.push(EventType(rng.random_range(0..6)));
+        }
+        EventStream::new(times, types, alphabet, StreamOrdering::RequireSorted).unwrap()
+    }
+
+    /// Sleeps past the budget when level 2 is done.
+    struct SlowAfterLevel2(Duration);
+
+    impl Progress for SlowAfterLevel2 {
+        fn level_finished(&self, stats: &LevelStats) {
+            if stats.level == 2 {
+                std::thread::sleep(self.0);
+            }
+        }
+    }
+
+    /// A time budget used up during a run reports exactly the finished levels, identical to
+    /// an unlimited run's, marks the run truncated at the next level and suggests a threshold.
+    #[test]
+    fn a_time_budget_keeps_exactly_the_finished_levels() {
+        let s = stream();
+        let ivs = vec![
+            Interval::new(0.0, 0.002).unwrap(),
+            Interval::new(0.002, 0.005).unwrap(),
+        ];
+        let mut config = MinerConfig::new(ivs, Threshold::MinCount(20));
+        config.max_level = 5;
+        let counter = CpuCounter::new(&s);
+        let full = mine_with(&s, &config, &counter, &NoProgress).unwrap();
+        assert!(full.levels.len() >= 3 && full.truncated.is_none());
+        config.time_budget_s = Some(0.2);
+        let cut = mine_with(
+            &s,
+            &config,
+            &counter,
+            &SlowAfterLevel2(Duration::from_millis(300)),
+        )
+        .unwrap();
+        let t = cut.truncated.clone().expect("truncated");
+        assert_eq!(t.level, 3);
+        assert_eq!(t.reason, StopReason::TimeBudget { budget_s: 0.2 });
+        assert_eq!(t.candidates, full.levels[2].candidates as u64);
+        assert_eq!(cut.levels.len(), 2);
+        for (a, b) in cut.levels.iter().zip(&full.levels) {
+            assert_eq!(
+                (a.level, a.candidates, a.removed_by_bounds, a.frequent),
+                (b.level, b.candidates, b.removed_by_bounds, b.frequent)
+            );
+        }
+        let want: Vec<&FrequentEpisode> = full
+            .episodes
+            .iter()
+            .filter(|f| f.episode.len() <= 2)
+            .collect();
+        assert_eq!(cut.episodes.iter().collect::<Vec<_>>(), want);
+        // Nothing of level 3 was dealt with, so the suggestion leaves level 3 one candidate
+        // at most, which a higher threshold than the run's gives.
+        assert!(t.suggested_min_count.is_some_and(|n| n > 20), "{t:?}");
+    }
 }

@@ -9,7 +9,10 @@
 //! * [`hybrid`]: the PTPE/MTPE choice by Eq. 3 and its per-device calibration;
 //! * [`incremental`]: counts of a sliding window's candidates from the previous window's
 //!   chains of occurrence ends (exactly the counts from scratch);
-//! * [`candidates`]: level-wise candidate generation;
+//! * [`ends`]: occurrence ends, the exact count one node at a time (the CPU's fast exact
+//!   counter, equal to Algorithm 1);
+//! * [`bound`]: sound upper bounds that remove join candidates before any count;
+//! * [`candidates`]: level-wise candidate generation, lazy and bounded;
 //! * [`miner`]: the level-wise miner, one-pass or two-pass (Algorithm 4);
 //! * [`options`]: every option of `synfire mine` in one type, shared by the command line, the
 //!   pipeline stage and the library.
@@ -18,9 +21,11 @@
 //! Cao, Patnaik, Ponce, Archuleta, Ramakrishnan, Feng, "Towards real-time data mining of
 //! spike train datasets using GPUs" (`papers/frequent-episodes-gpu-spike-trains.txt`).
 
+pub mod bound;
 pub mod candidates;
 pub mod count;
 pub mod counter;
+pub mod ends;
 pub mod gpu;
 pub mod hybrid;
 pub mod incremental;
@@ -31,11 +36,12 @@ pub mod options;
 
 pub use count::{TypeIndex, count_exact, count_pair, count_preelim};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
+pub use ends::{Ends, count_by_ends};
 pub use gpu::{GpuCounter, GpuSettings, GpuStats, select_counter, select_gpu};
 pub use incremental::{ChainCache, IncrementalCounter};
 pub use miner::{
     FrequentEpisode, LevelStats, MineError, MinerConfig, MiningResult, NoProgress, Progress,
-    Strategy, SupportPer, Threshold, mine, mine_with,
+    StopReason, Strategy, SupportPer, Threshold, Truncation, mine, mine_with,
 };
 pub use model::{Episode, Interval, IntervalError};
 pub use options::{MiningOptions, OptionError};

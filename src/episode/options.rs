@@ -18,6 +18,10 @@ fn default_max_level() -> usize {
     DEFAULT_MAX_LEVEL
 }
 
+fn default_bounds() -> bool {
+    true
+}
+
 /// What to mine and where to count: the options of `synfire mine`.
 ///
 /// Intervals are `(low, high]` delays in seconds between consecutive events of an episode.
@@ -41,6 +45,14 @@ pub struct MiningOptions {
     /// Count every candidate exactly instead of PreElim first (same result; default false).
     #[serde(default)]
     pub one_pass: bool,
+    /// Remove join candidates by their successor bound before counting (default true; the
+    /// result is the same either way).
+    #[serde(default = "default_bounds")]
+    pub bounds: bool,
+    /// Stop before a level with more candidates than this (default: no limit).
+    pub max_candidates: Option<u64>,
+    /// Stop after this many seconds of mining, wall clock (default: no limit).
+    pub time_budget_s: Option<f64>,
     /// `auto` (default), `cpu` or `gpu`.
     #[serde(default)]
     pub device: DeviceChoice,
@@ -75,6 +87,9 @@ impl MiningOptions {
             support_per: SupportPer::default(),
             max_level: DEFAULT_MAX_LEVEL,
             one_pass: false,
+            bounds: true,
+            max_candidates: None,
+            time_budget_s: None,
             device: DeviceChoice::default(),
             gpus: None,
             exact_kernel: ExactAlgorithm::default(),
@@ -96,7 +111,8 @@ impl MiningOptions {
     /// # Errors
     /// Every invalid option ([`OptionError`] naming it): intervals that are not
     /// `0 ≤ low < high` or occur twice, none at all, both `min_count` and `support`, a threshold
-    /// out of range, `max_level` outside `1..=16`, an unreadable `calibration` file.
+    /// out of range, `max_level` outside `1..=64`, a zero `max_candidates`, a `time_budget_s`
+    /// that is not a positive number, an unreadable `calibration` file.
     pub fn resolve(&self) -> Result<(MinerConfig, GpuSettings), Vec<OptionError>> {
         let mut errors = Vec::new();
         let mut err = |field: String, message: String| errors.push(OptionError { field, message });
@@ -125,6 +141,20 @@ impl MiningOptions {
         let threshold = Threshold::from_options(self.min_count, self.support, self.support_per);
         let mut config = MinerConfig::new(intervals, threshold);
         config.max_level = self.max_level;
+        config.bounds = self.bounds;
+        config.max_candidates = self.max_candidates;
+        config.time_budget_s = self.time_budget_s;
+        if self.max_candidates == Some(0) {
+            err("max_candidates".into(), "must be at least 1".into());
+        }
+        if let Some(s) = self.time_budget_s
+            && !(s.is_finite() && s > 0.0)
+        {
+            err(
+                "time_budget_s".into(),
+                format!("must be a positive number of seconds, got {s}"),
+            );
+        }
         config.strategy = if self.one_pass {
             Strategy::OnePass
         } else {

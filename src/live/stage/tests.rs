@@ -163,6 +163,7 @@ fn episodes_lines_keep_their_keys() {
             "levels: array",
             "levels[].level: int",
             "levels[].candidates: int",
+            "levels[].removed_by_bounds: int",
             "levels[].eliminated_by_preelim: int",
             "levels[].frequent: int",
             "levels[].seconds: float",

@@ -1,0 +1,228 @@
+//! Sound upper bounds on the non-overlapped count of a join candidate, a few word operations
+//! each, so most candidates of a dense level are removed before any count.
+//!
+//! # The successor bound
+//! Let `α` be a frequent k-episode ending with type `a`, and `α·x` the candidate that appends
+//! type `x` with gap `(low, high]` (the last pair `a → x` of the partner `β`, itself frequent).
+//! Write `Ends(α)` for the events of type `a` that end an occurrence of `α`
+//! ([`Ends`](crate::episode::ends::Ends)) and `Succ(a, iv, x)` for the events `e` of type `a`
+//! followed by some `y` of type `x` with `low < t(y) − t(e) ≤ high`. Then
+//!
+//! ```text
+//! count(α·x) ≤ |Ends(α) ∩ Succ(a, iv, x)|
+//! ```
+//!
+//! *Proof.* Take a maximum set of non-overlapped occurrences of `α·x`. Each one is an
+//! occurrence of `α` ending at an event `e` of type `a`, followed by its `x` event `y` in the
+//! gap, so `e ∈ Ends(α)` and `e ∈ Succ(a, iv, x)`. Two non-overlapped occurrences have
+//! disjoint time spans (the later one starts strictly after the earlier one ends) and each
+//! contains its `e`, so their `e` are distinct events. The map occurrence ↦ `e` is therefore
+//! injective into the intersection. ∎
+//!
+//! With both sets as bit sets over the events of `a`, the bound is the population count of a
+//! word-wise AND: `⌈|a| / 64⌉` words. `Succ` depends only on the pair `(a, iv, x)`, which is a
+//! frequent 2-episode (every contiguous part of a frequent episode is frequent), so
+//! [`SuccessorTable`] builds it once per mining run, after level 2, for the frequent pairs
+//! only; `Ends(α)` is built once per prefix `α` and shared by all of its candidates.
+//!
+//! The bound is never below the exact count, so a candidate it puts below the threshold is
+//! infrequent: mining with and without it returns identical episodes and counts (the property
+//! tests in `tests/episodes_oracle.rs` check both facts on random streams with repeated
+//! types, bursts and equal times).
+//!
+//! # References
+//! Cao et al., "Towards real-time data mining of spike train datasets using GPUs"
+//! (`papers/frequent-episodes-gpu-spike-trains.txt`), §5 (anti-monotone candidate
+//! elimination, Theorem 1 for PreElim, the bound this one complements); Zaki, "SPADE"
+//! (Machine Learning 42, 2001), §4 (bit-vector id-lists).
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use crate::episode::count::TypeIndex;
+use crate::episode::ends::Ends;
+use crate::episode::model::Interval;
+use crate::event::{EventStream, EventType};
+
+/// Words of a bit set over `n` events.
+#[must_use]
+pub fn words_for(n: usize) -> usize {
+    n.div_ceil(64)
+}
+
+/// Writes the bit set of `ends` over the last type's events (`n` of them) into `out`.
+pub fn end_bits(ends: &Ends, n: usize, out: &mut Vec<u64>) {
+    out.clear();
+    out.resize(words_for(n), 0);
+    for &i in ends.indices() {
+        let i = i as usize;
+        out[i / 64] |= 1 << (i % 64);
+    }
+}
+
+/// The bit set `Succ(a, iv, x)` over the events of `a`: bit `i` is set when some event `y` of
+/// `x` has `low < t(y) − t(aᵢ) ≤ high`. `O(|a| + |x|)`.
+#[must_use]
+pub fn successor_bits(index: &TypeIndex, a: EventType, iv: Interval, x: EventType) -> Vec<u64> {
+    let from = index.times(a);
+    let to = index.times(x);
+    let mut bits = vec![0u64; words_for(from.len())];
+    let mut j = 0usize;
+    for (i, &t) in from.iter().enumerate() {
+        // The first y with delay > low has the smallest such delay (delays grow with y), so
+        // some y fits iff that one does.
+        while j < to.len() && to[j] - t <= iv.low() {
+            j += 1;
+        }
+        if j == to.len() {
+            break;
+        }
+        if to[j] - t <= iv.high() {
+            bits[i / 64] |= 1 << (i % 64);
+        }
+    }
+    bits
+}
+
+/// `|ends ∩ succ|`: the successor bound (module documentation) from the two bit sets.
+#[inline]
+#[must_use]
+pub fn and_count(ends: &[u64], succ: &[u64]) -> u64 {
+    ends.iter()
+        .zip(succ)
+        .map(|(a, b)| u64::from((a & b).count_ones()))
+        .sum()
+}
+
+/// The successor bound of every level-2 candidate `a → x` with every interval, for each
+/// first type `a` in `firsts`: `|Succ(a, iv, x)|`, the number of events of `a` followed by
+/// some `x` within the interval. It bounds the pair's count from above by the same argument
+/// as the join bound (each non-overlapped occurrence has its own `a` event), with `Ends(a)`
+/// being every event of `a`. Shape `[firsts][intervals][types]`, flattened in that order.
+///
+/// One forward scan of the stream from each event of each `a` up to the largest `high`
+/// (events at the same time never fit: every delay must exceed `low ≥ 0`), marking each
+/// `(iv, x)` once per `a` event: `O(events × window × intervals)`, against `O(firsts ×
+/// intervals × events)` for counting every pair. Parallel over `firsts`.
+#[must_use]
+pub fn pair_successor_counts(
+    stream: &EventStream,
+    index: &TypeIndex,
+    firsts: &[EventType],
+    intervals: &[Interval],
+) -> Vec<u32> {
+    let types = stream.alphabet().len();
+    let (times, kinds) = (stream.times(), stream.types());
+    let max_high = intervals.iter().map(|iv| iv.high()).fold(0.0, f64::max);
+    let per_first = intervals.len() * types;
+    let tables: Vec<Vec<u32>> = firsts
+        .par_iter()
+        .map(|&a| {
+            let mut counts = vec![0u32; per_first];
+            // The last `a` event (its position) that marked each (iv, x).
+            let mut stamp = vec![u32::MAX; per_first];
+            if a.index() >= index.num_types() {
+                return counts;
+            }
+            for &p in index.positions(a) {
+                let t = times[p as usize];
+                for (&u, ty) in times[p as usize + 1..].iter().zip(&kinds[p as usize + 1..]) {
+                    let d = u - t;
+                    if d > max_high {
+                        break;
+                    }
+                    for (k, iv) in intervals.iter().enumerate() {
+                        if iv.contains(d) {
+                            let cell = k * types + ty.index();
+                            if stamp[cell] != p {
+                                stamp[cell] = p;
+                                counts[cell] += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            counts
+        })
+        .collect();
+    tables.concat()
+}
+
+/// A key for a pair `(a, iv, x)`: intervals by bit pattern (they all come from one
+/// user-given set).
+type PairKey = (u32, u64, u64, u32);
+
+fn pair_key(a: EventType, iv: Interval, x: EventType) -> PairKey {
+    (a.0, iv.low().to_bits(), iv.high().to_bits(), x.0)
+}
+
+/// Where one pair's successor bits live in a [`SuccessorTable`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PairSlot {
+    offset: usize,
+    words: usize,
+}
+
+/// The successor bit sets of a set of pairs (the frequent 2-episodes), packed in one
+/// allocation. Memory: `Σ ⌈|a| / 64⌉` words over the pairs.
+#[derive(Debug, Default)]
+pub struct SuccessorTable {
+    words: Vec<u64>,
+    slots: HashMap<PairKey, PairSlot>,
+}
+
+impl SuccessorTable {
+    /// Builds the bit sets of `pairs` (`(a, iv, x)`, each once) in parallel.
+    #[must_use]
+    pub fn build(index: &TypeIndex, pairs: &[(EventType, Interval, EventType)]) -> Self {
+        let sets: Vec<Vec<u64>> = pairs
+            .par_iter()
+            .map(|&(a, iv, x)| successor_bits(index, a, iv, x))
+            .collect();
+        let total = sets.iter().map(Vec::len).sum();
+        let mut words = Vec::with_capacity(total);
+        let mut slots = HashMap::with_capacity(pairs.len());
+        for (&(a, iv, x), set) in pairs.iter().zip(sets) {
+            slots.insert(
+                pair_key(a, iv, x),
+                PairSlot {
+                    offset: words.len(),
+                    words: set.len(),
+                },
+            );
+            words.extend_from_slice(&set);
+        }
+        Self { words, slots }
+    }
+
+    /// The slot of pair `(a, iv, x)`, if the table has it.
+    #[must_use]
+    pub fn slot(&self, a: EventType, iv: Interval, x: EventType) -> Option<PairSlot> {
+        self.slots.get(&pair_key(a, iv, x)).copied()
+    }
+
+    /// The successor bits of a slot. Shape `[⌈|a| / 64⌉]`.
+    #[must_use]
+    pub fn bits(&self, slot: PairSlot) -> &[u64] {
+        &self.words[slot.offset..slot.offset + slot.words]
+    }
+
+    /// Heap bytes held by the bit sets.
+    #[must_use]
+    pub fn heap_bytes(&self) -> usize {
+        self.words.capacity() * 8
+    }
+
+    /// Number of pairs.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// True when the table has no pair.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}

@@ -1,0 +1,307 @@
+//! Occurrence ends: the exact non-overlapped count of an episode from the events that end its
+//! occurrences, built one node at a time (a vertical, id-list representation of occurrences).
+//!
+//! For an episode `α = E(1) → … → E(k)`, [`Ends`] holds every event of type `E(k)` that ends
+//! at least one occurrence of `α`, and for each such event the *latest start* (the largest
+//! first-event time) over the occurrences that end there. Shapes: `index [ends]`,
+//! `latest_start [ends]`, in stream order.
+//!
+//! # Extension (one sweep per node)
+//! An occurrence of `α·x` (node `x` appended with gap `(low, high]`) is an occurrence of `α`
+//! ending at some event `e` followed by an event `y` of type `x` with
+//! `low < t(y) − t(e) ≤ high`, and every such pair is one. So `y` ends an occurrence of `α·x`
+//! iff some end `e` of `α` lies in its window, and its latest start is the largest latest start
+//! over that window. Ends are sorted by time and the delays are computed exactly as the
+//! counters compute them (`t(y) − t(e)` in `f64`, whose rounding is monotone), so both window
+//! edges only move forward as `y` advances: two pointers and a monotone deque of latest starts,
+//! `O(|ends(α)| + |x|)` time and memory.
+//!
+//! # Count (greedy earliest end)
+//! The non-overlapped count is a maximum set of occurrences with pairwise disjoint spans (the
+//! later start strictly after the earlier end): interval scheduling, solved exactly by taking
+//! occurrences in order of end time whenever their start is after the last taken end. Among
+//! occurrences with the same end, the one with the latest start is taken if any can be, so it
+//! is enough to know, for every end, its latest start: [`Ends::count`] walks the ends in time
+//! order and takes `y` when `latest_start(y) > last_end`. This is the count of
+//! [`count_exact`](crate::episode::count_exact) (Algorithm 1), which the brute-force oracle
+//! in `tests/episodes_oracle.rs` checks, and the property tests there check this one too.
+//!
+//! # References
+//! Cao et al., "Towards real-time data mining of spike train datasets using GPUs"
+//! (`papers/frequent-episodes-gpu-spike-trains.txt`), §2 (non-overlapped occurrences) and
+//! Algorithm 1 (the count this one equals); Zaki, "SPADE: an efficient algorithm for mining
+//! frequent sequences" (Machine Learning 42, 2001), §4 (vertical id-lists joined one item at a
+//! time); Kleinberg & Tardos, *Algorithm Design*, §4.1 (greedy interval scheduling).
+
+use std::collections::VecDeque;
+
+use crate::episode::count::TypeIndex;
+use crate::episode::model::{Episode, Interval};
+use crate::event::EventType;
+
+/// The events ending some occurrence of an episode, with the latest start of each (see the
+/// module documentation).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ends {
+    /// Indices into the last type's events ([`TypeIndex::times`]), increasing.
+    index: Vec<u32>,
+    /// Latest start of an occurrence ending at that event, seconds.
+    latest_start: Vec<f64>,
+}
+
+impl Ends {
+    /// The ends of the single-node episode `ty`: every event of the type, each its own start.
+    /// A type the index does not have gives no ends.
+    #[must_use]
+    pub fn single(index: &TypeIndex, ty: EventType) -> Self {
+        if ty.index() >= index.num_types() {
+            return Self::default();
+        }
+        let times = index.times(ty);
+        Self {
+            index: (0..times.len())
+                .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
+                .collect(),
+            latest_start: times.to_vec(),
+        }
+    }
+
+    /// The ends of `episode`, built from its first node with one [`Ends::extend`] per gap.
+    #[must_use]
+    pub fn of(index: &TypeIndex, episode: &Episode) -> Self {
+        let types = episode.types();
+        let mut ends = Self::single(index, types[0]);
+        for (k, iv) in episode.intervals().iter().enumerate() {
+            ends = ends.extend(index, types[k], *iv, types[k + 1]);
+        }
+        ends
+    }
+
+    /// The ends of `α·x`, where `self` holds the ends of `α`, `last` is `α`'s last type, and
+    /// `x` follows with delay in `iv`. `O(|self| + |x|)`.
+    #[must_use]
+    pub fn extend(&self, index: &TypeIndex, last: EventType, iv: Interval, x: EventType) -> Self {
+        let mut out = Self::default();
+        self.extend_into(index, last, iv, x, &mut out, &mut VecDeque::new());
+        out
+    }
+
+    /// [`Ends::extend`] into reused buffers (`out` is overwritten; `deque` is scratch).
+    pub fn extend_into(
+        &self,
+        index: &TypeIndex,
+        last: EventType,
+        iv: Interval,
+        x: EventType,
+        out: &mut Self,
+        deque: &mut VecDeque<usize>,
+    ) {
+        out.index.clear();
+        out.latest_start.clear();
+        deque.clear();
+        if self.is_empty() || x.index() >= index.num_types() || last.index() >= index.num_types() {
+            return;
+        }
+        let from = index.times(last);
+        let to = index.times(x);
+        let t_end = |i: usize| from[self.index[i] as usize];
+        let (low, high) = (iv.low(), iv.high());
+        // Window of ends for the current y: [lo, hi), with y − t(e) ≤ high from lo on and
+        // y − t(e) > low before hi. `deque` holds window positions with decreasing starts.
+        let (mut lo, mut hi) = (0usize, 0usize);
+        let n = self.len();
+        for (j, &y) in to.iter().enumerate() {
+            while hi < n && y - t_end(hi) > low {
+                let s = self.latest_start[hi];
+                while deque.back().is_some_and(|&b| self.latest_start[b] <= s) {
+                    deque.pop_back();
+                }
+                deque.push_back(hi);
+                hi += 1;
+            }
+            while lo < hi && y - t_end(lo) > high {
+                lo += 1;
+            }
+            while deque.front().is_some_and(|&f| f < lo) {
+                deque.pop_front();
+            }
+            if let Some(&best) = deque.front() {
+                out.index.push(u32::try_from(j).unwrap_or(u32::MAX));
+                out.latest_start.push(self.latest_start[best]);
+            }
+        }
+    }
+
+    /// The maximum number of non-overlapped occurrences (greedy earliest end; see the module
+    /// documentation). `times` are the last type's event times ([`TypeIndex::times`]).
+    #[must_use]
+    pub fn count(&self, times: &[f64]) -> u64 {
+        let mut count = 0u64;
+        let mut last_end = f64::NEG_INFINITY;
+        for (&i, &start) in self.index.iter().zip(&self.latest_start) {
+            if start > last_end {
+                count += 1;
+                last_end = times[i as usize];
+            }
+        }
+        count
+    }
+
+    /// Number of ends.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// True when the episode has no occurrence.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Indices of the ending events among the last type's events, increasing. Shape `[len]`.
+    #[must_use]
+    pub fn indices(&self) -> &[u32] {
+        &self.index
+    }
+
+    /// Latest start of the occurrences ending at each end, seconds. Shape `[len]`.
+    #[must_use]
+    pub fn latest_starts(&self) -> &[f64] {
+        &self.latest_start
+    }
+
+    /// Heap bytes held.
+    #[must_use]
+    pub fn heap_bytes(&self) -> usize {
+        self.index.capacity() * 4 + self.latest_start.capacity() * 8
+    }
+}
+
+/// The exact non-overlapped count of `episode` from its occurrence ends: equal to
+/// [`count_exact`](crate::episode::count_exact).
+#[must_use]
+pub fn count_by_ends(index: &TypeIndex, episode: &Episode) -> u64 {
+    let last = episode.types()[episode.len() - 1];
+    if last.index() >= index.num_types() {
+        return 0;
+    }
+    Ends::of(index, episode).count(index.times(last))
+}
+
+/// Ends along one path of a prefix tree: entry `d` holds the ends of the first `d + 1` nodes
+/// of the last episode asked for, so consecutive episodes that share a prefix (as the
+/// candidates of one level do, in generation order) extend only from where they differ.
+#[derive(Debug, Default)]
+pub struct EndsPath {
+    types: Vec<EventType>,
+    intervals: Vec<Interval>,
+    ends: Vec<Ends>,
+    deque: VecDeque<usize>,
+}
+
+impl EndsPath {
+    /// An empty path.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The ends of `episode`, reusing the ends of the longest prefix shared with the previous
+    /// episode asked for.
+    pub fn ends(&mut self, index: &TypeIndex, episode: &Episode) -> &Ends {
+        let types = episode.types();
+        let ivs = episode.intervals();
+        let mut shared = 0;
+        while shared < types.len()
+            && shared < self.types.len()
+            && types[shared] == self.types[shared]
+            && (shared == 0 || same_interval(ivs[shared - 1], self.intervals[shared - 1]))
+        {
+            shared += 1;
+        }
+        self.types.truncate(shared);
+        self.intervals.truncate(shared.saturating_sub(1));
+        if shared == 0 {
+            let first = Ends::single(index, types[0]);
+            if self.ends.is_empty() {
+                self.ends.push(first);
+            } else {
+                self.ends[0] = first;
+            }
+            self.types.push(types[0]);
+            shared = 1;
+        }
+        for d in shared..types.len() {
+            if self.ends.len() <= d {
+                self.ends.push(Ends::default());
+            }
+            let (done, rest) = self.ends.split_at_mut(d);
+            done[d - 1].extend_into(
+                index,
+                types[d - 1],
+                ivs[d - 1],
+                types[d],
+                &mut rest[0],
+                &mut self.deque,
+            );
+            self.types.push(types[d]);
+            self.intervals.push(ivs[d - 1]);
+        }
+        &self.ends[types.len() - 1]
+    }
+}
+
+/// Intervals equal bit for bit (they come from one user-given set).
+fn same_interval(a: Interval, b: Interval) -> bool {
+    a.low().to_bits() == b.low().to_bits() && a.high().to_bits() == b.high().to_bits()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::episode::count_exact;
+    use crate::event::{Alphabet, EventStream, Ordering};
+
+    fn iv(lo: f64, hi: f64) -> Interval {
+        Interval::new(lo, hi).unwrap()
+    }
+
+    #[test]
+    fn paper_example_and_latest_starts() {
+        let alphabet = Alphabet::from_labels(["A", "B", "C"]).unwrap();
+        let ev = [
+            ("A", 1.0),
+            ("A", 2.0),
+            ("B", 5.0),
+            ("B", 8.0),
+            ("A", 10.0),
+            ("A", 13.0),
+            ("C", 15.0),
+            ("B", 18.0),
+            ("C", 20.0),
+        ];
+        let s = EventStream::new(
+            ev.iter().map(|e| e.1).collect(),
+            ev.iter().map(|e| alphabet.get(e.0).unwrap()).collect(),
+            alphabet,
+            Ordering::RequireSorted,
+        )
+        .unwrap();
+        let idx = TypeIndex::new(&s);
+        let (a, b, c) = (EventType(0), EventType(1), EventType(2));
+        let ab = Episode::new(vec![a, b], vec![iv(0.0, 100.0)]);
+        let ends = Ends::of(&idx, &ab);
+        // Every B ends an A→B; B@5 and B@8 start at A@2 at the latest, B@18 at A@13.
+        assert_eq!(ends.indices(), &[0, 1, 2]);
+        assert_eq!(ends.latest_starts(), &[2.0, 2.0, 13.0]);
+        assert_eq!(count_by_ends(&idx, &ab), 2);
+        let abc = Episode::new(vec![a, b, c], vec![iv(5.0, 10.0), iv(10.0, 15.0)]);
+        assert_eq!(count_by_ends(&idx, &abc), count_exact(&idx, &abc));
+        let mut path = EndsPath::new();
+        assert_eq!(path.ends(&idx, &abc), &Ends::of(&idx, &abc));
+        assert_eq!(path.ends(&idx, &ab), &Ends::of(&idx, &ab));
+        let abb = Episode::new(vec![a, b, b], vec![iv(0.0, 100.0), iv(0.0, 20.0)]);
+        assert_eq!(path.ends(&idx, &abb), &Ends::of(&idx, &abb));
+    }
+}
