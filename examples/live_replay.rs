@@ -6,7 +6,7 @@
 //! and searched for its closest pair of 2 s head turns per 10 s window. This example loads that
 //! file unchanged except for its sink (results go to a JSON-lines file in the temporary
 //! directory instead of standard output), receives every result through `RunOptions::tap`, and
-//! prints a summary per stage.
+//! prints a summary per stage, with its result latencies from the run's summary.
 //!
 //! ```sh
 //! cargo run --release --example live_replay
@@ -74,6 +74,18 @@ fn main() -> Result<()> {
     }
     for (stage, n) in &per_stage {
         println!("stage {stage}: {n} windows");
+    }
+    // Wall-clock seconds from each window's close to its line written; an archive replayed
+    // as fast as possible queues windows, so these measure the queue.
+    for (stage, per_sink) in &summary.result_latency {
+        for (sink, l) in per_sink {
+            println!(
+                "stage {stage} at sink {sink}: result latency p50 {:.3} s, p99 {:.3} s, max {:.3} s",
+                l.p50().unwrap_or(0.0),
+                l.p99().unwrap_or(0.0),
+                l.max().unwrap_or(0.0)
+            );
+        }
     }
     if let Some((d, start)) = closest_turn {
         println!("closest pair of head turns: distance {d:.4} in the window from {start:.1} s");

@@ -1,10 +1,11 @@
 //! End-to-end streaming over real loopback sockets: `replay` → pipeline → results equal to
 //! offline mining of the same windows, in both wire formats; malformed messages counted and
-//! survived; a restarting publisher picked up again.
+//! survived; a restarting publisher picked up again. Result latency against a sink's own write
+//! times, over the archive source.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, unbounded};
@@ -14,8 +15,11 @@ use synfire::event::{EventStream, Ordering};
 use synfire::ingest::{openephys, wire};
 use synfire::live::config::PipelineConfig;
 use synfire::live::replay::{ReplayFormat, ReplayOptions, replay};
-use synfire::live::stage::Output;
+use synfire::live::sink::{LineWriter, Sink};
+use synfire::live::stage::{AnyStage, Output, Stage, StageBuilder, StageError};
+use synfire::live::window::Window;
 use synfire::live::{RunOptions, RunSummary, run};
+use synfire::record::StreamKind;
 use synfire::report::MineReport;
 
 fn fixture() -> PathBuf {
@@ -432,4 +436,227 @@ fn shipped_pipelines_validate_and_the_archive_replay_runs() {
         let w = stream.window(s, e).unwrap();
         assert_eq!(r["events"].as_u64(), Some(w.len() as u64));
     }
+}
+
+/// What [`Slow`] saw: per real window (index, its close, processing start and end), in order;
+/// the indices of the previews it was given.
+#[derive(Debug, Default)]
+struct SlowLog {
+    windows: Vec<(u64, Instant, Instant, Instant)>,
+    previews: Vec<u64>,
+}
+
+/// A test-only spike stage that takes `delay` per window (its own sleep) and logs what it saw.
+#[derive(Clone, Debug)]
+struct Slow {
+    delay: Duration,
+    log: Arc<Mutex<SlowLog>>,
+}
+
+#[derive(serde::Serialize)]
+struct Nothing {}
+
+impl Stage for Slow {
+    type Result = Nothing;
+
+    fn input(&self) -> StreamKind {
+        StreamKind::Spikes
+    }
+
+    fn process(&mut self, w: &Window) -> Result<Nothing, StageError> {
+        let start = Instant::now();
+        std::thread::sleep(self.delay);
+        let end = Instant::now();
+        self.log
+            .lock()
+            .unwrap()
+            .windows
+            .push((w.index, w.closed_at, start, end));
+        Ok(Nothing {})
+    }
+
+    fn wants_previews(&self) -> bool {
+        true
+    }
+
+    fn preview(&mut self, w: &Window) {
+        self.log.lock().unwrap().previews.push(w.index);
+    }
+}
+
+impl StageBuilder for Slow {
+    fn build(&self) -> Result<Box<dyn AnyStage>, StageError> {
+        Ok(Box::new(self.clone()))
+    }
+}
+
+/// A sink's writer that stamps its own write time on every line: (window index, the line's
+/// `seconds`, the instant its write finished).
+struct Probe(Arc<Mutex<Vec<(u64, f64, Instant)>>>);
+
+impl LineWriter for Probe {
+    fn write_line(&mut self, _stage: &str, json: &str) -> std::io::Result<()> {
+        let v: Value = serde_json::from_str(json).map_err(std::io::Error::other)?;
+        let (Some(index), Some(seconds)) = (v["window_index"].as_u64(), v["seconds"].as_f64())
+        else {
+            return Err(std::io::Error::other(format!("not a window line: {json}")));
+        };
+        self.0
+            .lock()
+            .unwrap()
+            .push((index, seconds, Instant::now()));
+        Ok(())
+    }
+}
+
+/// The result latency a sink records is the wall-clock time from the window's close to the
+/// sink's own write of its line: it includes the time the window waited for the stage (a stage
+/// slower than the hop makes windows queue), not only the stage's processing; previews, which
+/// the stage also sees, are never measured.
+#[test]
+fn result_latency_runs_from_the_window_close_to_the_sinks_own_write() {
+    // The archive at 2000 x real time: a 20 s hop closes a window every 10 ms of wall time,
+    // while the stage takes 25 ms per window, so windows queue. The first window closes
+    // ~150 ms after the start; the stage, idle until then, is offered previews of it.
+    let delay = Duration::from_millis(25);
+    let text = format!(
+        r#"
+[sources.a2929]
+kind = "hdf5"
+path = "{}"
+speed = 2000.0
+overflow = "block"
+
+[windows.w]
+source = "a2929"
+length_s = 300.0
+hop_s = 20.0
+
+[stages.slow]
+kind = "rate"
+window = "w"
+
+[sinks.file]
+kind = "jsonl"
+path = "{}"
+"#,
+        fixture().display(),
+        std::env::temp_dir()
+            .join(format!("synfire-latency-{}.jsonl", std::process::id()))
+            .display()
+    );
+    let mut config = PipelineConfig::parse(&text, Path::new("test.toml")).expect("valid pipeline");
+    let log = Arc::new(Mutex::new(SlowLog::default()));
+    config.stages.get_mut("slow").expect("the stage").builder = Box::new(Slow {
+        delay,
+        log: log.clone(),
+    });
+    let written = Arc::new(Mutex::new(Vec::new()));
+    let probe = Sink::custom(
+        "probe",
+        Some(vec!["slow".to_owned()]),
+        Box::new(Probe(written.clone())),
+    );
+    let summary = run(
+        &config,
+        RunOptions {
+            sinks: vec![probe],
+            ..Default::default()
+        },
+    )
+    .expect("pipeline runs");
+
+    let log = log.lock().unwrap();
+    let written = written.lock().unwrap();
+    let measured = &summary.result_latency["slow"]["probe"].seconds;
+    assert!(
+        !log.previews.is_empty(),
+        "the stage saw previews of the first window"
+    );
+    assert!(log.windows.len() >= 40, "{} windows", log.windows.len());
+    // One line and one latency per real window: a preview is neither.
+    assert_eq!(written.len(), log.windows.len());
+    assert_eq!(measured.len(), written.len());
+    assert_eq!(summary.sinks["probe"], written.len() as u64);
+    assert_eq!(
+        summary.result_latency["slow"]["file"].windows(),
+        written.len()
+    );
+
+    // The sink measures right after its writer returns: at or after the writer's own stamp,
+    // and within `tolerance` of it.
+    let tolerance = 0.020;
+    let mut waited_max = 0.0_f64;
+    for (i, (&(index, seconds, written_at), &(k, closed, start, end))) in
+        written.iter().zip(&log.windows).enumerate()
+    {
+        assert_eq!(index, k, "line {i} is window {k}'s");
+        let own = written_at.duration_since(closed).as_secs_f64();
+        let latency = measured[i];
+        assert!(
+            latency >= own && latency <= own + tolerance,
+            "window {k}: latency {latency} s, the sink's own write − close {own} s"
+        );
+        let processing = end.duration_since(start).as_secs_f64();
+        assert!(processing >= delay.as_secs_f64());
+        assert!(
+            latency >= processing && latency >= seconds,
+            "window {k}: latency {latency} s, processing {processing} s, line's seconds {seconds}"
+        );
+        waited_max = waited_max.max(start.duration_since(closed).as_secs_f64());
+    }
+    // Windows did wait for the stage, longer than the tolerance: a latency measured from the
+    // stage's start, or without the queueing, would fail the check above.
+    assert!(
+        waited_max > 3.0 * tolerance,
+        "windows waited at most {waited_max} s before the stage took them"
+    );
+    let l = &summary.result_latency["slow"]["probe"];
+    assert_eq!(
+        l.max(),
+        measured.iter().copied().reduce(f64::max),
+        "the summary's max is of the same measurements"
+    );
+    assert!(l.p50() <= l.p99() && l.p99() <= l.max());
+}
+
+/// A sink made in code cannot take the name of another sink of the run (the summary and the
+/// metrics are keyed by sink name).
+#[test]
+fn a_sink_made_in_code_needs_a_name_of_its_own() {
+    let text = format!(
+        r#"
+[sources.a2929]
+kind = "hdf5"
+path = "{}"
+
+[windows.w]
+source = "a2929"
+length_s = 60.0
+hop_s = 60.0
+
+[stages.rates]
+kind = "rate"
+window = "w"
+
+[sinks.out]
+kind = "jsonl"
+path = "{}"
+"#,
+        fixture().display(),
+        std::env::temp_dir()
+            .join(format!("synfire-clash-{}.jsonl", std::process::id()))
+            .display()
+    );
+    let config = PipelineConfig::parse(&text, Path::new("test.toml")).expect("valid pipeline");
+    let clash = Sink::custom("out", None, Box::new(Probe(Arc::default())));
+    let e = run(
+        &config,
+        RunOptions {
+            sinks: vec![clash],
+            ..Default::default()
+        },
+    )
+    .expect_err("two sinks named `out`");
+    assert!(e.to_string().contains("sink `out`"), "{e}");
 }

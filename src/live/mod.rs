@@ -92,6 +92,9 @@ pub struct RunOptions {
     pub stop: Option<Arc<AtomicBool>>,
     /// Install SIGINT/SIGTERM handlers (the CLI does; tests do not).
     pub handle_signals: bool,
+    /// Sinks made in code ([`sink::Sink::custom`]), written after the pipeline file's; each
+    /// name must differ from the file's sinks and from the others.
+    pub sinks: Vec<sink::Sink>,
 }
 
 /// Counters of a finished run.
@@ -101,6 +104,10 @@ pub struct RunSummary {
     pub sources: BTreeMap<String, (u64, u64, u64)>,
     /// Results written, per sink.
     pub sinks: BTreeMap<String, u64>,
+    /// Result latencies per stage, then per sink: wall-clock seconds from each window's close
+    /// to its line being written by that sink ([`sink::ResultLatency`]: every measurement,
+    /// p50, p99, max). A stage keeps up when they stay below its window's hop.
+    pub result_latency: BTreeMap<String, BTreeMap<String, sink::ResultLatency>>,
 }
 
 /// Joins named threads on drop (so an early error never leaves threads detached).
@@ -290,11 +297,22 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     for (name, s) in &config.sinks {
         sinks.push(s.open(name, &ctx)?);
     }
+    for s in options.sinks {
+        if sinks.iter().any(|o: &sink::Sink| o.name() == s.name()) {
+            return Err(sink::SinkError {
+                sink: s.name().to_owned(),
+                message: "another sink of the run has this name".into(),
+            }
+            .into());
+        }
+        sinks.push(s);
+    }
 
     // Connect and spawn, back to front.
     let mut threads = Threads(Vec::new());
     let tap = options.tap;
-    let (sink_done_tx, sink_done_rx) = bounded::<Vec<(String, u64)>>(1);
+    type SinkTotals = (String, u64, BTreeMap<String, sink::ResultLatency>);
+    let (sink_done_tx, sink_done_rx) = bounded::<Vec<SinkTotals>>(1);
     threads.spawn("synfire:sinks".into(), move || {
         for mut out in &out_rx {
             for s in &mut sinks {
@@ -314,8 +332,8 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         }
         let _ = sink_done_tx.send(
             sinks
-                .iter()
-                .map(|s| (s.name().to_owned(), s.count()))
+                .iter_mut()
+                .map(|s| (s.name().to_owned(), s.count(), s.take_result_latencies()))
                 .collect(),
         );
     })?;
@@ -361,7 +379,29 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         summary.sources.insert(name, v);
     }
     if let Ok(list) = sink_done_rx.try_recv() {
-        summary.sinks = list.into_iter().collect();
+        for (sink, count, latencies) in list {
+            for (stage, latency) in latencies {
+                summary
+                    .result_latency
+                    .entry(stage)
+                    .or_default()
+                    .insert(sink.clone(), latency);
+            }
+            summary.sinks.insert(sink, count);
+        }
+    }
+    for (stage, per_sink) in &summary.result_latency {
+        for (sink, l) in per_sink {
+            tracing::info!(
+                stage = %stage,
+                sink = %sink,
+                windows = l.windows(),
+                p50_s = l.p50().unwrap_or(0.0),
+                p99_s = l.p99().unwrap_or(0.0),
+                max_s = l.max().unwrap_or(0.0),
+                "Result latency (window close to line written)."
+            );
+        }
     }
     drop(control);
     drop(ctx);

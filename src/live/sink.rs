@@ -1,12 +1,19 @@
 //! Sinks: where window results go. JSON lines (a file, or standard output) and ZeroMQ PUB
 //! (two frames: the stage name as topic, then the JSON object), so a dashboard can subscribe
-//! to the stages it shows.
+//! to the stages it shows; and, from code, any [`LineWriter`] ([`Sink::custom`]).
+//!
+//! Each sink records the **result latency** of every window line it writes: the wall-clock
+//! seconds from the window's close to the line being written and flushed
+//! ([`crate::live::telemetry::names::RESULT_LATENCY`], per stage; [`ResultLatency`]).
 
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
 
-use metrics::Counter;
+use metrics::{Counter, Histogram};
 use serde::Deserialize;
 
 use crate::live::config::section::{ConfigError, SocketMode, typed};
@@ -129,20 +136,102 @@ impl SinkConfig {
     }
 }
 
+/// Where a sink made from code ([`Sink::custom`]) writes its lines: an application's own
+/// consumer, or a test's probe.
+pub trait LineWriter: Send {
+    /// Writes one result line of stage `stage`: `json` is one JSON object, no trailing
+    /// newline.
+    ///
+    /// # Errors
+    /// Whatever the writer fails with; the pipeline logs it and goes on.
+    fn write_line(&mut self, stage: &str, json: &str) -> io::Result<()>;
+
+    /// Flushes what was written; called after every line (as the JSON-lines sinks flush per
+    /// line) and at the end. Default: nothing to flush.
+    ///
+    /// # Errors
+    /// Whatever the writer fails with.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Where a sink writes.
 enum Target {
     Stdout(io::Stdout),
     File(BufWriter<File>),
     Pub(zmq::Socket),
+    Custom(Box<dyn LineWriter>),
 }
 
-/// One sink: its target, the stages it takes, its results counter.
+/// The result latencies one sink measured for one stage: wall-clock seconds from each
+/// window's close ([`Output::closed_at`]) to its line being written and flushed by the sink,
+/// in write order (one per window line written; lines whose write failed and previews are not
+/// measured). An exact collector: quantiles are of every measurement.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResultLatency {
+    /// One latency per line written, seconds, in write order.
+    pub seconds: Vec<f64>,
+}
+
+impl ResultLatency {
+    /// Lines measured.
+    #[must_use]
+    pub fn windows(&self) -> usize {
+        self.seconds.len()
+    }
+
+    /// The `q`-quantile (nearest rank: the smallest measurement with at least `q` of them at
+    /// or below it; `q` clamped to `[0, 1]`, NaN read as 0), seconds; `None` without
+    /// measurements.
+    #[must_use]
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.seconds.is_empty() {
+            return None;
+        }
+        let mut sorted = self.seconds.clone();
+        sorted.sort_by(f64::total_cmp);
+        let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
+        // `as usize` saturates; the rank is within 0..=len.
+        let rank = (q * sorted.len() as f64).ceil() as usize;
+        sorted
+            .get(rank.saturating_sub(1).min(sorted.len() - 1))
+            .copied()
+    }
+
+    /// The median ([`Self::quantile`] 0.5), seconds.
+    #[must_use]
+    pub fn p50(&self) -> Option<f64> {
+        self.quantile(0.5)
+    }
+
+    /// The 99th percentile ([`Self::quantile`] 0.99), seconds.
+    #[must_use]
+    pub fn p99(&self) -> Option<f64> {
+        self.quantile(0.99)
+    }
+
+    /// The largest latency, seconds.
+    #[must_use]
+    pub fn max(&self) -> Option<f64> {
+        self.seconds.iter().copied().reduce(f64::max)
+    }
+}
+
+/// One stage's latencies at one sink: the histogram and the exact collector.
+struct StageLatency {
+    histogram: Histogram,
+    measured: ResultLatency,
+}
+
+/// One sink: its target, the stages it takes, its results counter and result latencies.
 pub struct Sink {
     name: String,
     target: Target,
     stages: Option<Vec<String>>,
     written: Counter,
     count: u64,
+    latency: HashMap<Arc<str>, StageLatency>,
 }
 
 impl std::fmt::Debug for Sink {
@@ -219,6 +308,15 @@ impl Sink {
         Ok(Self::with(name, Target::Pub(s), stages))
     }
 
+    /// A sink named `name` writing through `writer` (results of `stages`, or of every stage
+    /// for `None`): for an application that takes lines in process, given to
+    /// [`crate::live::run`] in [`crate::live::RunOptions::sinks`]. It counts results and
+    /// records result latencies like the sinks of a pipeline file.
+    #[must_use]
+    pub fn custom(name: &str, stages: Option<Vec<String>>, writer: Box<dyn LineWriter>) -> Self {
+        Self::with(name, Target::Custom(writer), stages)
+    }
+
     fn with(name: &str, target: Target, stages: Option<Vec<String>>) -> Self {
         Self {
             name: name.into(),
@@ -226,6 +324,7 @@ impl Sink {
             stages,
             written: crate::live::telemetry::results_out(name),
             count: 0,
+            latency: HashMap::new(),
         }
     }
 
@@ -237,7 +336,11 @@ impl Sink {
             .is_none_or(|s| s.iter().any(|x| x == stage))
     }
 
-    /// Writes one result (a line, flushed; or one PUB message).
+    /// Writes one result (a line, flushed; or one PUB message), then records its result
+    /// latency: the wall-clock seconds from `out.closed_at` to now, in
+    /// [`crate::live::telemetry::names::RESULT_LATENCY`] (labels `stage`, `sink`) and in
+    /// [`Self::result_latency`]. A preview's result (`out.preview`) is written but not
+    /// measured; a failed write is not measured.
     ///
     /// # Errors
     /// I/O or socket errors.
@@ -257,10 +360,49 @@ impl Sink {
             Target::Pub(s) => s
                 .send_multipart([out.stage.as_bytes(), out.json.as_bytes()], 0)
                 .map_err(io::Error::other)?,
+            Target::Custom(w) => {
+                w.write_line(&out.stage, &out.json)?;
+                w.flush()?;
+            }
         }
+        let written_at = Instant::now();
         self.count += 1;
         self.written.increment(1);
+        if !out.preview {
+            let seconds = written_at
+                .saturating_duration_since(out.closed_at)
+                .as_secs_f64();
+            self.record_latency(&out.stage, seconds);
+        }
         Ok(())
+    }
+
+    fn record_latency(&mut self, stage: &Arc<str>, seconds: f64) {
+        let sink = &self.name;
+        let entry = self
+            .latency
+            .entry(stage.clone())
+            .or_insert_with(|| StageLatency {
+                histogram: crate::live::telemetry::result_latency(stage, sink),
+                measured: ResultLatency::default(),
+            });
+        entry.histogram.record(seconds);
+        entry.measured.seconds.push(seconds);
+    }
+
+    /// The result latencies measured so far for stage `stage` (`None`: no line of it
+    /// written).
+    #[must_use]
+    pub fn result_latency(&self, stage: &str) -> Option<&ResultLatency> {
+        self.latency.get(stage).map(|l| &l.measured)
+    }
+
+    /// Takes the result latencies measured so far, per stage name, leaving none.
+    pub fn take_result_latencies(&mut self) -> BTreeMap<String, ResultLatency> {
+        self.latency
+            .drain()
+            .map(|(stage, l)| (stage.to_string(), l.measured))
+            .collect()
     }
 
     /// Flushes buffered output.
@@ -272,6 +414,7 @@ impl Sink {
             Target::Stdout(s) => s.flush(),
             Target::File(f) => f.flush(),
             Target::Pub(_) => Ok(()),
+            Target::Custom(w) => w.flush(),
         }
     }
 
@@ -285,5 +428,93 @@ impl Sink {
     #[must_use]
     pub fn count(&self) -> u64 {
         self.count
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Records each line with the instant its `write_line` finished.
+    struct Probe(Arc<Mutex<Vec<(String, Instant)>>>);
+
+    impl LineWriter for Probe {
+        fn write_line(&mut self, _stage: &str, json: &str) -> io::Result<()> {
+            self.0
+                .lock()
+                .unwrap()
+                .push((json.to_owned(), Instant::now()));
+            Ok(())
+        }
+    }
+
+    fn output(stage: &str, json: &str, closed_at: Instant, preview: bool) -> Output {
+        Output {
+            stage: Arc::from(stage),
+            json: json.to_owned(),
+            closed_at,
+            preview,
+            published_at: None,
+        }
+    }
+
+    #[test]
+    fn a_line_records_its_latency_from_the_close_and_a_preview_none() {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let mut sink = Sink::custom("probe", None, Box::new(Probe(lines.clone())));
+        let closed = Instant::now()
+            .checked_sub(Duration::from_millis(50))
+            .unwrap_or_else(Instant::now);
+        sink.write(&output("a", "{\"w\":0}", closed, false))
+            .unwrap();
+        sink.write(&output("a", "{\"w\":1}", Instant::now(), true))
+            .unwrap();
+        sink.write(&output("b", "{\"w\":2}", closed, false))
+            .unwrap();
+        let after = Instant::now();
+        // Every line is written, previews included; only the real windows are measured.
+        assert_eq!(sink.count(), 3);
+        let lines = lines.lock().unwrap().clone();
+        assert_eq!(lines.len(), 3);
+        let a = sink.result_latency("a").unwrap().seconds.clone();
+        assert_eq!(a.len(), 1, "the preview is not a window latency");
+        // Between the probe's own write instant and the end of `write`.
+        let probe = lines[0].1.duration_since(closed).as_secs_f64();
+        assert!(a[0] >= probe, "{} < {probe}", a[0]);
+        assert!(a[0] <= after.duration_since(closed).as_secs_f64());
+        assert!(a[0] >= 0.05);
+        assert_eq!(sink.result_latency("b").unwrap().windows(), 1);
+        let taken = sink.take_result_latencies();
+        assert_eq!(taken.keys().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(taken["a"].seconds, a);
+        assert!(sink.result_latency("a").is_none());
+    }
+
+    #[test]
+    fn quantiles_are_nearest_ranks_of_every_measurement() {
+        let l = ResultLatency {
+            seconds: vec![0.5, 0.1, 0.3, 0.2, 0.4],
+        };
+        assert_eq!(l.windows(), 5);
+        assert_eq!(l.p50(), Some(0.3));
+        assert_eq!(l.p99(), Some(0.5));
+        assert_eq!(l.max(), Some(0.5));
+        assert_eq!(l.quantile(0.0), Some(0.1));
+        assert_eq!(l.quantile(0.2), Some(0.1));
+        assert_eq!(l.quantile(0.21), Some(0.2));
+        assert_eq!(l.quantile(1.0), Some(0.5));
+        assert_eq!(l.quantile(7.0), Some(0.5));
+        assert_eq!(l.quantile(-1.0), Some(0.1));
+        assert_eq!(l.quantile(f64::NAN), Some(0.1));
+        let hundred = ResultLatency {
+            seconds: (1..=100).rev().map(f64::from).collect(),
+        };
+        assert_eq!(hundred.p50(), Some(50.0));
+        assert_eq!(hundred.p99(), Some(99.0));
+        let empty = ResultLatency::default();
+        assert_eq!((empty.p50(), empty.p99(), empty.max()), (None, None, None));
     }
 }

@@ -21,7 +21,8 @@ pub mod names {
     pub const RING_FILL: &str = "synfire_ring_fill_ratio";
     /// Events that arrived after one of their windows was emitted, rejected. Label `window`.
     pub const LATE_EVENTS: &str = "synfire_late_events_total";
-    /// Data time between the newest event and the end of the window just emitted, seconds.
+    /// Event time from the end of the last window emitted to the newest event, seconds (set
+    /// as events arrive; a gap or a clock jumping ahead shows here). Label `window`.
     pub const WINDOW_LAG: &str = "synfire_window_lag_seconds";
     /// Windows emitted. Label `window`.
     pub const WINDOWS: &str = "synfire_windows_total";
@@ -29,6 +30,9 @@ pub mod names {
     pub const STAGE_SECONDS: &str = "synfire_stage_seconds";
     /// Results written, by `sink`.
     pub const RESULTS_OUT: &str = "synfire_results_out_total";
+    /// Wall-clock seconds from a window's close to its result line being written (and
+    /// flushed) by a sink; a pipeline that does not keep up shows here. Labels `stage`, `sink`.
+    pub const RESULT_LATENCY: &str = "synfire_result_latency_seconds";
     /// Every name above.
     pub const ALL: &[&str] = &[
         EVENTS_IN,
@@ -40,6 +44,7 @@ pub mod names {
         WINDOWS,
         STAGE_SECONDS,
         RESULTS_OUT,
+        RESULT_LATENCY,
     ];
 }
 
@@ -73,7 +78,7 @@ pub fn describe_all() {
     metrics::describe_gauge!(
         names::WINDOW_LAG,
         Unit::Seconds,
-        "Data time from the end of the last emitted window to the newest event."
+        "Event time from the end of the last emitted window to the newest event."
     );
     metrics::describe_counter!(names::WINDOWS, Unit::Count, "Windows emitted.");
     metrics::describe_histogram!(
@@ -85,6 +90,11 @@ pub fn describe_all() {
         names::RESULTS_OUT,
         Unit::Count,
         "Results written by a sink."
+    );
+    metrics::describe_histogram!(
+        names::RESULT_LATENCY,
+        Unit::Seconds,
+        "Wall-clock time from a window's close to its result line being written by a sink."
     );
 }
 
@@ -155,6 +165,15 @@ pub fn results_out(sink: &str) -> Counter {
     metrics::counter!(names::RESULTS_OUT, "sink" => sink.to_owned())
 }
 
+/// [`names::RESULT_LATENCY`] of stage `stage`'s results at sink `sink`.
+pub fn result_latency(stage: &str, sink: &str) -> Histogram {
+    metrics::histogram!(
+        names::RESULT_LATENCY,
+        "stage" => stage.to_owned(),
+        "sink" => sink.to_owned()
+    )
+}
+
 /// The metrics endpoint could not be started.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -189,6 +208,18 @@ mod tests {
             assert!(n.starts_with("synfire_"), "{n}");
             assert!(seen.insert(*n), "{n} twice");
         }
+        // Every name declared in `names` is listed in `ALL` (so the checks above see it).
+        let declared: Vec<&str> = include_str!("telemetry.rs")
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("pub const "))
+            .filter_map(|l| l.split('"').nth(1))
+            .collect();
+        assert_eq!(declared.len(), names::ALL.len(), "{declared:?}");
+        for d in &declared {
+            assert!(names::ALL.contains(d), "{d} is not in names::ALL");
+        }
+        assert!(names::ALL.contains(&"synfire_result_latency_seconds"));
+        assert!(names::ALL.contains(&"synfire_window_lag_seconds"));
     }
 
     #[test]
@@ -205,8 +236,10 @@ mod tests {
             let w = WindowMetrics::new("w60");
             w.late.increment(2);
             w.windows.increment(1);
+            w.lag.set(1.5);
             stage_seconds("episodes").record(0.5);
             results_out("stdout").increment(7);
+            result_latency("episodes", "stdout").record(0.75);
         });
         let text = handle.render();
         for line in [
@@ -217,6 +250,11 @@ mod tests {
             "synfire_late_events_total{window=\"w60\"} 2",
             "synfire_stage_seconds_count{stage=\"episodes\"} 1",
             "synfire_results_out_total{sink=\"stdout\"} 7",
+            "synfire_window_lag_seconds{window=\"w60\"} 1.5",
+            "synfire_result_latency_seconds_count{stage=\"episodes\",sink=\"stdout\"} 1",
+            "synfire_result_latency_seconds_sum{stage=\"episodes\",sink=\"stdout\"} 0.75",
+            "# HELP synfire_result_latency_seconds Wall-clock time from a window's close to its result line being written by a sink.",
+            "# HELP synfire_window_lag_seconds Event time from the end of the last emitted window to the newest event.",
             "# HELP synfire_events_in_total Events accepted onto a source's ring buffer.",
         ] {
             assert!(text.contains(line), "missing `{line}` in\n{text}");

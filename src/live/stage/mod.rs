@@ -477,8 +477,13 @@ pub struct Output {
     pub stage: Arc<str>,
     /// One JSON object, no trailing newline.
     pub json: String,
-    /// When the window's closing record left the ring (for latency measurements).
+    /// When the window closed ([`Window::closed_at`]: its closing record left the ring): where
+    /// the result latency a sink records starts ([`crate::live::sink::Sink::write`]).
     pub closed_at: Instant,
+    /// True for the result of a preview (a window still open, [`Window::preview`]; the runner
+    /// emits none today). A sink writes it like any line but records no result latency for
+    /// it: its `closed_at` is not a window's close.
+    pub preview: bool,
     /// When the sinks had written it (set by the sink thread).
     pub published_at: Option<Instant>,
 }
@@ -604,6 +609,7 @@ pub fn run(
                 stage: name.clone(),
                 json: line.json,
                 closed_at: window.closed_at,
+                preview: window.preview,
                 published_at: None,
             })
             .is_err()
