@@ -12,7 +12,10 @@ use clap::{Args, ValueEnum};
 use synfire::device::{DeviceChoice, DeviceTarget};
 use synfire::episode::hybrid::ExactAlgorithm;
 use synfire::episode::{GpuSettings, Interval, MinerConfig, MiningOptions, Threshold};
+use synfire::event::{EventStream, Ordering};
+use synfire::ingest;
 use synfire::series::read_dataset;
+use synfire::synth::{self, SynthParams};
 use synfire::shapelet::univariate;
 
 /// `--device`.
@@ -274,16 +277,54 @@ pub enum Workload {
     A2929,
     /// The large 64-channel stream.
     Mea64,
+    /// The dense, Neuropixels-like 300-unit, 120 s preset (`synfire::synth::dense`).
+    Neuropixels,
+    /// The real dense raster: IBL Neuropixels, 289 units, 120 s
+    /// (`fixtures/spikes/ibl-ephys_test`).
+    Ibl,
 }
+
+/// The bundled real dense raster (IBL Neuropixels, 289 units, 120 s).
+pub const IBL_FIXTURE: &str = "fixtures/spikes/ibl-ephys_test/ibl-ephys_test.csv";
 
 impl Workload {
     /// The mining settings benchmarked on this workload.
     pub fn config(self) -> MinerConfig {
         match self {
             Self::Sym26 => sym26_config(),
-            Self::A2929 => a2929_config(),
+            Self::A2929 | Self::Neuropixels | Self::Ibl => a2929_config(),
             Self::Mea64 => mea64_config(),
         }
+    }
+
+    /// The workload's stream and a name for tables: the synthetic ones from `seed`, the real
+    /// A2929 session from `fixture`, the IBL raster from [`IBL_FIXTURE`].
+    ///
+    /// # Errors
+    /// An unreadable fixture or bad generator parameters.
+    pub fn stream(self, seed: u64, fixture: &Path) -> Result<(String, EventStream)> {
+        Ok(match self {
+            Self::Sym26 => (
+                format!("Sym26 (seed {seed})"),
+                synth::generate(&SynthParams::sym26(seed))?,
+            ),
+            Self::A2929 => (
+                fixture.display().to_string(),
+                ingest::read_spikes(fixture, Ordering::RequireSorted)?,
+            ),
+            Self::Mea64 => (
+                format!("MEA64 (seed {seed})"),
+                synth::generate(&SynthParams::mea64(seed))?,
+            ),
+            Self::Neuropixels => (
+                format!("Neuropixels-like dense preset (seed {seed})"),
+                synth::dense::generate_dense(&synth::dense::DenseParams::neuropixels(seed))?.0,
+            ),
+            Self::Ibl => (
+                IBL_FIXTURE.to_owned(),
+                ingest::read_spikes(Path::new(IBL_FIXTURE), Ordering::RequireSorted)?,
+            ),
+        })
     }
 }
 

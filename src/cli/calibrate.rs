@@ -11,7 +11,6 @@ use rand_chacha::ChaCha8Rng;
 use synfire::episode::hybrid::{self, Calibration, Crossover, ExactAlgorithm, PenaltyFit};
 use synfire::episode::{CountKind, Counter, Episode, GpuCounter};
 use synfire::event::EventType;
-use synfire::synth::{self, SynthParams};
 
 use crate::cli::args::Workload;
 
@@ -21,9 +20,14 @@ pub struct CalibrateArgs {
     /// The GPU to calibrate (its model's file is written).
     #[arg(long, default_value_t = 0)]
     gpu: usize,
-    /// Stream the kernels are timed on: `sym26` (the paper's Table 1 workload) or `mea64`.
+    /// Stream the kernels are timed on: `sym26` (the paper's Table 1 workload), `mea64`,
+    /// `neuropixels` (the dense preset), `a2929` (the real session of `--fixture`) or `ibl`
+    /// (the real 289-unit raster).
     #[arg(long, value_enum, default_value_t = Workload::Sym26)]
     workload: Workload,
+    /// The real session read with `--workload a2929`.
+    #[arg(long, default_value = "fixtures/spikes/A2929-200711/A2929-200711.nwb")]
+    fixture: std::path::PathBuf,
     /// Largest episode size calibrated (sizes above use the fit `a / N + b`).
     #[arg(long, default_value_t = 8)]
     max_nodes: usize,
@@ -139,16 +143,8 @@ fn kernel_ms(
 /// No usable GPU, a device failure, PTPE and MTPE disagreeing on a count, or an unwritable
 /// output file.
 pub fn run(args: &CalibrateArgs) -> Result<()> {
-    let (stream, config) = match args.workload {
-        Workload::Mea64 => (
-            synth::generate(&SynthParams::mea64(1))?,
-            Workload::Mea64.config(),
-        ),
-        _ => (
-            synth::generate(&SynthParams::sym26(1))?,
-            Workload::Sym26.config(),
-        ),
-    };
+    let (_, stream) = args.workload.stream(1, &args.fixture)?;
+    let config = args.workload.config();
     let devices = synfire::device::probe().context("`synfire calibrate` needs a GPU")?;
     let info = devices
         .iter()

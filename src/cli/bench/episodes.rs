@@ -10,11 +10,9 @@ use clap::Args;
 use synfire::episode::hybrid::ExactAlgorithm;
 use synfire::episode::{
     CountKind, Counter, CpuCounter, Episode, GpuCounter, MinerConfig, MiningResult, NoProgress,
-    Strategy, candidates, mine_with,
+    candidates, mine_with,
 };
-use synfire::event::{EventStream, Ordering};
-use synfire::ingest;
-use synfire::synth::{self, SynthParams};
+use synfire::event::EventStream;
 
 use crate::cli::args::{OutputArg, Workload};
 
@@ -26,7 +24,9 @@ pub struct EpisodesArgs {
     #[arg(long, value_enum, default_value_t = BenchDevice::Cpu)]
     device: BenchDevice,
     /// Workloads, comma-separated: `sym26`, `a2929` (the real fixture), `mea64` (64 channels,
-    /// about 10^6 events, more than 10^5 level-3 candidates).
+    /// about 10^6 events, more than 10^5 level-3 candidates), `neuropixels` (the dense
+    /// 300-unit preset) and `ibl` (the real 289-unit IBL Neuropixels raster), both at 0–5,
+    /// 5–10, 10–20 ms, 0.2/s, 4 nodes.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Workload::Sym26, Workload::A2929])]
     workload: Vec<Workload>,
     /// GPU ordinals for the GPU columns (default: all).
@@ -48,6 +48,10 @@ pub struct EpisodesArgs {
     /// MTPE threads per resident slot to sweep with `--scaling` (default: the built-in one).
     #[arg(long, value_delimiter = ',')]
     scaling_sweep: Option<Vec<u64>>,
+    /// Also time mining without the successor bounds (`--no-bounds` of `mine`; slow on dense
+    /// workloads), for the table's last line.
+    #[arg(long)]
+    without_bounds: bool,
     #[command(flatten)]
     output: OutputArg,
 }
@@ -92,28 +96,13 @@ pub fn run(args: &EpisodesArgs) -> Result<()> {
         rayon::current_num_threads()
     )?;
     for workload in &args.workload {
-        let (name, stream, config) = match workload {
-            Workload::Sym26 => (
-                format!("Sym26 (seed {})", args.seed),
-                synth::generate(&SynthParams::sym26(args.seed))?,
-                Workload::Sym26.config(),
-            ),
-            Workload::A2929 => (
-                args.fixture.display().to_string(),
-                ingest::read_spikes(&args.fixture, Ordering::RequireSorted)?,
-                Workload::A2929.config(),
-            ),
-            Workload::Mea64 => (
-                format!("MEA64 (seed {})", args.seed),
-                synth::generate(&SynthParams::mea64(args.seed))?,
-                Workload::Mea64.config(),
-            ),
-        };
+        let (name, stream) = workload.stream(args.seed, &args.fixture)?;
+        let config = workload.config();
         if args.scaling {
             scaling_table(&mut *out, &stream, &config, repeat, args)?;
             continue;
         }
-        cpu_table(&mut *out, &name, &stream, &config, repeat)?;
+        cpu_table(&mut *out, &name, &stream, &config, repeat, args.without_bounds)?;
         if args.device != BenchDevice::Cpu {
             gpu_table(&mut *out, &stream, &config, repeat, args.gpus.as_deref())?;
         }
@@ -128,14 +117,18 @@ fn cpu_table(
     stream: &EventStream,
     config: &MinerConfig,
     repeat: usize,
+    without_bounds: bool,
 ) -> Result<()> {
     let counter = CpuCounter::new(stream);
-    let mut one_cfg = config.clone();
-    one_cfg.strategy = Strategy::OnePass;
-    let (reference, _) = timed(stream, config, &counter)?; // warm-up
+    let mut unbounded = config.clone();
+    unbounded.bounds = false;
+    // Warm-up, with the peak resident memory of each level.
+    let peaks = PeakMemory::default();
+    let reference = mine_with(stream, config, &counter, &peaks)?;
+    let peaks = peaks.into_levels();
     let mut per_level: Vec<Vec<f64>> = vec![Vec::new(); reference.levels.len()];
     let mut totals = Vec::new();
-    let mut one_totals = Vec::new();
+    let mut unbounded_totals = Vec::new();
     for _ in 0..repeat {
         let (r, total) = timed(stream, config, &counter)?;
         anyhow::ensure!(r.episodes == reference.episodes, "non-deterministic result");
@@ -143,12 +136,14 @@ fn cpu_table(
             acc.push(l.seconds);
         }
         totals.push(total);
-        let (one, one_total) = timed(stream, &one_cfg, &counter)?;
-        anyhow::ensure!(
-            one.episodes == reference.episodes,
-            "one-pass and two-pass results differ"
-        );
-        one_totals.push(one_total);
+        if without_bounds {
+            let (u, t) = timed(stream, &unbounded, &counter)?;
+            anyhow::ensure!(
+                u.episodes == reference.episodes,
+                "mining with and without bounds differ"
+            );
+            unbounded_totals.push(t);
+        }
     }
     let ivs: Vec<String> = config.intervals.iter().map(ToString::to_string).collect();
     writeln!(out)?;
@@ -165,30 +160,72 @@ fn cpu_table(
     )?;
     writeln!(
         out,
-        "{:>5} {:>11} {:>11} {:>9} {:>11} {:>16}",
-        "level", "candidates", "preelim_elim", "frequent", "seconds", "cand-events/s"
+        "{:>5} {:>11} {:>11} {:>12} {:>9} {:>10} {:>14} {:>13}",
+        "level",
+        "candidates",
+        "by_bounds",
+        "by_preelim",
+        "frequent",
+        "seconds",
+        "cand-events/s",
+        "peak_heap_MiB"
     )?;
-    for (l, secs) in reference.levels.iter().zip(per_level) {
+    for ((l, secs), peak) in reference.levels.iter().zip(per_level).zip(&peaks) {
         let s = median(secs);
         writeln!(
             out,
-            "{:>5} {:>11} {:>11} {:>9} {:>11.5} {:>16.3e}",
+            "{:>5} {:>11} {:>11} {:>12} {:>9} {:>10.4} {:>14.3e} {:>13.1}",
             l.level,
             l.candidates,
+            l.removed_by_bounds,
             l.eliminated_by_preelim,
             l.frequent,
             s,
-            l.candidate_events as f64 / s.max(1e-12)
+            l.candidate_events as f64 / s.max(1e-12),
+            *peak as f64 / 1_048_576.0
         )?;
     }
+    let without = if without_bounds {
+        format!(", without bounds {:.4} s", median(unbounded_totals))
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "CPU total: two-pass {:.4} s, one-pass {:.4} s, {} frequent episodes",
+        "CPU total: {:.4} s{without}, {} frequent episodes",
         median(totals),
-        median(one_totals),
         reference.episodes.len()
     )?;
     Ok(())
+}
+
+/// The peak heap of each level: the binary's counting allocator ([`super::heap`]), its
+/// high-water mark reset when a level starts (everything live then, the stream and the
+/// previous level's episodes included, counts towards the level's peak).
+#[derive(Default)]
+struct PeakMemory {
+    levels: std::sync::Mutex<Vec<usize>>,
+}
+
+impl PeakMemory {
+    fn into_levels(self) -> Vec<usize> {
+        self.levels
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl synfire::episode::Progress for PeakMemory {
+    fn level_started(&self, _level: usize, _work: u64) {
+        super::heap::HEAP.reset_peak();
+    }
+
+    fn level_finished(&self, _stats: &synfire::episode::LevelStats) {
+        self.levels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(super::heap::HEAP.peak());
+    }
 }
 
 /// The candidates of every level of the reference run (level 1 .. last counted level).

@@ -2,6 +2,7 @@
 //! Targets live here, never in timed tests.
 
 mod episodes;
+pub mod heap;
 mod motif;
 mod search;
 mod shapelet;
@@ -21,8 +22,9 @@ pub struct BenchArgs {
 /// The benchmarks.
 #[derive(Debug, Subcommand)]
 enum BenchWhich {
-    /// Level-wise episode mining on Sym26 and the real fixture: per level, candidates, PreElim
-    /// eliminations, seconds and candidate-events per second.
+    /// Level-wise episode mining on Sym26, the real fixtures and the dense presets: per level,
+    /// candidates, removed by bounds and by PreElim, frequent, seconds, candidate-events per
+    /// second and peak heap.
     Episodes(episodes::EpisodesArgs),
     /// Streaming: ingest throughput over loopback ZeroMQ (synfire wire format) and the latency
     /// from a window's closing spike to its published result.

@@ -29,23 +29,43 @@ pub struct StreamArgs {
     /// Spikes per wire-format message in the throughput run.
     #[arg(long, default_value_t = 8192)]
     batch: usize,
-    /// Seconds of data in the latency run (64 channels, 20 Hz basal, the `mea64` chains).
+    /// Stream of the latency run: `mea64` (64 channels, 20 Hz basal, the `mea64` chains) or
+    /// `neuropixels` (the dense 300-unit preset, mined with `pipelines/live-openephys.toml`'s
+    /// settings: 0–5 and 5–10 ms, 0.5/s, 4 nodes).
+    #[arg(long, value_enum, default_value_t = StreamPreset::Mea64)]
+    preset: StreamPreset,
+    /// Seconds of data in the latency run.
     #[arg(long, default_value_t = 90.0)]
     duration_s: f64,
     /// Replay speed of the latency run (real time × this; 1 = live, one hop per second).
     #[arg(long, default_value_t = 1.0)]
     speed: f64,
-    /// Inter-event intervals of the latency run's episode stage.
-    #[arg(long, default_value = "0.004-0.006,0.009-0.011")]
-    intervals: String,
-    /// Support of the latency run's episode stage, occurrences per second of the window.
-    #[arg(long, default_value_t = 8.0)]
-    support: f64,
+    /// Inter-event intervals of the latency run's episode stage (default: the preset's,
+    /// `0.004-0.006,0.009-0.011` for `mea64`, `0.000-0.005,0.005-0.010` for `neuropixels`).
+    #[arg(long)]
+    intervals: Option<String>,
+    /// Support of the latency run's episode stage, occurrences per second of the window
+    /// (default: the preset's, 8 for `mea64`, 0.5 for `neuropixels`).
+    #[arg(long)]
+    support: Option<f64>,
+    /// Largest episode size of the latency run (default: the preset's, 8 for `mea64`, 4 for
+    /// `neuropixels`).
+    #[arg(long)]
+    max_level: Option<usize>,
     /// Where the latency run counts: `cpu`, `gpu` or `auto`.
     #[arg(long, default_value = "cpu")]
     device: String,
     #[command(flatten)]
     output: OutputArg,
+}
+
+/// `--preset` of `synfire bench stream`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
+pub enum StreamPreset {
+    /// 64 channels, 20 Hz basal.
+    Mea64,
+    /// The dense 300-unit preset.
+    Neuropixels,
 }
 
 fn free_endpoint() -> Result<String> {
@@ -189,11 +209,34 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     )?;
 
     // 2. Window-to-result latency through the whole pipeline.
-    let mut params = SynthParams::mea64(1);
-    params.duration_s = args.duration_s;
-    let stream = synth::generate(&params)?;
+    let (stream, default_ivs, default_support, default_level) = match args.preset {
+        StreamPreset::Mea64 => {
+            let mut params = SynthParams::mea64(1);
+            params.duration_s = args.duration_s;
+            (
+                synth::generate(&params)?,
+                "0.004-0.006,0.009-0.011",
+                8.0,
+                8,
+            )
+        }
+        StreamPreset::Neuropixels => {
+            let mut params = synth::dense::DenseParams::neuropixels(1);
+            params.duration_s = args.duration_s;
+            (
+                synth::dense::generate_dense(&params)?.0,
+                "0.000-0.005,0.005-0.010",
+                0.5,
+                4,
+            )
+        }
+    };
+    let intervals = args.intervals.as_deref().unwrap_or(default_ivs);
+    let support = args.support.unwrap_or(default_support);
+    let max_level = args.max_level.unwrap_or(default_level);
+    let units = stream.alphabet().len();
     let endpoint = free_endpoint()?;
-    let ivs: Vec<[f64; 2]> = synfire::episode::Interval::parse_list(&args.intervals)
+    let ivs: Vec<[f64; 2]> = synfire::episode::Interval::parse_list(intervals)
         .map_err(|e| anyhow::anyhow!("`--intervals`: {e}"))?
         .iter()
         .map(|iv| [iv.low(), iv.high()])
@@ -220,14 +263,14 @@ window = "w60"
 intervals_s = {ivs:?}
 support = {}
 support_per = "seconds"
-max_level = 8
+max_level = {max_level}
 device = "{}"
 
 [sinks.file]
 kind = "jsonl"
 path = "{}"
 "#,
-            args.support,
+            support,
             args.device,
             jsonl.display()
         ),
@@ -283,12 +326,11 @@ path = "{}"
     writeln!(out)?;
     writeln!(
         out,
-        "## latency: 64 channels, {:.0} spikes/s, 60 s windows, 1 s hops, replay ×{}, episodes on `{}` (intervals {}, support {}/s)",
+        "## latency: {units} units ({:?}), {:.0} spikes/s, 60 s windows, 1 s hops, replay ×{}, episodes on `{}` (intervals {intervals}, support {support}/s, up to {max_level} nodes)",
+        args.preset,
         stream.len() as f64 / stream.span(),
         args.speed,
         args.device,
-        args.intervals,
-        args.support
     )?;
     writeln!(
         out,
