@@ -434,7 +434,10 @@ fn sliding_windows_reuse_every_chain_and_equal_offline() {
         let counter = bounded_cache.counter(&w);
         let with_bounds = mine_with(&w, &bounded, &counter, &NoProgress).unwrap();
         counter.finish();
-        assert_eq!(with_bounds.episodes, offline.episodes, "bounds, window [{s}, {e})");
+        assert_eq!(
+            with_bounds.episodes, offline.episodes,
+            "bounds, window [{s}, {e})"
+        );
         assert!(live.episodes.iter().any(|f| f.episode.len() >= 3));
         windows += 1;
     }

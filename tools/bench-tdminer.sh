@@ -7,6 +7,11 @@
 # repository. It is a benchmark, never a test dependency. tdminer stores times as f32, so its
 # counts may differ from synfire's exact ones; the episode totals are printed side by side.
 #
+# tdminer keeps at most 50 times per episode state unless told more (`-z`); past that it prints
+# "Overflow in time stamp array" and stops after level 1, so TDMINER_EXTRA defaults to
+# `-z 100000`. It stores event types in one byte: an input with more than 256 labels is
+# refused here (tdminer would silently merge types 256 apart).
+#
 # Usage: TDMINER_SRC=DIR tools/bench-tdminer.sh INPUT.csv INTERVALS SUPPORT_PER_S MAX_LEVEL THREADS [RUNS]
 #   e.g. TDMINER_SRC=/path/to/tdminer-cpp tools/bench-tdminer.sh /tmp/np.csv \
 #        0.000-0.005,0.005-0.010 2.0 3 2 3
@@ -15,6 +20,12 @@ input=$1 intervals=$2 support=$3 max_level=$4 threads=$5 runs=${6:-3}
 : "${TDMINER_SRC:?set TDMINER_SRC to a checkout of tdminer-cpp}"
 here=$(cd "$(dirname "$0")/.." && pwd)
 synfire=${SYNFIRE:-$here/target/release/synfire}
+extra=${TDMINER_EXTRA:--z 100000}
+labels=$(tail -n +2 "$input" | cut -d, -f1 | sort -u | wc -l)
+if [ "$labels" -gt 256 ]; then
+    echo "$input has $labels labels: tdminer-cpp stores event types in one byte (at most 256)" >&2
+    exit 2
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "$TDMINER_SRC"/. "$work/td"
@@ -25,7 +36,12 @@ median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 td_times=() sy_times=()
 for _ in $(seq "$runs"); do
     t0=$(date +%s.%N)
-    "$work/td/tdminer" -t "$threads" -i "$work/ivl.txt" -m "$max_level" -s "$input" "$work/td.out" "$support" >/dev/null 2>&1
+    # shellcheck disable=SC2086
+    "$work/td/tdminer" -t "$threads" $extra -i "$work/ivl.txt" -m "$max_level" -s "$input" "$work/td.out" "$support" >"$work/td.log" 2>&1 || true
+    if grep -q Overflow "$work/td.log"; then
+        echo "tdminer overflowed its timestamp lists; raise -z in TDMINER_EXTRA" >&2
+        exit 3
+    fi
     t1=$(date +%s.%N)
     "$synfire" mine "$input" --threads "$threads" --intervals "$intervals" --support "$support" \
         --support-per seconds --max-level "$max_level" --device cpu -q >"$work/sy.out" 2>/dev/null

@@ -15,8 +15,8 @@ use synfire::episode::{GpuSettings, Interval, MinerConfig, MiningOptions, Thresh
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest;
 use synfire::series::read_dataset;
-use synfire::synth::{self, SynthParams};
 use synfire::shapelet::univariate;
+use synfire::synth::{self, SynthParams};
 
 /// `--device`.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

@@ -201,6 +201,7 @@ impl Device {
             return Ok(m.clone());
         }
         let ptx = kernels::ptx_for(file, self.info.compute_capability, self.info.driver_version)?;
+        let started = std::time::Instant::now();
         let m = self
             .ctx
             .load_module(Ptx::from_src(ptx.as_str()))
@@ -208,6 +209,11 @@ impl Device {
                 what: file.name.into(),
                 message: e.to_string(),
             })?;
+        tracing::debug!(
+            kernel = file.name,
+            seconds = started.elapsed().as_secs_f64(),
+            "Loaded module (the driver compiles PTX for the device unless its cache has it)."
+        );
         self.modules.insert(file.name, m.clone());
         Ok(m)
     }

@@ -102,7 +102,14 @@ pub fn run(args: &EpisodesArgs) -> Result<()> {
             scaling_table(&mut *out, &stream, &config, repeat, args)?;
             continue;
         }
-        cpu_table(&mut *out, &name, &stream, &config, repeat, args.without_bounds)?;
+        cpu_table(
+            &mut *out,
+            &name,
+            &stream,
+            &config,
+            repeat,
+            args.without_bounds,
+        )?;
         if args.device != BenchDevice::Cpu {
             gpu_table(&mut *out, &stream, &config, repeat, args.gpus.as_deref())?;
         }
@@ -353,6 +360,9 @@ fn scaling_table(
     Ok(())
 }
 
+/// Largest level for which `gpu_table` times every kernel on every candidate.
+const KERNEL_TABLE_MAX_CANDIDATES: usize = 2_000_000;
+
 fn gpu_table(
     out: &mut dyn Write,
     stream: &EventStream,
@@ -367,7 +377,57 @@ fn gpu_table(
         || found.iter().map(|d| d.ordinal).collect(),
         <[usize]>::to_vec,
     );
+    let setup = Instant::now();
     let gpu = GpuCounter::new(stream, &config.intervals, &ordinals)?;
+    let setup_s = setup.elapsed().as_secs_f64();
+    // End to end: the miner with its bounds on the CPU and the survivors counted on the GPU,
+    // against the CPU miner, side by side; the episodes must be identical.
+    let mut cpu_totals = Vec::new();
+    let mut gpu_totals = Vec::new();
+    let mut gpu_levels: Vec<Vec<f64>> = vec![Vec::new(); reference.levels.len()];
+    mine_with(stream, config, &gpu, &NoProgress)?; // warm-up
+    for _ in 0..repeat {
+        let (c, t) = timed(stream, config, &cpu)?;
+        anyhow::ensure!(
+            c.episodes == reference.episodes,
+            "non-deterministic CPU result"
+        );
+        cpu_totals.push(t);
+        let started = Instant::now();
+        let g = mine_with(stream, config, &gpu, &NoProgress)?;
+        gpu_totals.push(started.elapsed().as_secs_f64());
+        anyhow::ensure!(
+            g.episodes == reference.episodes,
+            "mining on the GPU differs from the CPU"
+        );
+        for (acc, l) in gpu_levels.iter_mut().zip(&g.levels) {
+            acc.push(l.seconds);
+        }
+    }
+    let (cpu_total, gpu_total) = (median(cpu_totals), median(gpu_totals));
+    let per_level: Vec<String> = gpu_levels
+        .into_iter()
+        .map(|v| format!("{:.4}", median(v)))
+        .collect();
+    writeln!(
+        out,
+        "GPU mining (bounds on the CPU, survivors counted on the GPU, identical episodes): {gpu_total:.4} s (levels {}), CPU {cpu_total:.4} s, speedup {:.1}x; GPU counter setup {setup_s:.3} s",
+        per_level.join(" "),
+        cpu_total / gpu_total
+    )?;
+    let largest = reference
+        .levels
+        .iter()
+        .map(|l| l.candidates)
+        .max()
+        .unwrap_or(0);
+    if largest > KERNEL_TABLE_MAX_CANDIDATES {
+        writeln!(
+            out,
+            "(no per-kernel table: a level has {largest} candidates, above {KERNEL_TABLE_MAX_CANDIDATES}, and the table counts every candidate with every kernel and on the CPU)"
+        )?;
+        return Ok(());
+    }
     let devices: Vec<String> = gpu
         .devices()
         .iter()

@@ -213,12 +213,7 @@ pub fn run(args: &StreamArgs) -> Result<()> {
         StreamPreset::Mea64 => {
             let mut params = SynthParams::mea64(1);
             params.duration_s = args.duration_s;
-            (
-                synth::generate(&params)?,
-                "0.004-0.006,0.009-0.011",
-                8.0,
-                8,
-            )
+            (synth::generate(&params)?, "0.004-0.006,0.009-0.011", 8.0, 8)
         }
         StreamPreset::Neuropixels => {
             let mut params = synth::dense::DenseParams::neuropixels(1);
