@@ -422,19 +422,56 @@ __device__ void mtpe_merge_one(const double* __restrict__ times, const u32* __re
                                     seg_last + base, out + c);                                \
     }
 
+// One program per N when compiled with -DSYNFIRE_ONLY_N=n (the host compiles the 16 in
+// parallel and loads each as its own module), all of them otherwise.
+#ifndef SYNFIRE_ONLY_N
+#define SYNFIRE_ONLY_N 0
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 1
 SYNFIRE_EPISODE_KERNELS(1)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 2
 SYNFIRE_EPISODE_KERNELS(2)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 3
 SYNFIRE_EPISODE_KERNELS(3)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 4
 SYNFIRE_EPISODE_KERNELS(4)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 5
 SYNFIRE_EPISODE_KERNELS(5)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 6
 SYNFIRE_EPISODE_KERNELS(6)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 7
 SYNFIRE_EPISODE_KERNELS(7)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 8
 SYNFIRE_EPISODE_KERNELS(8)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 9
 SYNFIRE_EPISODE_KERNELS(9)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 10
 SYNFIRE_EPISODE_KERNELS(10)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 11
 SYNFIRE_EPISODE_KERNELS(11)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 12
 SYNFIRE_EPISODE_KERNELS(12)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 13
 SYNFIRE_EPISODE_KERNELS(13)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 14
 SYNFIRE_EPISODE_KERNELS(14)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 15
 SYNFIRE_EPISODE_KERNELS(15)
+#endif
+#if SYNFIRE_ONLY_N == 0 || SYNFIRE_ONLY_N == 16
 SYNFIRE_EPISODE_KERNELS(16)
+#endif

@@ -501,12 +501,8 @@ fn one_pass_gives_the_same_episodes() {
             "one pass runs no PreElim"
         );
     }
-    // On the CPU the exact count from the prefix's ends is cheaper than PreElim, so two-pass
-    // counts exactly too; the successor bounds remove candidates in both modes.
-    assert!(
-        l2.iter().all(|l| u64_of(&l["eliminated_by_preelim"]) == 0),
-        "the CPU runs no PreElim: {l2:?}"
-    );
+    // The successor bounds remove the same candidates in both modes (before PreElim, which
+    // the CPU never runs: its exact count from the prefix's ends is cheaper).
     for (a, b) in l1.iter().zip(l2) {
         assert_eq!(a["removed_by_bounds"], b["removed_by_bounds"]);
     }

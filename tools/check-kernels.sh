@@ -13,6 +13,9 @@ for f in kernels/*.cu; do
   g++ -std=c++17 -fsyntax-only -D__CUDA_ARCH__=900 -Wall -Wno-unused-variable -Wno-unknown-pragmas -include tools/kernel-shim.h -x c++ "$f"
   echo "ok: $f"
 done
+# episodes.cu is also compiled one episode size at a time (-DSYNFIRE_ONLY_N=n).
+g++ -std=c++17 -fsyntax-only -DSYNFIRE_ONLY_N=3 -Wall -Wno-unused-variable -Wno-unknown-pragmas -include tools/kernel-shim.h -x c++ kernels/episodes.cu
+echo "ok: kernels/episodes.cu with SYNFIRE_ONLY_N=3"
 g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-misleading-indentation -I. -o "${TMPDIR:-/tmp}/synfire-kernel-emulation" tools/kernel-emulation.cpp
 "${TMPDIR:-/tmp}/synfire-kernel-emulation"
 g++ -std=c++20 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -pthread -o "${TMPDIR:-/tmp}/synfire-softdtw-emulation" tools/softdtw-emulation.cpp

@@ -2,8 +2,9 @@
 //! them.
 //!
 //! An [`EpisodeWorker`] is a [`GpuWorker`] with the episode kernels loaded (PreElim, PTPE and
-//! the MTPE counting and merging kernels for every episode length 1..=16, compiled and loaded
-//! when the worker starts, with PTPE's resident-thread count per length). Jobs: upload the
+//! the MTPE counting and merging kernels for every episode length 1..=16, each length its own
+//! program, the first [`EAGER_SIZES`] compiled and loaded at start, longer ones on first use,
+//! each with PTPE's resident-thread count). Jobs: upload the
 //! event stream (once per mining run or window), count a batch of candidates with the PreElim,
 //! PTPE or MTPE kernel. Replies carry only counts back.
 
@@ -121,7 +122,8 @@ pub const THREADS_PER_BLOCK: u32 = 128;
 /// A device thread with the episode kernels loaded: what `episode::GpuCounter` counts on.
 pub struct EpisodeWorker {
     worker: GpuWorker,
-    ptpe_resident: Vec<u64>,
+    /// PTPE resident threads per N, known once that size is loaded.
+    ptpe_resident: std::sync::Mutex<Vec<Option<u64>>>,
 }
 
 impl std::fmt::Debug for EpisodeWorker {
@@ -143,10 +145,12 @@ impl EpisodeWorker {
         pin_core: Option<usize>,
     ) -> Result<Self, DeviceError> {
         let worker = GpuWorker::start(ordinal, slot, pin_core)?;
-        let ptpe_resident = worker.run(load_kernels).wait()?;
+        let mut ptpe_resident: Vec<Option<u64>> =
+            worker.run(load_kernels).wait()?.into_iter().map(Some).collect();
+        ptpe_resident.resize(MAX_GPU_NODES, None);
         Ok(Self {
             worker,
-            ptpe_resident,
+            ptpe_resident: std::sync::Mutex::new(ptpe_resident),
         })
     }
 
@@ -165,14 +169,37 @@ impl EpisodeWorker {
     /// How many PTPE threads for episodes of `nodes` nodes the GPU runs at once:
     /// `MP × B_MP × T_B` of the paper's Eq. 2 (multiprocessors × resident blocks per
     /// multiprocessor from the occupancy calculator × [`THREADS_PER_BLOCK`]).
-    /// 0 for `nodes` outside 1..=16.
+    /// A size above [`EAGER_SIZES`] is compiled and loaded here on first use. 0 for `nodes`
+    /// outside 1..=16, or when that size's kernels cannot be loaded (the count that follows
+    /// reports the error).
     #[must_use]
     pub fn ptpe_resident_threads(&self, nodes: usize) -> u64 {
-        nodes
-            .checked_sub(1)
-            .and_then(|i| self.ptpe_resident.get(i))
-            .copied()
-            .unwrap_or(0)
+        let Some(i) = nodes.checked_sub(1).filter(|&i| i < MAX_GPU_NODES) else {
+            return 0;
+        };
+        let known = self
+            .ptpe_resident
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)[i];
+        if let Some(r) = known {
+            return r;
+        }
+        match self
+            .worker
+            .run(move |d| ensure_size(d, nodes).map(|k| k.ptpe_resident))
+            .wait()
+        {
+            Ok(r) => {
+                self.ptpe_resident
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(r);
+                r
+            }
+            Err(e) => {
+                tracing::warn!(nodes, error = %e, "Could not load the episode kernels.");
+                0
+            }
+        }
     }
 
     /// Uploads the event stream, replacing any previous one.
@@ -212,55 +239,100 @@ struct DeviceStream {
     hi: CudaSlice<f64>,
 }
 
-/// The loaded episode kernels, per N = 1..=16.
-struct Kernels {
-    preelim: Vec<CudaFunction>,
-    ptpe: Vec<CudaFunction>,
-    /// Per machine (0: exact, 1: PreElim), per N: the MTPE counting and merging kernels.
-    mtpe_count: [Vec<CudaFunction>; 2],
-    mtpe_merge: [Vec<CudaFunction>; 2],
+/// The episode kernels for one episode size N, loaded from that size's own program.
+struct SizeKernels {
+    preelim: CudaFunction,
+    ptpe: CudaFunction,
+    /// Per machine (0: exact, 1: PreElim): the MTPE counting and merging kernels.
+    mtpe_count: [CudaFunction; 2],
+    mtpe_merge: [CudaFunction; 2],
+    /// PTPE threads resident at once (occupancy calculator), Eq. 2's `MP × B_MP × T_B`.
+    ptpe_resident: u64,
 }
 
-/// The episode slot of a device thread: the kernels and the uploaded stream.
+/// The episode slot of a device thread: the kernels loaded so far (index N − 1) and the
+/// uploaded stream.
 #[derive(Default)]
 struct Episodes {
-    kernels: Option<Kernels>,
+    kernels: Vec<Option<SizeKernels>>,
     data: Option<DeviceStream>,
 }
 
-/// Loads every episode kernel into the device's slot and returns PTPE's resident threads per
-/// N (occupancy calculator).
+/// Episode sizes compiled and loaded when a worker starts (in parallel); larger ones are
+/// compiled when first counted, the next size ahead in the background. Their NVRTC time grows
+/// with N (tens of seconds each for N ≥ 10 on an H100 host), so a first run on a fresh host
+/// pays only for the sizes it mines.
+pub const EAGER_SIZES: usize = 4;
+
+/// Compiles (cached) and loads sizes `1..=EAGER_SIZES` and returns their PTPE resident
+/// threads.
 fn load_kernels(d: &mut Device) -> Result<Vec<u64>, DeviceError> {
-    let mut load = |name: String| d.function(&EPISODES, &name);
-    let preelim = (1..=MAX_GPU_NODES)
-        .map(|n| load(format!("episodes_preelim_n{n}")))
-        .collect::<Result<_, _>>()?;
-    let ptpe: Vec<CudaFunction> = (1..=MAX_GPU_NODES)
-        .map(|n| load(format!("episodes_ptpe_n{n}")))
-        .collect::<Result<_, _>>()?;
-    let mut family = |prefix: &str, step: &str| {
-        (1..=MAX_GPU_NODES)
-            .map(|n| load(format!("episodes_{prefix}_{step}_n{n}")))
-            .collect::<Result<Vec<_>, _>>()
-    };
-    let mtpe_count = [family("mtpe", "count")?, family("preelim_mtpe", "count")?];
-    let mtpe_merge = [family("mtpe", "merge")?, family("preelim_mtpe", "merge")?];
-    let multiprocessors = d.info.multiprocessors;
-    let ptpe_resident = ptpe
-        .iter()
-        .map(|f: &CudaFunction| {
-            f.occupancy_max_active_blocks_per_multiprocessor(THREADS_PER_BLOCK, 0, None)
-                .map(|b| u64::from(multiprocessors) * u64::from(b) * u64::from(THREADS_PER_BLOCK))
-                .map_err(|e| DeviceError::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))
-        })
-        .collect::<Result<_, _>>()?;
-    d.slot::<Episodes>().kernels = Some(Kernels {
-        preelim,
-        ptpe,
-        mtpe_count,
-        mtpe_merge,
-    });
-    Ok(ptpe_resident)
+    let sizes: Vec<u32> = (1..=EAGER_SIZES as u32).collect();
+    super::kernels::prepare(
+        &EPISODES,
+        &sizes,
+        d.info.compute_capability,
+        d.info.driver_version,
+    )?;
+    (1..=EAGER_SIZES)
+        .map(|n| ensure_size(d, n).map(|k| k.ptpe_resident))
+        .collect()
+}
+
+/// The kernels for episodes of `n` nodes (1..=16), compiling (cached) and loading them on
+/// first use; the first use of a size also starts compiling the next size in the background,
+/// so a level-wise run finds it ready.
+fn ensure_size(d: &mut Device, n: usize) -> Result<&SizeKernels, DeviceError> {
+    if n == 0 || n > MAX_GPU_NODES {
+        return Err(DeviceError::Unsupported(format!(
+            "episodes of {n} nodes (the kernels take 1..={MAX_GPU_NODES})"
+        )));
+    }
+    let loaded = d
+        .slot::<Episodes>()
+        .kernels
+        .get(n - 1)
+        .is_some_and(Option::is_some);
+    if !loaded {
+        let (cc, driver) = (d.info.compute_capability, d.info.driver_version);
+        if n < MAX_GPU_NODES {
+            let next = n as u32 + 1;
+            // Fills the image caches only; an error shows when that size is loaded.
+            std::thread::spawn(move || super::kernels::image_for(&EPISODES, next, cc, driver));
+        }
+        let variant = n as u32;
+        let mut load = |name: String| d.function_in(&EPISODES, variant, &name);
+        let preelim = load(format!("episodes_preelim_n{n}"))?;
+        let ptpe = load(format!("episodes_ptpe_n{n}"))?;
+        let mtpe_count = [
+            load(format!("episodes_mtpe_count_n{n}"))?,
+            load(format!("episodes_preelim_mtpe_count_n{n}"))?,
+        ];
+        let mtpe_merge = [
+            load(format!("episodes_mtpe_merge_n{n}"))?,
+            load(format!("episodes_preelim_mtpe_merge_n{n}"))?,
+        ];
+        let blocks = ptpe
+            .occupancy_max_active_blocks_per_multiprocessor(THREADS_PER_BLOCK, 0, None)
+            .map_err(|e| DeviceError::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
+        let ptpe_resident = u64::from(d.info.multiprocessors)
+            * u64::from(blocks)
+            * u64::from(THREADS_PER_BLOCK);
+        let kernels = &mut d.slot::<Episodes>().kernels;
+        if kernels.len() < MAX_GPU_NODES {
+            kernels.resize_with(MAX_GPU_NODES, || None);
+        }
+        kernels[n - 1] = Some(SizeKernels {
+            preelim,
+            ptpe,
+            mtpe_count,
+            mtpe_merge,
+            ptpe_resident,
+        });
+    }
+    d.slot::<Episodes>().kernels[n - 1]
+        .as_ref()
+        .ok_or_else(|| DeviceError::Unsupported(format!("episode kernels for {n} nodes")))
 }
 
 fn load(dev: &mut Device, d: &StreamData) -> Result<StreamReport, DeviceError> {
@@ -309,9 +381,10 @@ fn count(
     let m32 = u32::try_from(m)
         .map_err(|_| DeviceError::Unsupported(format!("{m} candidates in one batch")))?;
     let s = &dev.stream.clone();
+    ensure_size(dev, n)?;
     let Episodes { kernels, data } = dev.slot::<Episodes>();
-    let kernels = kernels.as_ref().ok_or_else(|| {
-        DeviceError::Unsupported("count before the episode kernels were loaded".into())
+    let kernels = kernels[n - 1].as_ref().ok_or_else(|| {
+        DeviceError::Unsupported(format!("episode kernels for {n} nodes not loaded"))
     })?;
     let data = data
         .as_ref()
@@ -361,7 +434,7 @@ fn count(
     };
     match kernel {
         EpisodeKernel::PreElim => {
-            let f = &kernels.preelim[n - 1];
+            let f = &kernels.preelim;
             let mut b = s.launch_builder(f);
             b.arg(&data.times).arg(&data.offsets).arg(&data.hi);
             b.arg(&types).arg(&ivs).arg(&m32).arg(&mut out);
@@ -372,7 +445,7 @@ fn count(
             unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
         }
         EpisodeKernel::Ptpe => {
-            let mut b = exact_family(&kernels.ptpe[n - 1]);
+            let mut b = exact_family(&kernels.ptpe);
             b.arg(&mut out);
             // SAFETY: as above, for `episodes_ptpe_n{n}` (times, offsets, lo f64*, hi, types,
             // ivs, n_cands, out).
@@ -383,7 +456,7 @@ fn count(
             let (r, threads, bounds, seg_count, seg_first, seg_last) =
                 mtpe.as_mut().expect("allocated above for MTPE");
             let (r, threads) = (*r, *threads);
-            let mut b = exact_family(&kernels.mtpe_count[machine][n - 1]);
+            let mut b = exact_family(&kernels.mtpe_count[machine]);
             b.arg(&*bounds).arg(&r);
             b.arg(&mut *seg_count)
                 .arg(&mut *seg_first)
@@ -394,7 +467,7 @@ fn count(
             // u32, seg_count u32* [m*r], seg_first f64* [m*r*RECORDED], seg_last f64*
             // [m*r]; threads with g / m >= r return before touching memory.
             unsafe { b.launch(count_cfg) }.map_err(drv("cuLaunchKernel"))?;
-            let mut b = exact_family(&kernels.mtpe_merge[machine][n - 1]);
+            let mut b = exact_family(&kernels.mtpe_merge[machine]);
             b.arg(&*bounds).arg(&r);
             b.arg(&*seg_count)
                 .arg(&*seg_first)

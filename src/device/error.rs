@@ -32,7 +32,7 @@ pub enum DeviceError {
     Nvrtc {
         /// Kernel file, e.g. `episodes.cu`.
         kernel: &'static str,
-        /// Target, e.g. `compute_90`.
+        /// Target, e.g. `sm_90`.
         arch: String,
         /// NVRTC's status.
         message: String,

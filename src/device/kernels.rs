@@ -1,6 +1,7 @@
-//! Kernel sources embedded in the binary, compiled by NVRTC for each device's architecture and
-//! cached: once per process (per file and arch) and on disk, keyed by source hash, arch and
-//! driver version, so a second run skips NVRTC.
+//! Kernel sources embedded in the binary, compiled by NVRTC to a CUBIN for each device's
+//! architecture (no JIT by the driver) and cached: once per process and on disk, keyed by
+//! variant, source hash, arch and driver version, so a second run skips NVRTC. `episodes.cu`
+//! is compiled as one program per episode size, in parallel ([`prepare`]).
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -8,7 +9,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use cudarc::nvrtc::{CompileError, CompileOptions, compile_ptx_with_opts};
 
 use crate::device::DeviceError;
 
@@ -68,7 +68,12 @@ pub const MTPE_RECORDED: usize = 4;
 /// (`SYNFIRE_COUNT_OVERFLOW`): the host recounts that candidate on the CPU.
 pub const COUNT_OVERFLOW: u32 = u32::MAX;
 
-type Cache = Mutex<HashMap<(&'static str, String), Arc<String>>>;
+/// A compiled kernel program: a CUBIN for the device's exact architecture, loaded without any
+/// JIT compilation by the driver.
+pub type Image = Arc<Vec<u8>>;
+
+/// (file, variant, architecture) → image.
+type Cache = Mutex<HashMap<(&'static str, u32, String), Image>>;
 
 fn process_cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -94,78 +99,171 @@ pub fn cache_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/synfire/kernels"))
 }
 
-/// PTX of `file` for a device of compute capability `cc` under driver `driver_version`.
+/// The CUBIN of `file` for a device of compute capability `cc` under driver `driver_version`.
+/// `variant` 0 is the whole file; `variant` n > 0 compiles it with `-DSYNFIRE_ONLY_N=n`
+/// (`episodes.cu`: only the kernels for episodes of n nodes), a program of its own.
+///
+/// NVRTC compiles straight to the device's `sm_XY`, so loading needs no JIT by the driver
+/// (a PTX module of `episodes.cu` took the driver 34 s to load on an H100 the first time).
+/// Images are cached per process and on disk ([`cache_dir`]), keyed by variant, source hash,
+/// architecture and driver version.
 ///
 /// # Errors
 /// [`DeviceError::Nvrtc`] with NVRTC's log when the source does not compile.
-pub fn ptx_for(
+pub fn image_for(
     file: &KernelFile,
+    variant: u32,
     cc: (i32, i32),
     driver_version: i32,
-) -> Result<Arc<String>, DeviceError> {
-    let arch = format!("compute_{}{}", cc.0, cc.1);
-    let key = (file.name, arch.clone());
-    let mut cache = process_cache()
+) -> Result<Image, DeviceError> {
+    let arch = format!("sm_{}{}", cc.0, cc.1);
+    let key = (file.name, variant, arch.clone());
+    if let Some(image) = process_cache()
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(ptx) = cache.get(&key) {
-        return Ok(ptx.clone());
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&key)
+    {
+        return Ok(image.clone());
     }
     let stem = file.name.trim_end_matches(".cu");
     let disk = cache_dir().map(|d| {
         d.join(format!(
-            "{stem}-{arch}-drv{driver_version}-{:016x}.ptx",
+            "{stem}-v{variant}-{arch}-drv{driver_version}-{:016x}.cubin",
             source_hash(file)
         ))
     });
-    if let Some(path) = &disk
-        && let Ok(text) = std::fs::read_to_string(path)
-    {
-        tracing::debug!(path = %path.display(), "Loaded cached PTX.");
-        let ptx = Arc::new(text);
-        cache.insert(key, ptx.clone());
-        return Ok(ptx);
-    }
-    let started = Instant::now();
-    let opts = CompileOptions {
-        options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()],
-        name: Some(file.name.into()),
-        ..Default::default()
-    };
-    let ptx = compile_ptx_with_opts(file.source, opts).map_err(|e| nvrtc_error(file, &arch, e))?;
-    let text = ptx.to_src();
-    tracing::debug!(kernel = file.name, arch = %arch, seconds = started.elapsed().as_secs_f64(), "Compiled kernel with NVRTC.");
-    if let Some(path) = &disk {
-        let write = || -> std::io::Result<()> {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            let tmp = path.with_extension(format!("ptx.tmp{}", std::process::id()));
-            std::fs::write(&tmp, &text)?;
-            std::fs::rename(&tmp, path)
-        };
-        if let Err(e) = write() {
-            tracing::debug!(path = %path.display(), error = %e, "Could not cache PTX on disk.");
+    let image = match disk.as_deref().and_then(|p| std::fs::read(p).ok()) {
+        Some(bytes) if !bytes.is_empty() => {
+            tracing::debug!(kernel = file.name, variant, "Loaded cached CUBIN.");
+            Arc::new(bytes)
         }
-    }
-    let ptx = Arc::new(text);
-    cache.insert(key, ptx.clone());
-    Ok(ptx)
+        _ => {
+            let started = Instant::now();
+            let mut options = vec![
+                format!("--gpu-architecture={arch}"),
+                "--std=c++17".to_owned(),
+            ];
+            if variant > 0 {
+                options.push(format!("-DSYNFIRE_ONLY_N={variant}"));
+            }
+            let bytes = compile_cubin(file, &options).map_err(|(message, log)| {
+                DeviceError::Nvrtc {
+                    kernel: file.name,
+                    arch: arch.clone(),
+                    message,
+                    log,
+                }
+            })?;
+            tracing::debug!(
+                kernel = file.name,
+                variant,
+                arch = %arch,
+                seconds = started.elapsed().as_secs_f64(),
+                "Compiled kernel with NVRTC."
+            );
+            if let Some(path) = &disk {
+                let write = || -> std::io::Result<()> {
+                    if let Some(parent) = path.parent() {
+                        std::fs::create_dir_all(parent)?;
+                    }
+                    let tmp = path.with_extension(format!("cubin.tmp{}", std::process::id()));
+                    std::fs::write(&tmp, &bytes)?;
+                    std::fs::rename(&tmp, path)
+                };
+                if let Err(e) = write() {
+                    tracing::debug!(path = %path.display(), error = %e, "Could not cache the CUBIN on disk.");
+                }
+            }
+            Arc::new(bytes)
+        }
+    };
+    process_cache()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(key, image.clone());
+    Ok(image)
 }
 
-fn nvrtc_error(file: &KernelFile, arch: &str, e: CompileError) -> DeviceError {
-    let (message, log) = match &e {
-        CompileError::CompileError { nvrtc, log, .. } => {
-            (nvrtc.to_string(), log.to_string_lossy().into_owned())
-        }
-        other => (other.to_string(), String::new()),
+/// Compiles the images of `variants` of `file` that are not cached yet, in parallel (one
+/// NVRTC program per thread; NVRTC is thread-safe across programs), so a first run on a fresh
+/// host waits for the slowest variant rather than for all of them in turn.
+///
+/// # Errors
+/// The first [`DeviceError::Nvrtc`] of any variant.
+pub fn prepare(
+    file: &KernelFile,
+    variants: &[u32],
+    cc: (i32, i32),
+    driver_version: i32,
+) -> Result<(), DeviceError> {
+    let started = Instant::now();
+    let results: Vec<Result<Image, DeviceError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = variants
+            .iter()
+            .map(|&v| scope.spawn(move || image_for(file, v, cc, driver_version)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(DeviceError::Nvrtc {
+                        kernel: file.name,
+                        arch: format!("sm_{}{}", cc.0, cc.1),
+                        message: "the compiling thread panicked".into(),
+                        log: String::new(),
+                    })
+                })
+            })
+            .collect()
+    });
+    tracing::debug!(
+        kernel = file.name,
+        variants = variants.len(),
+        seconds = started.elapsed().as_secs_f64(),
+        "Kernel images ready."
+    );
+    results.into_iter().try_for_each(|r| r.map(drop))
+}
+
+/// NVRTC: `file` with `options` to a CUBIN; on failure NVRTC's status and log.
+fn compile_cubin(file: &KernelFile, options: &[String]) -> Result<Vec<u8>, (String, String)> {
+    use cudarc::nvrtc::{result, sys};
+    let src = std::ffi::CString::new(file.source).map_err(|e| (e.to_string(), String::new()))?;
+    let name = std::ffi::CString::new(file.name).map_err(|e| (e.to_string(), String::new()))?;
+    let prog = result::create_program(&src, Some(&name)).map_err(|e| (e.to_string(), String::new()))?;
+    let log = |prog| {
+        // SAFETY: `prog` was created above and is destroyed only at the end of this function.
+        unsafe { result::get_program_log(prog) }
+            .map(|raw| {
+                let bytes: Vec<u8> = raw.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+            .unwrap_or_default()
     };
-    DeviceError::Nvrtc {
-        kernel: file.name,
-        arch: arch.to_owned(),
-        message,
-        log,
-    }
+    // SAFETY: `prog` is a live program from `create_program`; the buffer has the size NVRTC
+    // reports for the CUBIN; `prog` is destroyed once, after its last use.
+    let out = unsafe {
+        match result::compile_program(prog, options) {
+            Err(e) => Err((e.to_string(), log(prog))),
+            Ok(()) => {
+                let mut size = 0usize;
+                let status = sys::nvrtcGetCUBINSize(prog, &raw mut size).result();
+                match status {
+                    Err(e) => Err((e.to_string(), log(prog))),
+                    Ok(()) => {
+                        let mut buf = vec![0u8; size];
+                        sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast())
+                            .result()
+                            .map(|()| buf)
+                            .map_err(|e| (e.to_string(), log(prog)))
+                    }
+                }
+            }
+        }
+    };
+    // SAFETY: as above; this is the program's only destruction.
+    let _ = unsafe { result::destroy_program(prog) };
+    out
 }
 
 #[cfg(test)]

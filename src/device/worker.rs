@@ -167,7 +167,8 @@ pub(crate) struct Device {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     /// Modules of the kernel files, loaded on first use.
-    modules: HashMap<&'static str, Arc<CudaModule>>,
+    /// Loaded modules by (kernel file, variant).
+    modules: HashMap<(&'static str, u32), Arc<CudaModule>>,
     /// The domains' scratch ([`Device::slot`]).
     slots: Slots,
 }
@@ -194,27 +195,36 @@ impl Device {
         })
     }
 
-    /// The module of kernel file `file`, compiling it (cached, [`kernels::ptx_for`]) and
-    /// loading it on first use.
-    pub(crate) fn module(&mut self, file: &KernelFile) -> Result<Arc<CudaModule>, DeviceError> {
-        if let Some(m) = self.modules.get(file.name) {
+    /// The module of one variant of `file` ([`kernels::image_for`]), loaded on first use.
+    pub(crate) fn module_variant(
+        &mut self,
+        file: &KernelFile,
+        variant: u32,
+    ) -> Result<Arc<CudaModule>, DeviceError> {
+        if let Some(m) = self.modules.get(&(file.name, variant)) {
             return Ok(m.clone());
         }
-        let ptx = kernels::ptx_for(file, self.info.compute_capability, self.info.driver_version)?;
+        let image = kernels::image_for(
+            file,
+            variant,
+            self.info.compute_capability,
+            self.info.driver_version,
+        )?;
         let started = std::time::Instant::now();
         let m = self
             .ctx
-            .load_module(Ptx::from_src(ptx.as_str()))
+            .load_module(Ptx::from_binary(image.as_ref().clone()))
             .map_err(|e| DeviceError::Load {
                 what: file.name.into(),
                 message: e.to_string(),
             })?;
         tracing::debug!(
             kernel = file.name,
+            variant,
             seconds = started.elapsed().as_secs_f64(),
-            "Loaded module (the driver compiles PTX for the device unless its cache has it)."
+            "Loaded module."
         );
-        self.modules.insert(file.name, m.clone());
+        self.modules.insert((file.name, variant), m.clone());
         Ok(m)
     }
 
@@ -225,7 +235,17 @@ impl Device {
         file: &KernelFile,
         name: &str,
     ) -> Result<CudaFunction, DeviceError> {
-        self.module(file)?
+        self.function_in(file, 0, name)
+    }
+
+    /// Function `name` of one variant of `file` ([`Device::module_variant`]).
+    pub(crate) fn function_in(
+        &mut self,
+        file: &KernelFile,
+        variant: u32,
+        name: &str,
+    ) -> Result<CudaFunction, DeviceError> {
+        self.module_variant(file, variant)?
             .load_function(name)
             .map_err(|e| DeviceError::Load {
                 what: name.into(),
