@@ -366,6 +366,58 @@ fn mining_with_bounds_equals_exhaustive_enumeration_on_dense_streams() {
     );
 }
 
+/// A rare type followed by frequent ones (few occurrence ends among many events of the next
+/// type), with bursts and equal times: the count from the ends equals the exact machine.
+#[test]
+fn sparse_ends_over_a_dense_type_count_exactly() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+    let mut sparse_cases = 0;
+    for _ in 0..300 {
+        let n = rng.random_range(200..2000);
+        let (mut t, mut times, mut types) = (0.0, Vec::new(), Vec::new());
+        for _ in 0..n {
+            t += match rng.random_range(0..5) {
+                0 => 0.0,
+                1 => 0.001,
+                _ => rng.random::<f64>() * 0.004,
+            };
+            times.push(t);
+            // Type 0 rare, 1 and 2 frequent.
+            types.push(match rng.random_range(0..100) {
+                0..=1 => 0,
+                2..=60 => 1,
+                _ => 2,
+            });
+        }
+        let stream = build(&times, &types, 3);
+        let index = TypeIndex::new(&stream);
+        for _ in 0..4 {
+            let len = rng.random_range(2..=4);
+            let mut ep_types: Vec<u32> = vec![0];
+            ep_types.extend((1..len).map(|_| rng.random_range(0..3)));
+            let ivs: Vec<usize> = (1..len)
+                .map(|_| rng.random_range(0..INTERVALS.len()))
+                .collect();
+            let ep = episode(&ep_types, &ivs);
+            let prefix = Episode::new(ep.types()[..1].to_vec(), vec![]);
+            let ends = Ends::of(&index, &prefix);
+            if ends.len() * 16 < index.times(ep.types()[1]).len() {
+                sparse_cases += 1;
+            }
+            assert_eq!(
+                count_by_ends(&index, &ep),
+                count_exact(&index, &ep),
+                "{ep:?}"
+            );
+        }
+    }
+    assert!(
+        sparse_cases > 100,
+        "the sparse path ran {sparse_cases} times"
+    );
+}
+
 /// Long random streams with real-valued times: the counters agree with the oracle where
 /// occurrences are sparse enough to enumerate.
 #[test]

@@ -145,8 +145,12 @@ impl EpisodeWorker {
         pin_core: Option<usize>,
     ) -> Result<Self, DeviceError> {
         let worker = GpuWorker::start(ordinal, slot, pin_core)?;
-        let mut ptpe_resident: Vec<Option<u64>> =
-            worker.run(load_kernels).wait()?.into_iter().map(Some).collect();
+        let mut ptpe_resident: Vec<Option<u64>> = worker
+            .run(load_kernels)
+            .wait()?
+            .into_iter()
+            .map(Some)
+            .collect();
         ptpe_resident.resize(MAX_GPU_NODES, None);
         Ok(Self {
             worker,
@@ -315,9 +319,8 @@ fn ensure_size(d: &mut Device, n: usize) -> Result<&SizeKernels, DeviceError> {
         let blocks = ptpe
             .occupancy_max_active_blocks_per_multiprocessor(THREADS_PER_BLOCK, 0, None)
             .map_err(|e| DeviceError::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
-        let ptpe_resident = u64::from(d.info.multiprocessors)
-            * u64::from(blocks)
-            * u64::from(THREADS_PER_BLOCK);
+        let ptpe_resident =
+            u64::from(d.info.multiprocessors) * u64::from(blocks) * u64::from(THREADS_PER_BLOCK);
         let kernels = &mut d.slot::<Episodes>().kernels;
         if kernels.len() < MAX_GPU_NODES {
             kernels.resize_with(MAX_GPU_NODES, || None);

@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-
 use crate::device::DeviceError;
 
 /// One `.cu` file from `kernels/`.
@@ -72,8 +71,10 @@ pub const COUNT_OVERFLOW: u32 = u32::MAX;
 /// JIT compilation by the driver.
 pub type Image = Arc<Vec<u8>>;
 
-/// (file, variant, architecture) → image.
-type Cache = Mutex<HashMap<(&'static str, u32, String), Image>>;
+/// (file, variant, architecture) → the image, once compiled or read. Each entry has its own
+/// lock, held while it is compiled, so two threads that want the same image (the background
+/// compile of the next episode size and the count that needs it) compile it once.
+type Cache = Mutex<HashMap<(&'static str, u32, String), Arc<Mutex<Option<Image>>>>>;
 
 fn process_cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -118,11 +119,16 @@ pub fn image_for(
 ) -> Result<Image, DeviceError> {
     let arch = format!("sm_{}{}", cc.0, cc.1);
     let key = (file.name, variant, arch.clone());
-    if let Some(image) = process_cache()
+    let entry = process_cache()
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(&key)
-    {
+        .entry(key)
+        .or_default()
+        .clone();
+    let mut entry = entry
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(image) = entry.as_ref() {
         return Ok(image.clone());
     }
     let stem = file.name.trim_end_matches(".cu");
@@ -146,14 +152,13 @@ pub fn image_for(
             if variant > 0 {
                 options.push(format!("-DSYNFIRE_ONLY_N={variant}"));
             }
-            let bytes = compile_cubin(file, &options).map_err(|(message, log)| {
-                DeviceError::Nvrtc {
+            let bytes =
+                compile_cubin(file, &options).map_err(|(message, log)| DeviceError::Nvrtc {
                     kernel: file.name,
                     arch: arch.clone(),
                     message,
                     log,
-                }
-            })?;
+                })?;
             tracing::debug!(
                 kernel = file.name,
                 variant,
@@ -177,10 +182,7 @@ pub fn image_for(
             Arc::new(bytes)
         }
     };
-    process_cache()
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(key, image.clone());
+    *entry = Some(image.clone());
     Ok(image)
 }
 
@@ -230,12 +232,17 @@ fn compile_cubin(file: &KernelFile, options: &[String]) -> Result<Vec<u8>, (Stri
     use cudarc::nvrtc::{result, sys};
     let src = std::ffi::CString::new(file.source).map_err(|e| (e.to_string(), String::new()))?;
     let name = std::ffi::CString::new(file.name).map_err(|e| (e.to_string(), String::new()))?;
-    let prog = result::create_program(&src, Some(&name)).map_err(|e| (e.to_string(), String::new()))?;
+    let prog =
+        result::create_program(&src, Some(&name)).map_err(|e| (e.to_string(), String::new()))?;
     let log = |prog| {
         // SAFETY: `prog` was created above and is destroyed only at the end of this function.
         unsafe { result::get_program_log(prog) }
             .map(|raw| {
-                let bytes: Vec<u8> = raw.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+                let bytes: Vec<u8> = raw
+                    .iter()
+                    .map(|&c| c as u8)
+                    .take_while(|&b| b != 0)
+                    .collect();
                 String::from_utf8_lossy(&bytes).into_owned()
             })
             .unwrap_or_default()
