@@ -164,33 +164,35 @@ impl<'a> Join<'a> {
             .collect();
         // Blocks of prefixes, each block's prefixes bounded in parallel (in order).
         self.frequent.chunks(PREFIX_BLOCK).map(move |block| {
+            // Runs of consecutive prefixes (which share prefixes themselves) are bounded in
+            // parallel, each along one path of ends, in order.
             let groups: Vec<Vec<Episode>> = block
-                .par_iter()
-                .map_init(
-                    || (EndsPath::new(), Vec::new()),
-                    |(path, bits), alpha| {
+                .par_chunks(PREFIX_RUN)
+                .map(|run| {
+                    let (mut path, mut bits) = (EndsPath::new(), Vec::new());
+                    let mut keep = Vec::new();
+                    let mut dropped = 0;
+                    for alpha in run {
                         let partners = self.partners(alpha);
-                        let mut keep = Vec::new();
                         if partners.is_empty() {
-                            return keep;
+                            continue;
                         }
                         let last = alpha.types()[alpha.len() - 1];
                         let ends = path.ends(index, alpha);
-                        end_bits(ends, index.times(last).len(), bits);
-                        let mut dropped = 0;
+                        end_bits(ends, index.times(last).len(), &mut bits);
                         for &j in partners {
                             let fits = slots[j]
-                                .is_none_or(|s| and_count(bits, table.bits(s)) >= min_count);
+                                .is_none_or(|s| and_count(&bits, table.bits(s)) >= min_count);
                             if fits {
                                 keep.push(joined(alpha, &self.frequent[j]));
                             } else {
                                 dropped += 1;
                             }
                         }
-                        removed.fetch_add(dropped, Ordering::Relaxed);
-                        keep
-                    },
-                )
+                    }
+                    removed.fetch_add(dropped, Ordering::Relaxed);
+                    keep
+                })
                 .collect();
             groups.into_iter().flatten().collect()
         })
@@ -198,7 +200,10 @@ impl<'a> Join<'a> {
 }
 
 /// Prefixes bounded together in parallel by [`Join::iter_bounded`].
-const PREFIX_BLOCK: usize = 256;
+const PREFIX_BLOCK: usize = 1024;
+
+/// Consecutive prefixes bounded by one worker along one path of ends.
+const PREFIX_RUN: usize = 32;
 
 /// `alpha` followed by `beta`'s last interval and type.
 fn joined(alpha: &Episode, beta: &Episode) -> Episode {
