@@ -7,6 +7,8 @@
 //! Algorithm 4 (two-pass elimination), Theorem 1.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use rayon::slice::ParallelSliceMut;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -522,10 +524,10 @@ pub fn mine_with(
         } = counted;
         frequent = found.iter().map(|f| f.episode.clone()).collect();
         frequent_counts = found.iter().map(|f| f.count).collect();
-        found.sort_by(|a, b| {
+        found.par_sort_unstable_by(|a, b| {
             b.count
                 .cmp(&a.count)
-                .then_with(|| order_key(&a.episode).cmp(&order_key(&b.episode)))
+                .then_with(|| report_order(&a.episode, &b.episode))
         });
         let stats = LevelStats {
             level,
@@ -671,15 +673,17 @@ impl LevelAccumulator {
     }
 }
 
-/// Total order for reporting: types, then interval bounds.
-fn order_key(e: &Episode) -> (Vec<u32>, Vec<(u64, u64)>) {
-    (
-        e.types().iter().map(|t| t.0).collect(),
-        e.intervals()
+/// Total order for reporting: types, then interval bounds (lexicographic, by bit pattern,
+/// which orders non-negative finite bounds numerically). No allocation: a level's episodes
+/// are sorted with it.
+fn report_order(a: &Episode, b: &Episode) -> std::cmp::Ordering {
+    let bits = |iv: &Interval| (iv.low().to_bits(), iv.high().to_bits());
+    a.types().cmp(b.types()).then_with(|| {
+        a.intervals()
             .iter()
-            .map(|iv| (iv.low().to_bits(), iv.high().to_bits()))
-            .collect(),
-    )
+            .map(bits)
+            .cmp(b.intervals().iter().map(bits))
+    })
 }
 
 #[cfg(test)]
