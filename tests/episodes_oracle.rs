@@ -4,7 +4,9 @@
 //! oracle on the relaxed episode; two-pass mining equals one-pass mining.
 
 use proptest::prelude::*;
-use synfire::episode::bound::{and_count, end_bits, pair_successor_counts, successor_bits};
+use synfire::episode::bound::{
+    ReachPath, and_count, end_bits, pair_successor_counts, successor_bits,
+};
 use synfire::episode::mtpe::{Segments, count_mtpe};
 use synfire::episode::{
     CountKind, Counter, CpuCounter, Ends, Episode, Interval, MinerConfig, NoProgress,
@@ -209,7 +211,14 @@ proptest! {
             let prefix = Episode::new(ep.types()[..n - 1].to_vec(), ep.intervals()[..n - 2].to_vec());
             let (last, x, iv) = (ep.types()[n - 2], ep.types()[n - 1], ep.intervals()[n - 2]);
             let mut bits = Vec::new();
-            end_bits(&Ends::of(&index, &prefix), index.times(last).len(), &mut bits);
+            let prefix_ends = Ends::of(&index, &prefix);
+            end_bits(&prefix_ends, index.times(last).len(), &mut bits);
+            // The bound path's ends (reachability only) are the same events, for the prefix
+            // and the whole episode, from a fresh path and from one shared with the prefix.
+            let mut path = ReachPath::default();
+            prop_assert_eq!(path.ends(&index, &prefix), prefix_ends.indices(), "reach {:?}", prefix);
+            let whole = Ends::of(&index, &ep);
+            prop_assert_eq!(path.ends(&index, &ep), whole.indices(), "reach {:?}", ep);
             let succ = successor_bits(&index, last, iv, x);
             let bound = and_count(&bits, &succ);
             let exact = count_exact(&index, &ep);

@@ -5,7 +5,7 @@
 //! Let `α` be a frequent k-episode ending with type `a`, and `α·x` the candidate that appends
 //! type `x` with gap `(low, high]` (the last pair `a → x` of the partner `β`, itself frequent).
 //! Write `Ends(α)` for the events of type `a` that end an occurrence of `α`
-//! ([`Ends`](crate::episode::ends::Ends)) and `Succ(a, iv, x)` for the events `e` of type `a`
+//! ([`Ends`]) and `Succ(a, iv, x)` for the events `e` of type `a`
 //! followed by some `y` of type `x` with `low < t(y) − t(e) ≤ high`. Then
 //!
 //! ```text
@@ -45,6 +45,99 @@ use crate::episode::ends::Ends;
 use crate::episode::model::Interval;
 use crate::event::{EventStream, EventType};
 
+/// The events of type `x` that end an occurrence of `α·x`, from those of `α` (`ends`, indices
+/// into `last`'s events, increasing): every `y` with `low < t(y) − t(e) ≤ high` for some end
+/// `e`. The same set as [`Ends::extend`]'s indices, without the latest starts a count needs,
+/// which is all a bound needs: each end's window of `x` events is found by two pointers that
+/// only move forward, and the union of the windows is written once, in order.
+/// `O(|ends| + |x|)`.
+pub fn reach_into(
+    index: &TypeIndex,
+    last: EventType,
+    ends: &[u32],
+    iv: Interval,
+    x: EventType,
+    out: &mut Vec<u32>,
+) {
+    out.clear();
+    if last.index() >= index.num_types() || x.index() >= index.num_types() {
+        return;
+    }
+    let (from, to) = (index.times(last), index.times(x));
+    let (mut start, mut stop, mut written) = (0usize, 0usize, 0usize);
+    for &e in ends {
+        let t = from[e as usize];
+        while start < to.len() && to[start] - t <= iv.low() {
+            start += 1;
+        }
+        stop = stop.max(start);
+        while stop < to.len() && to[stop] - t <= iv.high() {
+            stop += 1;
+        }
+        let first = written.max(start);
+        out.extend((first..stop).map(|j| u32::try_from(j).unwrap_or(u32::MAX)));
+        written = written.max(stop);
+    }
+}
+
+/// [`reach_into`] along one path of a prefix tree: entry `d` holds the ending events of the
+/// first `d + 1` nodes of the last episode asked for, so consecutive episodes that share a
+/// prefix extend only from where they differ (as [`crate::episode::ends::EndsPath`], without
+/// latest starts).
+#[derive(Debug, Default)]
+pub struct ReachPath {
+    types: Vec<EventType>,
+    intervals: Vec<(u64, u64)>,
+    ends: Vec<Vec<u32>>,
+}
+
+impl ReachPath {
+    /// The indices of the events (of its last type) that end an occurrence of `episode`.
+    pub fn ends(&mut self, index: &TypeIndex, episode: &crate::episode::Episode) -> &[u32] {
+        let types = episode.types();
+        let ivs = episode.intervals();
+        let bits = |iv: &Interval| (iv.low().to_bits(), iv.high().to_bits());
+        let mut shared = 0;
+        while shared < types.len()
+            && shared < self.types.len()
+            && types[shared] == self.types[shared]
+            && (shared == 0 || bits(&ivs[shared - 1]) == self.intervals[shared - 1])
+        {
+            shared += 1;
+        }
+        self.types.truncate(shared);
+        self.intervals.truncate(shared.saturating_sub(1));
+        if self.ends.len() < types.len() {
+            self.ends.resize_with(types.len(), Vec::new);
+        }
+        if shared == 0 {
+            let n = if types[0].index() < index.num_types() {
+                index.times(types[0]).len()
+            } else {
+                0
+            };
+            self.ends[0].clear();
+            self.ends[0].extend((0..n).map(|i| u32::try_from(i).unwrap_or(u32::MAX)));
+            self.types.push(types[0]);
+            shared = 1;
+        }
+        for d in shared..types.len() {
+            let (done, rest) = self.ends.split_at_mut(d);
+            reach_into(
+                index,
+                types[d - 1],
+                &done[d - 1],
+                ivs[d - 1],
+                types[d],
+                &mut rest[0],
+            );
+            self.types.push(types[d]);
+            self.intervals.push(bits(&ivs[d - 1]));
+        }
+        &self.ends[types.len() - 1]
+    }
+}
+
 /// Words of a bit set over `n` events.
 #[must_use]
 pub fn words_for(n: usize) -> usize {
@@ -53,9 +146,14 @@ pub fn words_for(n: usize) -> usize {
 
 /// Writes the bit set of `ends` over the last type's events (`n` of them) into `out`.
 pub fn end_bits(ends: &Ends, n: usize, out: &mut Vec<u64>) {
+    index_bits(ends.indices(), n, out);
+}
+
+/// Writes the bit set of the event indices `ends` (each `< n`) into `out`.
+pub fn index_bits(ends: &[u32], n: usize, out: &mut Vec<u64>) {
     out.clear();
     out.resize(words_for(n), 0);
-    for &i in ends.indices() {
+    for &i in ends {
         let i = i as usize;
         out[i / 64] |= 1 << (i % 64);
     }

@@ -20,9 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
-use crate::episode::bound::{PairSlot, SuccessorTable, and_count, end_bits};
+use crate::episode::bound::{PairSlot, ReachPath, SuccessorTable, and_count, index_bits};
 use crate::episode::count::TypeIndex;
-use crate::episode::ends::EndsPath;
 use crate::episode::model::{Episode, Interval};
 use crate::event::EventType;
 
@@ -169,7 +168,7 @@ impl<'a> Join<'a> {
             let groups: Vec<Vec<Episode>> = block
                 .par_chunks(PREFIX_RUN)
                 .map(|run| {
-                    let (mut path, mut bits) = (EndsPath::new(), Vec::new());
+                    let (mut path, mut bits) = (ReachPath::default(), Vec::new());
                     let mut keep = Vec::new();
                     let mut dropped = 0;
                     for alpha in run {
@@ -179,7 +178,7 @@ impl<'a> Join<'a> {
                         }
                         let last = alpha.types()[alpha.len() - 1];
                         let ends = path.ends(index, alpha);
-                        end_bits(ends, index.times(last).len(), &mut bits);
+                        index_bits(ends, index.times(last).len(), &mut bits);
                         for &j in partners {
                             let fits = slots[j]
                                 .is_none_or(|s| and_count(&bits, table.bits(s)) >= min_count);
