@@ -89,7 +89,8 @@ pub fn run(args: &MineArgs) -> Result<()> {
             args.progress_every_s
         );
     }
-    let bar = BarProgress::new(args.quiet, Duration::from_secs_f64(args.progress_every_s));
+    let bar = BarProgress::new(args.quiet, Duration::from_secs_f64(args.progress_every_s))
+        .with_bounds(config.bounds);
     let input = args.input.display().to_string();
     let min_count = config.threshold.min_count(stream.len(), stream.span())?;
     let doc = Document {
@@ -266,6 +267,8 @@ pub struct BarProgress {
     every: Duration,
     /// (level, work of the level, counted so far, level start, last progress line).
     state: std::sync::Mutex<(usize, u64, u64, Instant, Instant)>,
+    /// Whether the miner removes candidates by bounds first (for the log's wording).
+    bounds: bool,
 }
 
 impl BarProgress {
@@ -288,7 +291,15 @@ impl BarProgress {
             log: !std::io::stderr().is_terminal(),
             every,
             state: std::sync::Mutex::new((0, 0, 0, now, now)),
+            bounds: true,
         }
+    }
+
+    /// Says whether the miner applies its bounds (`--no-bounds` turns them off).
+    #[must_use]
+    pub fn with_bounds(mut self, bounds: bool) -> Self {
+        self.bounds = bounds;
+        self
     }
 
     /// Removes the bar.
@@ -299,10 +310,11 @@ impl BarProgress {
 
 impl Progress for BarProgress {
     fn level_candidates(&self, level: usize, candidates: u64, two_pass: bool) {
-        let how = if two_pass {
-            "PreElim, then the exact count of the survivors"
-        } else {
-            "exact counts"
+        let how = match (level > 1 && self.bounds, two_pass) {
+            (true, true) => "bounds, then PreElim and the exact count of the survivors",
+            (true, false) => "bounds, then the exact count of the survivors",
+            (false, true) => "PreElim, then the exact count of the survivors",
+            (false, false) => "exact counts",
         };
         tracing::info!(
             level,
