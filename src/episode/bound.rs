@@ -96,12 +96,11 @@ impl ReachPath {
     pub fn ends(&mut self, index: &TypeIndex, episode: &crate::episode::Episode) -> &[u32] {
         let types = episode.types();
         let ivs = episode.intervals();
-        let bits = |iv: &Interval| (iv.low().to_bits(), iv.high().to_bits());
         let mut shared = 0;
         while shared < types.len()
             && shared < self.types.len()
             && types[shared] == self.types[shared]
-            && (shared == 0 || bits(&ivs[shared - 1]) == self.intervals[shared - 1])
+            && (shared == 0 || ivs[shared - 1].bits() == self.intervals[shared - 1])
         {
             shared += 1;
         }
@@ -132,7 +131,7 @@ impl ReachPath {
                 &mut rest[0],
             );
             self.types.push(types[d]);
-            self.intervals.push(bits(&ivs[d - 1]));
+            self.intervals.push(ivs[d - 1].bits());
         }
         &self.ends[types.len() - 1]
     }
@@ -252,7 +251,8 @@ pub fn pair_successor_counts(
 type PairKey = (u32, u64, u64, u32);
 
 fn pair_key(a: EventType, iv: Interval, x: EventType) -> PairKey {
-    (a.0, iv.low().to_bits(), iv.high().to_bits(), x.0)
+    let (low, high) = iv.bits();
+    (a.0, low, high, x.0)
 }
 
 /// Where one pair's successor bits live in a [`SuccessorTable`].

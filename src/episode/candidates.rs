@@ -56,10 +56,7 @@ struct Key(Vec<u32>, Vec<(u64, u64)>);
 fn key(types: &[EventType], intervals: &[Interval]) -> Key {
     Key(
         types.iter().map(|t| t.0).collect(),
-        intervals
-            .iter()
-            .map(|iv| (iv.low().to_bits(), iv.high().to_bits()))
-            .collect(),
+        intervals.iter().map(|iv| iv.bits()).collect(),
     )
 }
 

@@ -524,12 +524,12 @@ fn record(last: &mut f64, before: &mut f64, t: f64) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::event::{Alphabet, Ordering};
 
     /// The paper's example stream (1) in §2.
-    fn paper_stream() -> EventStream {
+    pub(crate) fn paper_stream() -> EventStream {
         let alphabet = Alphabet::from_labels(["A", "B", "C"]).unwrap();
         let events = [
             ("A", 1.0),

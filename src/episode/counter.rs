@@ -166,9 +166,7 @@ fn same_prefix(a: &Episode, b: &Episode) -> bool {
         && a.intervals()[..n - 2]
             .iter()
             .zip(&b.intervals()[..n - 2])
-            .all(|(x, y)| {
-                x.low().to_bits() == y.low().to_bits() && x.high().to_bits() == y.high().to_bits()
-            })
+            .all(|(x, y)| x.bits() == y.bits())
 }
 
 impl Counter for CpuCounter {

@@ -216,7 +216,7 @@ impl EndsPath {
         while shared < types.len()
             && shared < self.types.len()
             && types[shared] == self.types[shared]
-            && (shared == 0 || same_interval(ivs[shared - 1], self.intervals[shared - 1]))
+            && (shared == 0 || ivs[shared - 1].bits() == self.intervals[shared - 1].bits())
         {
             shared += 1;
         }
@@ -252,16 +252,10 @@ impl EndsPath {
     }
 }
 
-/// Intervals equal bit for bit (they come from one user-given set).
-fn same_interval(a: Interval, b: Interval) -> bool {
-    a.low().to_bits() == b.low().to_bits() && a.high().to_bits() == b.high().to_bits()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::episode::count_exact;
-    use crate::event::{Alphabet, EventStream, Ordering};
 
     fn iv(lo: f64, hi: f64) -> Interval {
         Interval::new(lo, hi).unwrap()
@@ -269,25 +263,7 @@ mod tests {
 
     #[test]
     fn paper_example_and_latest_starts() {
-        let alphabet = Alphabet::from_labels(["A", "B", "C"]).unwrap();
-        let ev = [
-            ("A", 1.0),
-            ("A", 2.0),
-            ("B", 5.0),
-            ("B", 8.0),
-            ("A", 10.0),
-            ("A", 13.0),
-            ("C", 15.0),
-            ("B", 18.0),
-            ("C", 20.0),
-        ];
-        let s = EventStream::new(
-            ev.iter().map(|e| e.1).collect(),
-            ev.iter().map(|e| alphabet.get(e.0).unwrap()).collect(),
-            alphabet,
-            Ordering::RequireSorted,
-        )
-        .unwrap();
+        let s = crate::episode::count::tests::paper_stream();
         let idx = TypeIndex::new(&s);
         let (a, b, c) = (EventType(0), EventType(1), EventType(2));
         let ab = Episode::new(vec![a, b], vec![iv(0.0, 100.0)]);

@@ -677,12 +677,11 @@ impl LevelAccumulator {
 /// which orders non-negative finite bounds numerically). No allocation: a level's episodes
 /// are sorted with it.
 fn report_order(a: &Episode, b: &Episode) -> std::cmp::Ordering {
-    let bits = |iv: &Interval| (iv.low().to_bits(), iv.high().to_bits());
     a.types().cmp(b.types()).then_with(|| {
         a.intervals()
             .iter()
-            .map(bits)
-            .cmp(b.intervals().iter().map(bits))
+            .map(|iv| iv.bits())
+            .cmp(b.intervals().iter().map(|iv| iv.bits()))
     })
 }
 

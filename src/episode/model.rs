@@ -99,6 +99,14 @@ impl Interval {
         self.high
     }
 
+    /// The bounds' bit patterns `(low, high)`: a hashable, totally ordered key (intervals all
+    /// come from one user-given set, so equal intervals have equal bits; for non-negative
+    /// finite bounds the order is the numeric one).
+    #[must_use]
+    pub fn bits(self) -> (u64, u64) {
+        (self.low.to_bits(), self.high.to_bits())
+    }
+
     /// True when `low < delay <= high`.
     #[inline]
     #[must_use]

@@ -87,6 +87,10 @@ pub struct EpisodesResult {
     pub levels: Vec<LevelStats>,
     /// The frequent episodes, level 1 included (`intervals_s` in seconds).
     pub episodes: Vec<EpisodeJson>,
+    /// Present only when `max_candidates` or `time_budget_s` stopped this window's mining:
+    /// `levels` and `episodes` are then the finished levels (as `synfire mine`'s JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<crate::episode::Truncation>,
 }
 
 /// The episode-mining stage.
@@ -211,6 +215,7 @@ impl Stage for EpisodeStage {
             event_types: stream.alphabet().len(),
             levels: result.levels,
             episodes,
+            truncated: result.truncated,
         })
     }
 }

@@ -176,6 +176,25 @@ fn episodes_lines_keep_their_keys() {
     );
     // A stage error: the envelope and `error`.
     assert_keys("episodes, error", &got[1], &["error: string"]);
+    // A window stopped by a limit says so (and only then has `truncated`).
+    let mut limited = MinerConfig::new(
+        vec![Interval::new(0.004, 0.006).unwrap()],
+        Threshold::MinCount(5),
+    );
+    limited.max_level = 2;
+    limited.max_candidates = Some(2);
+    let mut stage = EpisodeStage::new(limited, DeviceChoice::Cpu, GpuSettings::default()).unwrap();
+    let cut = lines(&mut stage, vec![spike_window()]);
+    let truncated = cut[0].1.result.as_ref().and_then(|r| r.truncated.clone());
+    assert!(
+        truncated
+            .is_some_and(|t| t.level == 2
+                && t.reason == crate::episode::StopReason::MaxCandidates { limit: 2 }),
+        "{:?}",
+        cut[0].0
+    );
+    assert!(cut[0].0.iter().any(|k| k.starts_with("truncated")));
+    assert!(!got[0].0.iter().any(|k| k.starts_with("truncated")));
     assert!(got[1].1.error.as_ref().unwrap().contains("spikes"));
     let first = &got[0].1;
     assert_eq!((first.stage.as_str(), first.window.as_str()), ("st", "w"));
