@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use synfire::episode::bound::{
-    ReachPath, and_count, end_bits, pair_successor_counts, successor_bits,
+    ReachPath, SuccessorTable, and_count, end_bits, pair_successor_counts, successor_bits,
 };
 use synfire::episode::mtpe::{Segments, count_mtpe};
 use synfire::episode::{
@@ -205,6 +205,23 @@ proptest! {
     ) {
         let stream = build(&times, &types, k);
         let index = TypeIndex::new(&stream);
+        // The packed table (one forward scan per first type) holds each last pair's
+        // successor bits exactly.
+        let mut pairs: Vec<(EventType, Interval, EventType)> = Vec::new();
+        for (ep_types, ivs) in episodes.iter().filter(|(t, _)| t.len() >= 2) {
+            let ep = episode(ep_types, ivs);
+            let n = ep.len();
+            let pair = (ep.types()[n - 2], ep.intervals()[n - 2], ep.types()[n - 1]);
+            if !pairs.iter().any(|p| p.0 == pair.0 && p.1.bits() == pair.1.bits() && p.2 == pair.2) {
+                pairs.push(pair);
+            }
+        }
+        let table = SuccessorTable::build(&stream, &index, &pairs);
+        prop_assert_eq!(table.len(), pairs.len());
+        for &(a, iv, x) in &pairs {
+            let slot = table.slot(a, iv, x).expect("every pair has a slot");
+            prop_assert_eq!(table.bits(slot), &successor_bits(&index, a, iv, x)[..], "table {:?}", (a, iv, x));
+        }
         for (ep_types, ivs) in episodes.into_iter().filter(|(t, _)| t.len() >= 2) {
             let ep = episode(&ep_types, &ivs);
             let n = ep.len();

@@ -302,7 +302,9 @@ fn ensure_size(d: &mut Device, n: usize) -> Result<&SizeKernels, DeviceError> {
         if n < MAX_GPU_NODES {
             let next = n as u32 + 1;
             // Fills the image caches only; an error shows when that size is loaded.
-            std::thread::spawn(move || super::kernels::image_for(&EPISODES, next, cc, driver));
+            d.in_background(move || {
+                let _ = super::kernels::image_for(&EPISODES, next, cc, driver);
+            });
         }
         let variant = n as u32;
         let mut load = |name: String| d.function_in(&EPISODES, variant, &name);

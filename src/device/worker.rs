@@ -171,6 +171,18 @@ pub(crate) struct Device {
     modules: HashMap<(&'static str, u32), Arc<CudaModule>>,
     /// The domains' scratch ([`Device::slot`]).
     slots: Slots,
+    /// Background work started by this device thread (kernel compilation ahead of use,
+    /// [`Device::in_background`]), joined when the device closes: a process must not exit
+    /// while NVRTC runs on another thread (its teardown then crashes).
+    background: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        for h in self.background.drain(..) {
+            let _ = h.join();
+        }
+    }
 }
 
 impl Device {
@@ -192,7 +204,15 @@ impl Device {
             stream,
             modules: HashMap::new(),
             slots: Slots::default(),
+            background: Vec::new(),
         })
+    }
+
+    /// Runs `work` on a new thread, joined before this device closes (finished handles are
+    /// reaped here).
+    pub(crate) fn in_background(&mut self, work: impl FnOnce() + Send + 'static) {
+        self.background.retain(|h| !h.is_finished());
+        self.background.push(std::thread::spawn(work));
     }
 
     /// The module of one variant of `file` ([`kernels::image_for`]), loaded on first use.

@@ -48,6 +48,27 @@ pub fn level_two(frequent: &[EventType], intervals: &[Interval]) -> Vec<Episode>
     out
 }
 
+/// The level-2 candidates of [`level_two`] for which `keep(first, interval, second)` holds
+/// (indices into `frequent` and `intervals`), in the same order, without building the others:
+/// with a bound that removes most pairs, the survivors are all that is allocated.
+pub fn level_two_where(
+    frequent: &[EventType],
+    intervals: &[Interval],
+    mut keep: impl FnMut(usize, usize, usize) -> bool,
+) -> Vec<Episode> {
+    let mut out = Vec::new();
+    for (i, &a) in frequent.iter().enumerate() {
+        for (k, &iv) in intervals.iter().enumerate() {
+            for (j, &b) in frequent.iter().enumerate() {
+                if keep(i, k, j) {
+                    out.push(Episode::new(vec![a, b], vec![iv]));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A hashable key for a run of types and intervals (intervals by bit pattern: they all come
 /// from one user-given set, so equal intervals have equal bits).
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -219,6 +240,27 @@ mod tests {
 
     fn iv(lo: f64, hi: f64) -> Interval {
         Interval::new(lo, hi).unwrap()
+    }
+
+    #[test]
+    fn level_two_where_keeps_exactly_the_chosen_pairs_in_order() {
+        let types = [EventType(0), EventType(1), EventType(2)];
+        let ivs = [
+            Interval::new(0.0, 0.005).unwrap(),
+            Interval::new(0.005, 0.01).unwrap(),
+        ];
+        let keep = |i: usize, k: usize, j: usize| (i + 2 * k + j).is_multiple_of(3);
+        let expected: Vec<Episode> = level_two(&types, &ivs)
+            .into_iter()
+            .enumerate()
+            .filter(|(n, _)| {
+                let (i, k, j) = (n / (2 * 3), (n / 3) % 2, n % 3);
+                keep(i, k, j)
+            })
+            .map(|(_, e)| e)
+            .collect();
+        assert!(!expected.is_empty() && expected.len() < 18);
+        assert_eq!(level_two_where(&types, &ivs, keep), expected);
     }
 
     #[test]

@@ -398,25 +398,24 @@ pub fn mine_with(
                 }
                 2 => {
                     let types: Vec<EventType> = frequent.iter().map(|e| e.types()[0]).collect();
-                    let mut c = candidates::level_two(&types, &config.intervals);
-                    let total = c.len();
-                    if let Some(index) = &index {
+                    let total = types.len() * types.len() * config.intervals.len();
+                    let c = if let Some(index) = &index {
                         let bounds =
                             pair_successor_counts(stream, index, &types, &config.intervals);
-                        // `level_two` order: (first, interval, second), as `bounds`, whose
-                        // rows run over every type of the stream.
-                        let n_types = stream.alphabet().len();
-                        let (f1, n_iv) = (types.len(), config.intervals.len());
-                        let mut i = 0usize;
-                        c.retain(|e| {
-                            let (first, k) = (i / (n_iv * f1), (i / f1) % n_iv);
-                            i += 1;
-                            let cell = (first * n_iv + k) * n_types + e.types()[1].index();
-                            u64::from(bounds[cell]) >= min_count
-                        });
+                        // Rows of `bounds`: (first, interval), each over every type of the
+                        // stream.
+                        let (n_types, n_iv) = (stream.alphabet().len(), config.intervals.len());
+                        let c =
+                            candidates::level_two_where(&types, &config.intervals, |i, k, j| {
+                                let cell = (i * n_iv + k) * n_types + types[j].index();
+                                u64::from(bounds[cell]) >= min_count
+                            });
                         removed.store((total - c.len()) as u64, Ordering::Relaxed);
                         progress_removed = (total - c.len()) as u64;
-                    }
+                        c
+                    } else {
+                        candidates::level_two(&types, &config.intervals)
+                    };
                     (total, chunked(c.into_iter(), batch))
                 }
                 _ => {
@@ -552,7 +551,7 @@ pub fn mine_with(
                 .iter()
                 .map(|e| (e.types()[0], e.intervals()[0], e.types()[1]))
                 .collect();
-            table = SuccessorTable::build(index, &pairs);
+            table = SuccessorTable::build(stream, index, &pairs);
         }
     }
     Ok(MiningResult {

@@ -399,7 +399,8 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
                 p50_s = l.p50().unwrap_or(0.0),
                 p99_s = l.p99().unwrap_or(0.0),
                 max_s = l.max().unwrap_or(0.0),
-                "Result latency (window close to line written)."
+                incomplete_windows = l.incomplete,
+                "Result latency (window close to line written; complete windows)."
             );
         }
     }

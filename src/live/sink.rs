@@ -166,12 +166,16 @@ enum Target {
 
 /// The result latencies one sink measured for one stage: wall-clock seconds from each
 /// window's close ([`Output::closed_at`]) to its line being written and flushed by the sink,
-/// in write order (one per window line written; lines whose write failed and previews are not
-/// measured). An exact collector: quantiles are of every measurement.
+/// in write order (one per complete window's line written; lines whose write failed, previews
+/// and incomplete windows are not measured). An exact collector: quantiles are of every
+/// measurement.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ResultLatency {
-    /// One latency per line written, seconds, in write order.
+    /// One latency per complete window's line written, seconds, in write order.
     pub seconds: Vec<f64>,
+    /// Lines written for incomplete windows ([`Output::complete`] false: emitted at the end
+    /// of the input or at a restart), not measured.
+    pub incomplete: usize,
 }
 
 impl ResultLatency {
@@ -368,24 +372,29 @@ impl Sink {
         let written_at = Instant::now();
         self.count += 1;
         self.written.increment(1);
-        if !out.preview {
+        if !out.preview && out.complete {
             let seconds = written_at
                 .saturating_duration_since(out.closed_at)
                 .as_secs_f64();
             self.record_latency(&out.stage, seconds);
+        } else if !out.preview {
+            self.stage_latency(&out.stage).measured.incomplete += 1;
         }
         Ok(())
     }
 
-    fn record_latency(&mut self, stage: &Arc<str>, seconds: f64) {
+    fn stage_latency(&mut self, stage: &Arc<str>) -> &mut StageLatency {
         let sink = &self.name;
-        let entry = self
-            .latency
+        self.latency
             .entry(stage.clone())
             .or_insert_with(|| StageLatency {
                 histogram: crate::live::telemetry::result_latency(stage, sink),
                 measured: ResultLatency::default(),
-            });
+            })
+    }
+
+    fn record_latency(&mut self, stage: &Arc<str>, seconds: f64) {
+        let entry = self.stage_latency(stage);
         entry.histogram.record(seconds);
         entry.measured.seconds.push(seconds);
     }
@@ -457,6 +466,7 @@ mod tests {
             json: json.to_owned(),
             closed_at,
             preview,
+            complete: true,
             published_at: None,
         }
     }
@@ -475,10 +485,14 @@ mod tests {
         sink.write(&output("b", "{\"w\":2}", closed, false))
             .unwrap();
         let after = Instant::now();
-        // Every line is written, previews included; only the real windows are measured.
-        assert_eq!(sink.count(), 3);
+        // An incomplete window (the end of the input) is written and counted, not measured.
+        let mut incomplete = output("b", "{\"w\":3}", closed, false);
+        incomplete.complete = false;
+        sink.write(&incomplete).unwrap();
+        // Every line is written, previews included; only the complete windows are measured.
+        assert_eq!(sink.count(), 4);
         let lines = lines.lock().unwrap().clone();
-        assert_eq!(lines.len(), 3);
+        assert_eq!(lines.len(), 4);
         let a = sink.result_latency("a").unwrap().seconds.clone();
         assert_eq!(a.len(), 1, "the preview is not a window latency");
         // Between the probe's own write instant and the end of `write`.
@@ -487,6 +501,8 @@ mod tests {
         assert!(a[0] <= after.duration_since(closed).as_secs_f64());
         assert!(a[0] >= 0.05);
         assert_eq!(sink.result_latency("b").unwrap().windows(), 1);
+        assert_eq!(sink.result_latency("b").unwrap().incomplete, 1);
+        assert_eq!(sink.result_latency("a").unwrap().incomplete, 0);
         let taken = sink.take_result_latencies();
         assert_eq!(taken.keys().collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(taken["a"].seconds, a);
@@ -497,6 +513,7 @@ mod tests {
     fn quantiles_are_nearest_ranks_of_every_measurement() {
         let l = ResultLatency {
             seconds: vec![0.5, 0.1, 0.3, 0.2, 0.4],
+            incomplete: 0,
         };
         assert_eq!(l.windows(), 5);
         assert_eq!(l.p50(), Some(0.3));
@@ -511,6 +528,7 @@ mod tests {
         assert_eq!(l.quantile(f64::NAN), Some(0.1));
         let hundred = ResultLatency {
             seconds: (1..=100).rev().map(f64::from).collect(),
+            incomplete: 0,
         };
         assert_eq!(hundred.p50(), Some(50.0));
         assert_eq!(hundred.p99(), Some(99.0));

@@ -55,8 +55,43 @@ pub struct StreamArgs {
     /// Where the latency run counts: `cpu`, `gpu` or `auto`.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// Also print one row per complete window of the latency run: its latency and, per level,
+    /// seconds and candidates (generated / left after the bounds / frequent).
+    #[arg(long)]
+    per_window: bool,
     #[command(flatten)]
     output: OutputArg,
+}
+
+/// One `--per-window` row from a window's JSON result.
+fn window_row(v: &serde_json::Value, latency_s: Option<f64>) -> String {
+    let levels: Vec<String> = v["levels"]
+        .as_array()
+        .map(|levels| {
+            levels
+                .iter()
+                .map(|l| {
+                    let candidates = l["candidates"].as_u64().unwrap_or(0);
+                    let removed = l["removed_by_bounds"].as_u64().unwrap_or(0);
+                    format!(
+                        "{}: {:.4} s {}/{}/{}",
+                        l["level"],
+                        l["seconds"].as_f64().unwrap_or(f64::NAN),
+                        candidates,
+                        candidates.saturating_sub(removed),
+                        l["frequent"]
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "| {:.1} | {:.1} | {:.4} | {} |",
+        v["window_start_s"].as_f64().unwrap_or(f64::NAN),
+        latency_s.map_or(f64::NAN, |l| l * 1e3),
+        v["seconds"].as_f64().unwrap_or(f64::NAN),
+        levels.join("; ")
+    )
 }
 
 /// `--preset` of `synfire bench stream`.
@@ -304,11 +339,18 @@ path = "{}"
     let mut latency = Vec::new();
     let mut stage_s = Vec::new();
     let mut episodes = 0;
+    let mut rows = Vec::new();
     for o in rx.try_iter() {
         let v: serde_json::Value = serde_json::from_str(&o.json)?;
         if v["complete"] == true && v["window_start_s"].as_f64().unwrap_or(0.0) >= 0.0 {
-            if let Some(p) = o.published_at {
-                latency.push(p.duration_since(o.closed_at).as_secs_f64());
+            let window_latency = o
+                .published_at
+                .map(|p| p.duration_since(o.closed_at).as_secs_f64());
+            if let Some(l) = window_latency {
+                latency.push(l);
+            }
+            if args.per_window {
+                rows.push(window_row(&v, window_latency));
             }
             stage_s.push(v["seconds"].as_f64().unwrap_or(f64::NAN));
             episodes = v["episodes"].as_array().map_or(0, Vec::len);
@@ -346,6 +388,18 @@ path = "{}"
         out,
         "Latency: from the window thread taking the closing spike off the ring to the sink having written the result (stage + queues + sink)."
     )?;
+    if args.per_window {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "## per window (level: seconds, candidates generated/after bounds/frequent)"
+        )?;
+        writeln!(out, "| window start s | latency ms | stage s | levels |")?;
+        writeln!(out, "|---:|---:|---:|---|")?;
+        for row in rows {
+            writeln!(out, "{row}")?;
+        }
+    }
     out.flush()?;
     Ok(())
 }

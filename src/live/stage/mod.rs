@@ -484,6 +484,12 @@ pub struct Output {
     /// emits none today). A sink writes it like any line but records no result latency for
     /// it: its `closed_at` is not a window's close.
     pub preview: bool,
+    /// [`Window::complete`]: false for a window emitted at the end of the input (or a restart)
+    /// before the watermark passed its end. Such windows close all at once when the input
+    /// ends, so a sink writes them but records no result latency for them (their wait
+    /// measures that burst, not whether the pipeline keeps up); it counts them instead
+    /// ([`crate::live::sink::ResultLatency::incomplete`]).
+    pub complete: bool,
     /// When the sinks had written it (set by the sink thread).
     pub published_at: Option<Instant>,
 }
@@ -610,6 +616,7 @@ pub fn run(
                 json: line.json,
                 closed_at: window.closed_at,
                 preview: window.preview,
+                complete: window.complete,
                 published_at: None,
             })
             .is_err()
