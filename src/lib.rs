@@ -49,6 +49,7 @@ pub mod report;
 pub mod search;
 pub mod series;
 pub mod shapelet;
+pub mod significance;
 pub mod softdtw;
 pub mod synth;
 

@@ -1,0 +1,8 @@
+//! Significance of mined episodes: surrogates of the recording ([`surrogate`]), generated with
+//! counter-based random numbers ([`philox`]) so that the CPU and the GPU make the same ones,
+//! and the tests that compare the recording's counts with the surrogates' ([`testing`]).
+
+pub mod philox;
+pub mod surrogate;
+
+pub use surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};
