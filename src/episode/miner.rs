@@ -362,6 +362,11 @@ pub fn mine(stream: &EventStream, config: &MinerConfig) -> Result<MiningResult, 
 /// counting batch k (paper §6.2: "tasks 2 and 3 are interleaved with candidate generation").
 /// In two-pass mode each batch gets PreElim, then the exact count of its survivors.
 ///
+/// Do not call it from a task of rayon's global pool (inside a `par_iter` over several
+/// streams, say): the calling thread waits for the generator thread, which needs the pool's
+/// workers, and with every worker waiting that is a deadlock. Mine several streams one after
+/// the other (each mining is parallel inside) or from threads of their own.
+///
 /// # Errors
 /// [`MineError`] for bad settings or a failing counter.
 pub fn mine_with(

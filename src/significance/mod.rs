@@ -4,5 +4,10 @@
 
 pub mod philox;
 pub mod surrogate;
+pub mod testing;
 
 pub use surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};
+pub use testing::{
+    Correction, EpisodeTest, SignificanceConfig, SignificanceError, SignificanceResult,
+    test_episodes,
+};
