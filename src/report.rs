@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::episode::{MinerConfig, MiningResult, Truncation};
 use crate::event::EventStream;
+use crate::significance::{Listing, SignificanceResult, TestStats};
 
 /// The JSON document of a mining run. Field order and names are the documented schema.
 #[derive(Debug, Serialize)]
@@ -26,8 +27,50 @@ pub struct MineReport<'a> {
     pub complete: bool,
     /// Why the run stopped early (`null` when it did not).
     pub truncated: Option<&'a Truncation>,
-    /// Frequent episodes, level 1 included.
+    /// The significance test (`--surrogates`); absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub significance: Option<SignificanceJson<'a>>,
+    /// Frequent episodes, level 1 included (with `--significant-only` or `--closed`, those
+    /// listed).
     pub episodes: Vec<EpisodeJson>,
+}
+
+/// The `significance` object of the JSON document.
+#[derive(Debug, Serialize)]
+pub struct SignificanceJson<'a> {
+    /// Surrogate method, e.g. `dither:0.015`.
+    pub method: &'a str,
+    /// Number of surrogates.
+    pub n_surrogates: usize,
+    /// Level α.
+    pub alpha: f64,
+    /// `max-t`, `spectrum`, `fdr-bh`, `holm`, `bonferroni` or `none`.
+    pub correction: &'static str,
+    /// Seed of the surrogates.
+    pub seed: u64,
+    /// Episodes tested.
+    pub tested: usize,
+    /// Episodes significant.
+    pub significant: usize,
+    /// Warnings (too few surrogates for the tests, a selection the procedure does not see).
+    pub warnings: &'a [String],
+}
+
+impl<'a> SignificanceJson<'a> {
+    /// The object of `r`.
+    #[must_use]
+    pub fn of(r: &'a SignificanceResult) -> Self {
+        Self {
+            method: &r.method,
+            n_surrogates: r.n_surrogates,
+            alpha: r.alpha,
+            correction: r.correction.name(),
+            seed: r.seed,
+            tested: r.tests.len(),
+            significant: r.tests.iter().filter(|t| t.stats.significant).count(),
+            warnings: &r.warnings,
+        }
+    }
 }
 
 /// The `params` object.
@@ -53,6 +96,9 @@ pub struct EpisodeJson {
     pub intervals_s: Vec<[f64; 2]>,
     /// Non-overlapped count.
     pub count: u64,
+    /// Its significance, when it was tested (the fields of [`TestStats`], flattened).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<TestStats>,
 }
 
 impl<'a> MineReport<'a> {
@@ -83,6 +129,7 @@ impl<'a> MineReport<'a> {
                     .map(|iv| [iv.low(), iv.high()])
                     .collect(),
                 count: f.count,
+                test: None,
             })
             .collect();
         Self {
@@ -97,8 +144,27 @@ impl<'a> MineReport<'a> {
             levels: &result.levels,
             complete: true,
             truncated: result.truncated.as_ref(),
+            significance: None,
             episodes,
         }
+    }
+
+    /// Adds the significance test `sig` and lists only what `listing` keeps (it was made from
+    /// the same result).
+    #[must_use]
+    pub fn annotated(mut self, sig: Option<&'a SignificanceResult>, listing: &Listing<'_>) -> Self {
+        self.significance = sig.map(SignificanceJson::of);
+        let episodes = std::mem::take(&mut self.episodes);
+        self.episodes = episodes
+            .into_iter()
+            .zip(listing.keep.iter().zip(&listing.tests))
+            .filter(|(_, (keep, _))| **keep)
+            .map(|(mut e, (_, t))| {
+                e.test = t.map(|t| t.stats.clone());
+                e
+            })
+            .collect();
+        self
     }
 }
 
@@ -156,13 +222,79 @@ pub fn write_text(
     if let Some(t) = &result.truncated {
         writeln!(out, "# truncated: {t}")?;
     }
-    for f in &result.episodes {
+    write_text_episodes(out, stream, result, None, None)
+}
+
+/// [`write_text`] with a significance test: a `# significance:` header, and after each tested
+/// episode's count `| surrogate_mean M surrogate_std S statistic T p_value P p_adjusted Q
+/// significant|not significant`; only the episodes `listing` keeps.
+///
+/// # Errors
+/// I/O errors of `out`.
+pub fn write_text_annotated(
+    out: &mut dyn Write,
+    input: &str,
+    stream: &EventStream,
+    config: &MinerConfig,
+    result: &MiningResult,
+    sig: Option<&SignificanceResult>,
+    listing: &Listing<'_>,
+) -> io::Result<()> {
+    let bare = MiningResult {
+        min_count: result.min_count,
+        levels: result.levels.clone(),
+        episodes: Vec::new(),
+        truncated: result.truncated.clone(),
+    };
+    write_text(out, input, stream, config, &bare)?;
+    if let Some(s) = sig {
+        let j = SignificanceJson::of(s);
         writeln!(
+            out,
+            "# significance: {}, {} surrogates ({}, seed {}), alpha {}: {} of {} tested episodes significant",
+            j.correction, j.n_surrogates, j.method, j.seed, j.alpha, j.significant, j.tested
+        )?;
+        for w in &s.warnings {
+            writeln!(out, "# warning: {w}")?;
+        }
+    }
+    write_text_episodes(out, stream, result, sig.map(|_| listing), Some(listing))
+}
+
+fn write_text_episodes(
+    out: &mut dyn Write,
+    stream: &EventStream,
+    result: &MiningResult,
+    tests: Option<&Listing<'_>>,
+    keep: Option<&Listing<'_>>,
+) -> io::Result<()> {
+    for (i, f) in result.episodes.iter().enumerate() {
+        if keep.is_some_and(|l| !l.keep[i]) {
+            continue;
+        }
+        write!(
             out,
             "{} : {}",
             f.episode.display(stream.alphabet()),
             f.count
         )?;
+        if let Some(t) = tests.and_then(|l| l.tests[i]) {
+            write!(
+                out,
+                " | surrogate_mean {:.3} surrogate_std {:.3} statistic {:.3} p_value {:.6} p_adjusted {:.6} {}",
+                t.stats.surrogate_mean,
+                t.stats.surrogate_std,
+                t.stats.statistic,
+                t.stats.p_value,
+                t.stats.p_adjusted,
+                if t.stats.significant {
+                    "significant"
+                } else {
+                    "not significant"
+                }
+            )?;
+        }
+        writeln!(out)?;
     }
     Ok(())
 }

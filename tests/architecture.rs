@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["record", "event"],
     &["device", "ingest", "synth"],
     &["episode", "series"],
-    &["motif", "softdtw", "shapelet"],
+    &["motif", "softdtw", "shapelet", "significance"],
     &["search", "report"],
     &["live"],
 ];

@@ -93,7 +93,7 @@ fn calibrate(
         };
         let r = test_episodes(&stream, &cfg, &data, &sig).unwrap();
         out.tested += r.tests.len();
-        if r.tests.iter().any(|t| t.significant) {
+        if r.tests.iter().any(|t| t.stats.significant) {
             out.any_discovery += 1;
         }
     }
@@ -177,7 +177,7 @@ fn holm_bonferroni_and_fdr_bh_are_calibrated_on_independent_trains() {
             assert!(r.warnings.is_empty(), "{:?}", r.warnings);
             assert!(1.0 / 400.0 <= alpha / r.tests.len() as f64);
             c.tested += r.tests.len();
-            c.any_discovery += u64::from(r.tests.iter().any(|t| t.significant));
+            c.any_discovery += u64::from(r.tests.iter().any(|t| t.stats.significant));
         }
         eprintln!("{correction}: {} of {} runs", c.any_discovery, c.runs);
         // Under the complete null every discovery is false: FDR = P(any discovery), so the
@@ -265,7 +265,7 @@ fn max_t_finds_embedded_chains_among_slow_and_fast_units() {
             .unwrap()[0];
         let t = r.tests.iter().find(|t| t.episode == e);
         assert!(
-            t.is_some_and(|t| t.significant),
+            t.is_some_and(|t| t.stats.significant),
             "chain {e:?} (first unit {:.1} Hz, count {count}) not significant: {t:?}",
             truth.rates_hz[unit]
         );
@@ -285,7 +285,7 @@ fn max_t_finds_embedded_chains_among_slow_and_fast_units() {
     let false_ones: Vec<_> = r
         .tests
         .iter()
-        .filter(|t| t.significant && !has_link(&t.episode))
+        .filter(|t| t.stats.significant && !has_link(&t.episode))
         .collect();
     assert!(
         false_ones.is_empty(),

@@ -14,6 +14,10 @@ use synfire::episode::{
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest;
 use synfire::report::{self, MineReport};
+use synfire::significance::{
+    Correction, Listing, SignificanceConfig, SignificanceResult, SurrogateMethod, Trials, listing,
+    test_episodes,
+};
 
 use crate::cli::args::{FormatArg, MiningArgs, OutputArg};
 
@@ -49,6 +53,61 @@ pub struct MineArgs {
     /// Mine only the events before this time, seconds.
     #[arg(long, requires = "start_s")]
     end_s: Option<f64>,
+    #[command(flatten)]
+    significance: SignificanceArgs,
+}
+
+/// Significance testing against surrogates (`synfire::significance`; `docs/significance.md`).
+#[derive(Debug, Args)]
+pub struct SignificanceArgs {
+    /// Test the episodes against surrogates: `METHOD[:Δ[:d]]`, METHOD one of `dither`,
+    /// `dither-dead-time`, `shift`, `isi-dither`, `joint-isi-dither`, `trial-shift`; Δ the
+    /// displacement in seconds (default 0.015), d the dead time in seconds for the dead-time
+    /// and ISI methods (default 0.002), e.g. `dither:0.015`, `shift:2.0`.
+    #[arg(long, value_name = "METHOD[:Δ[:d]]")]
+    surrogates: Option<String>,
+    /// Number of surrogates S (`max-t` and `spectrum` mine each one as the recording).
+    #[arg(long, default_value_t = 200, requires = "surrogates")]
+    n_surrogates: usize,
+    /// Level α of the test.
+    #[arg(long, default_value_t = 0.05, requires = "surrogates")]
+    alpha: f64,
+    /// Multiple-testing procedure: `max-t` (family-wise, over every episode of every level,
+    /// the mining selection included), `spectrum` (SPADE's pattern spectrum filtering),
+    /// `fdr-bh`, `holm`, `bonferroni`, `none` (per-episode p-values of the `--watch` list, the
+    /// `--test-top` most frequent, or every frequent episode).
+    #[arg(long, default_value = "max-t", value_parser = parse_correction, requires = "surrogates")]
+    correction: Correction,
+    /// Seed of the surrogates (the same seed gives the same surrogates and p-values).
+    #[arg(long, default_value_t = 0, requires = "surrogates")]
+    seed: u64,
+    /// Per-episode procedures: test only the N most frequent episodes.
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "surrogates",
+        conflicts_with = "watch"
+    )]
+    test_top: Option<usize>,
+    /// Per-episode procedures: test exactly the episodes listed in FILE, one per line in the
+    /// text output's form (`u3-[0.000000,0.005000]-u5`; a ` : count` tail and `#` lines are
+    /// ignored).
+    #[arg(long, value_name = "FILE", requires = "surrogates")]
+    watch: Option<PathBuf>,
+    /// Trials for `trial-shift`: FILE with one `start_s,stop_s` per line.
+    #[arg(long, value_name = "FILE", requires = "surrogates")]
+    trials: Option<PathBuf>,
+    /// List only the significant episodes.
+    #[arg(long, requires = "surrogates")]
+    significant_only: bool,
+    /// List only closed episodes: none with a frequent one-node-longer extension (at either
+    /// end) of the same count.
+    #[arg(long)]
+    closed: bool,
+}
+
+fn parse_correction(s: &str) -> Result<Correction, String> {
+    s.parse()
 }
 
 /// Runs `synfire mine`.
@@ -65,6 +124,13 @@ pub fn run(args: &MineArgs) -> Result<()> {
     // Checked before any work (a `--calibration` file too, whichever device ends up
     // counting).
     let (options, config, settings) = args.mining.resolve()?;
+    let sig_method = args
+        .significance
+        .surrogates
+        .as_deref()
+        .map(str::parse::<SurrogateMethod>)
+        .transpose()
+        .context("`--surrogates`")?;
     let mut stream = ingest::read_spikes(&args.input, ordering)?;
     if let (Some(start), Some(end)) = (args.start_s, args.end_s) {
         if !(start.is_finite() && end.is_finite() && start < end) {
@@ -123,18 +189,33 @@ pub fn run(args: &MineArgs) -> Result<()> {
             {
                 return Err(e);
             }
-            doc.replace(path, &result, true)?;
+            bar.finish();
+            test_and_list(
+                &args.significance,
+                sig_method,
+                &doc,
+                &result,
+                |sig, list| doc.replace_final(path, &result, sig, list),
+            )?;
             result
         }
         None => {
             let result = mine_with(&stream, &config, counter.as_ref(), &bar)?;
-            let mut out = args.output.writer()?;
-            doc.write(&mut out, &result, true)?;
-            out.flush().context("writing the result")?;
+            bar.finish();
+            test_and_list(
+                &args.significance,
+                sig_method,
+                &doc,
+                &result,
+                |sig, list| {
+                    let mut out = args.output.writer()?;
+                    doc.write_final(&mut out, &result, sig, list)?;
+                    out.flush().context("writing the result")
+                },
+            )?;
             result
         }
     };
-    bar.finish();
     if let Some(t) = &result.truncated {
         tracing::warn!(
             level = t.level,
@@ -144,6 +225,147 @@ pub fn run(args: &MineArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Tests `result`'s significance as `args` ask (if they do), lists what they keep, and hands
+/// both to `write`.
+fn test_and_list(
+    args: &SignificanceArgs,
+    method: Option<SurrogateMethod>,
+    doc: &Document<'_>,
+    result: &MiningResult,
+    write: impl FnOnce(Option<&SignificanceResult>, &Listing<'_>) -> Result<()>,
+) -> Result<()> {
+    let sig = significance(args, method, doc.stream, doc.config, result)?;
+    let list = listing(result, sig.as_ref(), args.significant_only, args.closed);
+    write(sig.as_ref(), &list)
+}
+
+/// Runs the significance test `args` ask for, if any, logging what it does and its outcome.
+fn significance(
+    args: &SignificanceArgs,
+    method: Option<SurrogateMethod>,
+    stream: &EventStream,
+    config: &MinerConfig,
+    result: &MiningResult,
+) -> Result<Option<SignificanceResult>> {
+    let Some(method) = method else {
+        return Ok(None);
+    };
+    if result.truncated.is_some() {
+        anyhow::bail!(
+            "mining was truncated: the surrogates would be mined at a different depth than the recording; raise the limits or the threshold before testing significance"
+        );
+    }
+    let trials = args.trials.as_deref().map(read_trials).transpose()?;
+    let watch = args
+        .watch
+        .as_deref()
+        .map(|p| read_watch(p, stream))
+        .transpose()?;
+    let sig = SignificanceConfig {
+        method,
+        n_surrogates: args.n_surrogates,
+        alpha: args.alpha,
+        correction: args.correction,
+        seed: args.seed,
+        test_top: args.test_top,
+        watch,
+        trials,
+    };
+    tracing::info!(
+        surrogates = %sig.method,
+        n_surrogates = sig.n_surrogates,
+        correction = %sig.correction,
+        "Testing significance against surrogates."
+    );
+    let started = Instant::now();
+    let r = test_episodes(stream, config, result, &sig)?;
+    for w in &r.warnings {
+        tracing::warn!("{w}");
+    }
+    tracing::info!(
+        tested = r.tests.len(),
+        significant = r.tests.iter().filter(|t| t.stats.significant).count(),
+        seconds = format!("{:.3}", started.elapsed().as_secs_f64()),
+        "Significance tested."
+    );
+    Ok(Some(r))
+}
+
+/// `--trials FILE`: one `start_s,stop_s` per line (`#` lines and blank lines skipped).
+fn read_trials(path: &Path) -> Result<Trials> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading `--trials` file {}", path.display()))?;
+    let mut trials = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let parsed = line.split_once(',').and_then(|(a, b)| {
+            Some((a.trim().parse::<f64>().ok()?, b.trim().parse::<f64>().ok()?))
+        });
+        match parsed {
+            Some(t) => trials.push(t),
+            None => anyhow::bail!(
+                "`--trials` file {} line {}: expected `start_s,stop_s`, got `{line}`",
+                path.display(),
+                n + 1
+            ),
+        }
+    }
+    Trials::new(trials).with_context(|| format!("`--trials` file {}", path.display()))
+}
+
+/// `--watch FILE`: episodes in the text output's form, one per line.
+fn read_watch(path: &Path, stream: &EventStream) -> Result<Vec<synfire::episode::Episode>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading `--watch` file {}", path.display()))?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split(" : ").next().unwrap_or_default().trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |why: String| {
+            anyhow::anyhow!(
+                "`--watch` file {} line {}: {why} in `{line}` (expected e.g. `u3-[0.000000,0.005000]-u5`)",
+                path.display(),
+                n + 1
+            )
+        };
+        let mut parts = line.split("-[");
+        let first = parts.next().unwrap_or_default();
+        let ty = |label: &str| {
+            stream
+                .alphabet()
+                .get(label)
+                .ok_or_else(|| bad(format!("unit `{label}` is not in the recording")))
+        };
+        let mut types = vec![ty(first)?];
+        let mut intervals = Vec::new();
+        for part in parts {
+            let (iv, label) = part
+                .split_once("]-")
+                .ok_or_else(|| bad("an interval not followed by `]-` and a unit".into()))?;
+            let (lo, hi) = iv
+                .split_once(',')
+                .and_then(|(a, b)| Some((a.parse::<f64>().ok()?, b.parse::<f64>().ok()?)))
+                .ok_or_else(|| bad(format!("interval `[{iv}]` is not `[low,high]`")))?;
+            intervals
+                .push(synfire::episode::Interval::new(lo, hi).map_err(|e| bad(e.to_string()))?);
+            types.push(ty(label)?);
+        }
+        if types.len() < 2 {
+            return Err(bad("an episode of one unit".into()));
+        }
+        out.push(synfire::episode::Episode::new(types, intervals));
+    }
+    if out.is_empty() {
+        anyhow::bail!("`--watch` file {} lists no episode", path.display());
+    }
+    Ok(out)
 }
 
 /// A path `--output` can be replaced at (a regular file or a new one), so the result can be
@@ -184,16 +406,64 @@ impl Document<'_> {
         Ok(())
     }
 
+    /// Writes the final document: `result` with its significance test and listing.
+    fn write_final(
+        &self,
+        out: &mut dyn Write,
+        result: &MiningResult,
+        sig: Option<&SignificanceResult>,
+        list: &Listing<'_>,
+    ) -> Result<()> {
+        match self.format {
+            FormatArg::Json => {
+                let report = MineReport::new(self.input, self.stream, self.config, result)
+                    .annotated(sig, list);
+                report::write_json(out, &report)?;
+            }
+            FormatArg::Text => {
+                report::write_text_annotated(
+                    out,
+                    self.input,
+                    self.stream,
+                    self.config,
+                    result,
+                    sig,
+                    list,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Self::replace`] with the final document ([`Self::write_final`]).
+    fn replace_final(
+        &self,
+        path: &Path,
+        result: &MiningResult,
+        sig: Option<&SignificanceResult>,
+        list: &Listing<'_>,
+    ) -> Result<()> {
+        self.replace_with(path, |out| self.write_final(out, result, sig, list))
+    }
+
     /// Replaces `path` with `result`: written to `PATH.partial` first, then renamed, so the
     /// file always holds a whole document.
     fn replace(&self, path: &Path, result: &MiningResult, complete: bool) -> Result<()> {
+        self.replace_with(path, |out| self.write(out, result, complete))
+    }
+
+    fn replace_with(
+        &self,
+        path: &Path,
+        write: impl FnOnce(&mut dyn Write) -> Result<()>,
+    ) -> Result<()> {
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".partial");
         let tmp = PathBuf::from(tmp);
         let file = std::fs::File::create(&tmp)
             .with_context(|| format!("creating `--output` file {}", tmp.display()))?;
         let mut out = std::io::BufWriter::new(file);
-        self.write(&mut out, result, complete)?;
+        write(&mut out)?;
         out.flush()
             .with_context(|| format!("writing `--output` file {}", tmp.display()))?;
         drop(out);

@@ -8,6 +8,6 @@ pub mod testing;
 
 pub use surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};
 pub use testing::{
-    Correction, EpisodeTest, SignificanceConfig, SignificanceError, SignificanceResult,
-    test_episodes,
+    Correction, EpisodeTest, Listing, SignificanceConfig, SignificanceError, SignificanceResult,
+    TestStats, listing, test_episodes,
 };

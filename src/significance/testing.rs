@@ -10,11 +10,14 @@
 //! # `max-t` (default): Westfall–Young single-step max-statistic over standardised counts
 //! - **Family**: every episode of two to `max_level` nodes over the recording's units and the
 //!   given intervals. Only the selected ones, `F(X)`, enter each dataset's maximum.
-//! - **Statistic**: `T(e, X) = (c(e, X) − μₑ) / max(σₑ, 1)`, where `μₑ` and `σₑ` are the mean and
-//!   (population) standard deviation of `c(e, X₀), …, c(e, X_S)`, pooled over all `S + 1`
-//!   datasets, for every `e ∈ U = ∪ᵢ F(Xᵢ)` (counts of `e` where it is not frequent are counted
-//!   exactly). A spread below one occurrence is taken as one, so an episode whose count barely
-//!   varies cannot dominate the maximum.
+//! - **Statistic** (leave-one-out z-score): `T(e, Xᵢ) = (c(e, Xᵢ) − μₑ₋ᵢ) / max(σₑ₋ᵢ, 1)`,
+//!   where `μₑ₋ᵢ` and `σₑ₋ᵢ` are the mean and (population) standard deviation of `e`'s counts
+//!   in the other `S` datasets, for every `e ∈ U = ∪ᵢ F(Xᵢ)` (counts of `e` where it is not
+//!   frequent are counted exactly). For the recording this is the z-score against its
+//!   surrogates. A spread below one occurrence is taken as one, so an episode whose count
+//!   barely varies cannot dominate the maximum. (A z-score pooled over all `S + 1` datasets
+//!   would be capped at `S / √(S + 1)`, so strong patterns would tie with every surrogate's
+//!   own outliers.)
 //! - **Maximum**: `Mᵢ = max_{e ∈ F(Xᵢ)} T(e, Xᵢ)` (−∞ when `F(Xᵢ)` is empty).
 //! - **Adjusted p-value** of `e ∈ F(X₀)`: `(1 + #{s ≥ 1 : M_s ≥ T(e, X₀)}) / (S + 1)`;
 //!   significant when `≤ α`.
@@ -23,8 +26,9 @@
 //! (the recording is distributed as its surrogates; exactly so for a surrogate method drawn
 //! from a group of transformations that leave the null distribution invariant, such as
 //! circular shifts by a uniform offset over the whole span, and approximately for dithering).
-//! `μₑ`, `σₑ` and `U` are symmetric functions of the multiset `{X₀, …, X_S}`, so `Mᵢ` is the
-//! same function of `Xᵢ` and the multiset for every `i`, and `(M₀, …, M_S)` is exchangeable.
+//! `U` is a symmetric function of the multiset `{X₀, …, X_S}` and `μₑ₋ᵢ`, `σₑ₋ᵢ` are symmetric
+//! functions of the other datasets, so `Mᵢ = g(Xᵢ; {Xⱼ : j ≠ i})` with the same `g` for every
+//! `i`, and `(M₀, …, M_S)` is exchangeable.
 //! Some episode of `F(X₀)` is rejected iff the one with the largest statistic is, i.e. iff
 //! `1 + #{s : M_s ≥ M₀} ≤ α (S + 1)`: the rank of `M₀` among exchangeable values, ties counted
 //! against rejection, so this has probability ≤ `α`. This is weak control of the family-wise
@@ -162,18 +166,14 @@ pub struct SignificanceConfig {
     pub trials: Option<Trials>,
 }
 
-/// One tested episode.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EpisodeTest {
-    /// The episode.
-    pub episode: Episode,
-    /// Its count in the recording (non-overlapped occurrences).
-    pub count: u64,
-    /// Mean of its count over the surrogates.
+/// The outcome of one episode's test (the JSON fields of a tested episode, by these names).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TestStats {
+    /// Mean of the episode's count over the surrogates.
     pub surrogate_mean: f64,
     /// Standard deviation (population) of its count over the surrogates.
     pub surrogate_std: f64,
-    /// `max-t`: `T(e, X₀)`; otherwise `(count − surrogate_mean) / max(surrogate_std, 1)`.
+    /// `(count − surrogate_mean) / max(surrogate_std, 1)` (for `max-t` this is `T(e, X₀)`).
     pub statistic: f64,
     /// Raw empirical p-value (`spectrum`: its signature's).
     pub p_value: f64,
@@ -181,6 +181,43 @@ pub struct EpisodeTest {
     pub p_adjusted: f64,
     /// `p_adjusted ≤ α`.
     pub significant: bool,
+}
+
+/// One tested episode.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpisodeTest {
+    /// The episode.
+    pub episode: Episode,
+    /// Its count in the recording (non-overlapped occurrences).
+    pub count: u64,
+    /// Its test.
+    pub stats: TestStats,
+}
+
+impl EpisodeTest {
+    /// The test of `episode` (count `count`) from its counts' sum and sum of squares over `s`
+    /// surrogates and its p-values at level `alpha`.
+    fn new(
+        episode: Episode,
+        count: u64,
+        (sum, sumsq, s): (f64, f64, f64),
+        (p_value, p_adjusted): (f64, f64),
+        alpha: f64,
+    ) -> Self {
+        let (mean, std) = surrogate_moments(sum, sumsq, s);
+        Self {
+            episode,
+            count,
+            stats: TestStats {
+                surrogate_mean: mean,
+                surrogate_std: std,
+                statistic: (count as f64 - mean) / std.max(1.0),
+                p_value,
+                p_adjusted,
+                significant: p_adjusted <= alpha,
+            },
+        }
+    }
 }
 
 /// The outcome of [`test_episodes`].
@@ -395,17 +432,21 @@ fn max_t(
                 Ok(a)
             },
         )?;
-    // Pooled over S + 1 datasets.
+    // Sums over all S + 1 datasets; each dataset is standardised against the other S.
     let n_all = (s_count + 1) as f64;
-    let (mu, sd): (Vec<f64>, Vec<f64>) = (0..u)
+    let total: Vec<(f64, f64)> = (0..u)
         .map(|i| {
-            let sum = sums.sum[i] + data_counts[i] as f64;
-            let sumsq = sums.sumsq[i] + (data_counts[i] as f64).powi(2);
-            let mean = sum / n_all;
-            (mean, (sumsq / n_all - mean * mean).max(0.0).sqrt())
+            let c = data_counts[i] as f64;
+            (sums.sum[i] + c, sums.sumsq[i] + c * c)
         })
-        .unzip();
-    let stat = |i: u32, c: u64| (c as f64 - mu[i as usize]) / sd[i as usize].max(1.0);
+        .collect();
+    let s_f = s_count as f64;
+    let stat = |i: u32, c: u64| {
+        let (sum, sumsq) = total[i as usize];
+        let c = c as f64;
+        let (mean, sd) = surrogate_moments(sum - c, sumsq - c * c, s_f);
+        (c - mean) / sd.max(1.0)
+    };
     let maximum = |sel: &Selected| {
         sel.iter()
             .map(|&(i, c)| stat(i, c))
@@ -414,23 +455,18 @@ fn max_t(
     let mut sorted_max: Vec<f64> = sur_sel.iter().map(maximum).collect();
     result.surrogate_max.clone_from(&sorted_max);
     sorted_max.sort_by(f64::total_cmp);
-    let s_f = s_count as f64;
     for ((episode, count), &(id, _)) in observed.into_iter().zip(&data_sel) {
         let i = id as usize;
         let t = stat(id, count);
         let at_least = sorted_max.len() - sorted_max.partition_point(|&m| m < t);
         let p_adjusted = (1 + at_least) as f64 / n_all;
-        let (mean, std) = surrogate_moments(sums.sum[i], sums.sumsq[i], s_f);
-        result.tests.push(EpisodeTest {
+        result.tests.push(EpisodeTest::new(
             episode,
             count,
-            surrogate_mean: mean,
-            surrogate_std: std,
-            statistic: t,
-            p_value: f64::from(1 + sums.exceed[i]) / n_all,
-            p_adjusted,
-            significant: p_adjusted <= sig.alpha,
-        });
+            (sums.sum[i], sums.sumsq[i], s_f),
+            (f64::from(1 + sums.exceed[i]) / n_all, p_adjusted),
+            sig.alpha,
+        ));
     }
     if 1.0 / n_all > sig.alpha {
         result.warnings.push(format!(
@@ -491,17 +527,13 @@ fn spectrum(
             let v = c[j] as f64;
             (a + v, b + v * v)
         });
-        let (mean, std) = surrogate_moments(sum, sumsq, s_count as f64);
-        result.tests.push(EpisodeTest {
+        result.tests.push(EpisodeTest::new(
             episode,
             count,
-            surrogate_mean: mean,
-            surrogate_std: std,
-            statistic: (count as f64 - mean) / std.max(1.0),
-            p_value: p_sig[idx],
-            p_adjusted: adjusted[idx],
-            significant: adjusted[idx] <= sig.alpha,
-        });
+            (sum, sumsq, s_count as f64),
+            (p_sig[idx], adjusted[idx]),
+            sig.alpha,
+        ));
     }
     Ok(())
 }
@@ -567,17 +599,13 @@ fn per_episode(
         _ => p.clone(),
     };
     for (i, (episode, count)) in tested.into_iter().enumerate() {
-        let (mean, std) = surrogate_moments(sum[i], sumsq[i], s_count as f64);
-        result.tests.push(EpisodeTest {
+        result.tests.push(EpisodeTest::new(
             episode,
             count,
-            surrogate_mean: mean,
-            surrogate_std: std,
-            statistic: (count as f64 - mean) / std.max(1.0),
-            p_value: p[i],
-            p_adjusted: adjusted[i],
-            significant: adjusted[i] <= sig.alpha,
-        });
+            (sum[i], sumsq[i], s_count as f64),
+            (p[i], adjusted[i]),
+            sig.alpha,
+        ));
     }
     let smallest = 1.0 / n_all;
     if m > 0 && correction != Correction::None && smallest > sig.alpha / m as f64 {
@@ -600,6 +628,68 @@ fn per_episode(
         );
     }
     Ok(())
+}
+
+/// What a report lists of a mining result: per frequent episode (in `result.episodes`
+/// order), whether it is listed and its test, if it was tested.
+#[derive(Clone, Debug, Default)]
+pub struct Listing<'a> {
+    /// Shape `[result.episodes.len()]`.
+    pub keep: Vec<bool>,
+    /// Shape `[result.episodes.len()]`.
+    pub tests: Vec<Option<&'a EpisodeTest>>,
+}
+
+/// The listing of `result` with the tests of `significance`, keeping only significant
+/// episodes with `significant_only` and only closed ones with `closed`: an episode is closed
+/// when no frequent episode one node longer that extends it at either end (it is that
+/// episode's prefix or suffix, intervals included) has the same count (a lab's first reading
+/// list: the longer episode says everything the shorter one does).
+#[must_use]
+pub fn listing<'a>(
+    result: &MiningResult,
+    significance: Option<&'a SignificanceResult>,
+    significant_only: bool,
+    closed: bool,
+) -> Listing<'a> {
+    let n = result.episodes.len();
+    let mut tests: Vec<Option<&EpisodeTest>> = vec![None; n];
+    if let Some(sig) = significance {
+        let by_key: HashMap<Key, &EpisodeTest> =
+            sig.tests.iter().map(|t| (key(&t.episode), t)).collect();
+        for (slot, f) in tests.iter_mut().zip(&result.episodes) {
+            *slot = by_key.get(&key(&f.episode)).copied();
+        }
+    }
+    let mut keep = vec![true; n];
+    if significant_only {
+        for (k, t) in keep.iter_mut().zip(&tests) {
+            *k = t.is_some_and(|t| t.stats.significant);
+        }
+    }
+    if closed {
+        // Counts of the prefix and the suffix of every episode of two or more nodes.
+        let mut covered: HashMap<(Key, u64), ()> = HashMap::new();
+        for f in &result.episodes {
+            let e = &f.episode;
+            let len = e.len();
+            if len >= 2 {
+                let prefix = Episode::new(
+                    e.types()[..len - 1].to_vec(),
+                    e.intervals()[..len - 2].to_vec(),
+                );
+                let suffix = Episode::new(e.types()[1..].to_vec(), e.intervals()[1..].to_vec());
+                covered.insert((key(&prefix), f.count), ());
+                covered.insert((key(&suffix), f.count), ());
+            }
+        }
+        for (k, f) in keep.iter_mut().zip(&result.episodes) {
+            if covered.contains_key(&(key(&f.episode), f.count)) {
+                *k = false;
+            }
+        }
+    }
+    Listing { keep, tests }
 }
 
 /// Benjamini–Hochberg (1995) step-up adjusted p-values: `min_{j ≥ i} m p₍ⱼ₎ / j`, capped at 1,
@@ -653,6 +743,38 @@ mod tests {
             assert!((a - b).abs() < 1e-12, "{h:?}");
         }
         assert_eq!(benjamini_hochberg(&[]), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn closed_drops_an_episode_whose_extension_has_its_count() {
+        use crate::episode::{FrequentEpisode, Interval};
+        use crate::event::EventType;
+        let iv = Interval::new(0.0, 0.005).unwrap();
+        let e = |t: &[u32], c: u64| FrequentEpisode {
+            episode: Episode::new(
+                t.iter().map(|&x| EventType(x)).collect(),
+                vec![iv; t.len() - 1],
+            ),
+            count: c,
+        };
+        let result = MiningResult {
+            min_count: 1,
+            levels: Vec::new(),
+            episodes: vec![
+                e(&[0], 50),
+                e(&[0, 1], 20),
+                e(&[1, 2], 20),
+                e(&[2, 3], 9),
+                e(&[0, 1, 2], 20),
+                e(&[1, 2, 3], 8),
+            ],
+            truncated: None,
+        };
+        let l = listing(&result, None, false, true);
+        // 0→1 and 1→2 are prefix and suffix of 0→1→2 with the same count; 2→3 (9) is not
+        // covered by 1→2→3 (8); single units are covered only by equal counts.
+        assert_eq!(l.keep, [true, false, false, true, true, true]);
+        assert!(l.tests.iter().all(Option::is_none));
     }
 
     #[test]

@@ -1,0 +1,366 @@
+//! `synfire mine --surrogates …`: the significance fields in JSON and text, reproducibility by
+//! seed, the listing options, and clear errors for bad options. The procedures' statistics are
+//! tested in `tests/significance.rs`; here the command line must carry exactly what the library
+//! computes.
+
+mod common;
+use common::synfire;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use synfire::episode::{Interval, MinerConfig, Threshold, mine};
+use synfire::event::Ordering;
+use synfire::significance::{Correction, SignificanceConfig, test_episodes};
+use tempfile::TempDir;
+
+/// The real 15-unit fixture (98,794 spikes over about 1200 s).
+const A2929: &str = "fixtures/spikes/A2929-200711/A2929-200711.nwb";
+const INTERVALS: &str = "0.000-0.005,0.005-0.010";
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn run_json(extra: &[&str]) -> Value {
+    let input = fixture(A2929);
+    let mut args = vec![
+        "mine",
+        input.to_str().unwrap(),
+        "--intervals",
+        INTERVALS,
+        "--min-count",
+        "300",
+        "--max-level",
+        "3",
+        "-q",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let out = synfire(&args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON document")
+}
+
+const SIG: [&str; 6] = [
+    "--surrogates",
+    "dither:0.01",
+    "--n-surrogates",
+    "19",
+    "--alpha",
+    "0.1",
+];
+
+#[test]
+fn json_carries_the_library_s_tests_with_the_documented_names() {
+    let doc = run_json(&SIG);
+    let sig = &doc["significance"];
+    assert_eq!(sig["method"], "dither:0.01");
+    assert_eq!(sig["n_surrogates"], 19);
+    assert_eq!(sig["correction"], "max-t");
+    assert_eq!(sig["seed"], 0);
+    // The library on the same input and settings.
+    let stream = synfire::read_spikes(&fixture(A2929), Ordering::RequireSorted).unwrap();
+    let mut cfg = MinerConfig::new(
+        Interval::parse_list(INTERVALS).unwrap(),
+        Threshold::MinCount(300),
+    );
+    cfg.max_level = 3;
+    let data = mine(&stream, &cfg).unwrap();
+    let lib = test_episodes(
+        &stream,
+        &cfg,
+        &data,
+        &SignificanceConfig {
+            method: "dither:0.01".parse().unwrap(),
+            n_surrogates: 19,
+            alpha: 0.1,
+            correction: Correction::MaxT,
+            seed: 0,
+            test_top: None,
+            watch: None,
+            trials: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(sig["tested"], lib.tests.len());
+    assert!(!lib.tests.is_empty());
+    let episodes = doc["episodes"].as_array().unwrap();
+    let tested: Vec<&Value> = episodes
+        .iter()
+        .filter(|e| e.get("p_value").is_some())
+        .collect();
+    assert_eq!(tested.len(), lib.tests.len());
+    for (e, t) in tested.iter().zip(&lib.tests) {
+        assert_eq!(e["count"], t.count);
+        for (name, v) in [
+            ("surrogate_mean", t.stats.surrogate_mean),
+            ("surrogate_std", t.stats.surrogate_std),
+            ("statistic", t.stats.statistic),
+            ("p_value", t.stats.p_value),
+            ("p_adjusted", t.stats.p_adjusted),
+        ] {
+            assert!(
+                (e[name].as_f64().unwrap() - v).abs() <= 1e-12 * v.abs().max(1.0),
+                "{name}: {e} vs {t:?}"
+            );
+        }
+        assert_eq!(e["significant"], t.stats.significant);
+    }
+    // Single units are never tested.
+    assert!(
+        episodes
+            .iter()
+            .filter(|e| e["types"].as_array().unwrap().len() == 1)
+            .all(|e| e.get("significant").is_none())
+    );
+    assert_eq!(
+        sig["significant"],
+        lib.tests.iter().filter(|t| t.stats.significant).count()
+    );
+}
+
+#[test]
+fn a_seed_reproduces_and_significant_only_lists_exactly_the_significant() {
+    let a = run_json(&SIG);
+    let b = run_json(&SIG);
+    assert_eq!(
+        a["episodes"], b["episodes"],
+        "the same seed gives the same p-values"
+    );
+    let mut with_seed = SIG.to_vec();
+    with_seed.extend(["--seed", "9"]);
+    let c = run_json(&with_seed);
+    let means = |d: &Value| -> Vec<f64> {
+        d["episodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["surrogate_mean"].as_f64())
+            .collect()
+    };
+    assert_ne!(means(&a), means(&c), "another seed, other surrogates");
+    let mut only = SIG.to_vec();
+    only.push("--significant-only");
+    let s = run_json(&only);
+    let listed = s["episodes"].as_array().unwrap();
+    let expected: Vec<&Value> = a["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["significant"] == true)
+        .collect();
+    assert_eq!(listed.len(), expected.len());
+    assert!(listed.iter().all(|e| e["significant"] == true));
+}
+
+#[test]
+fn text_output_marks_each_tested_episode() {
+    let input = fixture(A2929);
+    let out = synfire([
+        "mine",
+        input.to_str().unwrap(),
+        "--intervals",
+        INTERVALS,
+        "--min-count",
+        "300",
+        "--max-level",
+        "2",
+        "-q",
+        "--surrogates",
+        "shift:0.5",
+        "--n-surrogates",
+        "9",
+        "--correction",
+        "fdr-bh",
+        "--test-top",
+        "5",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("# significance: fdr-bh, 9 surrogates (shift:0.5, seed 0), alpha 0.05"),
+        "{text}"
+    );
+    // 9 surrogates for 5 tests: the smallest p-value 0.1 cannot pass α/m = 0.01.
+    assert!(
+        text.contains("# warning: 9 surrogates for 5 tests"),
+        "{text}"
+    );
+    let marked = text
+        .lines()
+        .filter(|l| l.contains(" | surrogate_mean "))
+        .count();
+    assert_eq!(marked, 5, "{text}");
+}
+
+#[test]
+fn watch_list_and_trials_are_read_and_bad_ones_named() {
+    let dir = TempDir::new().unwrap();
+    let input = fixture(A2929);
+    let base = |extra: &[&str]| {
+        let mut args: Vec<String> = [
+            "mine",
+            input.to_str().unwrap(),
+            "--intervals",
+            INTERVALS,
+            "--min-count",
+            "300",
+            "--max-level",
+            "2",
+            "-q",
+            "--format",
+            "json",
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        args.extend(extra.iter().map(ToString::to_string));
+        synfire(&args)
+    };
+    // A watch list in the text output's form: exactly those episodes are tested.
+    let doc = run_json(&[]);
+    let labels = |e: &Value| -> Vec<String> {
+        e["labels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let pairs: Vec<&Value> = doc["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| labels(e).len() == 2)
+        .take(3)
+        .collect();
+    let lines: Vec<String> = pairs
+        .iter()
+        .map(|e| {
+            let l = labels(e);
+            let iv = &e["intervals_s"][0];
+            format!(
+                "{}-[{:.6},{:.6}]-{} : {}",
+                l[0],
+                iv[0].as_f64().unwrap(),
+                iv[1].as_f64().unwrap(),
+                l[1],
+                e["count"]
+            )
+        })
+        .collect();
+    let watch = dir.path().join("watch.txt");
+    std::fs::write(&watch, format!("# watch list\n{}\n", lines.join("\n"))).unwrap();
+    let out = base(&[
+        "--surrogates",
+        "dither:0.01",
+        "--n-surrogates",
+        "9",
+        "--correction",
+        "holm",
+        "--watch",
+        watch.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["significance"]["tested"], 3);
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, "nosuchunit-[0.000000,0.005000]-u1\n").unwrap();
+    let out = base(&[
+        "--surrogates",
+        "dither",
+        "--correction",
+        "holm",
+        "--watch",
+        bad.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("bad.txt line 1") && err.contains("nosuchunit"),
+        "{err}"
+    );
+    // Trials: trial-shift needs them; a bad line is named.
+    let out = base(&["--surrogates", "trial-shift:0.1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--trials"), "{err}");
+    let trials = dir.path().join("trials.csv");
+    std::fs::write(&trials, "0,100\n150,300\n").unwrap();
+    let out = base(&[
+        "--surrogates",
+        "trial-shift:0.1",
+        "--n-surrogates",
+        "5",
+        "--trials",
+        trials.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&trials, "0,100\n50;60\n").unwrap();
+    let out = base(&[
+        "--surrogates",
+        "trial-shift:0.1",
+        "--trials",
+        trials.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("line 2"), "{err}");
+}
+
+#[test]
+fn bad_significance_options_name_the_option() {
+    let input = fixture(A2929);
+    for (extra, needle) in [
+        (
+            vec!["--surrogates", "jitter:0.01"],
+            "unknown surrogate method `jitter`",
+        ),
+        (
+            vec!["--surrogates", "dither:-2"],
+            "Δ must be a positive number",
+        ),
+        (vec!["--surrogates", "dither", "--alpha", "1.5"], "--alpha"),
+        (
+            vec!["--surrogates", "dither", "--n-surrogates", "0"],
+            "--n-surrogates",
+        ),
+        (
+            vec!["--surrogates", "dither", "--correction", "fdr"],
+            "unknown correction",
+        ),
+        (vec!["--n-surrogates", "10"], "--surrogates"),
+    ] {
+        let mut args = vec![
+            "mine",
+            input.to_str().unwrap(),
+            "--intervals",
+            INTERVALS,
+            "--min-count",
+            "300",
+            "--max-level",
+            "2",
+            "-q",
+        ];
+        args.extend(extra.iter());
+        let out = synfire(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?} succeeded");
+        assert!(err.contains(needle), "{extra:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
