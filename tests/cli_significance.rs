@@ -364,3 +364,53 @@ fn bad_significance_options_name_the_option() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// `synfire bench significance` prints one row per workload and procedure, its tested count
+/// being the workload's frequent episodes of two or more nodes.
+#[test]
+fn bench_significance_prints_a_row_per_procedure() {
+    let out = synfire([
+        "bench",
+        "significance",
+        "--workload",
+        "sym26",
+        "--n-surrogates",
+        "3",
+        "--max-level",
+        "2",
+        "--correction",
+        "max-t,fdr-bh",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.starts_with("| Sym26"))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    // The workload's settings (`bench episodes`' Sym26) at level 2.
+    let stream = synfire::synth::generate(&synfire::synth::SynthParams::sym26(1)).unwrap();
+    let mut cfg = MinerConfig::new(
+        Interval::parse_list("0.001-0.003,0.004-0.006,0.009-0.011,0.014-0.016").unwrap(),
+        Threshold::MinCount(400),
+    );
+    cfg.max_level = 2;
+    let frequent_pairs = mine(&stream, &cfg)
+        .unwrap()
+        .episodes
+        .iter()
+        .filter(|f| f.episode.len() == 2)
+        .count();
+    assert_eq!(rows[0][3], "max-t");
+    assert_eq!(rows[1][3], "fdr-bh");
+    assert_eq!(rows[0][4], frequent_pairs.to_string(), "{text}");
+    assert_eq!(
+        rows[0][4], rows[1][4],
+        "both procedures test the frequent episodes"
+    );
+}

@@ -6,6 +6,7 @@ pub mod heap;
 mod motif;
 mod search;
 mod shapelet;
+mod significance;
 mod softdtw;
 mod stream;
 
@@ -29,6 +30,9 @@ enum BenchWhich {
     /// Streaming: ingest throughput over loopback ZeroMQ (synfire wire format) and the latency
     /// from a window's closing spike to its published result.
     Stream(stream::StreamArgs),
+    /// Significance against surrogates (`mine --surrogates`) on the dense workloads: tested,
+    /// significant, seconds and surrogates per second per procedure.
+    Significance(significance::SignificanceArgs),
     /// Motif discovery: seeded random walk and the ECG, CPU and GPU paths, seconds and pairs
     /// evaluated or pruned.
     Motif(motif::BenchMotifArgs),
@@ -52,6 +56,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     match &args.which {
         BenchWhich::Episodes(a) => episodes::run(a),
         BenchWhich::Stream(a) => stream::run(a),
+        BenchWhich::Significance(a) => significance::run(a),
         BenchWhich::Motif(a) => motif::run(a),
         BenchWhich::Softdtw(a) => softdtw::run(a),
         BenchWhich::Search(a) => search::run(a),
