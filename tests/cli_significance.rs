@@ -21,7 +21,8 @@ fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
-fn run_json(extra: &[&str]) -> Value {
+/// `synfire mine` of A2929 up to `max_level` nodes (min count 300) with `extra` options.
+fn mine_a2929(max_level: &str, extra: &[&str]) -> std::process::Output {
     let input = fixture(A2929);
     let mut args = vec![
         "mine",
@@ -31,13 +32,23 @@ fn run_json(extra: &[&str]) -> Value {
         "--min-count",
         "300",
         "--max-level",
-        "3",
+        max_level,
         "-q",
-        "--format",
-        "json",
     ];
     args.extend_from_slice(extra);
-    let out = synfire(&args);
+    synfire(&args)
+}
+
+/// `synfire mine` of A2929 at level 2 with `extra` options.
+fn mine_level2(extra: &[&str]) -> std::process::Output {
+    mine_a2929("2", extra)
+}
+
+/// The JSON document of `synfire mine` of A2929 up to 3 nodes with `extra` options.
+fn run_json(extra: &[&str]) -> Value {
+    let mut args = vec!["--format", "json"];
+    args.extend_from_slice(extra);
+    let out = mine_a2929("3", &args);
     assert!(
         out.status.success(),
         "{args:?}: {}",
@@ -160,17 +171,7 @@ fn a_seed_reproduces_and_significant_only_lists_exactly_the_significant() {
 
 #[test]
 fn text_output_marks_each_tested_episode() {
-    let input = fixture(A2929);
-    let out = synfire([
-        "mine",
-        input.to_str().unwrap(),
-        "--intervals",
-        INTERVALS,
-        "--min-count",
-        "300",
-        "--max-level",
-        "2",
-        "-q",
+    let out = mine_level2(&[
         "--surrogates",
         "shift:0.5",
         "--n-surrogates",
@@ -205,26 +206,10 @@ fn text_output_marks_each_tested_episode() {
 #[test]
 fn watch_list_and_trials_are_read_and_bad_ones_named() {
     let dir = TempDir::new().unwrap();
-    let input = fixture(A2929);
     let base = |extra: &[&str]| {
-        let mut args: Vec<String> = [
-            "mine",
-            input.to_str().unwrap(),
-            "--intervals",
-            INTERVALS,
-            "--min-count",
-            "300",
-            "--max-level",
-            "2",
-            "-q",
-            "--format",
-            "json",
-        ]
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-        args.extend(extra.iter().map(ToString::to_string));
-        synfire(&args)
+        let mut args = vec!["--format", "json"];
+        args.extend_from_slice(extra);
+        mine_level2(&args)
     };
     // A watch list in the text output's form: exactly those episodes are tested.
     let doc = run_json(&[]);
@@ -324,7 +309,6 @@ fn watch_list_and_trials_are_read_and_bad_ones_named() {
 
 #[test]
 fn bad_significance_options_name_the_option() {
-    let input = fixture(A2929);
     for (extra, needle) in [
         (
             vec!["--surrogates", "jitter:0.01"],
@@ -345,19 +329,7 @@ fn bad_significance_options_name_the_option() {
         ),
         (vec!["--n-surrogates", "10"], "--surrogates"),
     ] {
-        let mut args = vec![
-            "mine",
-            input.to_str().unwrap(),
-            "--intervals",
-            INTERVALS,
-            "--min-count",
-            "300",
-            "--max-level",
-            "2",
-            "-q",
-        ];
-        args.extend(extra.iter());
-        let out = synfire(&args);
+        let out = mine_level2(&extra);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{extra:?} succeeded");
         assert!(err.contains(needle), "{extra:?}: {err}");
