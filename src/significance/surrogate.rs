@@ -31,6 +31,7 @@
 //! `dither-dead-time` and the ISI methods move even-numbered spikes first and then odd-numbered
 //! ones (Elephant's `alternate` sweep; its dead-time dither uses a random order), so every
 //! spike's draw depends only on its fixed neighbours and can run in parallel; the ISI methods
+//! smooth the (joint-)ISI histogram with σ = 0.5 ms instead of 2 ms ([`ISI_SMOOTHING_S`]), and
 //! draw the new position continuously from the piecewise-constant smoothed density (instead
 //! of Elephant's bin-centre steps) and accept it by a Metropolis–Hastings rule, so that the
 //! density is left invariant (Elephant's windowed draw is not: without the correction, a
@@ -59,8 +60,11 @@ pub const DEFAULT_DEAD_TIME_S: f64 = 0.002;
 pub const ISI_TRUNCATION_S: f64 = 0.1;
 /// ISI methods: bins of the (joint-)ISI histogram below [`ISI_TRUNCATION_S`].
 pub const ISI_BINS: usize = 100;
-/// ISI methods: standard deviation of the Gaussian smoothing of the histogram, seconds.
-pub const ISI_SMOOTHING_S: f64 = 0.002;
+/// ISI methods: standard deviation of the Gaussian smoothing of the histogram, seconds. Half a
+/// bin, not Elephant's 2 ms: on the A2929 session 2 ms smoothed the head-direction units' sharp
+/// burst intervals away, and `joint-isi-dither` left 34 of 302 episodes (mostly `u → u`)
+/// significant under max-t, against 12 with 0.5 ms (99 surrogates, level 3).
+pub const ISI_SMOOTHING_S: f64 = 0.0005;
 
 /// Counter tags (the counter's last word): which draw of a spike or unit.
 const TAG_DITHER: u32 = 0;
