@@ -86,8 +86,7 @@ pub fn reach_into(
 /// latest starts).
 #[derive(Debug, Default)]
 pub struct ReachPath {
-    types: Vec<EventType>,
-    intervals: Vec<(u64, u64)>,
+    key: crate::episode::ends::PathKey,
     ends: Vec<Vec<u32>>,
 }
 
@@ -96,16 +95,7 @@ impl ReachPath {
     pub fn ends(&mut self, index: &TypeIndex, episode: &crate::episode::Episode) -> &[u32] {
         let types = episode.types();
         let ivs = episode.intervals();
-        let mut shared = 0;
-        while shared < types.len()
-            && shared < self.types.len()
-            && types[shared] == self.types[shared]
-            && (shared == 0 || ivs[shared - 1].bits() == self.intervals[shared - 1])
-        {
-            shared += 1;
-        }
-        self.types.truncate(shared);
-        self.intervals.truncate(shared.saturating_sub(1));
+        let mut shared = self.key.advance(episode);
         if self.ends.len() < types.len() {
             self.ends.resize_with(types.len(), Vec::new);
         }
@@ -117,7 +107,6 @@ impl ReachPath {
             };
             self.ends[0].clear();
             self.ends[0].extend((0..n).map(|i| u32::try_from(i).unwrap_or(u32::MAX)));
-            self.types.push(types[0]);
             shared = 1;
         }
         for d in shared..types.len() {
@@ -130,8 +119,6 @@ impl ReachPath {
                 types[d],
                 &mut rest[0],
             );
-            self.types.push(types[d]);
-            self.intervals.push(ivs[d - 1].bits());
         }
         &self.ends[types.len() - 1]
     }

@@ -189,13 +189,42 @@ pub fn count_by_ends(index: &TypeIndex, episode: &Episode) -> u64 {
     Ends::of(index, episode).count(index.times(last))
 }
 
+/// The nodes of the last episode a path ([`EndsPath`], [`crate::episode::bound::ReachPath`])
+/// computed, to find how long a prefix the next episode shares with it.
+#[derive(Debug, Default)]
+pub(crate) struct PathKey {
+    types: Vec<EventType>,
+    intervals: Vec<(u64, u64)>,
+}
+
+impl PathKey {
+    /// Becomes `episode`: returns how many of its first nodes (with their intervals) the
+    /// previous episode shared, whose entries stay valid; the caller recomputes the rest.
+    pub(crate) fn advance(&mut self, episode: &Episode) -> usize {
+        let types = episode.types();
+        let ivs = episode.intervals();
+        let mut shared = 0;
+        while shared < types.len()
+            && shared < self.types.len()
+            && types[shared] == self.types[shared]
+            && (shared == 0 || ivs[shared - 1].bits() == self.intervals[shared - 1])
+        {
+            shared += 1;
+        }
+        self.types.clear();
+        self.types.extend_from_slice(types);
+        self.intervals.clear();
+        self.intervals.extend(ivs.iter().map(|iv| iv.bits()));
+        shared
+    }
+}
+
 /// Ends along one path of a prefix tree: entry `d` holds the ends of the first `d + 1` nodes
 /// of the last episode asked for, so consecutive episodes that share a prefix (as the
 /// candidates of one level do, in generation order) extend only from where they differ.
 #[derive(Debug, Default)]
 pub struct EndsPath {
-    types: Vec<EventType>,
-    intervals: Vec<Interval>,
+    key: PathKey,
     ends: Vec<Ends>,
     deque: VecDeque<usize>,
 }
@@ -212,16 +241,7 @@ impl EndsPath {
     pub fn ends(&mut self, index: &TypeIndex, episode: &Episode) -> &Ends {
         let types = episode.types();
         let ivs = episode.intervals();
-        let mut shared = 0;
-        while shared < types.len()
-            && shared < self.types.len()
-            && types[shared] == self.types[shared]
-            && (shared == 0 || ivs[shared - 1].bits() == self.intervals[shared - 1].bits())
-        {
-            shared += 1;
-        }
-        self.types.truncate(shared);
-        self.intervals.truncate(shared.saturating_sub(1));
+        let mut shared = self.key.advance(episode);
         if shared == 0 {
             let first = Ends::single(index, types[0]);
             if self.ends.is_empty() {
@@ -229,7 +249,6 @@ impl EndsPath {
             } else {
                 self.ends[0] = first;
             }
-            self.types.push(types[0]);
             shared = 1;
         }
         for d in shared..types.len() {
@@ -245,8 +264,6 @@ impl EndsPath {
                 &mut rest[0],
                 &mut self.deque,
             );
-            self.types.push(types[d]);
-            self.intervals.push(ivs[d - 1]);
         }
         &self.ends[types.len() - 1]
     }
