@@ -190,6 +190,18 @@ pub fn write_text(
     config: &MinerConfig,
     result: &MiningResult,
 ) -> io::Result<()> {
+    write_text_header(out, input, stream, config, result)?;
+    write_text_episodes(out, stream, result, None)
+}
+
+/// The `#` lines of the text format: input, stream, threshold, intervals, levels, truncation.
+fn write_text_header(
+    out: &mut dyn Write,
+    input: &str,
+    stream: &EventStream,
+    config: &MinerConfig,
+    result: &MiningResult,
+) -> io::Result<()> {
     writeln!(out, "# synfire mine {input}")?;
     writeln!(
         out,
@@ -222,7 +234,7 @@ pub fn write_text(
     if let Some(t) = &result.truncated {
         writeln!(out, "# truncated: {t}")?;
     }
-    write_text_episodes(out, stream, result, None, None)
+    Ok(())
 }
 
 /// [`write_text`] with a significance test: a `# significance:` header, and after each tested
@@ -240,13 +252,7 @@ pub fn write_text_annotated(
     sig: Option<&SignificanceResult>,
     listing: &Listing<'_>,
 ) -> io::Result<()> {
-    let bare = MiningResult {
-        min_count: result.min_count,
-        levels: result.levels.clone(),
-        episodes: Vec::new(),
-        truncated: result.truncated.clone(),
-    };
-    write_text(out, input, stream, config, &bare)?;
+    write_text_header(out, input, stream, config, result)?;
     if let Some(s) = sig {
         let j = SignificanceJson::of(s);
         writeln!(
@@ -258,18 +264,17 @@ pub fn write_text_annotated(
             writeln!(out, "# warning: {w}")?;
         }
     }
-    write_text_episodes(out, stream, result, sig.map(|_| listing), Some(listing))
+    write_text_episodes(out, stream, result, Some(listing))
 }
 
 fn write_text_episodes(
     out: &mut dyn Write,
     stream: &EventStream,
     result: &MiningResult,
-    tests: Option<&Listing<'_>>,
-    keep: Option<&Listing<'_>>,
+    listing: Option<&Listing<'_>>,
 ) -> io::Result<()> {
     for (i, f) in result.episodes.iter().enumerate() {
-        if keep.is_some_and(|l| !l.keep[i]) {
+        if listing.is_some_and(|l| !l.keep[i]) {
             continue;
         }
         write!(
@@ -278,7 +283,7 @@ fn write_text_episodes(
             f.episode.display(stream.alphabet()),
             f.count
         )?;
-        if let Some(t) = tests.and_then(|l| l.tests[i]) {
+        if let Some(t) = listing.and_then(|l| l.tests[i]) {
             write!(
                 out,
                 " | surrogate_mean {:.3} surrogate_std {:.3} statistic {:.3} p_value {:.6} p_adjusted {:.6} {}",
