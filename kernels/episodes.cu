@@ -11,6 +11,8 @@
 // intervals), so the threads of a warp mostly walk the same merged sequence. Times stay f64 and every delay is
 // computed as t_next - t_prev in f64 and compared with lo < d <= hi, exactly as the CPU
 // reference (src/episode/count.rs), so counts are identical, not approximately equal.
+// lo < 0 marks an interval that admits a zero delay ([0, x]): it fits between different types
+// only, in the stream's order of equal times (by type id), which the merge reproduces.
 //
 // References: Cao et al., "Towards real-time data mining of spike train datasets using GPUs":
 // Algorithm 1 (exact counting), Algorithm 3 (PreElim), Observation 1, Theorem 1.
@@ -41,14 +43,15 @@ __device__ __forceinline__ u32 first_after(const double* __restrict__ times, u32
 
 // The candidate's distinct types merged by time. Every per-slot array is indexed only by
 // compile-time constants after unrolling, so it lives in registers. Slots >= k stay at +inf.
-// Ties between slots are taken in slot order: counts do not depend on the order of equal-time
-// events (a zero delay never fits, and a completion blocks starts at its own end time).
+// Ties between slots are taken by type id: the stream's order of equal times, which a gap
+// that admits a zero delay depends on (src/episode/model.rs).
 template <int N>
 struct Merge {
     u32 head[N];
     u32 end[N];
     double next_t[N];
     u32 mask[N];
+    u32 ty[N];
 
     // Positions each type's list at its first event with time > `after` (-inf: the start).
     __device__ __forceinline__ void init(const u32* __restrict__ offsets,
@@ -82,14 +85,23 @@ struct Merge {
             }
             if (found < 0) ++k;
         }
+#pragma unroll
+        for (int j = 0; j < N; ++j) ty[j] = slot_type[j];
     }
 
     // The next event's time and state mask; false when every list is exhausted.
     __device__ __forceinline__ bool next(const double* __restrict__ times, double* t, u32* m) {
         int best = 0;
         double bt = next_t[0];
+        u32 bty = ty[0];
 #pragma unroll
-        for (int j = 1; j < N; ++j) if (next_t[j] < bt) { bt = next_t[j]; best = j; }
+        for (int j = 1; j < N; ++j) {
+            if (next_t[j] < bt || (next_t[j] == bt && ty[j] < bty)) {
+                bt = next_t[j];
+                bty = ty[j];
+                best = j;
+            }
+        }
         if (bt == SYNFIRE_POS_INF) return false;
 #pragma unroll
         for (int j = 0; j < N; ++j) {
@@ -106,19 +118,25 @@ struct Merge {
 
 // The PreElim state machine (Algorithm 3 with Observation 1): per state the latest time and
 // the latest time strictly before it; same interface as Machine below, never overflows. Its
-// completions are those of the exact machine on the relaxed episode (gaps (0, high]), so the
-// MTPE segment/merge scheme applies to it unchanged (src/episode/mtpe.rs).
+// completions are those of the exact machine on the relaxed episode (gaps (0, high], or
+// [0, high] where the gap admits a zero delay), so the MTPE segment/merge scheme applies to it
+// unchanged (src/episode/mtpe.rs).
 template <int N>
 struct PreElimMachine {
     double high[N];
+    bool zero_fits[N];
     double last[N], before[N];
     double last_end;
 
     __device__ __forceinline__ void init(const double* __restrict__ lo,
                                          const double* __restrict__ hi,
+                                         const u32* __restrict__ types,
                                          const u32* __restrict__ ivs) {
 #pragma unroll
-        for (int i = 0; i < N; ++i) high[i] = i + 1 < N ? hi[ivs[i]] : 0.0;
+        for (int i = 0; i < N; ++i) {
+            high[i] = i + 1 < N ? hi[ivs[i]] : 0.0;
+            zero_fits[i] = i + 1 < N && lo[ivs[i]] < 0.0 && types[i] != types[i + 1];
+        }
         reset(SYNFIRE_NEG_INF);
     }
 
@@ -139,8 +157,8 @@ struct PreElimMachine {
                 if (t > last[0]) { before[0] = last[0]; last[0] = t; }
                 continue;
             }
-            // Latest entry strictly before t (entries at t have delay 0 and never fit).
-            const double prev = last[i - 1] < t ? last[i - 1] : before[i - 1];
+            // The latest entry, or the latest strictly before t where a zero delay never fits.
+            const double prev = (zero_fits[i - 1] || last[i - 1] < t) ? last[i - 1] : before[i - 1];
             if (t - prev > high[i - 1]) continue;
             if (i == N - 1) { reset(t); return 1; }
             if (t > last[i]) { before[i] = last[i]; last[i] = t; }
@@ -151,12 +169,13 @@ struct PreElimMachine {
 
 template <int N>
 __device__ void preelim_one(const double* __restrict__ times, const u32* __restrict__ offsets,
-                            const double* __restrict__ hi, const u32* __restrict__ types,
-                            const u32* __restrict__ ivs, u32* __restrict__ out) {
+                            const double* __restrict__ lo, const double* __restrict__ hi,
+                            const u32* __restrict__ types, const u32* __restrict__ ivs,
+                            u32* __restrict__ out) {
     Merge<N> m;
     m.init(offsets, times, types, SYNFIRE_NEG_INF);
     PreElimMachine<N> mc;
-    mc.init(hi, hi, ivs);
+    mc.init(lo, hi, types, ivs);
     u32 count = 0;
     double t = 0.0;
     u32 mask = 0;
@@ -182,10 +201,13 @@ struct Machine {
 
     __device__ __forceinline__ void init(const double* __restrict__ lo,
                                          const double* __restrict__ hi,
+                                         const u32* __restrict__ types,
                                          const u32* __restrict__ ivs) {
 #pragma unroll
         for (int s2 = 0; s2 < S; ++s2) {
-            low[s2] = s2 + 1 < N ? lo[ivs[s2]] : 0.0;
+            // A zero delay never fits between two events of one type (Interval::gap_low).
+            const double l = s2 + 1 < N ? lo[ivs[s2]] : 0.0;
+            low[s2] = (l < 0.0 && s2 + 1 < N && types[s2] == types[s2 + 1]) ? 0.0 : l;
             high[s2] = s2 + 1 < N ? hi[ivs[s2]] : 0.0;
         }
         reset(SYNFIRE_NEG_INF);
@@ -238,7 +260,7 @@ __device__ void ptpe_one(const double* __restrict__ times, const u32* __restrict
     Merge<N> m;
     m.init(offsets, times, types, SYNFIRE_NEG_INF);
     Machine<N> mc;
-    mc.init(lo, hi, ivs);
+    mc.init(lo, hi, types, ivs);
     u32 count = 0;
     double t = 0.0;
     u32 mask = 0;
@@ -281,7 +303,7 @@ __device__ void mtpe_count_one(const double* __restrict__ times, const u32* __re
     Merge<N> m;
     m.init(offsets, times, types, start);
     M mc;
-    mc.init(lo, hi, ivs);
+    mc.init(lo, hi, types, ivs);
     mc.reset(start);
     u32 count = 0;
     double first[SYNFIRE_MTPE_RECORDED];
@@ -335,7 +357,7 @@ __device__ void mtpe_merge_one(const double* __restrict__ times, const u32* __re
         Merge<N> m;
         m.init(offsets, times, types, last);
         M mc;
-        mc.init(lo, hi, ivs);
+        mc.init(lo, hi, types, ivs);
         mc.reset(last);
         const u32 recorded = cnt < SYNFIRE_MTPE_RECORDED ? cnt : SYNFIRE_MTPE_RECORDED;
         const double* a = seg_first + (size_t)p * SYNFIRE_MTPE_RECORDED;
@@ -366,11 +388,12 @@ __device__ void mtpe_merge_one(const double* __restrict__ times, const u32* __re
 #define SYNFIRE_EPISODE_KERNELS(NN)                                                           \
     extern "C" __global__ void episodes_preelim_n##NN(                                        \
         const double* __restrict__ times, const u32* __restrict__ offsets,                    \
-        const double* __restrict__ hi, const u32* __restrict__ types,                         \
-        const u32* __restrict__ ivs, u32 n_cands, u32* __restrict__ out) {                    \
+        const double* __restrict__ lo, const double* __restrict__ hi,                         \
+        const u32* __restrict__ types, const u32* __restrict__ ivs, u32 n_cands,              \
+        u32* __restrict__ out) {                                                              \
         const u32 c = blockIdx.x * blockDim.x + threadIdx.x;                                  \
         if (c >= n_cands) return;                                                             \
-        preelim_one<NN>(times, offsets, hi, types + (size_t)c * NN,                           \
+        preelim_one<NN>(times, offsets, lo, hi, types + (size_t)c * NN,                       \
                         ivs + (size_t)c * (NN > 1 ? NN - 1 : 0), out + c);                    \
     }                                                                                         \
     extern "C" __global__ void episodes_ptpe_n##NN(                                           \

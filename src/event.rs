@@ -193,7 +193,8 @@ pub enum Ordering {
     /// Unsorted input is an error ([`EventError::Unsorted`]).
     #[default]
     RequireSorted,
-    /// Unsorted input is sorted by time (stable: ties keep input order).
+    /// Unsorted input is sorted by time (stable: ties are put in type order, one type's ties
+    /// keep their input order).
     SortIfNeeded,
 }
 
@@ -204,7 +205,9 @@ pub enum Ordering {
 ///
 /// # Invariants
 /// Non-empty; every time finite and ≥ 0; times non-decreasing; every type id < `alphabet.len()`.
-/// Equal times are allowed (two units can fire in the same clock tick).
+/// Equal times are allowed (two units can fire in the same clock tick) and are kept in
+/// ascending type id (a canonical order: an episode with a zero-delay gap, `[0, x]`, counts
+/// simultaneous events in this order; see [`crate::episode::model`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct EventStream {
     times: Vec<f64>,
@@ -213,7 +216,9 @@ pub struct EventStream {
 }
 
 impl EventStream {
-    /// Builds a stream from parallel arrays, checking every invariant.
+    /// Builds a stream from parallel arrays, checking every invariant. Equal times out of type
+    /// order are reordered (by type, stably) with either [`Ordering`]: ties have no order of
+    /// their own.
     ///
     /// # Errors
     /// [`EventError::LengthMismatch`], [`EventError::Empty`], [`EventError::NonFiniteTime`],
@@ -260,7 +265,13 @@ impl EventStream {
                 sorted = false;
             }
         }
-        if sorted {
+        let ties_in_order = || {
+            times
+                .windows(2)
+                .zip(types.windows(2))
+                .all(|(t, k)| t[0] != t[1] || k[0] <= k[1])
+        };
+        if sorted && ties_in_order() {
             return Ok(Self {
                 times,
                 types,
@@ -268,8 +279,9 @@ impl EventStream {
             });
         }
         let mut order: Vec<usize> = (0..times.len()).collect();
-        // Stable sort: equal times keep their input order.
-        order.sort_by(|&a, &b| times[a].total_cmp(&times[b]));
+        // Stable sort by (time, type): equal times in type order, one type's equal times in
+        // input order.
+        order.sort_by(|&a, &b| times[a].total_cmp(&times[b]).then(types[a].cmp(&types[b])));
         let times = order.iter().map(|&i| times[i]).collect();
         let types = order.iter().map(|&i| types[i]).collect();
         Ok(Self {
@@ -461,7 +473,7 @@ mod tests {
     }
 
     #[test]
-    fn sorts_stably_when_allowed() {
+    fn sorts_stably_when_allowed_and_puts_ties_in_type_order() {
         let types = [2, 0, 1, 0].into_iter().map(EventType).collect();
         let s = EventStream::new(
             vec![3.0, 1.0, 3.0, 0.5],
@@ -473,7 +485,19 @@ mod tests {
         assert_eq!(s.times(), &[0.5, 1.0, 3.0, 3.0]);
         assert_eq!(
             s.types(),
-            &[EventType(0), EventType(0), EventType(2), EventType(1)]
+            &[EventType(0), EventType(0), EventType(1), EventType(2)]
+        );
+        // Sorted input with ties out of type order is accepted and its ties reordered.
+        let ties = EventStream::new(
+            vec![1.0, 1.0, 1.0, 2.0],
+            [2, 0, 2, 1].into_iter().map(EventType).collect(),
+            abc(),
+            Ordering::RequireSorted,
+        )
+        .unwrap();
+        assert_eq!(
+            ties.types(),
+            &[EventType(0), EventType(2), EventType(2), EventType(1)]
         );
         assert_eq!(s.span(), 2.5);
         assert_eq!(s.counts_per_type(), vec![2, 1, 1]);

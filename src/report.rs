@@ -29,23 +29,24 @@ pub struct MineReport<'a> {
     pub truncated: Option<&'a Truncation>,
     /// The significance test (`--surrogates`); absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub significance: Option<SignificanceJson<'a>>,
+    pub significance: Option<SignificanceJson>,
     /// Frequent episodes, level 1 included (with `--significant-only` or `--closed`, those
     /// listed).
     pub episodes: Vec<EpisodeJson>,
 }
 
-/// The `significance` object of the JSON document.
-#[derive(Debug, Serialize)]
-pub struct SignificanceJson<'a> {
+/// The `significance` object of the JSON document (and of each window of an episodes stage
+/// that tests significance).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SignificanceJson {
     /// Surrogate method, e.g. `dither:0.015`.
-    pub method: &'a str,
+    pub method: String,
     /// Number of surrogates.
     pub n_surrogates: usize,
     /// Level α.
     pub alpha: f64,
     /// `max-t`, `spectrum`, `fdr-bh`, `holm`, `bonferroni` or `none`.
-    pub correction: &'static str,
+    pub correction: String,
     /// Seed of the surrogates.
     pub seed: u64,
     /// Episodes tested.
@@ -53,22 +54,22 @@ pub struct SignificanceJson<'a> {
     /// Episodes significant.
     pub significant: usize,
     /// Warnings (too few surrogates for the tests, a selection the procedure does not see).
-    pub warnings: &'a [String],
+    pub warnings: Vec<String>,
 }
 
-impl<'a> SignificanceJson<'a> {
+impl SignificanceJson {
     /// The object of `r`.
     #[must_use]
-    pub fn of(r: &'a SignificanceResult) -> Self {
+    pub fn of(r: &SignificanceResult) -> Self {
         Self {
-            method: &r.method,
+            method: r.method.clone(),
             n_surrogates: r.n_surrogates,
             alpha: r.alpha,
-            correction: r.correction.name(),
+            correction: r.correction.name().to_owned(),
             seed: r.seed,
             tested: r.tests.len(),
             significant: r.tests.iter().filter(|t| t.stats.significant).count(),
-            warnings: &r.warnings,
+            warnings: r.warnings.clone(),
         }
     }
 }
@@ -76,9 +77,14 @@ impl<'a> SignificanceJson<'a> {
 /// The `params` object.
 #[derive(Debug, Serialize)]
 pub struct Params<'a> {
-    /// Intervals `[low, high]` (meaning `(low, high]`), seconds.
+    /// Intervals `[low, high]` as given, seconds (closedness in `interval_notation`).
     #[serde(flatten)]
     pub config: &'a MinerConfig,
+    /// Each of `intervals` in the text output's notation, `(4,6]ms` or `[0,0.2]ms`.
+    pub interval_notation: Vec<String>,
+    /// The clock the intervals were given on, Hz, when they were given in samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample_rate_hz: Option<f64>,
     /// The minimum count the threshold resolved to.
     pub min_count: u64,
     /// Number of event types in the stream.
@@ -92,8 +98,11 @@ pub struct EpisodeJson {
     pub labels: Vec<String>,
     /// Dense event-type ids of the nodes.
     pub types: Vec<u32>,
-    /// `[low, high]` per gap, seconds (the interval is `(low, high]`).
+    /// `[low, high]` per gap as given, seconds (`(low, high]` or `[low, high]`: see
+    /// `intervals`).
     pub intervals_s: Vec<[f64; 2]>,
+    /// Each gap's interval in the text output's notation, `(4,6]ms` or `[0,0.2]ms`.
+    pub intervals: Vec<String>,
     /// Non-overlapped count.
     pub count: u64,
     /// Its significance, when it was tested (the fields of [`TestStats`], flattened).
@@ -126,7 +135,13 @@ impl<'a> MineReport<'a> {
                     .episode
                     .intervals()
                     .iter()
-                    .map(|iv| [iv.low(), iv.high()])
+                    .map(|iv| [iv.given().low_s(), iv.given().high_s()])
+                    .collect(),
+                intervals: f
+                    .episode
+                    .intervals()
+                    .iter()
+                    .map(ToString::to_string)
                     .collect(),
                 count: f.count,
                 test: None,
@@ -138,6 +153,14 @@ impl<'a> MineReport<'a> {
             span_s: stream.span(),
             params: Params {
                 config,
+                interval_notation: config.intervals.iter().map(ToString::to_string).collect(),
+                sample_rate_hz: config
+                    .intervals
+                    .iter()
+                    .find_map(|iv| match iv.given().unit {
+                        crate::episode::IntervalUnit::Samples { rate_hz } => Some(rate_hz),
+                        crate::episode::IntervalUnit::Seconds => None,
+                    }),
                 min_count: result.min_count,
                 event_types: alphabet.len(),
             },
@@ -179,7 +202,8 @@ pub fn write_json(out: &mut dyn Write, report: &MineReport<'_>) -> io::Result<()
 
 /// Writes the result in tdminer's text style: `#` comment lines with the settings and per-level
 /// statistics, then one `episode : count` line per frequent episode, e.g.
-/// `a3-[0.004000,0.006000]-a5 : 5111`.
+/// `a3-(4,6]ms-a5 : 5111` (intervals in milliseconds, brackets as meant: `[0,0.2]ms` admits a
+/// zero delay).
 ///
 /// # Errors
 /// I/O errors of `out`.
@@ -217,7 +241,21 @@ fn write_text_header(
         }
     )?;
     let ivs: Vec<String> = config.intervals.iter().map(ToString::to_string).collect();
-    writeln!(out, "# intervals (low, high] s: {}", ivs.join(" "))?;
+    let clock = config
+        .intervals
+        .iter()
+        .find_map(|iv| match iv.given().unit {
+            crate::episode::IntervalUnit::Samples { rate_hz } => Some(rate_hz),
+            crate::episode::IntervalUnit::Seconds => None,
+        });
+    match clock {
+        Some(rate) => writeln!(
+            out,
+            "# intervals: {} (given in samples at {rate} Hz)",
+            ivs.join(" ")
+        )?,
+        None => writeln!(out, "# intervals: {}", ivs.join(" "))?,
+    }
     for l in &result.levels {
         writeln!(
             out,

@@ -256,6 +256,7 @@ fn json_document_has_every_documented_key_and_value() {
         keys(params),
         set(&[
             "intervals",
+            "interval_notation",
             "threshold",
             "max_level",
             "strategy",
@@ -336,7 +337,10 @@ fn json_document_has_every_documented_key_and_value() {
     );
 
     for e in doc["episodes"].as_array().unwrap() {
-        assert_eq!(keys(e), set(&["labels", "types", "intervals_s", "count"]));
+        assert_eq!(
+            keys(e),
+            set(&["labels", "types", "intervals_s", "intervals", "count"])
+        );
     }
 }
 
@@ -535,10 +539,7 @@ fn text_format_lists_the_json_episodes_tdminer_style() {
         "{}",
         comments[1]
     );
-    assert_eq!(
-        comments[2],
-        "# intervals (low, high] s: [0.000000,0.005000] [0.005000,0.010000] [0.010000,0.020000]"
-    );
+    assert_eq!(comments[2], "# intervals: (0,5]ms (5,10]ms (10,20]ms");
     for (line, l) in comments[3..].iter().zip(levels) {
         let prefix = format!(
             "# level {}: {} candidates, {} removed by bounds, {} eliminated by PreElim, {} \
@@ -558,7 +559,7 @@ fn text_format_lists_the_json_episodes_tdminer_style() {
         .map(|(e, labels, count)| {
             let mut s = labels[0].clone();
             for (&i, label) in e.intervals.iter().zip(&labels[1..]) {
-                s += &format!("-[{:.6},{:.6}]-{label}", ivs[i].low(), ivs[i].high());
+                s += &format!("-{}-{label}", ivs[i]);
             }
             format!("{s} : {count}")
         })
@@ -567,7 +568,7 @@ fn text_format_lists_the_json_episodes_tdminer_style() {
     for (got, want) in body.iter().zip(&expected) {
         assert_eq!(got, want);
     }
-    assert!(body.contains(&"6-[0.010000,0.020000]-6 : 5926"), "{body:?}");
+    assert!(body.contains(&"6-(10,20]ms-6 : 5926"), "{body:?}");
 }
 
 #[test]
@@ -841,7 +842,7 @@ fn paper_example_stream_mines_as_in_section_2() {
             .collect()
     };
     let unconstrained = found("0-100");
-    for line in ["A : 4", "B : 3", "C : 2", "A-[0.000000,100.000000]-B : 2"] {
+    for line in ["A : 4", "B : 3", "C : 2", "A-(0,100000]ms-B : 2"] {
         assert!(
             unconstrained.iter().any(|l| l == line),
             "{line} in {unconstrained:#?}"
@@ -851,7 +852,7 @@ fn paper_example_stream_mines_as_in_section_2() {
     assert!(
         constrained
             .iter()
-            .any(|l| l == "A-[5.000000,10.000000]-B-[10.000000,15.000000]-C : 1"),
+            .any(|l| l == "A-(5000,10000]ms-B-(10000,15000]ms-C : 1"),
         "{constrained:#?}"
     );
 }
@@ -929,7 +930,7 @@ fn readme_figures_come_from_the_main_job() {
         .split('`')
         .skip(1)
         .step_by(2)
-        .filter(|q| q.contains("]-") && q.contains(" : "))
+        .filter(|q| q.contains("]ms-") && q.contains(" : "))
         .collect();
     assert!(
         quoted.len() >= 2,

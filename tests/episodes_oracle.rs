@@ -2,6 +2,12 @@
 //! enumerate every occurrence, then pick non-overlapped ones by greedy earliest end (optimal
 //! for interval scheduling). Also: PreElim bounds the exact count (Theorem 1) and equals the
 //! oracle on the relaxed episode; two-pass mining equals one-pass mining.
+//!
+//! The oracle reads intervals as given (`(lo, hi]` or `[lo, hi]`, seconds or whole samples
+//! with the delay rounded to the nearest sample) and applies the rules of equal times
+//! (`synfire::episode::model`) by itself: an occurrence's events follow each other in the
+//! order (time, type); a zero delay fits only a gap that admits it and only from a smaller
+//! type id to a larger one.
 
 use proptest::prelude::*;
 use synfire::episode::bound::{
@@ -15,18 +21,48 @@ use synfire::episode::{
 };
 use synfire::event::{Alphabet, EventStream, EventType, Ordering};
 
+/// An interval as given: `(lo, hi, closed, rate_hz)`, seconds when `rate_hz` is 0, else whole
+/// samples of that clock.
+#[derive(Clone, Copy, Debug)]
+struct Spec(f64, f64, bool, f64);
+
+impl Spec {
+    fn interval(self) -> Interval {
+        let Spec(lo, hi, closed, rate) = self;
+        if rate > 0.0 {
+            Interval::samples(lo, hi, closed, rate).unwrap()
+        } else {
+            Interval::seconds(lo, hi, closed).unwrap()
+        }
+    }
+
+    /// PreElim's relaxation: the lower bound dropped to 0, closed when the interval admits a
+    /// zero delay.
+    fn relaxed(self) -> Self {
+        let Spec(lo, hi, closed, rate) = self;
+        Spec(0.0, hi, closed && lo == 0.0, rate)
+    }
+
+    /// Whether an event of type `b` at delay `d` after one of type `a` continues an
+    /// occurrence: it comes later in (time, type) order, it is not a simultaneous spike of the
+    /// same type, and its delay (in samples: rounded) lies in the interval.
+    fn fits(self, d: f64, a: u32, b: u32) -> bool {
+        let Spec(lo, hi, closed, rate) = self;
+        if d < 0.0 || (d == 0.0 && a >= b) {
+            return false;
+        }
+        let x = if rate > 0.0 { (d * rate).round() } else { d };
+        (if closed { x >= lo } else { x > lo }) && x <= hi
+    }
+}
+
 /// Every occurrence as (first time, last time), by exhaustive search over event tuples.
-fn occurrences(
-    times: &[f64],
-    types: &[u32],
-    ep_types: &[u32],
-    ivs: &[(f64, f64)],
-) -> Vec<(f64, f64)> {
+fn occurrences(times: &[f64], types: &[u32], ep_types: &[u32], ivs: &[Spec]) -> Vec<(f64, f64)> {
     struct Search<'a> {
         times: &'a [f64],
         types: &'a [u32],
         ep_types: &'a [u32],
-        ivs: &'a [(f64, f64)],
+        ivs: &'a [Spec],
         out: Vec<(f64, f64)>,
     }
     impl Search<'_> {
@@ -35,10 +71,12 @@ fn occurrences(
                 self.out.push((start, self.times[prev]));
                 return;
             }
-            let (lo, hi) = self.ivs[node - 1];
+            let spec = self.ivs[node - 1];
             for j in 0..self.times.len() {
                 let d = self.times[j] - self.times[prev];
-                if self.types[j] == self.ep_types[node] && lo < d && d <= hi {
+                if self.types[j] == self.ep_types[node]
+                    && spec.fits(d, self.types[prev], self.types[j])
+                {
                     self.extend(node + 1, j, start);
                 }
             }
@@ -60,7 +98,7 @@ fn occurrences(
 }
 
 /// Maximum number of pairwise non-overlapped occurrences (later start > earlier end).
-fn oracle(times: &[f64], types: &[u32], ep_types: &[u32], ivs: &[(f64, f64)]) -> u64 {
+fn oracle(times: &[f64], types: &[u32], ep_types: &[u32], ivs: &[Spec]) -> u64 {
     let mut occ = occurrences(times, types, ep_types, ivs);
     occ.sort_by(|a, b| a.1.total_cmp(&b.1));
     let mut count = 0;
@@ -74,13 +112,21 @@ fn oracle(times: &[f64], types: &[u32], ep_types: &[u32], ivs: &[(f64, f64)]) ->
     count
 }
 
-const INTERVALS: [(f64, f64); 6] = [
-    (0.0, 0.003),
-    (0.002, 0.005),
-    (0.001, 0.002),
-    (0.004, 0.006),
-    (0.0, 0.001),
-    (0.01, 0.05),
+/// Half-open and closed intervals in seconds (`[0, x]` admits a zero delay, `[0, 0]` only a
+/// zero delay), and intervals in samples of a 1 kHz clock (the streams' 1 ms grid).
+const INTERVALS: [Spec; 12] = [
+    Spec(0.0, 0.003, false, 0.0),
+    Spec(0.002, 0.005, false, 0.0),
+    Spec(0.001, 0.002, false, 0.0),
+    Spec(0.004, 0.006, false, 0.0),
+    Spec(0.0, 0.001, false, 0.0),
+    Spec(0.01, 0.05, false, 0.0),
+    Spec(0.0, 0.002, true, 0.0),
+    Spec(0.001, 0.003, true, 0.0),
+    Spec(0.0, 0.0, true, 0.0),
+    Spec(0.0, 1.0, true, 1000.0),
+    Spec(1.0, 3.0, false, 1000.0),
+    Spec(2.0, 2.0, true, 1000.0),
 ];
 
 /// Streams on a 1 ms tick grid (so equal timestamps and delays on interval edges are common),
@@ -119,9 +165,7 @@ fn build(times: &[f64], types: &[u32], k: u32) -> EventStream {
 fn episode(ep_types: &[u32], ivs: &[usize]) -> Episode {
     Episode::new(
         ep_types.iter().map(|&t| EventType(t)).collect(),
-        ivs.iter()
-            .map(|&i| Interval::new(INTERVALS[i].0, INTERVALS[i].1).unwrap())
-            .collect(),
+        ivs.iter().map(|&i| INTERVALS[i].interval()).collect(),
     )
 }
 
@@ -138,8 +182,8 @@ proptest! {
         let index = TypeIndex::new(&stream);
         for (ep_types, ivs) in episodes {
             let ep = episode(&ep_types, &ivs);
-            let iv_values: Vec<(f64, f64)> = ivs.iter().map(|&i| INTERVALS[i]).collect();
-            let relaxed: Vec<(f64, f64)> = iv_values.iter().map(|&(_, hi)| (0.0, hi)).collect();
+            let iv_values: Vec<Spec> = ivs.iter().map(|&i| INTERVALS[i]).collect();
+            let relaxed: Vec<Spec> = iv_values.iter().map(|s| s.relaxed()).collect();
             let exact = count_exact(&index, &ep);
             let pre = count_preelim(&index, &ep);
             prop_assert_eq!(exact, oracle(&times, &types, &ep_types, &iv_values), "exact {:?}", ep);
@@ -255,11 +299,11 @@ proptest! {
     fn two_pass_mining_equals_one_pass(
         (times, types, k) in stream_strategy(60),
         min_count in 1u64..4,
-        n_iv in 1usize..=INTERVALS.len(),
+        chosen in prop::sample::subsequence((0..INTERVALS.len()).collect::<Vec<usize>>(), 1..=6),
     ) {
         let stream = build(&times, &types, k);
         let counter = CpuCounter::new(&stream);
-        let intervals = INTERVALS[..n_iv].iter().map(|&(l, h)| Interval::new(l, h).unwrap()).collect();
+        let intervals = chosen.iter().map(|&i| INTERVALS[i].interval()).collect();
         let mut config = MinerConfig::new(intervals, Threshold::MinCount(min_count));
         config.max_level = 5;
         config.strategy = MineStrategy::OnePass;
@@ -288,11 +332,11 @@ proptest! {
     fn mining_with_bounds_equals_mining_without(
         (times, types, k) in stream_strategy(80),
         min_count in 1u64..5,
-        n_iv in 1usize..=INTERVALS.len(),
+        chosen in prop::sample::subsequence((0..INTERVALS.len()).collect::<Vec<usize>>(), 1..=6),
     ) {
         let stream = build(&times, &types, k);
         let counter = CpuCounter::new(&stream);
-        let intervals = INTERVALS[..n_iv].iter().map(|&(l, h)| Interval::new(l, h).unwrap()).collect();
+        let intervals = chosen.iter().map(|&i| INTERVALS[i].interval()).collect();
         let mut config = MinerConfig::new(intervals, Threshold::MinCount(min_count));
         config.max_level = 5;
         config.bounds = false;
@@ -345,10 +389,7 @@ fn mining_with_bounds_equals_exhaustive_enumeration_on_dense_streams() {
         } else {
             vec![2, 5]
         };
-        let intervals: Vec<Interval> = ivs
-            .iter()
-            .map(|&i| Interval::new(INTERVALS[i].0, INTERVALS[i].1).unwrap())
-            .collect();
+        let intervals: Vec<Interval> = ivs.iter().map(|&i| INTERVALS[i].interval()).collect();
         let min_count = rng.random_range(3..12u64);
         let mut config = MinerConfig::new(intervals, Threshold::MinCount(min_count));
         config.max_level = 3;
@@ -470,7 +511,7 @@ fn exact_equals_oracle_on_poisson_like_streams() {
                 .map(|_| rng.random_range(0..INTERVALS.len()))
                 .collect();
             let ep = episode(&ep_types, &ivs);
-            let iv_values: Vec<(f64, f64)> = ivs.iter().map(|&i| INTERVALS[i]).collect();
+            let iv_values: Vec<Spec> = ivs.iter().map(|&i| INTERVALS[i]).collect();
             assert_eq!(
                 count_exact(&index, &ep),
                 oracle(&times, &types, &ep_types, &iv_values),

@@ -11,7 +11,9 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use synfire::device::{DeviceChoice, DeviceTarget};
 use synfire::episode::hybrid::ExactAlgorithm;
-use synfire::episode::{GpuSettings, Interval, MinerConfig, MiningOptions, Threshold};
+use synfire::episode::{
+    GpuSettings, Interval, IntervalSpec, MinerConfig, MiningOptions, Threshold,
+};
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest;
 use synfire::series::read_dataset;
@@ -124,10 +126,17 @@ fn create(path: &Path) -> Result<File> {
 /// Options shared by everything that mines.
 #[derive(Debug, Args, Clone)]
 pub struct MiningArgs {
-    /// Inter-event delay intervals `(low, high]` in seconds, comma-separated, e.g.
-    /// `0.004-0.006,0.009-0.011`.
-    #[arg(long, value_parser = parse_intervals)]
-    pub intervals: IntervalList,
+    /// Inter-event delay intervals, comma-separated, each `(LOW,HIGH]`, `[LOW,HIGH]` (a closed
+    /// lower bound: `[0,0.001]` admits simultaneous spikes, lag-0 synchrony) or `LOW-HIGH`
+    /// (meaning `(LOW,HIGH]`), in seconds, or in samples with `--sample-rate-hz`; e.g.
+    /// `"[0,0.001],(0.004,0.006]"`.
+    #[arg(long)]
+    pub intervals: String,
+    /// Read `--intervals` in whole samples of a clock at this rate (Hz), e.g. `--sample-rate-hz
+    /// 30000 --intervals "[0,5],(5,150]"`: a delay counts as its nearest whole number of
+    /// samples, so boundaries do not depend on the rounding of `sample / rate`.
+    #[arg(long)]
+    pub sample_rate_hz: Option<f64>,
     /// Minimum number of non-overlapped occurrences.
     #[arg(long, conflicts_with = "support")]
     pub min_count: Option<u64>,
@@ -174,13 +183,19 @@ impl MiningArgs {
     /// These flags as the library's [`MiningOptions`] (the type the episodes stage of a
     /// pipeline reads too, with the same names and defaults).
     pub fn options(&self) -> MiningOptions {
+        let specs: Vec<IntervalSpec> = Interval::split_list(&self.intervals)
+            .into_iter()
+            .map(|part| IntervalSpec::Text(part.to_owned()))
+            .collect();
+        let (intervals_s, intervals_samples) = if self.sample_rate_hz.is_some() {
+            (Vec::new(), specs)
+        } else {
+            (specs, Vec::new())
+        };
         MiningOptions {
-            intervals_s: self
-                .intervals
-                .0
-                .iter()
-                .map(|iv| [iv.low(), iv.high()])
-                .collect(),
+            intervals_s,
+            intervals_samples,
+            sample_rate_hz: self.sample_rate_hz,
             min_count: self.min_count,
             support: self.support,
             support_per: match self.support_per {
@@ -196,6 +211,7 @@ impl MiningArgs {
             gpus: self.device.gpus.clone(),
             exact_kernel: self.exact_kernel.into(),
             calibration: self.calibration.clone(),
+            significance: None,
         }
     }
 
@@ -212,7 +228,7 @@ impl MiningArgs {
                 .map(|e| {
                     let field = e.field.split('[').next().unwrap_or(&e.field);
                     let flag = match field {
-                        "intervals_s" => "intervals".to_owned(),
+                        "intervals_s" | "intervals_samples" => "intervals".to_owned(),
                         f => f.replace('_', "-"),
                     };
                     if e.message.contains("`--") {
@@ -247,16 +263,6 @@ impl From<ExactKernelArg> for ExactAlgorithm {
             ExactKernelArg::Mtpe => Self::Mtpe,
         }
     }
-}
-
-/// A parsed `--intervals` list.
-#[derive(Debug, Clone)]
-pub struct IntervalList(pub Vec<Interval>);
-
-fn parse_intervals(s: &str) -> Result<IntervalList, String> {
-    Interval::parse_list(s)
-        .map(IntervalList)
-        .map_err(|e| e.to_string())
 }
 
 /// Unit of `--support`.

@@ -261,7 +261,7 @@ fn significance(
     let watch = args
         .watch
         .as_deref()
-        .map(|p| read_watch(p, stream))
+        .map(|p| read_watch(p, stream, &config.intervals))
         .transpose()?;
     let sig = SignificanceConfig {
         method,
@@ -318,8 +318,13 @@ fn read_trials(path: &Path) -> Result<Trials> {
     Trials::new(trials).with_context(|| format!("`--trials` file {}", path.display()))
 }
 
-/// `--watch FILE`: episodes in the text output's form, one per line.
-fn read_watch(path: &Path, stream: &EventStream) -> Result<Vec<synfire::episode::Episode>> {
+/// `--watch FILE`: episodes in the text output's form (or tdminer's), one per line; `known`
+/// are the mining's intervals (an interval shown as one of them is that one exactly).
+fn read_watch(
+    path: &Path,
+    stream: &EventStream,
+    known: &[synfire::episode::Interval],
+) -> Result<Vec<synfire::episode::Episode>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading `--watch` file {}", path.display()))?;
     let mut out = Vec::new();
@@ -328,39 +333,15 @@ fn read_watch(path: &Path, stream: &EventStream) -> Result<Vec<synfire::episode:
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let bad = |why: String| {
-            anyhow::anyhow!(
-                "`--watch` file {} line {}: {why} in `{line}` (expected e.g. `u3-[0.000000,0.005000]-u5`)",
-                path.display(),
-                n + 1
-            )
-        };
-        let mut parts = line.split("-[");
-        let first = parts.next().unwrap_or_default();
-        let ty = |label: &str| {
-            stream
-                .alphabet()
-                .get(label)
-                .ok_or_else(|| bad(format!("unit `{label}` is not in the recording")))
-        };
-        let mut types = vec![ty(first)?];
-        let mut intervals = Vec::new();
-        for part in parts {
-            let (iv, label) = part
-                .split_once("]-")
-                .ok_or_else(|| bad("an interval not followed by `]-` and a unit".into()))?;
-            let (lo, hi) = iv
-                .split_once(',')
-                .and_then(|(a, b)| Some((a.parse::<f64>().ok()?, b.parse::<f64>().ok()?)))
-                .ok_or_else(|| bad(format!("interval `[{iv}]` is not `[low,high]`")))?;
-            intervals
-                .push(synfire::episode::Interval::new(lo, hi).map_err(|e| bad(e.to_string()))?);
-            types.push(ty(label)?);
-        }
-        if types.len() < 2 {
-            return Err(bad("an episode of one unit".into()));
-        }
-        out.push(synfire::episode::Episode::new(types, intervals));
+        let episode =
+            synfire::episode::Episode::parse(line, stream.alphabet(), known).map_err(|e| {
+                anyhow::anyhow!(
+                    "`--watch` file {} line {}: {e} (expected e.g. `u3-(0,5]ms-u5`)",
+                    path.display(),
+                    n + 1
+                )
+            })?;
+        out.push(episode);
     }
     if out.is_empty() {
         anyhow::bail!("`--watch` file {} lists no episode", path.display());

@@ -32,7 +32,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Mine frequent serial episodes from a spike file (NWB units table or `label,time` CSV).
-    Mine(mine::MineArgs),
+    Mine(Box<mine::MineArgs>),
     /// Write a seeded synthetic spike train with embedded causal chains.
     Generate(generate::GenerateArgs),
     /// Run a benchmark and print a table.

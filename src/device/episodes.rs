@@ -424,7 +424,7 @@ fn count(
         None
     };
     let timer = Timer::start(s)?;
-    // The arguments every kernel but per-thread PreElim starts with: times, offsets, lo,
+    // The arguments every kernel starts with: times, offsets, lo,
     // hi, types [m*n], ivs [m*(n-1)], n_cands.
     let exact_family = |f| {
         let mut b = s.launch_builder(f);
@@ -439,12 +439,10 @@ fn count(
     };
     match kernel {
         EpisodeKernel::PreElim => {
-            let f = &kernels.preelim;
-            let mut b = s.launch_builder(f);
-            b.arg(&data.times).arg(&data.offsets).arg(&data.hi);
-            b.arg(&types).arg(&ivs).arg(&m32).arg(&mut out);
+            let mut b = exact_family(&kernels.preelim);
+            b.arg(&mut out);
             // SAFETY: the argument list matches `episodes_preelim_n{n}` in kernels/episodes.cu
-            // (times f64*, offsets u32*, hi f64*, types u32* [m*n],
+            // (times f64*, offsets u32*, lo f64*, hi f64*, types u32* [m*n],
             // ivs u32* [m*(n-1)], n_cands u32, out u32* [m]); every buffer is as long as the
             // kernel reads, and threads with c >= m return before touching memory.
             unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;

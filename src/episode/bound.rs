@@ -64,10 +64,11 @@ pub fn reach_into(
         return;
     }
     let (from, to) = (index.times(last), index.times(x));
+    let low = iv.low_by_time(last < x);
     let (mut start, mut stop, mut written) = (0usize, 0usize, 0usize);
     for &e in ends {
         let t = from[e as usize];
-        while start < to.len() && to[start] - t <= iv.low() {
+        while start < to.len() && to[start] - t <= low {
             start += 1;
         }
         stop = stop.max(start);
@@ -152,11 +153,12 @@ pub fn successor_bits(index: &TypeIndex, a: EventType, iv: Interval, x: EventTyp
     let from = index.times(a);
     let to = index.times(x);
     let mut bits = vec![0u64; words_for(from.len())];
+    let low = iv.low_by_time(a < x);
     let mut j = 0usize;
     for (i, &t) in from.iter().enumerate() {
         // The first y with delay > low has the smallest such delay (delays grow with y), so
         // some y fits iff that one does.
-        while j < to.len() && to[j] - t <= iv.low() {
+        while j < to.len() && to[j] - t <= low {
             j += 1;
         }
         if j == to.len() {
@@ -217,7 +219,7 @@ pub fn pair_successor_counts(
                         break;
                     }
                     for (k, iv) in intervals.iter().enumerate() {
-                        if iv.contains(d) {
+                        if iv.fits(d, *ty == a) {
                             let cell = k * types + ty.index();
                             if stamp[cell] != p {
                                 stamp[cell] = p;
@@ -310,7 +312,7 @@ impl SuccessorTable {
                             break;
                         }
                         for (k, iv) in ivs.iter().enumerate() {
-                            if iv.contains(d) {
+                            if iv.fits(d, *ty == *a) {
                                 let m = lookup[k * n_types + ty.index()];
                                 if m != u32::MAX {
                                     bits[m as usize * words + i / 64] |= 1 << (i % 64);

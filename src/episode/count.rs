@@ -6,8 +6,12 @@
 //! episode's state machine). The per-candidate merge of those lists restores stream order.
 //!
 //! # Semantics (the contract every counter meets)
-//! * An occurrence of `E(1) -> … -> E(N)` is a choice of events `e₁ … e_N` of those types with
-//!   `low_k < t(e_{k+1}) - t(e_k) <= high_k` for every gap (delay computed in `f64`).
+//! * An occurrence of `E(1) -> … -> E(N)` is a choice of events `e₁ … e_N` of those types, in
+//!   stream order (increasing positions; equal times are ordered by type id), with every
+//!   gap's delay `t(e_{k+1}) - t(e_k)` (computed in `f64`) in its interval: `low_k < d ≤ high_k`
+//!   with the interval's comparison bounds ([`Interval::low`], [`Interval::high`]); a zero
+//!   delay only in an interval that admits it and never between two events of one type
+//!   ([`Interval::gap_low`]; the rules are in [`crate::episode::model`]).
 //! * Two occurrences are non-overlapped when the later one's first event time is strictly
 //!   greater than the earlier one's last event time.
 //! * The count (support) is the maximum number of pairwise non-overlapped occurrences. It is
@@ -345,8 +349,10 @@ pub fn count_exact_merged(merged: &Merged, set: &[EventType], episode: &Episode)
 /// Equal to [`count_exact`] (Algorithm 1 specialised to N = 2): at each `B` at `t`, in time
 /// order, the machine's list holds the `A`s after the last counted occurrence with
 /// `t − a ≤ high`; the occurrence completes when the oldest of them has `t − a > low`. The
-/// pointer finds that oldest `A` with the same floating-point comparisons. With `low = 0` it is
-/// PreElim's count (the relaxed episode). O(|A| + |B|), no allocation: level 2 dominates the
+/// pointer finds that oldest `A` with the same floating-point comparisons. `low` is the strict
+/// lower bound by time, [`Interval::low_by_time`] (`A`s after `t` have a negative delay and
+/// never fit, so a zero delay fits exactly when the interval admits it and `A`'s id is below
+/// `B`'s). With the relaxed interval's bound it is PreElim's count. O(|A| + |B|), no allocation: level 2 dominates the
 /// mining of a sliding window, and this removes the merge there.
 #[must_use]
 pub fn count_pair(a: &[f64], b: &[f64], low: f64, high: f64) -> u64 {
@@ -382,6 +388,8 @@ pub fn count_pair(a: &[f64], b: &[f64], low: f64, high: f64) -> u64 {
 pub(crate) struct ExactMachine<'e> {
     masks: Vec<u64>,
     ivs: &'e [Interval],
+    /// Each gap's strict lower bound ([`Interval::gap_low`]).
+    lows: Vec<f64>,
     lists: Vec<TimeList>,
     last_end: f64,
 }
@@ -396,6 +404,7 @@ impl<'e> ExactMachine<'e> {
         Self {
             masks: state_masks(episode, set),
             ivs: episode.intervals(),
+            lows: gap_lows(episode),
             lists: vec![TimeList::default(); episode.len()],
             last_end: f64::NEG_INFINITY,
         }
@@ -430,9 +439,10 @@ impl<'e> ExactMachine<'e> {
                 continue;
             }
             let iv = self.ivs[i - 1];
+            let low = self.lows[i - 1];
             let prev = &mut self.lists[i - 1];
             prev.prune(t, iv.high());
-            if !prev.front().is_some_and(|front| t - front > iv.low()) {
+            if !prev.front().is_some_and(|front| t - front > low) {
                 continue;
             }
             if i == n - 1 {
@@ -447,12 +457,25 @@ impl<'e> ExactMachine<'e> {
     }
 }
 
+/// Each gap's strict lower bound for the stream-order machines: [`Interval::gap_low`] with the
+/// gap's two node types. Shape `[N - 1]`.
+pub(crate) fn gap_lows(episode: &Episode) -> Vec<f64> {
+    let types = episode.types();
+    episode
+        .intervals()
+        .iter()
+        .enumerate()
+        .map(|(k, iv)| iv.gap_low(types[k] == types[k + 1]))
+        .collect()
+}
+
 /// PreElim: the exact non-overlapped count of the relaxed episode α′ whose gaps are
-/// `(0, high]` (paper Algorithm 3). By Theorem 1 it bounds [`count_exact`] from above.
+/// `(0, high]`, or `[0, high]` where the gap admits a zero delay (paper Algorithm 3,
+/// [`Interval::relaxed`]). By Theorem 1 it bounds [`count_exact`] from above.
 ///
 /// Observation 1 reduces each state list to its latest entry, because with a zero lower bound
-/// the latest entry has the smallest positive delay. With equal timestamps the latest entry
-/// can have delay 0, which never fits, while an older one fits; so each state keeps its latest
+/// the latest entry has the smallest delay. With equal timestamps the latest entry can have
+/// delay 0, which fits only a gap that admits zero; for the others each state keeps its latest
 /// time and the latest time strictly before it, which restores Observation 1 exactly.
 /// O(1) memory per state.
 ///
@@ -473,6 +496,8 @@ pub fn count_preelim_merged(merged: &Merged, set: &[EventType], episode: &Episod
     let masks = state_masks(episode, set);
     let n = episode.len();
     let highs: Vec<f64> = episode.intervals().iter().map(|iv| iv.high()).collect();
+    let relaxed = episode.relaxed();
+    let zero_fits: Vec<bool> = gap_lows(&relaxed).iter().map(|&l| l < 0.0).collect();
     let mut last = vec![f64::NEG_INFINITY; n];
     let mut before = vec![f64::NEG_INFINITY; n];
     let mut count = 0u64;
@@ -494,8 +519,8 @@ pub fn count_preelim_merged(merged: &Merged, set: &[EventType], episode: &Episod
                 record(&mut last[0], &mut before[0], t);
                 continue;
             }
-            // Latest entry strictly before t (entries at t have delay 0 and never fit).
-            let prev = if last[i - 1] < t {
+            // The latest entry, or the latest strictly before t where a zero delay never fits.
+            let prev = if zero_fits[i - 1] || last[i - 1] < t {
                 last[i - 1]
             } else {
                 before[i - 1]

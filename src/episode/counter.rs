@@ -144,7 +144,7 @@ impl CpuCounter {
                             _ => count_pair(
                                 index.times(prefix_last),
                                 index.times(x),
-                                iv.low(),
+                                iv.low_by_time(prefix_last < x),
                                 iv.high(),
                             ),
                         });
@@ -195,9 +195,10 @@ impl Counter for CpuCounter {
             .filter(|(_, e)| pair(e))
             .for_each(|(o, e)| {
                 let iv = e.intervals()[0];
+                let zero_fits = e.types()[0] < e.types()[1];
                 let low = match kind {
-                    CountKind::Exact => iv.low(),
-                    CountKind::PreElim => 0.0,
+                    CountKind::Exact => iv.low_by_time(zero_fits),
+                    CountKind::PreElim => iv.relaxed().low_by_time(zero_fits),
                 };
                 *o = count_pair(
                     self.index.times(e.types()[0]),

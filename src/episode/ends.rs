@@ -9,7 +9,9 @@
 //! # Extension (one sweep per node)
 //! An occurrence of `α·x` (node `x` appended with gap `(low, high]`) is an occurrence of `α`
 //! ending at some event `e` followed by an event `y` of type `x` with
-//! `low < t(y) − t(e) ≤ high`, and every such pair is one. So `y` ends an occurrence of `α·x`
+//! `low < t(y) − t(e) ≤ high`, and every such pair is one (`low` by time,
+//! [`Interval::low_by_time`]: a zero delay fits only an interval that admits it, between
+//! different types in id order, which is the stream order of simultaneous events). So `y` ends an occurrence of `α·x`
 //! iff some end `e` of `α` lies in its window, and its latest start is the largest latest start
 //! over that window. Ends are sorted by time and the delays are computed exactly as the
 //! counters compute them (`t(y) − t(e)` in `f64`, whose rounding is monotone), so both window
@@ -105,7 +107,8 @@ impl Ends {
         let from = index.times(last);
         let to = index.times(x);
         let t_end = |i: usize| from[self.index[i] as usize];
-        let (low, high) = (iv.low(), iv.high());
+        // A zero delay fits only between different types in id order (model's rules).
+        let (low, high) = (iv.low_by_time(last < x), iv.high());
         // Window of ends for the current y: [lo, hi), with y − t(e) ≤ high from lo on and
         // y − t(e) > low before hi. `deque` holds window positions with decreasing starts.
         let (mut lo, mut hi) = (0usize, 0usize);

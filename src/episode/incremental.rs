@@ -153,8 +153,10 @@ impl<'s> PairScan<'s> {
 /// ([`count_pair`], and [`crate::episode::count_exact`] for `A = B`).
 ///
 /// # Units
-/// `a`, `b`: the two types' event times, seconds, non-decreasing; `low`, `high`: seconds
-/// (`0 ≤ low < high`); the ends are event times of `b`, seconds.
+/// `a`, `b`: the two types' event times, seconds, non-decreasing; `low`, `high`: seconds, the
+/// strict lower bound by time ([`Interval::low_by_time`](crate::episode::Interval::low_by_time),
+/// just below zero where a zero delay fits) and the inclusive upper one; the ends are event
+/// times of `b`, seconds.
 ///
 /// # References
 /// Algorithm 1 of Cao et al. (the exact count), specialised to two nodes.
@@ -614,11 +616,15 @@ impl Counter for IncrementalCounter<'_> {
                 match (e.types(), e.intervals(), cached) {
                     ([a, b], [iv], Some(c)) => {
                         let (ta, tb) = (self.times(*a), self.times(*b));
-                        update_pair_chain_owned(ta, tb, iv.low(), iv.high(), c, self.previous_upto)
+                        let low = iv.low_by_time(a < b);
+                        update_pair_chain_owned(ta, tb, low, iv.high(), c, self.previous_upto)
                     }
-                    ([a, b], [iv], None) => {
-                        pair_chain(self.times(*a), self.times(*b), iv.low(), iv.high())
-                    }
+                    ([a, b], [iv], None) => pair_chain(
+                        self.times(*a),
+                        self.times(*b),
+                        iv.low_by_time(a < b),
+                        iv.high(),
+                    ),
                     (_, _, c) => update_episode_chain(index, e, c.as_deref().unwrap_or(&[])),
                 }
             })

@@ -43,5 +43,5 @@ pub use miner::{
     FrequentEpisode, LevelStats, MineError, MinerConfig, MiningResult, NoProgress, Progress,
     StopReason, Strategy, SupportPer, Threshold, Truncation, mine, mine_with,
 };
-pub use model::{Episode, Interval, IntervalError};
-pub use options::{MiningOptions, OptionError};
+pub use model::{Episode, EpisodeParseError, Given, Interval, IntervalError, IntervalUnit};
+pub use options::{IntervalSpec, MiningOptions, OptionError, SignificanceOptions};

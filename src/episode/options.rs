@@ -4,10 +4,11 @@
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::count::MAX_EPISODE_LEN;
 use super::hybrid::{Calibration, ExactAlgorithm};
+use super::model::{IntervalError, IntervalUnit};
 use super::{GpuSettings, Interval, MinerConfig, Strategy, SupportPer, Threshold};
 use crate::device::DeviceChoice;
 
@@ -22,16 +23,67 @@ fn default_bounds() -> bool {
     true
 }
 
+/// One interval of [`MiningOptions`]: the numbers `[low, high]` (meaning `(low, high]`) or the
+/// notation `"(0.004,0.006]"`, `"[0,0.001]"` (a closed lower bound admits a zero delay;
+/// [`crate::episode::model`]). Its unit is the field's (seconds or samples).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum IntervalSpec {
+    /// `[low, high]`, meaning `(low, high]`.
+    Pair([f64; 2]),
+    /// `(low,high]`, `[low,high]` or `low-high`.
+    Text(String),
+}
+
+impl std::fmt::Display for IntervalSpec {
+    /// As written: `[low, high]` or the text.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Pair([lo, hi]) => write!(f, "[{lo}, {hi}]"),
+            Self::Text(text) => f.write_str(text),
+        }
+    }
+}
+
+impl IntervalSpec {
+    /// `iv` in its own unit, as text that reads back to exactly `iv`.
+    #[must_use]
+    pub fn of(iv: Interval) -> Self {
+        let g = iv.given();
+        let open = if g.closed { '[' } else { '(' };
+        Self::Text(format!("{open}{},{}]", g.low, g.high))
+    }
+
+    /// The interval, with its bounds in `unit`.
+    ///
+    /// # Errors
+    /// [`IntervalError`] for malformed text or bounds.
+    pub fn resolve(&self, unit: IntervalUnit) -> Result<Interval, IntervalError> {
+        match self {
+            Self::Pair([lo, hi]) => Interval::parse_in(&format!("({lo},{hi}]"), unit),
+            Self::Text(text) => Interval::parse_in(text, unit),
+        }
+    }
+}
+
 /// What to mine and where to count: the options of `synfire mine`.
 ///
-/// Intervals are `(low, high]` delays in seconds between consecutive events of an episode.
-/// The threshold is `min_count` if given, else `support` relative to `support_per`, else a
+/// Intervals are delays between consecutive events of an episode, `(low, high]` or
+/// `[low, high]`, in seconds (`intervals_s`) or in whole samples of a clock
+/// (`intervals_samples` with `sample_rate_hz`; [`Interval::samples`]). The threshold is `min_count` if given, else `support` relative to `support_per`, else a
 /// fraction 0.001 of the events (tdminer's default; [`Threshold::from_options`]).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct MiningOptions {
-    /// Inter-event intervals `(low, high]`, seconds, shape `[intervals][2]`:
-    /// `[[0.0, 0.005], [0.005, 0.01]]`.
-    pub intervals_s: Vec<[f64; 2]>,
+    /// Inter-event intervals in seconds, each `[low, high]` (meaning `(low, high]`) or a
+    /// notation string: `[[0.0, 0.005], "(0.005,0.01]", "[0,0.001]"]`.
+    #[serde(default)]
+    pub intervals_s: Vec<IntervalSpec>,
+    /// Inter-event intervals in whole samples of the `sample_rate_hz` clock, in the same
+    /// forms: `["[0,5]", "(5,150]"]` (instead of `intervals_s`).
+    #[serde(default)]
+    pub intervals_samples: Vec<IntervalSpec>,
+    /// The clock of `intervals_samples`, Hz (e.g. 30000 for a Neuropixels AP band).
+    pub sample_rate_hz: Option<f64>,
     /// Minimum number of non-overlapped occurrences.
     pub min_count: Option<u64>,
     /// Support threshold (see `support_per`).
@@ -63,6 +115,51 @@ pub struct MiningOptions {
     pub exact_kernel: ExactAlgorithm,
     /// Calibration file for the hybrid choice (default: the one stored per GPU model).
     pub calibration: Option<PathBuf>,
+    /// Test the mined episodes against surrogates (`synfire mine --surrogates …`; in a
+    /// pipeline, `[stages.<name>.significance]`, each window tested on its own). Not read by
+    /// [`MiningOptions::resolve`]: the significance module checks it
+    /// (`significance::SignificanceConfig::from_options`).
+    #[serde(default)]
+    pub significance: Option<SignificanceOptions>,
+}
+
+fn default_window_surrogates() -> usize {
+    19
+}
+
+fn default_alpha() -> f64 {
+    0.05
+}
+
+fn default_correction() -> String {
+    "max-t".into()
+}
+
+/// The significance options of an episodes stage, as written (checked by
+/// `significance::SignificanceConfig::from_options`): the options of `synfire mine
+/// --surrogates …` with fewer surrogates by default, since every window is tested.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct SignificanceOptions {
+    /// Surrogate method `METHOD[:Δ[:d]]`, as `--surrogates` (e.g. `"dither:0.015"`).
+    pub surrogates: String,
+    /// Surrogates per window (default 19: the fewest with which a `max-t` p-value reaches
+    /// 0.05, `1 / (19 + 1)`).
+    #[serde(default = "default_window_surrogates")]
+    pub n_surrogates: usize,
+    /// Level α (default 0.05).
+    #[serde(default = "default_alpha")]
+    pub alpha: f64,
+    /// `max-t` (default), `spectrum`, `fdr-bh`, `holm`, `bonferroni` or `none`.
+    #[serde(default = "default_correction")]
+    pub correction: String,
+    /// Seed of the surrogates (default 0).
+    #[serde(default)]
+    pub seed: u64,
+    /// Per-episode procedures: test the N most frequent episodes.
+    pub test_top: Option<usize>,
+    /// Keep only the significant episodes in each window's result (default false).
+    #[serde(default)]
+    pub significant_only: bool,
 }
 
 /// One invalid option: its name (as in the TOML section and, with dashes, on the command
@@ -77,11 +174,21 @@ pub struct OptionError {
 }
 
 impl MiningOptions {
-    /// Options with `intervals` (seconds) and every other option at its default.
+    /// Options with `intervals` and every other option at its default. Intervals in samples
+    /// go to `intervals_samples` (with the first one's rate), the others to `intervals_s`.
     #[must_use]
     pub fn new(intervals: &[Interval]) -> Self {
+        let rate = intervals.iter().find_map(|iv| match iv.given().unit {
+            IntervalUnit::Samples { rate_hz } => Some(rate_hz),
+            IntervalUnit::Seconds => None,
+        });
+        let (in_samples, in_seconds): (Vec<Interval>, Vec<Interval>) = intervals
+            .iter()
+            .partition(|iv| matches!(iv.given().unit, IntervalUnit::Samples { .. }));
         Self {
-            intervals_s: intervals.iter().map(|iv| [iv.low(), iv.high()]).collect(),
+            intervals_s: in_seconds.into_iter().map(IntervalSpec::of).collect(),
+            intervals_samples: in_samples.into_iter().map(IntervalSpec::of).collect(),
+            sample_rate_hz: rate,
             min_count: None,
             support: None,
             support_per: SupportPer::default(),
@@ -94,6 +201,7 @@ impl MiningOptions {
             gpus: None,
             exact_kernel: ExactAlgorithm::default(),
             calibration: None,
+            significance: None,
         }
     }
 
@@ -117,20 +225,60 @@ impl MiningOptions {
         let mut errors = Vec::new();
         let mut err = |field: String, message: String| errors.push(OptionError { field, message });
         let mut intervals = Vec::new();
-        for (i, [lo, hi]) in self.intervals_s.iter().enumerate() {
-            match Interval::new(*lo, *hi) {
-                Ok(iv) if intervals.contains(&iv) => {
-                    err(format!("intervals_s[{i}]"), "occurs twice".to_owned());
+        let samples = match self.sample_rate_hz {
+            Some(rate_hz) if rate_hz.is_finite() && rate_hz > 0.0 => {
+                Some(IntervalUnit::Samples { rate_hz })
+            }
+            Some(rate) => {
+                err(
+                    "sample_rate_hz".into(),
+                    format!("must be a positive number of Hz, got {rate}"),
+                );
+                None
+            }
+            None => None,
+        };
+        let fields = [
+            (
+                "intervals_s",
+                &self.intervals_s,
+                Some(IntervalUnit::Seconds),
+            ),
+            ("intervals_samples", &self.intervals_samples, samples),
+        ];
+        for (field, specs, unit) in fields {
+            let Some(unit) = unit else { continue };
+            for (i, spec) in specs.iter().enumerate() {
+                match spec.resolve(unit) {
+                    Ok(iv) if intervals.contains(&iv) => {
+                        err(format!("{field}[{i}]"), "occurs twice".to_owned());
+                    }
+                    Ok(iv) => intervals.push(iv),
+                    Err(e) => err(format!("{field}[{i}]"), format!("`{spec}`: {e}")),
                 }
-                Ok(iv) => intervals.push(iv),
-                Err(e) => err(format!("intervals_s[{i}]"), e.to_string()),
             }
         }
-        if self.intervals_s.is_empty() {
-            err(
+        match (
+            self.intervals_s.is_empty(),
+            self.intervals_samples.is_empty(),
+        ) {
+            (true, true) => err(
                 "intervals_s".into(),
-                "needs at least one [low, high] pair".into(),
-            );
+                "needs at least one interval, e.g. [0.0, 0.005] or \"[0,0.001]\"".into(),
+            ),
+            (false, false) => err(
+                "intervals_samples".into(),
+                "give `intervals_s` or `intervals_samples`, not both".into(),
+            ),
+            (true, false) if self.sample_rate_hz.is_none() => err(
+                "sample_rate_hz".into(),
+                "`intervals_samples` needs the clock's `sample_rate_hz`".into(),
+            ),
+            (false, true) if self.sample_rate_hz.is_some() => err(
+                "sample_rate_hz".into(),
+                "applies to `intervals_samples` (intervals in samples), not `intervals_s`".into(),
+            ),
+            _ => {}
         }
         if self.min_count.is_some() && self.support.is_some() {
             err(
@@ -223,7 +371,8 @@ mod tests {
         assert!(gpu.calibration.is_some());
 
         opts.max_level = 0;
-        opts.intervals_s.push([0.01, 0.005]);
+        opts.intervals_s
+            .push(super::IntervalSpec::Pair([0.01, 0.005]));
         let errors = opts.resolve().unwrap_err();
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["intervals_s[1]", "max_level", "calibration"]);
@@ -232,5 +381,40 @@ mod tests {
             "{}",
             errors[2].message
         );
+    }
+
+    #[test]
+    fn intervals_in_samples_and_closed_ones_resolve_exactly() {
+        let toml_like = r#"{"intervals_samples": ["[0,5]", [5, 150]], "sample_rate_hz": 30000,
+            "min_count": 2}"#;
+        let opts: MiningOptions = serde_json::from_str(toml_like).unwrap();
+        let config = opts.miner().unwrap();
+        assert_eq!(
+            config.intervals,
+            vec![
+                Interval::samples(0.0, 5.0, true, 30_000.0).unwrap(),
+                Interval::samples(5.0, 150.0, false, 30_000.0).unwrap(),
+            ]
+        );
+        // What `new` writes reads back to the same intervals.
+        let again = MiningOptions::new(&config.intervals);
+        assert_eq!(again.miner().unwrap().intervals, config.intervals);
+        let seconds = MiningOptions::new(&[Interval::closed(0.0, 0.001).unwrap()]);
+        assert_eq!(
+            seconds.miner().unwrap().intervals,
+            vec![Interval::closed(0.0, 0.001).unwrap()]
+        );
+        let mut bad = opts.clone();
+        bad.sample_rate_hz = None;
+        let fields: Vec<String> = bad
+            .resolve()
+            .unwrap_err()
+            .into_iter()
+            .map(|e| e.field)
+            .collect();
+        assert_eq!(fields, ["sample_rate_hz"]);
+        let mut both = opts;
+        both.intervals_s = vec![super::IntervalSpec::Text("[0,0.001]".into())];
+        assert!(both.resolve().is_err());
     }
 }

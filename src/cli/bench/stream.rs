@@ -266,10 +266,13 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     let max_level = args.max_level.unwrap_or(default_level);
     let units = stream.alphabet().len();
     let endpoint = free_endpoint()?;
-    let ivs: Vec<[f64; 2]> = synfire::episode::Interval::parse_list(intervals)
+    let ivs: Vec<String> = synfire::episode::Interval::parse_list(intervals)
         .map_err(|e| anyhow::anyhow!("`--intervals`: {e}"))?
-        .iter()
-        .map(|iv| [iv.low(), iv.high()])
+        .into_iter()
+        .map(|iv| match synfire::episode::IntervalSpec::of(iv) {
+            synfire::episode::IntervalSpec::Text(t) => t,
+            synfire::episode::IntervalSpec::Pair([lo, hi]) => format!("({lo},{hi}]"),
+        })
         .collect();
     let jsonl =
         std::env::temp_dir().join(format!("synfire-bench-stream-{}.jsonl", std::process::id()));

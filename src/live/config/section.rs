@@ -88,7 +88,10 @@ pub fn typed<T: DeserializeOwned>(
     let mut unknown = Vec::new();
     let mut track = serde_path_to_error::Track::new();
     let de = serde_path_to_error::Deserializer::new(value, &mut track);
-    let result = serde_ignored::deserialize(de, |path| unknown.push(path.to_string()));
+    // serde_ignored writes a field inside an `Option` as `?`; the file has no such level.
+    let result = serde_ignored::deserialize(de, |path| {
+        unknown.push(path.to_string().replace(".?", ""));
+    });
     for u in unknown {
         errors.push(ConfigError::new(format!("{prefix}.{u}"), "unknown field"));
     }
