@@ -124,7 +124,8 @@ pub enum Strategy {
 /// Miner settings.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MinerConfig {
-    /// The discrete set of inter-event intervals `(low, high]`, seconds.
+    /// The discrete set of inter-event intervals, `(low, high]` or `[low, high]`, seconds or
+    /// samples (serialised as the given bounds `[low, high]` in seconds).
     #[serde(serialize_with = "serialize_intervals")]
     pub intervals: Vec<Interval>,
     /// Support threshold.
@@ -148,7 +149,8 @@ fn serialize_intervals<S: serde::Serializer>(ivs: &[Interval], s: S) -> Result<S
     use serde::ser::SerializeSeq;
     let mut seq = s.serialize_seq(Some(ivs.len()))?;
     for iv in ivs {
-        seq.serialize_element(&[iv.low(), iv.high()])?;
+        let g = iv.given();
+        seq.serialize_element(&[g.low_s(), g.high_s()])?;
     }
     seq.end()
 }
@@ -362,10 +364,9 @@ pub fn mine(stream: &EventStream, config: &MinerConfig) -> Result<MiningResult, 
 /// counting batch k (paper §6.2: "tasks 2 and 3 are interleaved with candidate generation").
 /// In two-pass mode each batch gets PreElim, then the exact count of its survivors.
 ///
-/// Do not call it from a task of rayon's global pool (inside a `par_iter` over several
-/// streams, say): the calling thread waits for the generator thread, which needs the pool's
-/// workers, and with every worker waiting that is a deadlock. Mine several streams one after
-/// the other (each mining is parallel inside) or from threads of their own.
+/// Called from a task of rayon's pool (a `par_iter` over several streams, say), it generates
+/// each batch on the calling thread between counts instead: a generator thread would need the
+/// pool's workers while they wait for it.
 ///
 /// # Errors
 /// [`MineError`] for bad settings or a failing counter.
@@ -457,55 +458,81 @@ pub fn mine_with(
         progress.level_candidates(level, total as u64, two_pass);
         progress.level_started(level, total as u64);
         let expired = AtomicBool::new(deadline.is_some_and(|d| Instant::now() >= d));
-        let counted = std::thread::scope(|scope| {
-            let (tx, rx) = crossbeam_channel::bounded::<Vec<Episode>>(1);
-            let (removed, expired) = (&removed, &expired);
-            scope.spawn(move || {
-                progress.advanced(progress_removed);
-                let mut reported = progress_removed;
-                let mut chunk = Vec::with_capacity(batch);
-                let mut considered = 0u64;
-                let mut groups = groups;
-                loop {
-                    if expired.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let next = groups.next();
-                    let done = next.is_none();
-                    if let Some(group) = next {
-                        chunk.extend(group);
-                    }
-                    let now_removed = removed.load(Ordering::Relaxed);
-                    considered += now_removed - reported;
-                    // Send when the batch is full, when many candidates were removed since
-                    // the last send (so progress and the time budget stay current), or at
-                    // the end.
-                    if chunk.len() >= batch || considered >= 8 * batch as u64 || done {
-                        progress.advanced(now_removed - reported);
-                        reported = now_removed;
-                        considered = 0;
-                        if deadline.is_some_and(|d| Instant::now() >= d) {
-                            expired.store(true, Ordering::Relaxed);
-                            break;
-                        }
-                        let full = std::mem::replace(&mut chunk, Vec::with_capacity(batch));
-                        // A closed channel means counting failed or stopped.
-                        if (!full.is_empty() && tx.send(full).is_err()) || done {
-                            break;
-                        }
-                    }
-                }
-            });
-            let mut acc = LevelAccumulator::default();
-            for chunk in rx {
-                acc.count_batch(counter, chunk, two_pass, min_count, progress)?;
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    expired.store(true, Ordering::Relaxed);
+        let (removed_ref, expired_ref) = (&removed, &expired);
+        // Generates the level's batches and hands each to `emit` (false: stop).
+        let generate = move |emit: &mut dyn FnMut(Vec<Episode>) -> bool| {
+            progress.advanced(progress_removed);
+            let mut reported = progress_removed;
+            let mut chunk = Vec::with_capacity(batch);
+            let mut considered = 0u64;
+            let mut groups = groups;
+            loop {
+                if expired_ref.load(Ordering::Relaxed) {
                     break;
                 }
+                let next = groups.next();
+                let done = next.is_none();
+                if let Some(group) = next {
+                    chunk.extend(group);
+                }
+                let now_removed = removed_ref.load(Ordering::Relaxed);
+                considered += now_removed - reported;
+                // Send when the batch is full, when many candidates were removed since
+                // the last send (so progress and the time budget stay current), or at
+                // the end.
+                if chunk.len() >= batch || considered >= 8 * batch as u64 || done {
+                    progress.advanced(now_removed - reported);
+                    reported = now_removed;
+                    considered = 0;
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        expired_ref.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(batch));
+                    // A refused batch means counting failed or stopped.
+                    if (!full.is_empty() && !emit(full)) || done {
+                        break;
+                    }
+                }
             }
-            Ok::<_, CountError>(acc)
-        })?;
+        };
+        let mut acc = LevelAccumulator::default();
+        let mut count = |chunk: Vec<Episode>| -> Result<bool, CountError> {
+            acc.count_batch(counter, chunk, two_pass, min_count, progress)?;
+            let late = deadline.is_some_and(|d| Instant::now() >= d);
+            if late {
+                expired_ref.store(true, Ordering::Relaxed);
+            }
+            Ok(!late)
+        };
+        if rayon::current_thread_index().is_some() {
+            // On a worker of rayon's pool (mining several streams in parallel): a generator
+            // thread would need the pool's workers while this one waits for it, and with
+            // every worker waiting that deadlocks; so generate here, between batches.
+            let mut failed = None;
+            generate(&mut |chunk| match count(chunk) {
+                Ok(go_on) => go_on,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            });
+            if let Some(e) = failed {
+                return Err(e.into());
+            }
+        } else {
+            std::thread::scope(|scope| {
+                let (tx, rx) = crossbeam_channel::bounded::<Vec<Episode>>(1);
+                scope.spawn(move || generate(&mut |chunk| tx.send(chunk).is_ok()));
+                for chunk in rx {
+                    if !count(chunk)? {
+                        break;
+                    }
+                }
+                Ok::<_, CountError>(())
+            })?;
+        }
+        let counted = acc;
         let removed = removed.into_inner() as usize;
         if expired.into_inner() {
             let done = (removed + counted.dealt_with) as u64;

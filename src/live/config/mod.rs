@@ -492,6 +492,25 @@ kind = "jsonl"
                 .contains("carries spikes but this stage reads sensor"),
             "{e:?}"
         );
+        // The significance table of an episodes stage: checked, every bad field named, unknown
+        // ones too; a good one validates.
+        let sig = GOOD.replace(
+            "min_count = 10",
+            "min_count = 10\n[stages.episodes.significance]\nsurrogates = \"dither:0.015\"\nn_surrogates = 0\ncorrection = \"max-z\"\nalhpa = 0.1",
+        );
+        let fields: Vec<String> = errors(&sig).into_iter().map(|e| e.field).collect();
+        for f in [
+            "stages.episodes.significance.alhpa",
+            "stages.episodes.significance.correction",
+            "stages.episodes.significance.n_surrogates",
+        ] {
+            assert!(fields.iter().any(|x| x == f), "{f} in {fields:?}");
+        }
+        let good = GOOD.replace(
+            "min_count = 10",
+            "min_count = 10\n[stages.episodes.significance]\nsurrogates = \"isi-dither:0.015\"",
+        );
+        assert!(PipelineConfig::parse(&good, Path::new("t.toml")).is_ok());
         let e = errors("[nonsense]\nx = 1\n");
         assert!(e.iter().any(|e| e.field == "nonsense"));
         assert!(e.iter().any(|e| e.field == "stages"));

@@ -17,6 +17,13 @@
 //! and mines each (with the preview's own threshold, results discarded) only to warm the
 //! chains, so the first window of a stream (or of a restarted publisher) is not counted from
 //! scratch either.
+//!
+//! With a `significance` table (`[stages.<name>.significance]`, the options of `synfire mine
+//! --surrogates …`, 19 surrogates by default) every window's episodes are tested against
+//! surrogates of that window ([`crate::significance::test_episodes`], each surrogate mined
+//! like the window on the CPU): the result carries the `significance` summary and each tested
+//! episode its `surrogate_mean`, `surrogate_std`, `statistic`, `p_value`, `p_adjusted` and
+//! `significant`, as `synfire mine`'s JSON.
 
 use serde::{Deserialize, Serialize};
 
@@ -30,7 +37,8 @@ use crate::event::EventStream;
 use crate::live::config::section::ConfigError;
 use crate::live::window::{Window, WindowConfig, WindowData};
 use crate::record::StreamKind;
-use crate::report::{EpisodeJson, MineReport};
+use crate::report::{EpisodeJson, MineReport, SignificanceJson};
+use crate::significance::{SignificanceConfig, listing, test_episodes};
 
 /// `[stages.<name>]` with `kind = "episodes"`: the options of `synfire mine`
 /// ([`MiningOptions`], same names and defaults).
@@ -41,16 +49,35 @@ impl StageConfig for MiningOptions {
     const INPUT: StreamKind = StreamKind::Spikes;
 
     fn validate(&self, _window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
-        let (config, settings) = self.resolve().map_err(|list| {
-            list.into_iter()
-                .map(|e| ConfigError::new(e.field, e.message))
-                .collect::<Vec<_>>()
-        })?;
-        Ok(Box::new(EpisodesBuilder {
-            config,
-            device: self.device,
-            settings,
-        }))
+        let mut errors = Vec::new();
+        let resolved = self
+            .resolve()
+            .map_err(|list| {
+                errors.extend(
+                    list.into_iter()
+                        .map(|e| ConfigError::new(e.field, e.message)),
+                );
+            })
+            .ok();
+        let significance = match &self.significance {
+            Some(options) => SignificanceConfig::from_options(options)
+                .map_err(|list| {
+                    errors.extend(list.into_iter().map(|(field, message)| {
+                        ConfigError::new(format!("significance.{field}"), message)
+                    }));
+                })
+                .ok(),
+            None => None,
+        };
+        match resolved {
+            Some((config, settings)) if errors.is_empty() => Ok(Box::new(EpisodesBuilder {
+                config,
+                device: self.device,
+                settings,
+                significance,
+            })),
+            _ => Err(errors),
+        }
     }
 }
 
@@ -60,15 +87,17 @@ struct EpisodesBuilder {
     config: MinerConfig,
     device: DeviceChoice,
     settings: GpuSettings,
+    /// The test and whether only significant episodes are kept.
+    significance: Option<(SignificanceConfig, bool)>,
 }
 
 impl StageBuilder for EpisodesBuilder {
     fn build(&self) -> Result<Box<dyn AnyStage>, StageError> {
-        Ok(Box::new(EpisodeStage::new(
-            self.config.clone(),
-            self.device,
-            self.settings.clone(),
-        )?))
+        let mut stage = EpisodeStage::new(self.config.clone(), self.device, self.settings.clone())?;
+        if let Some((sig, significant_only)) = &self.significance {
+            stage = stage.with_significance(sig.clone(), *significant_only);
+        }
+        Ok(Box::new(stage))
     }
 }
 
@@ -85,7 +114,11 @@ pub struct EpisodesResult {
     pub event_types: usize,
     /// Per-level statistics, level 1 first (`seconds`: wall-clock seconds of the level).
     pub levels: Vec<LevelStats>,
-    /// The frequent episodes, level 1 included (`intervals_s` in seconds).
+    /// The significance test of the window's episodes (absent without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub significance: Option<SignificanceJson>,
+    /// The frequent episodes, level 1 included (`intervals_s` in seconds; with a significance
+    /// test, each tested one with its statistics; with `significant_only`, only those).
     pub episodes: Vec<EpisodeJson>,
     /// Present only when `max_candidates` or `time_budget_s` stopped this window's mining:
     /// `levels` and `episodes` are then the finished levels (as `synfire mine`'s JSON).
@@ -101,6 +134,8 @@ pub struct EpisodeStage {
     gpu: Option<GpuCounter>,
     /// The previous window's (or preview's) chains of occurrence ends (CPU counting only).
     chains: ChainCache,
+    /// The significance test of each window and whether only significant episodes are kept.
+    significance: Option<(SignificanceConfig, bool)>,
 }
 
 impl std::fmt::Debug for EpisodeStage {
@@ -132,6 +167,7 @@ impl EpisodeStage {
             settings,
             gpu: None,
             chains: ChainCache::new(),
+            significance: None,
         };
         if device != DeviceChoice::Cpu {
             // Start the device threads (contexts, NVRTC modules) now, on a one-event stream,
@@ -140,6 +176,14 @@ impl EpisodeStage {
             stage.gpu = select_gpu(&warm_up, &stage.config.intervals, device, &stage.settings)?;
         }
         Ok(stage)
+    }
+
+    /// Tests every window's episodes with `config` (each window's own surrogates); with
+    /// `significant_only` a window's result lists only the significant episodes.
+    #[must_use]
+    pub fn with_significance(mut self, config: SignificanceConfig, significant_only: bool) -> Self {
+        self.significance = Some((config, significant_only));
+        self
     }
 
     fn prepare_gpu(&mut self, stream: &EventStream) -> Result<(), StageError> {
@@ -208,12 +252,24 @@ impl Stage for EpisodeStage {
             }
             self.gpu = None;
         }
-        let episodes = MineReport::new("", &stream, &self.config, &result).episodes;
+        let report = MineReport::new("", &stream, &self.config, &result);
+        let (significance, episodes) = match &self.significance {
+            // A truncated window would be tested against surrogates mined to a different
+            // depth: it is reported untested (its `truncated` says why).
+            Some((sig, significant_only)) if result.truncated.is_none() => {
+                let tested = test_episodes(&stream, &self.config, &result, sig)?;
+                let list = listing(&result, Some(&tested), *significant_only, false);
+                let report = report.annotated(Some(&tested), &list);
+                (report.significance, report.episodes)
+            }
+            _ => (None, report.episodes),
+        };
         Ok(EpisodesResult {
             device,
             min_count: result.min_count,
             event_types: stream.alphabet().len(),
             levels: result.levels,
+            significance,
             episodes,
             truncated: result.truncated,
         })
@@ -236,4 +292,10 @@ fn window_stream(window: &Window) -> Result<EventStream, StageError> {
     Ok(EventStream::from_labelled(times.iter().zip(units).map(
         |(&t, &u)| (t, names.get(u as usize).map_or("?", |n| &**n)),
     ))?)
+}
+
+/// [`window_stream`] for the stage tests.
+#[cfg(test)]
+pub(super) fn tests_window_stream(window: &Window) -> EventStream {
+    window_stream(window).expect("a spike window")
 }

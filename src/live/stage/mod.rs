@@ -238,6 +238,9 @@ pub enum StageError {
     /// The device failed and the configuration demands a GPU (`device = "gpu"`).
     #[error(transparent)]
     Device(#[from] crate::device::DeviceError),
+    /// The significance test of the window's episodes failed.
+    #[error(transparent)]
+    Significance(#[from] crate::significance::SignificanceError),
     /// The window's events break a stream invariant.
     #[error(transparent)]
     Event(#[from] crate::event::EventError),

@@ -171,6 +171,7 @@ fn episodes_lines_keep_their_keys() {
             "episodes[].labels: array",
             "episodes[].types: array",
             "episodes[].intervals_s: array",
+            "episodes[].intervals: array",
             "episodes[].count: int",
         ],
     );
@@ -200,6 +201,74 @@ fn episodes_lines_keep_their_keys() {
     assert_eq!((first.stage.as_str(), first.window.as_str()), ("st", "w"));
     assert_eq!(first.events, 24);
     assert_eq!(first.result.as_ref().unwrap().episodes.len(), 3);
+}
+
+/// With a significance test, each window's line carries the summary and every tested
+/// episode's statistics, exactly those of `test_episodes` on the window's stream.
+#[test]
+fn episodes_windows_carry_their_significance() {
+    use crate::significance::{Correction, SignificanceConfig, test_episodes};
+    let mut config = MinerConfig::new(
+        vec![Interval::new(0.004, 0.006).unwrap()],
+        Threshold::MinCount(5),
+    );
+    config.max_level = 2;
+    let sig = SignificanceConfig {
+        method: "dither:0.015".parse().unwrap(),
+        n_surrogates: 19,
+        alpha: 0.05,
+        correction: Correction::MaxT,
+        seed: 4,
+        test_top: None,
+        watch: None,
+        trials: None,
+    };
+    let mut stage = EpisodeStage::new(config.clone(), DeviceChoice::Cpu, GpuSettings::default())
+        .unwrap()
+        .with_significance(sig.clone(), false);
+    let got = lines(&mut stage, vec![spike_window()]);
+    let keys = &got[0].0;
+    for k in [
+        "significance: object",
+        "significance.n_surrogates: int",
+        "significance.tested: int",
+    ] {
+        assert!(keys.iter().any(|x| x == k), "{k} in {keys:?}");
+    }
+    let result = got[0].1.result.as_ref().unwrap();
+    let window = super::episodes::tests_window_stream(&spike_window());
+    let mined = crate::episode::mine(&window, &config).unwrap();
+    let want = test_episodes(&window, &config, &mined, &sig).unwrap();
+    let summary = result.significance.as_ref().unwrap();
+    assert_eq!(summary.tested, want.tests.len());
+    let tested: Vec<_> = result
+        .episodes
+        .iter()
+        .filter_map(|e| e.test.as_ref())
+        .collect();
+    assert_eq!(tested.len(), want.tests.len());
+    for (got, want) in tested.iter().zip(&want.tests) {
+        assert_eq!(**got, want.stats);
+    }
+    // a -> b at 5 ms, 12 times, against dithered copies: the one significant pair.
+    let ab = result
+        .episodes
+        .iter()
+        .find(|e| e.labels == ["a", "b"])
+        .unwrap();
+    assert!(ab.test.as_ref().unwrap().significant, "{ab:?}");
+    // `significant_only` keeps only those.
+    let mut only = EpisodeStage::new(config, DeviceChoice::Cpu, GpuSettings::default())
+        .unwrap()
+        .with_significance(sig, true);
+    let kept = lines(&mut only, vec![spike_window()]);
+    let episodes = &kept[0].1.result.as_ref().unwrap().episodes;
+    assert!(!episodes.is_empty());
+    assert!(
+        episodes
+            .iter()
+            .all(|e| e.test.as_ref().is_some_and(|t| t.significant))
+    );
 }
 
 #[test]
