@@ -89,7 +89,7 @@ fn level_two_and_three(stream: &EventStream, ivs: &[Interval], min_count: u64) -
 /// overflow the GPU's per-state lists and must be recounted exactly).
 fn random_streams() -> Vec<(EventStream, Vec<Episode>)> {
     let mut rng = ChaCha8Rng::seed_from_u64(42);
-    let ivs = intervals("0-0.002,0.001-0.004,0.003-0.01,0.01-0.5,0-0.05");
+    let ivs = intervals(RANDOM_IVS);
     let mut out = Vec::new();
     for s in 0..40 {
         let k = rng.random_range(1..6u32);
@@ -133,7 +133,10 @@ fn random_streams() -> Vec<(EventStream, Vec<Episode>)> {
     out
 }
 
-const RANDOM_IVS: &str = "0-0.002,0.001-0.004,0.003-0.01,0.01-0.5,0-0.05";
+/// Half-open intervals and closed ones: `[0, x]` and `[0, 0]` admit simultaneous events (the
+/// streams have many equal times), `[0.002, 0.004]` includes its lower bound.
+const RANDOM_IVS: &str =
+    "0-0.002,0.001-0.004,0.003-0.01,0.01-0.5,0-0.05,[0,0.001],[0,0],[0.002,0.004]";
 
 fn body_random(make: &MakeCounter) {
     let ivs = intervals(RANDOM_IVS);
@@ -156,7 +159,7 @@ fn body_sym26(make: &MakeCounter) {
 }
 
 fn body_fixtures(make: &MakeCounter) {
-    let ivs = intervals("0.000-0.005,0.005-0.010,0.010-0.020");
+    let ivs = intervals("[0,0.0005],(0.0005,0.005],0.005-0.010,0.010-0.020");
     for (rel, min_count) in [
         ("fixtures/spikes/A2929-200711/A2929-200711.nwb", 240),
         ("fixtures/spikes/A8604-211122/A8604-211122.nwb", 50),
