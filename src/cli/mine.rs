@@ -16,7 +16,7 @@ use synfire::ingest;
 use synfire::report::{self, MineReport};
 use synfire::significance::{
     Correction, Listing, SignificanceConfig, SignificanceResult, SurrogateMethod, Trials, listing,
-    test_episodes,
+    test_episodes_on,
 };
 
 use crate::cli::args::{FormatArg, MiningArgs, OutputArg};
@@ -164,6 +164,8 @@ pub fn run(args: &MineArgs) -> Result<()> {
         stream: &stream,
         config: &config,
         format: args.format,
+        device: options.device,
+        settings: &settings,
     };
     let result = match args.output.output.as_deref().filter(|p| rewritable(p)) {
         Some(path) => {
@@ -236,7 +238,7 @@ fn test_and_list(
     result: &MiningResult,
     write: impl FnOnce(Option<&SignificanceResult>, &Listing<'_>) -> Result<()>,
 ) -> Result<()> {
-    let sig = significance(args, method, doc.stream, doc.config, result)?;
+    let sig = significance(args, method, doc, result)?;
     let list = listing(result, sig.as_ref(), args.significant_only, args.closed);
     write(sig.as_ref(), &list)
 }
@@ -245,10 +247,10 @@ fn test_and_list(
 fn significance(
     args: &SignificanceArgs,
     method: Option<SurrogateMethod>,
-    stream: &EventStream,
-    config: &MinerConfig,
+    doc: &Document<'_>,
     result: &MiningResult,
 ) -> Result<Option<SignificanceResult>> {
+    let (stream, config) = (doc.stream, doc.config);
     let Some(method) = method else {
         return Ok(None);
     };
@@ -280,7 +282,7 @@ fn significance(
         "Testing significance against surrogates."
     );
     let started = Instant::now();
-    let r = test_episodes(stream, config, result, &sig)?;
+    let r = test_episodes_on(stream, config, result, &sig, doc.device, doc.settings)?;
     for w in &r.warnings {
         tracing::warn!("{w}");
     }
@@ -361,6 +363,9 @@ struct Document<'a> {
     stream: &'a EventStream,
     config: &'a MinerConfig,
     format: FormatArg,
+    /// Where the surrogates are mined and counted (the mining's `--device`).
+    device: synfire::device::DeviceChoice,
+    settings: &'a synfire::episode::GpuSettings,
 }
 
 impl Document<'_> {

@@ -2,6 +2,7 @@
 //! counter-based random numbers ([`philox`]) so that the CPU and the GPU make the same ones,
 //! and the tests that compare the recording's counts with the surrogates' ([`testing`]).
 
+mod engine;
 pub mod philox;
 pub mod surrogate;
 pub mod testing;
@@ -9,5 +10,5 @@ pub mod testing;
 pub use surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};
 pub use testing::{
     Correction, EpisodeTest, Listing, SignificanceConfig, SignificanceError, SignificanceResult,
-    TestStats, listing, test_episodes,
+    TestStats, listing, test_episodes, test_episodes_on, test_episodes_with_gpu,
 };

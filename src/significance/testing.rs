@@ -71,14 +71,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::engine::Engine;
 use super::surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};
-use crate::episode::{
-    CountKind, Counter, CpuCounter, Episode, MineError, MinerConfig, MiningResult, NoProgress,
-    Threshold, mine_with,
-};
+use crate::device::DeviceChoice;
+use crate::episode::{Episode, GpuSettings, MineError, MinerConfig, MiningResult, Threshold};
 use crate::event::EventStream;
 
 /// The multiple-testing procedure (`--correction`); module documentation for each.
@@ -312,6 +310,9 @@ pub enum SignificanceError {
     /// Counting failed.
     #[error("counting on a surrogate: {0}")]
     Count(#[from] crate::episode::CountError),
+    /// The GPU demanded for the surrogates could not be used.
+    #[error("surrogates on the GPU: {0}")]
+    Device(#[from] crate::device::DeviceError),
 }
 
 /// A hashable key of an episode (intervals by bit pattern).
@@ -330,7 +331,8 @@ type Selected = Vec<(u32, u64)>;
 
 /// Tests the episodes of `data` (the result of mining `stream` with `config`) against
 /// surrogates of `stream`. Surrogates are mined (`max-t`, `spectrum`) with `config` at the
-/// recording's minimum count, or only counted (per-episode procedures), on the CPU.
+/// recording's minimum count, or only counted (per-episode procedures), on the CPU
+/// (surrogates in parallel).
 ///
 /// # Errors
 /// [`SignificanceError::Config`] for `n_surrogates = 0` or α outside (0, 1); surrogate and
@@ -340,6 +342,56 @@ pub fn test_episodes(
     config: &MinerConfig,
     data: &MiningResult,
     sig: &SignificanceConfig,
+) -> Result<SignificanceResult, SignificanceError> {
+    test_episodes_on(
+        stream,
+        config,
+        data,
+        sig,
+        DeviceChoice::Cpu,
+        &GpuSettings::default(),
+    )
+}
+
+/// [`test_episodes`] with the surrogates mined and counted on `device` (`auto`: the GPUs when
+/// there are any; [`super::engine`]). The counts, and so every p-value, are the same on either.
+///
+/// # Errors
+/// As [`test_episodes`], and [`SignificanceError::Device`] for `gpu` without a usable GPU.
+pub fn test_episodes_on(
+    stream: &EventStream,
+    config: &MinerConfig,
+    data: &MiningResult,
+    sig: &SignificanceConfig,
+    device: DeviceChoice,
+    settings: &GpuSettings,
+) -> Result<SignificanceResult, SignificanceError> {
+    let engine = Engine::new(stream, config, device, settings)?;
+    run(stream, config, data, sig, &engine)
+}
+
+/// [`test_episodes`] on a GPU counter the caller holds (a pipeline stage's, kept across
+/// windows): it is reloaded with each surrogate, so reload it with the caller's stream before
+/// counting there again.
+///
+/// # Errors
+/// As [`test_episodes`]; a device error of the counter.
+pub fn test_episodes_with_gpu(
+    stream: &EventStream,
+    config: &MinerConfig,
+    data: &MiningResult,
+    sig: &SignificanceConfig,
+    gpu: &mut crate::episode::GpuCounter,
+) -> Result<SignificanceResult, SignificanceError> {
+    run(stream, config, data, sig, &Engine::lent(gpu))
+}
+
+fn run(
+    stream: &EventStream,
+    config: &MinerConfig,
+    data: &MiningResult,
+    sig: &SignificanceConfig,
+    engine: &Engine<'_>,
 ) -> Result<SignificanceResult, SignificanceError> {
     if sig.n_surrogates == 0 {
         return Err(SignificanceError::Config(
@@ -368,9 +420,9 @@ pub fn test_episodes(
         warnings: Vec::new(),
     };
     match sig.correction {
-        Correction::MaxT => max_t(stream, &fixed, data, sig, &surrogates, &mut result)?,
-        Correction::Spectrum => spectrum(&fixed, data, sig, &surrogates, &mut result)?,
-        c => per_episode(stream, data, sig, c, &surrogates, &mut result)?,
+        Correction::MaxT => max_t(stream, &fixed, data, sig, &surrogates, engine, &mut result)?,
+        Correction::Spectrum => spectrum(&fixed, data, sig, &surrogates, engine, &mut result)?,
+        c => per_episode(stream, data, sig, c, &surrogates, engine, &mut result)?,
     }
     Ok(result)
 }
@@ -384,34 +436,19 @@ fn tested_frequent(data: &MiningResult) -> Vec<(Episode, u64)> {
         .collect()
 }
 
-fn mine_selected(
-    x: &EventStream,
-    config: &MinerConfig,
-) -> Result<Vec<(Episode, u64)>, SignificanceError> {
-    let counter = CpuCounter::new(x);
-    let r = mine_with(x, config, &counter, &NoProgress)?;
-    Ok(r.episodes
-        .into_iter()
-        .filter(|f| f.episode.len() >= 2)
-        .map(|f| (f.episode, f.count))
-        .collect())
-}
-
 fn max_t(
     stream: &EventStream,
     config: &MinerConfig,
     data: &MiningResult,
     sig: &SignificanceConfig,
     surrogates: &Surrogates,
+    engine: &Engine<'_>,
     result: &mut SignificanceResult,
 ) -> Result<(), SignificanceError> {
     let s_count = sig.n_surrogates;
     // Pass 1: mine every surrogate; U is the union of the selections.
-    // One surrogate at a time: mining is parallel inside, and a rayon worker must not block
-    // on the miner's channel while the miner's generator waits for rayon workers.
-    let mined: Vec<Vec<(Episode, u64)>> = (0..s_count as u64)
-        .map(|s| mine_selected(&surrogates.generate(s)?, config))
-        .collect::<Result<_, _>>()?;
+    let mined: Vec<Vec<(Episode, u64)>> =
+        engine.map_surrogates(s_count, |s| engine.mine(&surrogates.generate(s)?, config))?;
     let observed = tested_frequent(data);
     let mut ids: HashMap<Key, u32> = HashMap::new();
     let mut union: Vec<Episode> = Vec::new();
@@ -440,8 +477,7 @@ fn max_t(
         let missing: Vec<usize> = (0..u).filter(|&i| counts[i] == u64::MAX).collect();
         if !missing.is_empty() {
             let list: Vec<Episode> = missing.iter().map(|&i| union[i].clone()).collect();
-            let counter = CpuCounter::new(x);
-            for (&i, c) in missing.iter().zip(counter.count(CountKind::Exact, &list)?) {
+            for (&i, c) in missing.iter().zip(engine.count(x, &list)?) {
                 counts[i] = c;
             }
         }
@@ -459,34 +495,28 @@ fn max_t(
         sumsq: vec![0.0; u],
         exceed: vec![0; u],
     };
-    let sums = (0..s_count)
-        .into_par_iter()
-        .map(|s| -> Result<Vec<u64>, SignificanceError> {
-            counts_in(&surrogates.generate(s as u64)?, &sur_sel[s])
-        })
-        .try_fold(
-            || zero.clone(),
-            |mut acc, counts| -> Result<Sums, SignificanceError> {
-                for (i, &c) in counts?.iter().enumerate() {
-                    let c_f = c as f64;
-                    acc.sum[i] += c_f;
-                    acc.sumsq[i] += c_f * c_f;
-                    acc.exceed[i] += u32::from(c >= data_counts[i]);
-                }
-                Ok(acc)
-            },
-        )
-        .try_reduce(
-            || zero.clone(),
-            |mut a, b| {
-                for i in 0..u {
-                    a.sum[i] += b.sum[i];
-                    a.sumsq[i] += b.sumsq[i];
-                    a.exceed[i] += b.exceed[i];
-                }
-                Ok(a)
-            },
-        )?;
+    let sums = engine.fold_surrogates(
+        s_count,
+        zero,
+        |s| counts_in(&surrogates.generate(s)?, &sur_sel[s as usize]),
+        |mut acc, counts| {
+            for (i, &c) in counts.iter().enumerate() {
+                let c_f = c as f64;
+                acc.sum[i] += c_f;
+                acc.sumsq[i] += c_f * c_f;
+                acc.exceed[i] += u32::from(c >= data_counts[i]);
+            }
+            acc
+        },
+        |mut a, b| {
+            for i in 0..u {
+                a.sum[i] += b.sum[i];
+                a.sumsq[i] += b.sumsq[i];
+                a.exceed[i] += b.exceed[i];
+            }
+            a
+        },
+    )?;
     // Sums over all S + 1 datasets; each dataset is standardised against the other S.
     let n_all = (s_count + 1) as f64;
     let total: Vec<(f64, f64)> = (0..u)
@@ -544,6 +574,7 @@ fn spectrum(
     data: &MiningResult,
     sig: &SignificanceConfig,
     surrogates: &Surrogates,
+    engine: &Engine<'_>,
     result: &mut SignificanceResult,
 ) -> Result<(), SignificanceError> {
     let s_count = sig.n_surrogates;
@@ -552,18 +583,14 @@ fn spectrum(
     // (for the reported means; counted, they were not necessarily frequent there).
     let observed = tested_frequent(data);
     let list: Vec<Episode> = observed.iter().map(|(e, _)| e.clone()).collect();
-    // One surrogate at a time (see `max_t`).
-    let per: Vec<(Vec<u64>, Vec<u64>)> = (0..s_count as u64)
-        .map(|s| -> Result<_, SignificanceError> {
-            let x = surrogates.generate(s)?;
-            let mut max = vec![0u64; max_level + 1];
-            for (e, c) in mine_selected(&x, config)? {
-                max[e.len()] = max[e.len()].max(c);
-            }
-            let counts = CpuCounter::new(&x).count(CountKind::Exact, &list)?;
-            Ok((max, counts))
-        })
-        .collect::<Result<_, _>>()?;
+    let per: Vec<(Vec<u64>, Vec<u64>)> = engine.map_surrogates(s_count, |s| {
+        let x = surrogates.generate(s)?;
+        let mut max = vec![0u64; max_level + 1];
+        for (e, c) in engine.mine(&x, config)? {
+            max[e.len()] = max[e.len()].max(c);
+        }
+        Ok((max, engine.count(&x, &list)?))
+    })?;
     let n_all = (s_count + 1) as f64;
     // Signatures present in the recording, their p-values, BH over them.
     let mut signatures: Vec<(usize, u64)> = observed.iter().map(|(e, c)| (e.len(), *c)).collect();
@@ -599,10 +626,11 @@ fn per_episode(
     sig: &SignificanceConfig,
     correction: Correction,
     surrogates: &Surrogates,
+    engine: &Engine<'_>,
     result: &mut SignificanceResult,
 ) -> Result<(), SignificanceError> {
     let tested: Vec<(Episode, u64)> = if let Some(watch) = &sig.watch {
-        let counts = CpuCounter::new(stream).count(CountKind::Exact, watch)?;
+        let counts = engine.count(stream, watch)?;
         watch.iter().cloned().zip(counts).collect()
     } else {
         let mut all = tested_frequent(data);
@@ -617,34 +645,27 @@ fn per_episode(
     let m = list.len();
     let s_count = sig.n_surrogates;
     let zero = (vec![0.0f64; m], vec![0.0f64; m], vec![0u32; m]);
-    let (sum, sumsq, exceed) = (0..s_count as u64)
-        .into_par_iter()
-        .map(|s| -> Result<Vec<u64>, SignificanceError> {
-            let x = surrogates.generate(s)?;
-            Ok(CpuCounter::new(&x).count(CountKind::Exact, &list)?)
-        })
-        .try_fold(
-            || zero.clone(),
-            |mut acc, counts| -> Result<_, SignificanceError> {
-                for (i, c) in counts?.into_iter().enumerate() {
-                    acc.0[i] += c as f64;
-                    acc.1[i] += (c as f64).powi(2);
-                    acc.2[i] += u32::from(c >= tested[i].1);
-                }
-                Ok(acc)
-            },
-        )
-        .try_reduce(
-            || zero.clone(),
-            |mut a, b| {
-                for i in 0..m {
-                    a.0[i] += b.0[i];
-                    a.1[i] += b.1[i];
-                    a.2[i] += b.2[i];
-                }
-                Ok(a)
-            },
-        )?;
+    let (sum, sumsq, exceed) = engine.fold_surrogates(
+        s_count,
+        zero,
+        |s| engine.count(&surrogates.generate(s)?, &list),
+        |mut acc, counts| {
+            for (i, c) in counts.into_iter().enumerate() {
+                acc.0[i] += c as f64;
+                acc.1[i] += (c as f64).powi(2);
+                acc.2[i] += u32::from(c >= tested[i].1);
+            }
+            acc
+        },
+        |mut a, b| {
+            for i in 0..m {
+                a.0[i] += b.0[i];
+                a.1[i] += b.1[i];
+                a.2[i] += b.2[i];
+            }
+            a
+        },
+    )?;
     let n_all = (s_count + 1) as f64;
     let p: Vec<f64> = exceed.iter().map(|&k| f64::from(1 + k) / n_all).collect();
     let adjusted = match correction {

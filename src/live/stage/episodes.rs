@@ -21,7 +21,7 @@
 //! With a `significance` table (`[stages.<name>.significance]`, the options of `synfire mine
 //! --surrogates …`, 19 surrogates by default) every window's episodes are tested against
 //! surrogates of that window ([`crate::significance::test_episodes`], each surrogate mined
-//! like the window on the CPU): the result carries the `significance` summary and each tested
+//! like the window, on the stage's GPU counter when it has one, else on the CPU): the result carries the `significance` summary and each tested
 //! episode its `surrogate_mean`, `surrogate_std`, `statistic`, `p_value`, `p_adjusted` and
 //! `significant`, as `synfire mine`'s JSON.
 
@@ -38,7 +38,7 @@ use crate::live::config::section::ConfigError;
 use crate::live::window::{Window, WindowConfig, WindowData};
 use crate::record::StreamKind;
 use crate::report::{EpisodeJson, MineReport, SignificanceJson};
-use crate::significance::{SignificanceConfig, listing, test_episodes};
+use crate::significance::{SignificanceConfig, listing, test_episodes, test_episodes_with_gpu};
 
 /// `[stages.<name>]` with `kind = "episodes"`: the options of `synfire mine`
 /// ([`MiningOptions`], same names and defaults).
@@ -257,7 +257,16 @@ impl Stage for EpisodeStage {
             // A truncated window would be tested against surrogates mined to a different
             // depth: it is reported untested (its `truncated` says why).
             Some((sig, significant_only)) if result.truncated.is_none() => {
-                let tested = test_episodes(&stream, &self.config, &result, sig)?;
+                // On the stage's GPU when it counts there (reloaded with the window after).
+                let tested = match &mut self.gpu {
+                    Some(gpu) => {
+                        let tested =
+                            test_episodes_with_gpu(&stream, &self.config, &result, sig, gpu)?;
+                        gpu.reload(&stream)?;
+                        tested
+                    }
+                    None => test_episodes(&stream, &self.config, &result, sig)?,
+                };
                 let list = listing(&result, Some(&tested), *significant_only, false);
                 let report = report.annotated(Some(&tested), &list);
                 (report.significance, report.episodes)
