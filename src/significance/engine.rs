@@ -1,11 +1,15 @@
 //! Where surrogates are mined and counted: on the CPU ([`CpuCounter`], several surrogates at
-//! once on rayon's pool), or on the GPUs ([`GpuCounter`], one surrogate at a time, each batch
-//! of candidates split across every GPU). Counts are exact either way, so the p-values do not
+//! once on rayon's pool), or on the GPUs ([`GpuCounter`]s, [`GPU_COUNTERS`] surrogates at once,
+//! each on a thread of its own with a counter of its own, each batch of candidates split
+//! across every GPU, so one surrogate's host work (candidate generation, bounds) overlaps
+//! another's counting on the device). Counts are exact either way, so the p-values do not
 //! depend on the choice (`tests/significance_gpu.rs` checks them equal on a GPU host).
 //!
 //! A surrogate is generated on the host (a pure function of the seed and its index,
 //! [`super::surrogate`]) and uploaded once per pass; on the GPU the level-wise mining and the
 //! counts of the tested union run on the device.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -35,18 +39,21 @@ impl GpuSlot<'_> {
     }
 }
 
+/// GPU counters (each on every GPU) working on different surrogates at once.
+pub const GPU_COUNTERS: usize = 4;
+
 /// The counter surrogates are mined and counted with.
 pub(crate) enum Engine<'g> {
     /// [`CpuCounter`] per surrogate; surrogates in parallel.
     Cpu,
-    /// One [`GpuCounter`], reloaded with each surrogate.
-    Gpu(Mutex<GpuSlot<'g>>),
+    /// [`GpuCounter`]s, each reloaded with the surrogate it works on; one thread per counter.
+    Gpu(Vec<Mutex<GpuSlot<'g>>>),
 }
 
 impl<'g> Engine<'g> {
     /// The engine on a GPU counter the caller lends.
     pub(crate) fn lent(gpu: &'g mut GpuCounter) -> Self {
-        Self::Gpu(Mutex::new(GpuSlot::Lent(gpu)))
+        Self::Gpu(vec![Mutex::new(GpuSlot::Lent(gpu))])
     }
 
     /// The engine `choice` gives for mining `stream` with `config` (`auto`: the GPUs when
@@ -63,18 +70,26 @@ impl<'g> Engine<'g> {
         if choice == DeviceChoice::Cpu {
             return Ok(Self::Cpu);
         }
-        Ok(
-            match select_gpu(stream, &config.intervals, choice, settings)? {
-                Some(gpu) => Self::Gpu(Mutex::new(GpuSlot::Owned(Box::new(gpu)))),
-                None => Self::Cpu,
-            },
-        )
+        let Some(first) = select_gpu(stream, &config.intervals, choice, settings)? else {
+            return Ok(Self::Cpu);
+        };
+        let mut slots = vec![Mutex::new(GpuSlot::Owned(Box::new(first)))];
+        for _ in 1..GPU_COUNTERS {
+            if let Some(more) = select_gpu(stream, &config.intervals, DeviceChoice::Gpu, settings)?
+            {
+                slots.push(Mutex::new(GpuSlot::Owned(Box::new(more))));
+            }
+        }
+        Ok(Self::Gpu(slots))
     }
 
-    /// True when surrogates should be processed in parallel (the CPU); the GPU takes one at a
-    /// time and parallelises inside.
-    pub(crate) fn parallel(&self) -> bool {
-        matches!(self, Self::Cpu)
+    /// A GPU counter no other thread holds (every thread of [`Engine::map_surrogates`] holds
+    /// at most one at a time, and there are as many threads as counters), or the first.
+    fn slot<'s>(slots: &'s [Mutex<GpuSlot<'g>>]) -> parking_lot::MutexGuard<'s, GpuSlot<'g>> {
+        slots
+            .iter()
+            .find_map(Mutex::try_lock)
+            .unwrap_or_else(|| slots[0].lock())
     }
 
     /// The frequent episodes of two or more nodes of `x` mined with `config`, with counts.
@@ -85,8 +100,8 @@ impl<'g> Engine<'g> {
     ) -> Result<Vec<(Episode, u64)>, SignificanceError> {
         let result = match self {
             Self::Cpu => mine_with(x, config, &CpuCounter::new(x), &NoProgress)?,
-            Self::Gpu(gpu) => {
-                let mut slot = gpu.lock();
+            Self::Gpu(slots) => {
+                let mut slot = Self::slot(slots);
                 let gpu = slot.get();
                 gpu.reload(x)?;
                 mine_with(x, config, &*gpu, &NoProgress)?
@@ -111,8 +126,8 @@ impl<'g> Engine<'g> {
         }
         Ok(match self {
             Self::Cpu => CpuCounter::new(x).count(CountKind::Exact, list)?,
-            Self::Gpu(gpu) => {
-                let mut slot = gpu.lock();
+            Self::Gpu(slots) => {
+                let mut slot = Self::slot(slots);
                 let gpu = slot.get();
                 gpu.reload(x)?;
                 gpu.count(CountKind::Exact, list)?
@@ -122,19 +137,34 @@ impl<'g> Engine<'g> {
 }
 
 impl Engine<'_> {
-    /// `f(s)` for every surrogate `s < n`, in order: in parallel on the CPU, one after the
-    /// other on the GPU.
+    /// `f(s)` for every surrogate `s < n`, in order: in parallel on rayon's pool (the CPU) or
+    /// on one thread per GPU counter.
     pub(crate) fn map_surrogates<T: Send>(
         &self,
         n: usize,
         f: impl Fn(u64) -> Result<T, SignificanceError> + Sync + Send,
     ) -> Result<Vec<T>, SignificanceError> {
         use rayon::prelude::*;
-        if self.parallel() {
-            (0..n as u64).into_par_iter().map(f).collect()
-        } else {
-            (0..n as u64).map(f).collect()
+        let Self::Gpu(slots) = self else {
+            return (0..n as u64).into_par_iter().map(f).collect();
+        };
+        let results: Vec<Mutex<Option<Result<T, SignificanceError>>>> =
+            (0..n).map(|_| Mutex::new(None)).collect();
+        on_threads(slots.len(), n, |s| {
+            let r = f(s);
+            let ok = r.is_ok();
+            *results[s as usize].lock() = Some(r);
+            ok
+        });
+        let mut out = Vec::with_capacity(n);
+        for r in results {
+            match r.into_inner() {
+                Some(Ok(t)) => out.push(t),
+                Some(Err(e)) => return Err(e),
+                None => {}
+            }
         }
+        Ok(out)
     }
 
     /// Folds `f(s)` over every surrogate `s < n` into `zero` with `add` (partial folds joined
@@ -149,18 +179,65 @@ impl Engine<'_> {
         merge: impl Fn(A, A) -> A + Sync + Send,
     ) -> Result<A, SignificanceError> {
         use rayon::prelude::*;
-        if self.parallel() {
-            (0..n as u64)
+        let Self::Gpu(slots) = self else {
+            return (0..n as u64)
                 .into_par_iter()
                 .map(f)
                 .try_fold(|| zero.clone(), |acc, x| x.map(|x| add(acc, x)))
-                .try_reduce(|| zero.clone(), |a, b| Ok(merge(a, b)))
-        } else {
-            let mut acc = zero;
-            for s in 0..n as u64 {
-                acc = add(acc, f(s)?);
+                .try_reduce(|| zero.clone(), |a, b| Ok(merge(a, b)));
+        };
+        // One partial fold per thread.
+        let partial: Vec<Mutex<Result<A, SignificanceError>>> =
+            slots.iter().map(|_| Mutex::new(Ok(zero.clone()))).collect();
+        let which = AtomicU64::new(0);
+        let next = AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..slots.len() {
+                scope.spawn(|| {
+                    let own = &partial[which.fetch_add(1, Ordering::Relaxed) as usize];
+                    loop {
+                        let s = next.fetch_add(1, Ordering::Relaxed);
+                        if s >= n as u64 {
+                            break;
+                        }
+                        let mut acc = own.lock();
+                        let Ok(a) = std::mem::replace(&mut *acc, Ok(zero.clone())) else {
+                            break;
+                        };
+                        *acc = f(s).map(|x| add(a, x));
+                        if acc.is_err() {
+                            next.store(n as u64, Ordering::Relaxed);
+                            break;
+                        }
+                    }
+                });
             }
-            Ok(acc)
-        }
+        });
+        partial
+            .into_iter()
+            .map(Mutex::into_inner)
+            .try_fold(zero.clone(), |a, b| Ok(merge(a, b?)))
     }
+}
+
+/// Runs `f(s)` for `s < n` on `threads` scoped threads pulling the next index; stops handing
+/// out indices once `f` returns false.
+fn on_threads(threads: usize, n: usize, f: impl Fn(u64) -> bool + Sync) {
+    let next = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let s = next.fetch_add(1, Ordering::Relaxed);
+                    if s >= n as u64 {
+                        break;
+                    }
+                    if !f(s) {
+                        next.store(n as u64, Ordering::Relaxed);
+                        break;
+                    }
+                }
+            });
+        }
+    });
 }

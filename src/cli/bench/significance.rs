@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Result;
-use clap::Args;
-use synfire::episode::mine;
-use synfire::significance::{Correction, SignificanceConfig, test_episodes};
+use clap::{Args, ValueEnum};
+use synfire::device::DeviceChoice;
+use synfire::episode::{GpuSettings, mine};
+use synfire::significance::{Correction, SignificanceConfig, SignificanceResult, test_episodes_on};
 
 use crate::cli::args::{OutputArg, Workload};
 
@@ -38,8 +39,23 @@ pub struct SignificanceArgs {
     /// The real session (NWB) for `a2929`.
     #[arg(long, default_value = "fixtures/spikes/A2929-200711/A2929-200711.nwb")]
     fixture: PathBuf,
+    /// Where the surrogates are mined and counted: `cpu`, `gpu`, or `all` (both, the GPU's
+    /// result checked equal to the CPU's).
+    #[arg(long, value_enum, default_value_t = BenchDevice::Cpu)]
+    device: BenchDevice,
     #[command(flatten)]
     output: OutputArg,
+}
+
+/// `--device` of `bench significance`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BenchDevice {
+    /// The CPU only.
+    Cpu,
+    /// The GPUs only.
+    Gpu,
+    /// Both, side by side.
+    All,
 }
 
 fn parse_correction(s: &str) -> Result<Correction, String> {
@@ -66,9 +82,14 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
     writeln!(out)?;
     writeln!(
         out,
-        "| workload | max level | correction | frequent (level ≥ 2) | significant | mining s | testing s | surrogates/s |"
+        "| workload | max level | correction | device | frequent (level ≥ 2) | significant | mining s | testing s | surrogates/s |"
     )?;
-    writeln!(out, "|---|---:|---|---:|---:|---:|---:|---:|")?;
+    writeln!(out, "|---|---:|---|---|---:|---:|---:|---:|---:|")?;
+    let devices: &[DeviceChoice] = match args.device {
+        BenchDevice::Cpu => &[DeviceChoice::Cpu],
+        BenchDevice::Gpu => &[DeviceChoice::Gpu],
+        BenchDevice::All => &[DeviceChoice::Cpu, DeviceChoice::Gpu],
+    };
     for &w in &args.workload {
         let (name, stream) = w.stream(args.seed, &args.fixture)?;
         let mut config = w.config();
@@ -89,18 +110,41 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
                 watch: None,
                 trials: None,
             };
-            let started = Instant::now();
-            let r = test_episodes(&stream, &config, &data, &sig)?;
-            let testing_s = started.elapsed().as_secs_f64();
-            writeln!(
-                out,
-                "| {name} | {} | {correction} | {} | {} | {mining_s:.3} | {testing_s:.3} | {:.2} |",
-                config.max_level,
-                r.tests.len(),
-                r.tests.iter().filter(|t| t.stats.significant).count(),
-                args.n_surrogates as f64 / testing_s
-            )?;
-            out.flush()?;
+            let mut reference: Option<SignificanceResult> = None;
+            for &device in devices {
+                let started = Instant::now();
+                let r = test_episodes_on(
+                    &stream,
+                    &config,
+                    &data,
+                    &sig,
+                    device,
+                    &GpuSettings::default(),
+                )?;
+                let testing_s = started.elapsed().as_secs_f64();
+                let device = if device == DeviceChoice::Gpu {
+                    "gpu"
+                } else {
+                    "cpu"
+                };
+                if let Some(cpu) = &reference
+                    && cpu.tests != r.tests
+                {
+                    anyhow::bail!(
+                        "{name} {correction}: the {device} result differs from the CPU's"
+                    );
+                }
+                writeln!(
+                    out,
+                    "| {name} | {} | {correction} | {device} | {} | {} | {mining_s:.3} | {testing_s:.3} | {:.2} |",
+                    config.max_level,
+                    r.tests.len(),
+                    r.tests.iter().filter(|t| t.stats.significant).count(),
+                    args.n_surrogates as f64 / testing_s
+                )?;
+                out.flush()?;
+                reference.get_or_insert(r);
+            }
         }
     }
     Ok(())
