@@ -387,3 +387,38 @@ fn bench_significance_prints_a_row_per_procedure() {
         "both procedures test the frequent episodes"
     );
 }
+
+/// `synfire bench power` prints one row per cell, and a strongly coupled chain (3 Hz units,
+/// evoke probability 0.3: about 100 excess occurrences against about 10 by chance) is found in
+/// every seed while an uncoupled one (probability 0) is not.
+#[test]
+fn bench_power_finds_a_strong_chain_and_not_an_absent_one() {
+    let out = synfire([
+        "bench",
+        "power",
+        "--rates-hz",
+        "3",
+        "--evoke",
+        "0,0.3",
+        "--units",
+        "12",
+        "--seeds",
+        "2",
+        "--n-surrogates",
+        "39",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.starts_with("| 3 |"))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert_eq!((rows[0][2], rows[0][6]), ("0", "0 of 2"), "{text}");
+    assert_eq!((rows[1][2], rows[1][6]), ("0.3", "2 of 2"), "{text}");
+}

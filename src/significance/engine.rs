@@ -42,8 +42,14 @@ impl GpuSlot<'_> {
 /// GPU counters (each on every GPU) working on different surrogates at once.
 pub const GPU_COUNTERS: usize = 4;
 
-/// The counter surrogates are mined and counted with.
-pub(crate) enum Engine<'g> {
+/// The counters surrogates are mined and counted with, and the work done.
+pub(crate) struct Engine<'g> {
+    kind: Kind<'g>,
+    /// Candidates counted so far (after the bounds) and episodes recounted.
+    counted: AtomicU64,
+}
+
+enum Kind<'g> {
     /// [`CpuCounter`] per surrogate; surrogates in parallel.
     Cpu,
     /// [`GpuCounter`]s, each reloaded with the surrogate it works on; one thread per counter.
@@ -51,9 +57,21 @@ pub(crate) enum Engine<'g> {
 }
 
 impl<'g> Engine<'g> {
+    fn of(kind: Kind<'g>) -> Self {
+        Self {
+            kind,
+            counted: AtomicU64::new(0),
+        }
+    }
+
     /// The engine on a GPU counter the caller lends.
     pub(crate) fn lent(gpu: &'g mut GpuCounter) -> Self {
-        Self::Gpu(vec![Mutex::new(GpuSlot::Lent(gpu))])
+        Self::of(Kind::Gpu(vec![Mutex::new(GpuSlot::Lent(gpu))]))
+    }
+
+    /// Candidate counts made so far: mining candidates after the bounds, and recounts.
+    pub(crate) fn candidates_counted(&self) -> u64 {
+        self.counted.load(Ordering::Relaxed)
     }
 
     /// The engine `choice` gives for mining `stream` with `config` (`auto`: the GPUs when
@@ -68,10 +86,10 @@ impl<'g> Engine<'g> {
         settings: &GpuSettings,
     ) -> Result<Self, DeviceError> {
         if choice == DeviceChoice::Cpu {
-            return Ok(Self::Cpu);
+            return Ok(Self::of(Kind::Cpu));
         }
         let Some(first) = select_gpu(stream, &config.intervals, choice, settings)? else {
-            return Ok(Self::Cpu);
+            return Ok(Self::of(Kind::Cpu));
         };
         let mut slots = vec![Mutex::new(GpuSlot::Owned(Box::new(first)))];
         for _ in 1..GPU_COUNTERS {
@@ -80,7 +98,7 @@ impl<'g> Engine<'g> {
                 slots.push(Mutex::new(GpuSlot::Owned(Box::new(more))));
             }
         }
-        Ok(Self::Gpu(slots))
+        Ok(Self::of(Kind::Gpu(slots)))
     }
 
     /// A GPU counter no other thread holds (every thread of [`Engine::map_surrogates`] holds
@@ -98,15 +116,21 @@ impl<'g> Engine<'g> {
         x: &EventStream,
         config: &MinerConfig,
     ) -> Result<Vec<(Episode, u64)>, SignificanceError> {
-        let result = match self {
-            Self::Cpu => mine_with(x, config, &CpuCounter::new(x), &NoProgress)?,
-            Self::Gpu(slots) => {
+        let result = match &self.kind {
+            Kind::Cpu => mine_with(x, config, &CpuCounter::new(x), &NoProgress)?,
+            Kind::Gpu(slots) => {
                 let mut slot = Self::slot(slots);
                 let gpu = slot.get();
                 gpu.reload(x)?;
                 mine_with(x, config, &*gpu, &NoProgress)?
             }
         };
+        let counted: usize = result
+            .levels
+            .iter()
+            .map(|l| l.candidates - l.removed_by_bounds)
+            .sum();
+        self.counted.fetch_add(counted as u64, Ordering::Relaxed);
         Ok(result
             .episodes
             .into_iter()
@@ -124,9 +148,10 @@ impl<'g> Engine<'g> {
         if list.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(match self {
-            Self::Cpu => CpuCounter::new(x).count(CountKind::Exact, list)?,
-            Self::Gpu(slots) => {
+        self.counted.fetch_add(list.len() as u64, Ordering::Relaxed);
+        Ok(match &self.kind {
+            Kind::Cpu => CpuCounter::new(x).count(CountKind::Exact, list)?,
+            Kind::Gpu(slots) => {
                 let mut slot = Self::slot(slots);
                 let gpu = slot.get();
                 gpu.reload(x)?;
@@ -145,7 +170,7 @@ impl Engine<'_> {
         f: impl Fn(u64) -> Result<T, SignificanceError> + Sync + Send,
     ) -> Result<Vec<T>, SignificanceError> {
         use rayon::prelude::*;
-        let Self::Gpu(slots) = self else {
+        let Kind::Gpu(slots) = &self.kind else {
             return (0..n as u64).into_par_iter().map(f).collect();
         };
         let results: Vec<Mutex<Option<Result<T, SignificanceError>>>> =
@@ -179,7 +204,7 @@ impl Engine<'_> {
         merge: impl Fn(A, A) -> A + Sync + Send,
     ) -> Result<A, SignificanceError> {
         use rayon::prelude::*;
-        let Self::Gpu(slots) = self else {
+        let Kind::Gpu(slots) = &self.kind else {
             return (0..n as u64)
                 .into_par_iter()
                 .map(f)

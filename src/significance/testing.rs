@@ -293,6 +293,10 @@ pub struct SignificanceResult {
     pub surrogate_max: Vec<f64>,
     /// Warnings for the reader (too few surrogates for the number of tests, …).
     pub warnings: Vec<String>,
+    /// Candidate counts made on the surrogates: the candidates each surrogate's mining
+    /// counted (after the bounds) plus the episodes recounted in each. The work measure of
+    /// `synfire bench significance`.
+    pub candidates_counted: u64,
 }
 
 /// A significance test that could not run.
@@ -418,12 +422,14 @@ fn run(
         tests: Vec::new(),
         surrogate_max: Vec::new(),
         warnings: Vec::new(),
+        candidates_counted: 0,
     };
     match sig.correction {
         Correction::MaxT => max_t(stream, &fixed, data, sig, &surrogates, engine, &mut result)?,
         Correction::Spectrum => spectrum(&fixed, data, sig, &surrogates, engine, &mut result)?,
         c => per_episode(stream, data, sig, c, &surrogates, engine, &mut result)?,
     }
+    result.candidates_counted = engine.candidates_counted();
     Ok(result)
 }
 

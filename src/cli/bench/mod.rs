@@ -4,6 +4,7 @@
 mod episodes;
 pub mod heap;
 mod motif;
+mod power;
 mod search;
 mod shapelet;
 mod significance;
@@ -33,6 +34,9 @@ enum BenchWhich {
     /// Significance against surrogates (`mine --surrogates`) on the dense workloads: tested,
     /// significant, seconds and surrogates per second per procedure.
     Significance(significance::SignificanceArgs),
+    /// Where the power of `max-t` ends: a chain embedded at a grid of firing rates and evoke
+    /// probabilities, found significant in how many seeds.
+    Power(power::PowerArgs),
     /// Motif discovery: seeded random walk and the ECG, CPU and GPU paths, seconds and pairs
     /// evaluated or pruned.
     Motif(motif::BenchMotifArgs),
@@ -57,6 +61,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         BenchWhich::Episodes(a) => episodes::run(a),
         BenchWhich::Stream(a) => stream::run(a),
         BenchWhich::Significance(a) => significance::run(a),
+        BenchWhich::Power(a) => power::run(a),
         BenchWhich::Motif(a) => motif::run(a),
         BenchWhich::Softdtw(a) => softdtw::run(a),
         BenchWhich::Search(a) => search::run(a),

@@ -82,9 +82,9 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
     writeln!(out)?;
     writeln!(
         out,
-        "| workload | max level | correction | device | frequent (level ≥ 2) | significant | mining s | testing s | surrogates/s |"
+        "| workload | max level | correction | device | frequent (level ≥ 2) | significant | mining s | testing s | surrogates/s | candidate counts/s |"
     )?;
-    writeln!(out, "|---|---:|---|---|---:|---:|---:|---:|---:|")?;
+    writeln!(out, "|---|---:|---|---|---:|---:|---:|---:|---:|---:|")?;
     let devices: &[DeviceChoice] = match args.device {
         BenchDevice::Cpu => &[DeviceChoice::Cpu],
         BenchDevice::Gpu => &[DeviceChoice::Gpu],
@@ -136,11 +136,12 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
                 }
                 writeln!(
                     out,
-                    "| {name} | {} | {correction} | {device} | {} | {} | {mining_s:.3} | {testing_s:.3} | {:.2} |",
+                    "| {name} | {} | {correction} | {device} | {} | {} | {mining_s:.3} | {testing_s:.3} | {:.2} | {:.3e} |",
                     config.max_level,
                     r.tests.len(),
                     r.tests.iter().filter(|t| t.stats.significant).count(),
-                    args.n_surrogates as f64 / testing_s
+                    args.n_surrogates as f64 / testing_s,
+                    r.candidates_counted as f64 / testing_s
                 )?;
                 out.flush()?;
                 reference.get_or_insert(r);
