@@ -20,7 +20,7 @@ use crate::episode::{
 };
 use crate::event::EventStream;
 
-use super::testing::SignificanceError;
+use super::error::SignificanceError;
 
 /// A GPU counter the engine made or one lent by the caller (a pipeline stage's).
 pub(crate) enum GpuSlot<'g> {

@@ -3,6 +3,7 @@
 //! and the tests that compare the recording's counts with the surrogates' ([`testing`]).
 
 mod engine;
+mod error;
 pub mod philox;
 pub mod surrogate;
 pub mod testing;

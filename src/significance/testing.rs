@@ -74,9 +74,10 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::engine::Engine;
-use super::surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};
+pub use super::error::SignificanceError;
+use super::surrogate::{SurrogateMethod, Surrogates, Trials};
 use crate::device::DeviceChoice;
-use crate::episode::{Episode, GpuSettings, MineError, MinerConfig, MiningResult, Threshold};
+use crate::episode::{Episode, GpuSettings, MinerConfig, MiningResult, Threshold};
 use crate::event::EventStream;
 
 /// The multiple-testing procedure (`--correction`); module documentation for each.
@@ -297,26 +298,6 @@ pub struct SignificanceResult {
     /// counted (after the bounds) plus the episodes recounted in each. The work measure of
     /// `synfire bench significance`.
     pub candidates_counted: u64,
-}
-
-/// A significance test that could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum SignificanceError {
-    /// A setting out of range, naming the option.
-    #[error("{0}")]
-    Config(String),
-    /// The surrogates could not be made.
-    #[error(transparent)]
-    Surrogate(#[from] SurrogateError),
-    /// Mining or counting a surrogate failed.
-    #[error("mining a surrogate: {0}")]
-    Mine(#[from] MineError),
-    /// Counting failed.
-    #[error("counting on a surrogate: {0}")]
-    Count(#[from] crate::episode::CountError),
-    /// The GPU demanded for the surrogates could not be used.
-    #[error("surrogates on the GPU: {0}")]
-    Device(#[from] crate::device::DeviceError),
 }
 
 /// A hashable key of an episode (intervals by bit pattern).
