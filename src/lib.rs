@@ -44,6 +44,8 @@ pub mod event;
 pub mod ingest;
 pub mod live;
 pub mod motif;
+#[cfg(feature = "python")]
+mod python;
 pub mod record;
 pub mod report;
 pub mod search;

@@ -20,6 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["motif", "softdtw", "shapelet", "significance"],
     &["search", "report"],
     &["live"],
+    &["python"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -1,0 +1,256 @@
+"""synfire: frequent serial episodes in spike trains, exact on the CPU and the GPU.
+
+An *episode* ``A -(lo,hi]-> B -(lo,hi]-> C`` is a sequence of units whose consecutive spikes
+follow each other within the given delay intervals; its *count* (support) is the maximum
+number of non-overlapped occurrences (Cao et al., "Towards real-time data mining of spike
+train datasets using GPUs", Algorithm 1). :func:`mine` finds every episode whose count reaches
+the threshold, level by level, exactly as ``synfire mine`` does, and can test each against
+surrogates (``significance=``).
+
+>>> import synfire
+>>> r = synfire.mine("fixtures/spikes/A2929-200711/A2929-200711.nwb",
+...                  intervals=[(0, 0.005), (0.005, 0.010)], support=0.2,
+...                  support_per="seconds", max_level=3)
+>>> r.episodes.head()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import _synfire
+from ._synfire import SynfireError
+
+__all__ = ["mine", "MiningResult", "SynfireError", "spike_arrays", "__version__"]
+__version__: str = _synfire.__version__
+
+
+@dataclass
+class MiningResult:
+    """What :func:`mine` returns.
+
+    Attributes:
+        episodes: one row per frequent episode, in the report order (level, then count
+            descending): ``labels`` (tuple of unit labels, length N), ``intervals_s`` (tuple of
+            N - 1 ``(low, high)`` pairs in seconds, as given), ``intervals`` (the same in the
+            text notation, ``"(4,6]ms"`` or ``"[0,0.2]ms"``), ``count`` (int), and with a
+            significance test ``surrogate_mean``, ``surrogate_std``, ``statistic``,
+            ``p_value``, ``p_adjusted``, ``significant`` (NaN / None where not tested).
+        levels: one row per level: ``level``, ``candidates``, ``removed_by_bounds``,
+            ``eliminated_by_preelim``, ``frequent``, ``seconds``.
+        min_count: the minimum count the threshold resolved to.
+        params: the settings used (``params`` of ``docs/mine-json.md``).
+        significance: the test's summary (``method``, ``n_surrogates``, ``alpha``, ...), or
+            None without one.
+        truncated: why mining stopped early (a dict), or None.
+        document: the whole ``synfire mine --format json`` document.
+    """
+
+    episodes: pd.DataFrame
+    levels: pd.DataFrame
+    min_count: int
+    params: dict
+    significance: dict | None
+    truncated: dict | None
+    document: dict = field(repr=False)
+
+
+_TEST_COLUMNS = ("surrogate_mean", "surrogate_std", "statistic", "p_value", "p_adjusted",
+                 "significant")
+
+
+def spike_arrays(spikes: Any) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Turns a lab's spike container into ``(times_s, unit_index, labels)``.
+
+    Accepted, with each unit keeping its label:
+
+    * ``(times_s, unit_ids)``: two 1-D arrays of equal length (shape ``[n]``; times in
+      seconds; unit ids of any type, labelled by ``str``, numbered by first appearance as
+      the CSV reader numbers them);
+    * a mapping ``{unit: times_s}``;
+    * a sequence of ``neo.SpikeTrain`` (labelled by ``name``, else
+      ``annotations["unit_id"]``, else the position), times rescaled to seconds;
+    * a ``pynapple.TsGroup`` (its keys as labels, each ``Ts``'s times in seconds);
+    * a SpikeInterface ``BaseSorting`` (its unit ids; spike frames divided by the sampling
+      frequency; segment 0).
+
+    Returns:
+        times (float64, ``[n]``), unit index (uint32, ``[n]``, into ``labels``), labels.
+
+    Raises:
+        ValueError: arrays of different lengths, non-1-D arrays, an unknown container.
+    """
+    # SpikeInterface sorting (duck-typed: no import of spikeinterface).
+    if hasattr(spikes, "get_unit_ids") and hasattr(spikes, "get_unit_spike_train"):
+        fs = float(spikes.get_sampling_frequency())
+        trains = {u: np.asarray(spikes.get_unit_spike_train(u, segment_index=0)) / fs
+                  for u in spikes.get_unit_ids()}
+        return _from_mapping(trains)
+    # pynapple TsGroup: a mapping of Ts objects with `.t` (seconds).
+    if hasattr(spikes, "keys") and hasattr(spikes, "__getitem__") and not isinstance(spikes, Mapping):
+        trains = {k: np.asarray(spikes[k].t) for k in spikes.keys()}
+        return _from_mapping(trains)
+    if isinstance(spikes, Mapping):
+        return _from_mapping(spikes)
+    if isinstance(spikes, tuple) and len(spikes) == 2:
+        times = np.asarray(spikes[0], dtype=np.float64)
+        ids = np.asarray(spikes[1])
+        if times.ndim != 1 or ids.ndim != 1 or len(times) != len(ids):
+            raise ValueError(
+                f"spikes: (times_s, unit_ids) must be two 1-D arrays of one length, got shapes "
+                f"{times.shape} and {ids.shape}")
+        # Units numbered by first appearance, as the CSV reader does (the numbering decides
+        # the order of equal times and the surrogates' random streams).
+        uniq, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(len(order), dtype=np.uint32)
+        rank[order] = np.arange(len(order), dtype=np.uint32)
+        return times, rank[inverse.ravel()], [str(u) for u in uniq[order]]
+    if isinstance(spikes, Sequence) and spikes and all(hasattr(s, "rescale") for s in spikes):
+        trains = {}
+        for i, st in enumerate(spikes):
+            name = getattr(st, "name", None) or getattr(st, "annotations", {}).get("unit_id", i)
+            trains[str(name)] = np.asarray(st.rescale("s").magnitude, dtype=np.float64)
+        return _from_mapping(trains)
+    raise ValueError(
+        "spikes: expected a path, (times_s, unit_ids) arrays, a {unit: times_s} mapping, a list "
+        f"of neo.SpikeTrain, a pynapple.TsGroup or a SpikeInterface sorting, got {type(spikes)!r}")
+
+
+def _from_mapping(trains: Mapping[Any, Iterable[float]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    labels = [str(k) for k in trains]
+    if len(set(labels)) != len(labels):
+        raise ValueError("spikes: two units have the same label")
+    arrays = [np.asarray(v, dtype=np.float64).ravel() for v in trains.values()]
+    times = np.concatenate(arrays) if arrays else np.empty(0)
+    index = np.concatenate([np.full(len(a), i, dtype=np.uint32) for i, a in enumerate(arrays)]) \
+        if arrays else np.empty(0, dtype=np.uint32)
+    return times, index, labels
+
+
+def _interval(iv: Any) -> Any:
+    """An interval as MiningOptions reads it: ``(low, high)`` numbers (meaning ``(low,
+    high]``) or the notation ``"[0,0.001]"`` / ``"(0.004,0.006]"``."""
+    if isinstance(iv, str):
+        return iv
+    low, high = iv
+    return [float(low), float(high)]
+
+
+def mine(
+    spikes: Any,
+    intervals: Sequence[Any],
+    *,
+    min_count: int | None = None,
+    support: float | None = None,
+    support_per: str = "events",
+    max_level: int = 10,
+    one_pass: bool = False,
+    bounds: bool = True,
+    max_candidates: int | None = None,
+    time_budget_s: float | None = None,
+    device: str = "auto",
+    gpus: Sequence[int] | None = None,
+    exact_kernel: str = "hybrid",
+    calibration: str | os.PathLike | None = None,
+    sample_rate_hz: float | None = None,
+    significance: Mapping[str, Any] | None = None,
+) -> MiningResult:
+    """Mines the frequent serial episodes of ``spikes`` (``synfire mine``, same options and
+    defaults).
+
+    Args:
+        spikes: a path to an NWB units table or a ``label,time`` CSV, or any container
+            :func:`spike_arrays` accepts.
+        intervals: the delay intervals between consecutive spikes of an episode, each
+            ``(low, high)`` in seconds meaning ``(low, high]``, or the notation
+            ``"(low,high]"`` / ``"[low,high]"`` (``"[0,0.001]"`` admits simultaneous spikes:
+            lag-0 synchrony). With ``sample_rate_hz`` the bounds are whole samples.
+        min_count: minimum number of non-overlapped occurrences.
+        support: support threshold: a fraction of the events (default 0.001), or with
+            ``support_per="seconds"`` occurrences per second.
+        support_per: ``"events"`` or ``"seconds"``.
+        max_level: largest episode size N.
+        one_pass, bounds, max_candidates, time_budget_s, device, gpus, exact_kernel,
+            calibration: as the command line's ``--one-pass``, ``--no-bounds`` (False),
+            ``--max-candidates``, ``--time-budget-s``, ``--device auto|cpu|gpu``, ``--gpus``,
+            ``--exact-kernel``, ``--calibration``.
+        sample_rate_hz: read ``intervals`` in whole samples of this clock.
+        significance: test the episodes against surrogates: a dict with ``surrogates``
+            (``"dither:0.015"``, ...) and optionally ``n_surrogates`` (default 19), ``alpha``,
+            ``correction`` (``"max-t"``, ...), ``seed``, ``test_top``, ``significant_only``.
+
+    Returns:
+        A :class:`MiningResult`; ``.episodes`` is a pandas DataFrame.
+
+    Raises:
+        ValueError: a bad option (named as on the command line) or bad spikes.
+        FileNotFoundError: a path that does not exist.
+        SynfireError: a device failure or an unreadable file.
+    """
+    specs = [_interval(iv) for iv in intervals]
+    options: dict[str, Any] = {
+        "min_count": min_count,
+        "support": support,
+        "support_per": support_per,
+        "max_level": max_level,
+        "one_pass": one_pass,
+        "bounds": bounds,
+        "max_candidates": max_candidates,
+        "time_budget_s": time_budget_s,
+        "device": device,
+        "gpus": list(gpus) if gpus is not None else None,
+        "exact_kernel": exact_kernel,
+        "calibration": os.fspath(calibration) if calibration is not None else None,
+        "significance": dict(significance) if significance is not None else None,
+    }
+    if sample_rate_hz is not None:
+        options["intervals_samples"] = specs
+        options["sample_rate_hz"] = float(sample_rate_hz)
+    else:
+        options["intervals_s"] = specs
+    options_json = json.dumps(options)
+    if isinstance(spikes, (str, os.PathLike)):
+        text = _synfire.mine_file(os.fspath(spikes), options_json)
+    else:
+        times, units, labels = spike_arrays(spikes)
+        text = _synfire.mine_arrays(np.ascontiguousarray(times, dtype=np.float64),
+                                    np.ascontiguousarray(units, dtype=np.uint32), labels,
+                                    options_json)
+    return _result(json.loads(text))
+
+
+def _result(doc: dict) -> MiningResult:
+    rows = []
+    tested = doc.get("significance") is not None
+    for e in doc["episodes"]:
+        row = {
+            "labels": tuple(e["labels"]),
+            "intervals_s": tuple(tuple(iv) for iv in e["intervals_s"]),
+            "intervals": tuple(e["intervals"]),
+            "count": int(e["count"]),
+        }
+        if tested:
+            for c in _TEST_COLUMNS:
+                row[c] = e.get(c)
+        rows.append(row)
+    columns = ["labels", "intervals_s", "intervals", "count"]
+    if tested:
+        columns += list(_TEST_COLUMNS)
+    episodes = pd.DataFrame(rows, columns=columns)
+    levels = pd.DataFrame(doc["levels"])
+    return MiningResult(
+        episodes=episodes,
+        levels=levels,
+        min_count=int(doc["params"]["min_count"]),
+        params=doc["params"],
+        significance=doc.get("significance"),
+        truncated=doc.get("truncated"),
+        document=doc,
+    )

@@ -1,0 +1,21 @@
+"""Type stubs of the extension module (src/python.rs). Use the functions of `synfire`."""
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class SynfireError(Exception):
+    """A synfire failure that is not a bad argument: a device, a file that cannot be read."""
+
+def mine_arrays(
+    times: npt.NDArray[np.float64],
+    units: npt.NDArray[np.uint32],
+    labels: list[str],
+    options_json: str,
+) -> str:
+    """Mines spikes given as arrays (times in seconds, shape [n]; each spike's index into
+    `labels`, shape [n]); returns the `synfire mine` JSON document."""
+
+def mine_file(path: str, options_json: str) -> str:
+    """Mines a spike file (NWB units table, `label,time` CSV); returns the JSON document."""

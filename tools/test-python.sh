@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The Python package's tests (issue 19): builds and installs the package from this checkout
+# into a virtual environment (<target dir>/py-venv, reused), then runs pytest on python/tests.
+# Needs python3 (>= 3.10) with venv, network access to PyPI the first time (maturin, numpy,
+# pandas, pytest), and what `cargo build` needs. The CLI binary the tests compare against is
+# the release build of this checkout (built here if missing). Honours CARGO_TARGET_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target=${CARGO_TARGET_DIR:-target}
+case "$target" in /*) ;; *) target="$PWD/$target" ;; esac
+venv="$target/py-venv"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  'maturin>=1.7,<2' 'numpy>=1.22' 'pandas>=1.5' 'pytest>=7'
+# The extension, built in release mode into the venv (cargo's target/ shared with the tests).
+VIRTUAL_ENV="$venv" "$venv/bin/maturin" develop --release --quiet >&2
+[ -x "$target/release/synfire" ] || cargo build --release --quiet
+SYNFIRE_BIN="$target/release/synfire" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
