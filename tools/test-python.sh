@@ -18,3 +18,5 @@ fi
 VIRTUAL_ENV="$venv" "$venv/bin/maturin" develop --release --quiet >&2
 [ -x "$target/release/synfire" ] || cargo build --release --quiet
 SYNFIRE_BIN="$target/release/synfire" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+# The worked example of docs/ (a real recording), so it cannot rot.
+"$venv/bin/python" docs/python_example.py
