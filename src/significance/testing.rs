@@ -339,7 +339,8 @@ pub fn test_episodes(
 }
 
 /// [`test_episodes`] with the surrogates mined and counted on `device` (`auto`: the GPUs when
-/// there are any; [`super::engine`]). The counts, and so every p-value, are the same on either.
+/// there are any; four GPU counters work on different surrogates at once). The counts, and so
+/// every p-value, are the same on either.
 ///
 /// # Errors
 /// As [`test_episodes`], and [`SignificanceError::Device`] for `gpu` without a usable GPU.
