@@ -294,9 +294,8 @@ impl Interval {
         }
     }
 
-    /// True when `low() < delay ≤ high()`, for a delay `≥ 0` to a later event in stream order
-    /// (a zero delay between events of the same type is excluded by the callers that need it;
-    /// the bounds' stream scans accept it, a superset, which keeps them sound).
+    /// True when `low() < delay ≤ high()`: the interval's bounds alone, without the rule that
+    /// two events of one type never have a zero delay ([`Interval::fits`] applies it).
     #[inline]
     #[must_use]
     pub fn contains(self, delay: f64) -> bool {
