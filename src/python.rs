@@ -11,9 +11,12 @@
 
 use std::path::Path;
 
-use numpy::PyReadonlyArray1;
+use std::collections::HashMap;
+
+use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::exceptions::{PyException, PyFileNotFoundError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::episode::{MiningOptions, NoProgress, mine_with, select_counter};
 use crate::event::{Alphabet, EventStream, EventType, Ordering};
@@ -45,8 +48,93 @@ fn options(json: &str) -> PyResult<MiningOptions> {
     Ok(options)
 }
 
-/// Mines `stream` with the options and returns the `synfire mine` JSON document.
-fn mine_stream(py: Python<'_>, stream: &EventStream, input: &str, json: &str) -> PyResult<String> {
+/// The episodes of a report as columns (numpy arrays, built without a JSON round trip: a
+/// frame of 10⁵ episodes parses slower from JSON than it mines). Keys: `lengths` (nodes per
+/// episode, `[E]`), `types` (node type ids, all episodes back to back), `intervals` (each
+/// gap's index into `params.intervals`, back to back), `count` (`[E]`), and with a test
+/// `tested` (bool `[E]`) and the [`crate::significance::TestStats`] fields (`[E]`, NaN and
+/// false where untested); `type_labels` (each type id's label) is added with them.
+#[derive(Default)]
+struct Columns {
+    lengths: Vec<u32>,
+    types: Vec<u32>,
+    intervals: Vec<u32>,
+    count: Vec<u64>,
+    tested: Vec<bool>,
+    stats: [Vec<f64>; 5],
+    significant: Vec<bool>,
+}
+
+const STAT_NAMES: [&str; 5] = [
+    "surrogate_mean",
+    "surrogate_std",
+    "statistic",
+    "p_value",
+    "p_adjusted",
+];
+
+impl Columns {
+    fn of(report: &mut MineReport<'_>) -> Self {
+        let index: HashMap<&str, u32> = report
+            .params
+            .interval_notation
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i as u32))
+            .collect();
+        let mut c = Self::default();
+        for e in &report.episodes {
+            c.lengths.push(e.types.len() as u32);
+            c.types.extend(&e.types);
+            c.intervals.extend(
+                e.intervals
+                    .iter()
+                    .map(|n| index.get(n.as_str()).copied().unwrap_or(u32::MAX)),
+            );
+            c.count.push(e.count);
+            let t = e.test.as_ref();
+            c.tested.push(t.is_some());
+            let values = t.map_or([f64::NAN; 5], |t| {
+                [
+                    t.surrogate_mean,
+                    t.surrogate_std,
+                    t.statistic,
+                    t.p_value,
+                    t.p_adjusted,
+                ]
+            });
+            for (col, v) in c.stats.iter_mut().zip(values) {
+                col.push(v);
+            }
+            c.significant.push(t.is_some_and(|t| t.significant));
+        }
+        report.episodes.clear();
+        c
+    }
+
+    fn into_dict(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("lengths", self.lengths.into_pyarray(py))?;
+        d.set_item("types", self.types.into_pyarray(py))?;
+        d.set_item("intervals", self.intervals.into_pyarray(py))?;
+        d.set_item("count", self.count.into_pyarray(py))?;
+        d.set_item("tested", self.tested.into_pyarray(py))?;
+        for (name, col) in STAT_NAMES.iter().zip(self.stats) {
+            d.set_item(name, col.into_pyarray(py))?;
+        }
+        d.set_item("significant", self.significant.into_pyarray(py))?;
+        Ok(d)
+    }
+}
+
+/// Mines `stream` with the options and returns the `synfire mine` JSON document without its
+/// episodes, and the episodes as [`Columns`].
+fn mine_stream<'py>(
+    py: Python<'py>,
+    stream: &EventStream,
+    input: &str,
+    json: &str,
+) -> PyResult<(String, Bound<'py, PyDict>)> {
     let options = options(json)?;
     let (config, settings) = options.resolve().map_err(|errors| {
         let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
@@ -62,39 +150,52 @@ fn mine_stream(py: Python<'_>, stream: &EventStream, input: &str, json: &str) ->
         })?),
         None => None,
     };
-    py.detach(|| -> PyResult<String> {
+    let (doc, columns) = py.detach(|| -> PyResult<(String, Columns)> {
         let err = |e: &dyn std::fmt::Display| SynfireError::new_err(e.to_string());
         let counter = select_counter(stream, &config.intervals, options.device, &settings)
             .map_err(|e| err(&e))?;
         let result =
             mine_with(stream, &config, counter.as_ref(), &NoProgress).map_err(|e| err(&e))?;
         let report = MineReport::new(input, stream, &config, &result);
-        let report = match &significance {
-            Some((sig, significant_only)) => {
-                let tested =
-                    test_episodes_on(stream, &config, &result, sig, options.device, &settings)
-                        .map_err(|e| err(&e))?;
-                let list = listing(&result, Some(&tested), *significant_only, false);
-                let annotated = report.annotated(Some(&tested), &list);
-                serde_json::to_string(&annotated)
-            }
-            None => serde_json::to_string(&report),
+        let tested = match &significance {
+            Some((sig, _)) => Some(
+                test_episodes_on(stream, &config, &result, sig, options.device, &settings)
+                    .map_err(|e| err(&e))?,
+            ),
+            None => None,
         };
-        report.map_err(|e| err(&e))
-    })
+        let mut report = match (&significance, &tested) {
+            (Some((_, significant_only)), Some(t)) => {
+                let list = listing(&result, Some(t), *significant_only, false);
+                report.annotated(Some(t), &list)
+            }
+            _ => report,
+        };
+        let columns = Columns::of(&mut report);
+        let doc = serde_json::to_string(&report).map_err(|e| err(&e))?;
+        Ok((doc, columns))
+    })?;
+    let dict = columns.into_dict(py)?;
+    let alphabet = stream.alphabet();
+    let labels: Vec<&str> = (0..alphabet.len())
+        .map(|i| alphabet.label(EventType(i as u32)))
+        .collect();
+    dict.set_item("type_labels", labels)?;
+    Ok((doc, dict))
 }
 
 /// Mines spikes given as arrays: `times` (seconds, shape `[n]`), `units` (each spike's index
 /// into `labels`, shape `[n]`), `labels` (the units' names). Unsorted spikes are sorted (equal
-/// times in unit order). Returns the `synfire mine` JSON document.
+/// times in unit order). Returns the `synfire mine` JSON document without its episodes and
+/// the episodes as columns ([`Columns`]).
 #[pyfunction]
-fn mine_arrays(
-    py: Python<'_>,
+fn mine_arrays<'py>(
+    py: Python<'py>,
     times: PyReadonlyArray1<'_, f64>,
     units: PyReadonlyArray1<'_, u32>,
     labels: Vec<String>,
     options_json: &str,
-) -> PyResult<String> {
+) -> PyResult<(String, Bound<'py, PyDict>)> {
     let times = times
         .as_slice()
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -119,10 +220,14 @@ fn mine_arrays(
     mine_stream(py, &stream, "<arrays>", options_json)
 }
 
-/// Mines a spike file (NWB units table, tdminer CSV), as `synfire mine PATH`. Returns the
-/// `synfire mine` JSON document.
+/// Mines a spike file (NWB units table, tdminer CSV), as `synfire mine PATH`. Returns what
+/// [`mine_arrays`] returns.
 #[pyfunction]
-fn mine_file(py: Python<'_>, path: &str, options_json: &str) -> PyResult<String> {
+fn mine_file<'py>(
+    py: Python<'py>,
+    path: &str,
+    options_json: &str,
+) -> PyResult<(String, Bound<'py, PyDict>)> {
     let p = Path::new(path);
     if !p.exists() {
         return Err(PyFileNotFoundError::new_err(format!(

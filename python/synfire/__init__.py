@@ -41,7 +41,8 @@ class MiningResult:
             N - 1 ``(low, high)`` pairs in seconds, as given), ``intervals`` (the same in the
             text notation, ``"(4,6]ms"`` or ``"[0,0.2]ms"``), ``count`` (int), and with a
             significance test ``surrogate_mean``, ``surrogate_std``, ``statistic``,
-            ``p_value``, ``p_adjusted``, ``significant`` (NaN / None where not tested).
+            ``p_value``, ``p_adjusted`` (NaN where not tested), ``significant`` (nullable
+            boolean, NA where not tested).
         levels: one row per level: ``level``, ``candidates``, ``removed_by_bounds``,
             ``eliminated_by_preelim``, ``frequent``, ``seconds``.
         min_count: the minimum count the threshold resolved to.
@@ -49,7 +50,8 @@ class MiningResult:
         significance: the test's summary (``method``, ``n_surrogates``, ``alpha``, ...), or
             None without one.
         truncated: why mining stopped early (a dict), or None.
-        document: the whole ``synfire mine --format json`` document.
+        document: the ``synfire mine --format json`` document, without its ``episodes``
+            (they are the frame).
     """
 
     episodes: pd.DataFrame
@@ -217,33 +219,46 @@ def mine(
         options["intervals_s"] = specs
     options_json = json.dumps(options)
     if isinstance(spikes, (str, os.PathLike)):
-        text = _synfire.mine_file(os.fspath(spikes), options_json)
+        text, cols = _synfire.mine_file(os.fspath(spikes), options_json)
     else:
         times, units, labels = spike_arrays(spikes)
-        text = _synfire.mine_arrays(np.ascontiguousarray(times, dtype=np.float64),
-                                    np.ascontiguousarray(units, dtype=np.uint32), labels,
-                                    options_json)
-    return _result(json.loads(text))
+        text, cols = _synfire.mine_arrays(np.ascontiguousarray(times, dtype=np.float64),
+                                          np.ascontiguousarray(units, dtype=np.uint32),
+                                          labels, options_json)
+    return _result(json.loads(text), cols)
 
 
-def _result(doc: dict) -> MiningResult:
-    rows = []
-    tested = doc.get("significance") is not None
-    for e in doc["episodes"]:
-        row = {
-            "labels": tuple(e["labels"]),
-            "intervals_s": tuple(tuple(iv) for iv in e["intervals_s"]),
-            "intervals": tuple(e["intervals"]),
-            "count": int(e["count"]),
-        }
-        if tested:
-            for c in _TEST_COLUMNS:
-                row[c] = e.get(c)
-        rows.append(row)
-    columns = ["labels", "intervals_s", "intervals", "count"]
-    if tested:
-        columns += list(_TEST_COLUMNS)
-    episodes = pd.DataFrame(rows, columns=columns)
+def _result(doc: dict, cols: dict) -> MiningResult:
+    """The result from the document (without its episodes) and the episodes' columns."""
+    names = cols["type_labels"]
+    notation = doc["params"]["interval_notation"]
+    bounds = [tuple(b) for b in doc["params"]["intervals"]]
+    lengths = cols["lengths"].tolist()
+    types = cols["types"].tolist()
+    gaps = cols["intervals"].tolist()
+    labels, ivs_s, ivs = [], [], []
+    t = g = 0
+    for n in lengths:
+        labels.append(tuple(names[k] for k in types[t:t + n]))
+        idx = gaps[g:g + n - 1]
+        ivs_s.append(tuple(bounds[i] for i in idx))
+        ivs.append(tuple(notation[i] for i in idx))
+        t += n
+        g += n - 1
+    columns: dict[str, Any] = {
+        "labels": labels,
+        "intervals_s": ivs_s,
+        "intervals": ivs,
+        "count": cols["count"].astype(np.int64),
+    }
+    if doc.get("significance") is not None:
+        tested = cols["tested"]
+        for c in _TEST_COLUMNS[:-1]:
+            columns[c] = cols[c]
+        significant = pd.array(cols["significant"], dtype="boolean")
+        significant[~tested] = pd.NA
+        columns["significant"] = significant
+    episodes = pd.DataFrame(columns)
     levels = pd.DataFrame(doc["levels"])
     return MiningResult(
         episodes=episodes,

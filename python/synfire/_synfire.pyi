@@ -1,5 +1,7 @@
 """Type stubs of the extension module (src/python.rs). Use the functions of `synfire`."""
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -13,9 +15,12 @@ def mine_arrays(
     units: npt.NDArray[np.uint32],
     labels: list[str],
     options_json: str,
-) -> str:
+) -> tuple[str, dict[str, Any]]:
     """Mines spikes given as arrays (times in seconds, shape [n]; each spike's index into
-    `labels`, shape [n]); returns the `synfire mine` JSON document."""
+    `labels`, shape [n]); returns the `synfire mine` JSON document without its episodes, and
+    the episodes as columns (numpy arrays: lengths, types, intervals, count, tested, the test
+    statistics, significant; and type_labels)."""
 
-def mine_file(path: str, options_json: str) -> str:
-    """Mines a spike file (NWB units table, `label,time` CSV); returns the JSON document."""
+def mine_file(path: str, options_json: str) -> tuple[str, dict[str, Any]]:
+    """Mines a spike file (NWB units table, `label,time` CSV); returns what `mine_arrays`
+    returns."""
