@@ -239,9 +239,42 @@ fn mine_file<'py>(
     mine_stream(py, &stream, path, options_json)
 }
 
+/// Reads a spike file (NWB units table, tdminer CSV) as `synfire mine` reads it: spike times
+/// (seconds, `[n]`, in stream order), each spike's unit index (`[n]`) and the units' labels.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn read_spikes<'py>(
+    py: Python<'py>,
+    path: &str,
+) -> PyResult<(
+    Bound<'py, numpy::PyArray1<f64>>,
+    Bound<'py, numpy::PyArray1<u32>>,
+    Vec<String>,
+)> {
+    let p = Path::new(path);
+    if !p.exists() {
+        return Err(PyFileNotFoundError::new_err(format!(
+            "spike file {path} does not exist"
+        )));
+    }
+    let stream = crate::ingest::read_spikes(p, Ordering::RequireSorted)
+        .map_err(|e| SynfireError::new_err(e.to_string()))?;
+    let alphabet = stream.alphabet();
+    let labels = (0..alphabet.len())
+        .map(|i| alphabet.label(EventType(i as u32)).to_owned())
+        .collect();
+    let units: Vec<u32> = stream.types().iter().map(|t| t.0).collect();
+    Ok((
+        stream.times().to_vec().into_pyarray(py),
+        units.into_pyarray(py),
+        labels,
+    ))
+}
+
 /// The extension module.
 #[pymodule]
 fn _synfire(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(read_spikes, m)?)?;
     m.add_function(wrap_pyfunction!(mine_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(mine_file, m)?)?;
     m.add("SynfireError", m.py().get_type::<SynfireError>())?;

@@ -27,7 +27,8 @@ import pandas as pd
 from . import _synfire
 from ._synfire import SynfireError
 
-__all__ = ["mine", "MiningResult", "SynfireError", "spike_arrays", "__version__"]
+__all__ = ["mine", "read_spikes", "MiningResult", "SynfireError", "spike_arrays",
+           "__version__"]
 __version__: str = _synfire.__version__
 
 
@@ -72,6 +73,7 @@ def spike_arrays(spikes: Any) -> tuple[np.ndarray, np.ndarray, list[str]]:
 
     Accepted, with each unit keeping its label:
 
+    * ``(times_s, unit_index, labels)``, as :func:`read_spikes` returns it;
     * ``(times_s, unit_ids)``: two 1-D arrays of equal length (shape ``[n]``; times in
       seconds; unit ids of any type, labelled by ``str``, numbered by first appearance as
       the CSV reader numbers them);
@@ -100,6 +102,14 @@ def spike_arrays(spikes: Any) -> tuple[np.ndarray, np.ndarray, list[str]]:
         return _from_mapping(trains)
     if isinstance(spikes, Mapping):
         return _from_mapping(spikes)
+    if isinstance(spikes, tuple) and len(spikes) == 3:
+        # What read_spikes returns: times, unit index, labels.
+        times = np.asarray(spikes[0], dtype=np.float64)
+        index = np.asarray(spikes[1], dtype=np.uint32)
+        if times.ndim != 1 or index.shape != times.shape:
+            raise ValueError("spikes: (times_s, unit_index, labels) needs two 1-D arrays of one "
+                             f"length, got shapes {times.shape} and {index.shape}")
+        return times, index, [str(x) for x in spikes[2]]
     if isinstance(spikes, tuple) and len(spikes) == 2:
         times = np.asarray(spikes[0], dtype=np.float64)
         ids = np.asarray(spikes[1])
@@ -123,6 +133,22 @@ def spike_arrays(spikes: Any) -> tuple[np.ndarray, np.ndarray, list[str]]:
     raise ValueError(
         "spikes: expected a path, (times_s, unit_ids) arrays, a {unit: times_s} mapping, a list "
         f"of neo.SpikeTrain, a pynapple.TsGroup or a SpikeInterface sorting, got {type(spikes)!r}")
+
+
+def read_spikes(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Reads a spike file as ``synfire mine`` reads it (an NWB units table: ``/units/id``,
+    ``spike_times``, ``spike_times_index``; or a ``label,time`` CSV), without h5py or pynwb.
+
+    Returns:
+        times (seconds, float64, ``[n]``, time order), each spike's unit index (uint32,
+        ``[n]``), the units' labels (NWB: the decimal unit ids; CSV: the labels).
+
+    Raises:
+        FileNotFoundError: the path does not exist.
+        SynfireError: the file cannot be read (the message names the dataset or line).
+    """
+    times, units, labels = _synfire.read_spikes(os.fspath(path))
+    return times, units, labels
 
 
 def _from_mapping(trains: Mapping[Any, Iterable[float]]) -> tuple[np.ndarray, np.ndarray, list[str]]:

@@ -19,6 +19,7 @@ class MiningResult:
     truncated: dict | None
     document: dict
 
+def read_spikes(path: str | PathLike) -> tuple[np.ndarray, np.ndarray, list[str]]: ...
 def spike_arrays(spikes: Any) -> tuple[np.ndarray, np.ndarray, list[str]]: ...
 def mine(
     spikes: Any,

@@ -10,6 +10,9 @@ __version__: str
 class SynfireError(Exception):
     """A synfire failure that is not a bad argument: a device, a file that cannot be read."""
 
+def read_spikes(path: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint32], list[str]]:
+    """Reads a spike file: times (s, [n]), unit index ([n]), labels."""
+
 def mine_arrays(
     times: npt.NDArray[np.float64],
     units: npt.NDArray[np.uint32],

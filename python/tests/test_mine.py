@@ -62,6 +62,17 @@ def test_a_file_mines_as_the_command_line():
     assert top["intervals"] == ("(10,20]ms",) and top["count"] == 5926
 
 
+def test_read_spikes_round_trips_through_mine():
+    times, units, labels = synfire.read_spikes(A2929)
+    assert len(times) == len(units) == 98_794 and len(labels) == 15
+    assert np.all(np.diff(times) >= 0)
+    kw = dict(min_count=300, max_level=3)
+    by_path = synfire.mine(A2929, [(0, 0.005), (0.005, 0.010)], **kw)
+    by_arrays = synfire.mine((times, units, labels), [(0, 0.005), (0.005, 0.010)], **kw)
+    assert rows(by_arrays) == rows(by_path)
+    assert list(by_arrays.episodes["count"]) == list(by_path.episodes["count"])
+
+
 def test_arrays_dicts_and_tuples_equal_the_file():
     times, labels = read_csv(IBL)
     ivs = ["(0,0.005]", "(0.005,0.010]"]
