@@ -271,10 +271,54 @@ fn read_spikes<'py>(
     ))
 }
 
+/// The exact top-k motifs of a series (`synfire motif`): `x` samples (`[n]`), subsequence
+/// length `m`, pairs `j − i > exclusion` (default `ceil(m / 4)`), on `device` (`auto`, `cpu`,
+/// `gpu`). Returns `([(i, j, distance)], method, device)`, distances z-normalised Euclidean.
+#[pyfunction]
+#[pyo3(signature = (x, m, top_k = 1, exclusion = None, device = "auto"))]
+#[allow(clippy::type_complexity)]
+fn motif(
+    py: Python<'_>,
+    x: PyReadonlyArray1<'_, f64>,
+    m: usize,
+    top_k: usize,
+    exclusion: Option<usize>,
+    device: &str,
+) -> PyResult<(Vec<(usize, usize, f64)>, String, String)> {
+    let choice: crate::device::DeviceChoice = serde_json::from_value(serde_json::json!(device))
+        .map_err(|_| {
+            PyValueError::new_err(format!("device: `{device}` is not auto, cpu or gpu"))
+        })?;
+    let x = x
+        .as_slice()
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let mut cfg = crate::motif::MotifConfig::new(m);
+    cfg.top_k = top_k;
+    if let Some(e) = exclusion {
+        cfg.exclusion = e;
+    }
+    let result = py
+        .detach(|| crate::motif::find_motifs(x, &cfg, choice))
+        .map_err(|e| match e {
+            crate::motif::MotifError::Device(d) => SynfireError::new_err(d.to_string()),
+            other => PyValueError::new_err(other.to_string()),
+        })?;
+    Ok((
+        result
+            .motifs
+            .iter()
+            .map(|mo| (mo.i, mo.j, mo.distance))
+            .collect(),
+        result.method.as_str().to_owned(),
+        result.device,
+    ))
+}
+
 /// The extension module.
 #[pymodule]
 fn _synfire(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_spikes, m)?)?;
+    m.add_function(wrap_pyfunction!(motif, m)?)?;
     m.add_function(wrap_pyfunction!(mine_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(mine_file, m)?)?;
     m.add("SynfireError", m.py().get_type::<SynfireError>())?;

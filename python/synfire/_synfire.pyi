@@ -10,6 +10,12 @@ __version__: str
 class SynfireError(Exception):
     """A synfire failure that is not a bad argument: a device, a file that cannot be read."""
 
+def motif(
+    x: npt.NDArray[np.float64], m: int, top_k: int = ..., exclusion: int | None = ...,
+    device: str = ...,
+) -> tuple[list[tuple[int, int, float]], str, str]:
+    """Exact top-k motifs: ([(i, j, distance)], method, device)."""
+
 def read_spikes(path: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint32], list[str]]:
     """Reads a spike file: times (s, [n]), unit index ([n]), labels."""
 
