@@ -176,11 +176,7 @@ fn mine_stream<'py>(
         Ok((doc, columns))
     })?;
     let dict = columns.into_dict(py)?;
-    let alphabet = stream.alphabet();
-    let labels: Vec<&str> = (0..alphabet.len())
-        .map(|i| alphabet.label(EventType(i as u32)))
-        .collect();
-    dict.set_item("type_labels", labels)?;
+    dict.set_item("type_labels", stream.alphabet().labels())?;
     Ok((doc, dict))
 }
 
@@ -220,6 +216,18 @@ fn mine_arrays<'py>(
     mine_stream(py, &stream, "<arrays>", options_json)
 }
 
+/// A spike file read as `synfire mine PATH` reads it: `FileNotFoundError` when it does not
+/// exist, `SynfireError` (naming the dataset or line) when it cannot be read.
+fn read_file(path: &str) -> PyResult<EventStream> {
+    if !Path::new(path).exists() {
+        return Err(PyFileNotFoundError::new_err(format!(
+            "spike file {path} does not exist"
+        )));
+    }
+    crate::ingest::read_spikes(Path::new(path), Ordering::RequireSorted)
+        .map_err(|e| SynfireError::new_err(e.to_string()))
+}
+
 /// Mines a spike file (NWB units table, tdminer CSV), as `synfire mine PATH`. Returns what
 /// [`mine_arrays`] returns.
 #[pyfunction]
@@ -228,14 +236,7 @@ fn mine_file<'py>(
     path: &str,
     options_json: &str,
 ) -> PyResult<(String, Bound<'py, PyDict>)> {
-    let p = Path::new(path);
-    if !p.exists() {
-        return Err(PyFileNotFoundError::new_err(format!(
-            "spike file {path} does not exist"
-        )));
-    }
-    let stream = crate::ingest::read_spikes(p, Ordering::RequireSorted)
-        .map_err(|e| SynfireError::new_err(e.to_string()))?;
+    let stream = read_file(path)?;
     mine_stream(py, &stream, path, options_json)
 }
 
@@ -251,18 +252,8 @@ fn read_spikes<'py>(
     Bound<'py, numpy::PyArray1<u32>>,
     Vec<String>,
 )> {
-    let p = Path::new(path);
-    if !p.exists() {
-        return Err(PyFileNotFoundError::new_err(format!(
-            "spike file {path} does not exist"
-        )));
-    }
-    let stream = crate::ingest::read_spikes(p, Ordering::RequireSorted)
-        .map_err(|e| SynfireError::new_err(e.to_string()))?;
-    let alphabet = stream.alphabet();
-    let labels = (0..alphabet.len())
-        .map(|i| alphabet.label(EventType(i as u32)).to_owned())
-        .collect();
+    let stream = read_file(path)?;
+    let labels = stream.alphabet().labels().to_vec();
     let units: Vec<u32> = stream.types().iter().map(|t| t.0).collect();
     Ok((
         stream.times().to_vec().into_pyarray(py),

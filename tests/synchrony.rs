@@ -25,8 +25,11 @@ fn fixture(rel: &str) -> PathBuf {
 /// `shift(i)` samples (spike `i`).
 fn planted(source: &str, shift: impl Fn(usize) -> i64) -> EventStream {
     let stream = synfire::read_spikes(&fixture(A2929), Ordering::RequireSorted).unwrap();
-    let labels: Vec<String> = (0..stream.alphabet().len())
-        .map(|i| stream.alphabet().label(EventType(i as u32)).to_owned())
+    let labels: Vec<String> = stream
+        .alphabet()
+        .labels()
+        .iter()
+        .cloned()
         .chain(["dup".to_owned()])
         .collect();
     let alphabet = Alphabet::from_labels(labels).unwrap();

@@ -496,8 +496,14 @@ pub fn count_preelim_merged(merged: &Merged, set: &[EventType], episode: &Episod
     let masks = state_masks(episode, set);
     let n = episode.len();
     let highs: Vec<f64> = episode.intervals().iter().map(|iv| iv.high()).collect();
-    let relaxed = episode.relaxed();
-    let zero_fits: Vec<bool> = gap_lows(&relaxed).iter().map(|&l| l < 0.0).collect();
+    // The relaxed gap admits a zero delay exactly where the gap does (between two types).
+    let types = episode.types();
+    let zero_fits: Vec<bool> = episode
+        .intervals()
+        .iter()
+        .enumerate()
+        .map(|(k, iv)| iv.admits_zero() && types[k] != types[k + 1])
+        .collect();
     let mut last = vec![f64::NEG_INFINITY; n];
     let mut before = vec![f64::NEG_INFINITY; n];
     let mut count = 0u64;

@@ -39,6 +39,9 @@ impl GpuSlot<'_> {
     }
 }
 
+/// A surrogate's frequent episodes of two or more nodes, with their counts.
+pub(crate) type Mined = Vec<(Episode, u64)>;
+
 /// GPU counters (each on every GPU) working on different surrogates at once.
 pub const GPU_COUNTERS: usize = 4;
 
@@ -110,33 +113,64 @@ impl<'g> Engine<'g> {
             .unwrap_or_else(|| slots[0].lock())
     }
 
-    /// The frequent episodes of two or more nodes of `x` mined with `config`, with counts.
-    pub(crate) fn mine(
+    /// Runs `f` on a counter holding `x`: a new [`CpuCounter`], or a free GPU counter
+    /// reloaded with `x` (one upload for everything `f` counts).
+    fn on_counter<T>(
         &self,
         x: &EventStream,
-        config: &MinerConfig,
-    ) -> Result<Vec<(Episode, u64)>, SignificanceError> {
-        let result = match &self.kind {
-            Kind::Cpu => mine_with(x, config, &CpuCounter::new(x), &NoProgress)?,
+        f: impl FnOnce(&dyn Counter) -> Result<T, SignificanceError>,
+    ) -> Result<T, SignificanceError> {
+        match &self.kind {
+            Kind::Cpu => f(&CpuCounter::new(x)),
             Kind::Gpu(slots) => {
                 let mut slot = Self::slot(slots);
                 let gpu = slot.get();
                 gpu.reload(x)?;
-                mine_with(x, config, &*gpu, &NoProgress)?
+                f(&*gpu)
             }
-        };
+        }
+    }
+
+    /// The frequent episodes of two or more nodes of `x` mined with `config`, with counts,
+    /// and the exact counts of `list` in `x`, on one counter.
+    pub(crate) fn mine_and_count(
+        &self,
+        x: &EventStream,
+        config: &MinerConfig,
+        list: &[Episode],
+    ) -> Result<(Mined, Vec<u64>), SignificanceError> {
+        let (result, counts) = self.on_counter(x, |counter| {
+            let result = mine_with(x, config, counter, &NoProgress)?;
+            let counts = if list.is_empty() {
+                Vec::new()
+            } else {
+                counter.count(CountKind::Exact, list)?
+            };
+            Ok((result, counts))
+        })?;
         let counted: usize = result
             .levels
             .iter()
             .map(|l| l.candidates - l.removed_by_bounds)
             .sum();
-        self.counted.fetch_add(counted as u64, Ordering::Relaxed);
-        Ok(result
+        self.counted
+            .fetch_add((counted + list.len()) as u64, Ordering::Relaxed);
+        let mined = result
             .episodes
             .into_iter()
             .filter(|f| f.episode.len() >= 2)
             .map(|f| (f.episode, f.count))
-            .collect())
+            .collect();
+        Ok((mined, counts))
+    }
+
+    /// The frequent episodes of two or more nodes of `x` mined with `config`, with counts.
+    pub(crate) fn mine(
+        &self,
+        x: &EventStream,
+        config: &MinerConfig,
+    ) -> Result<Mined, SignificanceError> {
+        Ok(self.mine_and_count(x, config, &[])?.0)
     }
 
     /// The exact counts of `list` in `x`.
@@ -149,15 +183,7 @@ impl<'g> Engine<'g> {
             return Ok(Vec::new());
         }
         self.counted.fetch_add(list.len() as u64, Ordering::Relaxed);
-        Ok(match &self.kind {
-            Kind::Cpu => CpuCounter::new(x).count(CountKind::Exact, list)?,
-            Kind::Gpu(slots) => {
-                let mut slot = Self::slot(slots);
-                let gpu = slot.get();
-                gpu.reload(x)?;
-                gpu.count(CountKind::Exact, list)?
-            }
-        })
+        self.on_counter(x, |counter| Ok(counter.count(CountKind::Exact, list)?))
     }
 }
 

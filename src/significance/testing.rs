@@ -572,12 +572,12 @@ fn spectrum(
     let observed = tested_frequent(data);
     let list: Vec<Episode> = observed.iter().map(|(e, _)| e.clone()).collect();
     let per: Vec<(Vec<u64>, Vec<u64>)> = engine.map_surrogates(s_count, |s| {
-        let x = surrogates.generate(s)?;
+        let (mined, counts) = engine.mine_and_count(&surrogates.generate(s)?, config, &list)?;
         let mut max = vec![0u64; max_level + 1];
-        for (e, c) in engine.mine(&x, config)? {
+        for (e, c) in mined {
             max[e.len()] = max[e.len()].max(c);
         }
-        Ok((max, engine.count(&x, &list)?))
+        Ok((max, counts))
     })?;
     let n_all = (s_count + 1) as f64;
     // Signatures present in the recording, their p-values, BH over them.
