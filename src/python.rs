@@ -216,43 +216,80 @@ fn mine_arrays<'py>(
     mine_stream(py, &stream, "<arrays>", options_json)
 }
 
-/// A spike file read as `synfire mine PATH` reads it: `FileNotFoundError` when it does not
-/// exist, `SynfireError` (naming the dataset or line) when it cannot be read.
-fn read_file(path: &str) -> PyResult<EventStream> {
+/// How Python asks a file to be read (`units`, `sample_rate_hz`, `time_column`,
+/// `unit_column`, `sort`), as JSON.
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Reader {
+    #[serde(default)]
+    units: Option<Vec<String>>,
+    #[serde(default)]
+    sample_rate_hz: Option<f64>,
+    #[serde(default)]
+    time_column: Option<String>,
+    #[serde(default)]
+    unit_column: Option<String>,
+    #[serde(default)]
+    sort: bool,
+}
+
+/// A spike file or folder read as `synfire mine PATH` reads it: `FileNotFoundError` when it
+/// does not exist, `SynfireError` (naming the file, dataset or line) when it cannot be read.
+fn read_file(path: &str, reader_json: &str) -> PyResult<EventStream> {
     if !Path::new(path).exists() {
         return Err(PyFileNotFoundError::new_err(format!(
             "spike file {path} does not exist"
         )));
     }
-    crate::ingest::read_spikes(Path::new(path), Ordering::RequireSorted)
+    let reader: Reader = serde_json::from_str(reader_json)
+        .map_err(|e| PyValueError::new_err(format!("reader options: {e}")))?;
+    let phy = crate::ingest::InputFormat::from_path(Path::new(path))
+        .is_ok_and(|f| f == crate::ingest::InputFormat::Phy);
+    let options = crate::ingest::ReadOptions {
+        ordering: if reader.sort {
+            Ordering::SortIfNeeded
+        } else {
+            Ordering::RequireSorted
+        },
+        columns: crate::ingest::csv::Columns {
+            time: reader.time_column,
+            unit: reader.unit_column,
+        },
+        groups: reader.units,
+        sample_rate_hz: reader.sample_rate_hz.filter(|_| phy),
+    };
+    crate::ingest::read_spikes_with(Path::new(path), &options)
         .map_err(|e| SynfireError::new_err(e.to_string()))
 }
 
-/// Mines a spike file (NWB units table, tdminer CSV), as `synfire mine PATH`. Returns what
-/// [`mine_arrays`] returns.
+/// Mines a spike file or folder (NWB units table, CSV, phy/Kilosort), as `synfire mine
+/// PATH`, read with `reader_json` ([`Reader`]). Returns what [`mine_arrays`] returns.
 #[pyfunction]
 fn mine_file<'py>(
     py: Python<'py>,
     path: &str,
     options_json: &str,
+    reader_json: &str,
 ) -> PyResult<(String, Bound<'py, PyDict>)> {
-    let stream = read_file(path)?;
+    let stream = read_file(path, reader_json)?;
     mine_stream(py, &stream, path, options_json)
 }
 
-/// Reads a spike file (NWB units table, tdminer CSV) as `synfire mine` reads it: spike times
-/// (seconds, `[n]`, in stream order), each spike's unit index (`[n]`) and the units' labels.
+/// Reads a spike file or folder (NWB units table, CSV, phy/Kilosort) as `synfire mine` reads
+/// it, with `reader_json` ([`Reader`]): spike times (seconds, `[n]`, in stream order), each
+/// spike's unit index (`[n]`) and the units' labels.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
 fn read_spikes<'py>(
     py: Python<'py>,
     path: &str,
+    reader_json: &str,
 ) -> PyResult<(
     Bound<'py, numpy::PyArray1<f64>>,
     Bound<'py, numpy::PyArray1<u32>>,
     Vec<String>,
 )> {
-    let stream = read_file(path)?;
+    let stream = read_file(path, reader_json)?;
     let labels = stream.alphabet().labels().to_vec();
     let units: Vec<u32> = stream.types().iter().map(|t| t.0).collect();
     Ok((

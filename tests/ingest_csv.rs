@@ -329,3 +329,109 @@ fn nwb_fixture_survives_csv_round_trip() {
     let bits = |s: &EventStream| s.times().iter().map(|t| t.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&back), bits(&stream));
 }
+
+#[test]
+fn columns_are_found_by_header_name_or_given() {
+    // The case: `spike_time_s,cluster_id`, time first.
+    let text = "spike_time_s,cluster_id\n0.5,7\n0.75,3\n1.0,7\n";
+    let s = parse(text, Ordering::RequireSorted).unwrap();
+    assert_eq!(
+        events(&s),
+        [("7".into(), 0.5), ("3".into(), 0.75), ("7".into(), 1.0)]
+    );
+    // Extra columns are ignored; named columns are case-insensitive.
+    let text = "Amplitude,Unit,Depth,Time\n3.1,a,100,0.1\n2.0,b,200,0.2\n";
+    let s = parse(text, Ordering::RequireSorted).unwrap();
+    assert_eq!(events(&s), [("a".into(), 0.1), ("b".into(), 0.2)]);
+    // Given names win over the guesses.
+    let text = "t,t_alt,who\n5.0,0.1,x\n6.0,0.2,y\n";
+    let columns = synfire::ingest::csv::Columns {
+        time: Some("t_alt".into()),
+        unit: Some("who".into()),
+    };
+    let s = synfire::ingest::csv::parse_csv_columns(
+        text.as_bytes(),
+        "input.csv",
+        Ordering::RequireSorted,
+        &columns,
+    )
+    .unwrap();
+    assert_eq!(events(&s), [("x".into(), 0.1), ("y".into(), 0.2)]);
+    // A named column that is absent, and a header that names nothing.
+    let missing = synfire::ingest::csv::Columns {
+        time: Some("seconds_since".into()),
+        unit: None,
+    };
+    let err = synfire::ingest::csv::parse_csv_columns(
+        text.as_bytes(),
+        "input.csv",
+        Ordering::RequireSorted,
+        &missing,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("line 1") && err.contains("seconds_since"),
+        "{err}"
+    );
+    let m = csv_error("foo,bar,baz\n1,2,3\n", Ordering::RequireSorted, 1);
+    assert!(
+        m.contains("--unit-column") && m.contains("--time-column"),
+        "{m}"
+    );
+    // Rows with fewer fields than the header.
+    let m = csv_error(
+        "unit,time,depth\na,0.1,3\nb,0.2\n",
+        Ordering::RequireSorted,
+        3,
+    );
+    assert!(m.contains("3 comma-separated fields"), "{m}");
+}
+
+#[test]
+fn swapped_columns_are_an_error_not_a_silent_success() {
+    // Spike times in the label column: as many labels as events.
+    let mut text = String::from("time_s_of_spike,unit\n");
+    let mut labels_as_times = String::new();
+    for i in 0..400 {
+        let t = f64::from(i) * 0.01;
+        let unit = i % 5;
+        text.push_str(&format!("{t},{unit}\n"));
+        labels_as_times.push_str(&format!("{t},{unit}\n"));
+    }
+    // A header the reader cannot place: tdminer reading (label, time) of `t,unit` rows.
+    let err = parse(&labels_as_times, Ordering::SortIfNeeded).unwrap_err();
+    assert!(matches!(err, IngestError::SwappedColumns { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("400 distinct unit labels") || msg.contains("distinct integer"),
+        "{msg}"
+    );
+    assert!(msg.contains("--unit-column"), "{msg}");
+    // The same file read with its columns named is fine.
+    let columns = synfire::ingest::csv::Columns {
+        time: Some("time_s_of_spike".into()),
+        unit: Some("unit".into()),
+    };
+    let s = synfire::ingest::csv::parse_csv_columns(
+        text.as_bytes(),
+        "input.csv",
+        Ordering::RequireSorted,
+        &columns,
+    )
+    .unwrap();
+    assert_eq!(s.len(), 400);
+    assert_eq!(s.alphabet().len(), 5);
+    // One of two columns named is enough.
+    let s = parse(&text, Ordering::RequireSorted).unwrap();
+    assert_eq!(s.alphabet().len(), 5);
+}
+
+#[test]
+fn long_lines_are_cut_in_errors() {
+    let long = format!("a,{}\n", "9".repeat(8192) + "x");
+    let err = parse(&long, Ordering::RequireSorted)
+        .unwrap_err()
+        .to_string();
+    assert!(err.len() < 400, "{} bytes: {}", err.len(), &err[..200]);
+}

@@ -164,20 +164,58 @@ def motif(x: Any, m: int, top_k: int = 1, exclusion: int | None = None,
     return frame
 
 
-def read_spikes(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Reads a spike file as ``synfire mine`` reads it (an NWB units table: ``/units/id``,
-    ``spike_times``, ``spike_times_index``; or a ``label,time`` CSV), without h5py or pynwb.
+def _reader(units: Sequence[str] | str | None, sample_rate_hz: float | None,
+            time_column: str | None, unit_column: str | None, sort: bool) -> str:
+    """The reader options as the extension reads them (JSON)."""
+    if isinstance(units, str):
+        units = [u.strip() for u in units.split(",")]
+    return json.dumps({
+        "units": list(units) if units is not None else None,
+        "sample_rate_hz": float(sample_rate_hz) if sample_rate_hz is not None else None,
+        "time_column": time_column,
+        "unit_column": unit_column,
+        "sort": bool(sort),
+    })
+
+
+def read_spikes(
+    path: str | os.PathLike,
+    *,
+    units: Sequence[str] | str | None = None,
+    sample_rate_hz: float | None = None,
+    time_column: str | None = None,
+    unit_column: str | None = None,
+    sort: bool = False,
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Reads spikes as ``synfire mine`` reads them, without h5py, pynwb or phylib: an NWB
+    units table (``/units/id``, ``spike_times``, ``spike_times_index``), a CSV
+    (``label,time`` lines, or columns named by a header such as ``spike_time_s,cluster_id``),
+    or a phy/Kilosort folder (``spike_times.npy`` in samples, ``spike_clusters.npy`` or
+    ``spike_templates.npy``, ``params.py``'s ``sample_rate``, the cluster groups).
+
+    Args:
+        path: the file, or the phy/Kilosort folder.
+        units: phy only: keep the clusters of these groups (``"good"``, ``["good", "mua"]``);
+            the spikes left out are logged, never silently lost.
+        sample_rate_hz: phy only: the sampling rate (Hz) when ``params.py`` lacks it.
+        time_column, unit_column: CSV only: the header names of the time (seconds) and unit
+            columns.
+        sort: sort unsorted input by time instead of refusing it.
 
     Returns:
         times (seconds, float64, ``[n]``, time order), each spike's unit index (uint32,
-        ``[n]``), the units' labels (NWB: the decimal unit ids; CSV: the labels).
+        ``[n]``), the units' labels (NWB: the decimal unit ids; CSV: the labels; phy: the
+        cluster ids, ascending).
 
     Raises:
         FileNotFoundError: the path does not exist.
-        SynfireError: the file cannot be read (the message names the dataset or line).
+        SynfireError: the input cannot be read (the message names the file and the dataset,
+            line or field), or looks wrong (a CSV whose unit labels look like spike times).
+        ValueError: an option the input has no use for.
     """
-    times, units, labels = _synfire.read_spikes(os.fspath(path))
-    return times, units, labels
+    reader = _reader(units, sample_rate_hz, time_column, unit_column, sort)
+    times, index, labels = _synfire.read_spikes(os.fspath(path), reader)
+    return times, index, labels
 
 
 def _from_mapping(trains: Mapping[Any, Iterable[float]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -218,13 +256,17 @@ def mine(
     calibration: str | os.PathLike | None = None,
     sample_rate_hz: float | None = None,
     significance: Mapping[str, Any] | None = None,
+    units: Sequence[str] | str | None = None,
+    time_column: str | None = None,
+    unit_column: str | None = None,
+    sort: bool = False,
 ) -> MiningResult:
     """Mines the frequent serial episodes of ``spikes`` (``synfire mine``, same options and
     defaults).
 
     Args:
-        spikes: a path to an NWB units table or a ``label,time`` CSV, or any container
-            :func:`spike_arrays` accepts.
+        spikes: a path to an NWB units table, a CSV or a phy/Kilosort folder (as
+            :func:`read_spikes`), or any container :func:`spike_arrays` accepts.
         intervals: the delay intervals between consecutive spikes of an episode, each
             ``(low, high)`` in seconds meaning ``(low, high]``, or the notation
             ``"(low,high]"`` / ``"[low,high]"`` (``"[0,0.001]"`` admits simultaneous spikes:
@@ -238,10 +280,12 @@ def mine(
             calibration: as the command line's ``--one-pass``, ``--no-bounds`` (False),
             ``--max-candidates``, ``--time-budget-s``, ``--device auto|cpu|gpu``, ``--gpus``,
             ``--exact-kernel``, ``--calibration``.
-        sample_rate_hz: read ``intervals`` in whole samples of this clock.
+        sample_rate_hz: read ``intervals`` in whole samples of this clock (for a phy folder
+            without ``params.py`` also its sampling rate).
         significance: test the episodes against surrogates: a dict with ``surrogates``
             (``"dither:0.015"``, ...) and optionally ``n_surrogates`` (default 19), ``alpha``,
             ``correction`` (``"max-t"``, ...), ``seed``, ``test_top``, ``significant_only``.
+        units, time_column, unit_column, sort: how a path is read (:func:`read_spikes`).
 
     Returns:
         A :class:`MiningResult`; ``.episodes`` is a pandas DataFrame.
@@ -274,7 +318,8 @@ def mine(
         options["intervals_s"] = specs
     options_json = json.dumps(options)
     if isinstance(spikes, (str, os.PathLike)):
-        text, cols = _synfire.mine_file(os.fspath(spikes), options_json)
+        reader = _reader(units, sample_rate_hz, time_column, unit_column, sort)
+        text, cols = _synfire.mine_file(os.fspath(spikes), options_json, reader)
     else:
         times, units, labels = spike_arrays(spikes)
         text, cols = _synfire.mine_arrays(np.ascontiguousarray(times, dtype=np.float64),

@@ -20,7 +20,15 @@ class MiningResult:
     document: dict
 
 def motif(x: Any, m: int, top_k: int = ..., exclusion: int | None = ..., device: str = ...) -> pd.DataFrame: ...
-def read_spikes(path: str | PathLike) -> tuple[np.ndarray, np.ndarray, list[str]]: ...
+def read_spikes(
+    path: str | PathLike,
+    *,
+    units: Sequence[str] | str | None = ...,
+    sample_rate_hz: float | None = ...,
+    time_column: str | None = ...,
+    unit_column: str | None = ...,
+    sort: bool = ...,
+) -> tuple[np.ndarray, np.ndarray, list[str]]: ...
 def spike_arrays(spikes: Any) -> tuple[np.ndarray, np.ndarray, list[str]]: ...
 def mine(
     spikes: Any,
@@ -40,4 +48,8 @@ def mine(
     calibration: str | PathLike | None = ...,
     sample_rate_hz: float | None = ...,
     significance: Mapping[str, Any] | None = ...,
+    units: Sequence[str] | str | None = ...,
+    time_column: str | None = ...,
+    unit_column: str | None = ...,
+    sort: bool = ...,
 ) -> MiningResult: ...

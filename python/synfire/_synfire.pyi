@@ -16,8 +16,11 @@ def motif(
 ) -> tuple[list[tuple[int, int, float]], str, str]:
     """Exact top-k motifs: ([(i, j, distance)], method, device)."""
 
-def read_spikes(path: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint32], list[str]]:
-    """Reads a spike file: times (s, [n]), unit index ([n]), labels."""
+def read_spikes(
+    path: str, reader_json: str
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint32], list[str]]:
+    """Reads a spike file or phy folder with the reader options (JSON): times (s, [n]),
+    unit index ([n]), labels."""
 
 def mine_arrays(
     times: npt.NDArray[np.float64],
@@ -30,6 +33,6 @@ def mine_arrays(
     the episodes as columns (numpy arrays: lengths, types, intervals, count, tested, the test
     statistics, significant; and type_labels)."""
 
-def mine_file(path: str, options_json: str) -> tuple[str, dict[str, Any]]:
-    """Mines a spike file (NWB units table, `label,time` CSV); returns what `mine_arrays`
-    returns."""
+def mine_file(path: str, options_json: str, reader_json: str) -> tuple[str, dict[str, Any]]:
+    """Mines a spike file or folder (NWB units table, CSV, phy/Kilosort) read with the reader
+    options (JSON); returns what `mine_arrays` returns."""

@@ -126,3 +126,25 @@ def test_bad_input_raises_the_documented_exceptions():
         synfire.mine(A2929, [(0, 0.005)], min_count=300, max_level=2,
                      significance={"surrogates": "dither", "correction": "max-z"})
     assert issubclass(synfire.SynfireError, Exception)
+
+
+def test_phy_folder_reads_like_the_files():
+    """A phy/Kilosort folder: counts per cluster equal the .npy files (read with numpy)."""
+    root = Path(__file__).resolve().parents[2] / "fixtures" / "spikes" / "np-curated-120s"
+    times, index, labels = synfire.read_spikes(root, sample_rate_hz=30000, units="good")
+    clusters = np.load(root / "spike_clusters.npy").ravel()
+    samples = np.load(root / "spike_times.npy").ravel()
+    groups = dict(line.split("\t") for line in (root / "cluster_group.tsv").read_text().split("\n")[1:] if line)
+    good = sorted(int(k) for k, g in groups.items() if g.strip() == "good")
+    assert labels == [str(g) for g in good]
+    keep = np.isin(clusters, good)
+    assert len(times) == keep.sum()
+    want = {str(c): n for c, n in zip(*np.unique(clusters[keep], return_counts=True))}
+    got = {labels[i]: n for i, n in zip(*np.unique(index, return_counts=True))}
+    assert got == want
+    np.testing.assert_array_equal(np.sort(times), np.sort(samples[keep] / 30000.0))
+    with pytest.raises(synfire.SynfireError, match="params.py"):
+        synfire.read_spikes(root)
+    result = synfire.mine(root, ["(0,150]"], sample_rate_hz=30000, units="good",
+                          support=0.2, support_per="seconds", max_level=2, device="cpu")
+    assert len(result.episodes) > 0

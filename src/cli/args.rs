@@ -119,6 +119,56 @@ impl OutputArg {
     }
 }
 
+/// The spike input of a command and how to read it.
+#[derive(Debug, Clone, Args)]
+pub struct InputArgs {
+    /// Spikes: `.nwb`/`.h5`/`.hdf5` (NWB units table), `.csv`/`.txt` (`label,time_s` lines,
+    /// or columns named by a header), or a phy/Kilosort folder (`spike_times.npy`,
+    /// `spike_clusters.npy`, `params.py`).
+    pub input: PathBuf,
+    /// Sort the input by time instead of rejecting an unsorted stream.
+    #[arg(long)]
+    pub sort: bool,
+    /// phy/Kilosort: keep only the clusters of these groups, comma-separated (phy's
+    /// `cluster_group.tsv`, else `cluster_info.tsv`, else Kilosort's `cluster_KSLabel.tsv`;
+    /// unlabelled clusters are `unsorted`), e.g. `good` or `good,mua`.
+    #[arg(long, value_delimiter = ',')]
+    pub units: Option<Vec<String>>,
+    /// CSV: the header name of the time column (seconds).
+    #[arg(long)]
+    pub time_column: Option<String>,
+    /// CSV: the header name of the unit column.
+    #[arg(long)]
+    pub unit_column: Option<String>,
+}
+
+impl InputArgs {
+    /// Reads the input; `sample_rate_hz` (the command's `--sample-rate-hz`) stands in for a
+    /// phy folder's `params.py` rate.
+    ///
+    /// # Errors
+    /// Any reader error (it names the file and what is wrong), or an option the input's
+    /// format has no use for.
+    pub fn read(&self, sample_rate_hz: Option<f64>) -> Result<EventStream> {
+        let ordering = if self.sort {
+            Ordering::SortIfNeeded
+        } else {
+            Ordering::RequireSorted
+        };
+        let phy = ingest::InputFormat::from_path(&self.input)? == ingest::InputFormat::Phy;
+        let options = ingest::ReadOptions {
+            ordering,
+            columns: ingest::csv::Columns {
+                time: self.time_column.clone(),
+                unit: self.unit_column.clone(),
+            },
+            groups: self.units.clone(),
+            sample_rate_hz: sample_rate_hz.filter(|_| phy),
+        };
+        Ok(ingest::read_spikes_with(&self.input, &options)?)
+    }
+}
+
 fn create(path: &Path) -> Result<File> {
     File::create(path).with_context(|| format!("creating `--output` file {}", path.display()))
 }

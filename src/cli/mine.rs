@@ -11,26 +11,22 @@ use indicatif::{ProgressBar, ProgressStyle};
 use synfire::episode::{
     FrequentEpisode, LevelStats, MinerConfig, MiningResult, Progress, mine_with, select_counter,
 };
-use synfire::event::{EventStream, Ordering};
-use synfire::ingest;
+use synfire::event::EventStream;
 use synfire::report::{self, MineReport};
 use synfire::significance::{
     Correction, Listing, SignificanceConfig, SignificanceResult, SurrogateMethod, Trials, listing,
     test_episodes_on,
 };
 
-use crate::cli::args::{FormatArg, MiningArgs, OutputArg};
+use crate::cli::args::{FormatArg, InputArgs, MiningArgs, OutputArg};
 
 /// Options of `synfire mine`.
 #[derive(Debug, Args)]
 pub struct MineArgs {
-    /// Spike file: `.nwb`/`.h5`/`.hdf5` (NWB units table) or `.csv`/`.txt` (`label,time_s`).
-    input: PathBuf,
+    #[command(flatten)]
+    input: InputArgs,
     #[command(flatten)]
     mining: MiningArgs,
-    /// Sort the input by time instead of rejecting an unsorted stream.
-    #[arg(long)]
-    sort: bool,
     /// Output format.
     ///
     /// `text`: tdminer lines (`a3-[0.004000,0.006000]-a5 : 5111`); `json`: the document of
@@ -116,11 +112,6 @@ fn parse_correction(s: &str) -> Result<Correction, String> {
 /// Bad options, an unreadable or unsorted input (named), a GPU failure with `--device gpu`,
 /// or an unwritable `--output`.
 pub fn run(args: &MineArgs) -> Result<()> {
-    let ordering = if args.sort {
-        Ordering::SortIfNeeded
-    } else {
-        Ordering::RequireSorted
-    };
     // Checked before any work (a `--calibration` file too, whichever device ends up
     // counting).
     let (options, config, settings) = args.mining.resolve()?;
@@ -131,17 +122,20 @@ pub fn run(args: &MineArgs) -> Result<()> {
         .map(str::parse::<SurrogateMethod>)
         .transpose()
         .context("`--surrogates`")?;
-    let mut stream = ingest::read_spikes(&args.input, ordering)?;
+    let mut stream = args.input.read(args.mining.sample_rate_hz)?;
     if let (Some(start), Some(end)) = (args.start_s, args.end_s) {
         if !(start.is_finite() && end.is_finite() && start < end) {
             anyhow::bail!("`--start-s {start}` must be before `--end-s {end}`");
         }
         stream = stream.window(start, end).with_context(|| {
-            format!("{}: no events in [{start}, {end}) s", args.input.display())
+            format!(
+                "{}: no events in [{start}, {end}) s",
+                args.input.input.display()
+            )
         })?;
     }
     tracing::info!(
-        input = %args.input.display(),
+        input = %args.input.input.display(),
         events = stream.len(),
         event_types = stream.alphabet().len(),
         span_s = stream.span(),
@@ -157,7 +151,7 @@ pub fn run(args: &MineArgs) -> Result<()> {
     }
     let bar = BarProgress::new(args.quiet, Duration::from_secs_f64(args.progress_every_s))
         .with_bounds(config.bounds);
-    let input = args.input.display().to_string();
+    let input = args.input.input.display().to_string();
     let min_count = config.threshold.min_count(stream.len(), stream.span())?;
     let doc = Document {
         input: &input,

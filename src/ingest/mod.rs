@@ -1,12 +1,16 @@
 //! Readers and writers that turn spike-train files into an [`EventStream`].
 //!
-//! Two formats are supported:
+//! Three formats are supported:
 //!
 //! * **NWB** (Neurodata Without Borders 2.x, an HDF5 file): the units table
 //!   `/units/{id, spike_times, spike_times_index}`, see [`nwb`].
-//! * **CSV** (the tdminer text format): one `label,time_seconds` event per line, see [`csv`].
+//! * **CSV**: tdminer's `label,time_seconds` lines, or any columns named by a header
+//!   (`spike_time_s,cluster_id`), see [`csv`].
+//! * **phy / Kilosort folders** (`spike_times.npy` in samples, `spike_clusters.npy`,
+//!   `params.py`, the cluster groups), see [`phy`].
 //!
-//! [`read_spikes`] picks the reader from the file extension ([`InputFormat::from_path`]).
+//! [`read_spikes`] picks the reader from the path ([`InputFormat::from_path`]);
+//! [`read_spikes_with`] takes the readers' options ([`ReadOptions`]).
 //! Every reader validates its input completely: a malformed or hostile file gives an
 //! [`IngestError`] that names the file and the dataset or line at fault; it never panics.
 //!
@@ -18,6 +22,7 @@
 pub mod csv;
 pub mod nwb;
 pub mod openephys;
+pub mod phy;
 pub mod wire;
 
 use std::fmt;
@@ -36,20 +41,40 @@ pub const CSV_EXTENSIONS: &[&str] = &["csv", "txt"];
 pub enum InputFormat {
     /// An NWB 2.x (HDF5) file with a `/units` table; read by [`nwb::read_units`].
     Nwb,
-    /// A tdminer CSV file of `label,time_seconds` lines; read by [`csv::read_csv`].
+    /// A CSV file of `label,time_seconds` lines or named columns; read by
+    /// [`csv::read_csv_columns`].
     Csv,
+    /// A phy/Kilosort output folder; read by [`phy::read_phy`].
+    Phy,
 }
 
 impl InputFormat {
-    /// Detects the format from the file extension (case-insensitive): `.nwb`, `.h5`,
-    /// `.hdf5` → [`InputFormat::Nwb`]; `.csv`, `.txt` → [`InputFormat::Csv`].
+    /// Detects the format from the path: a folder holding `spike_times.npy` (or the
+    /// folder's `params.py`) → [`InputFormat::Phy`]; by extension (case-insensitive):
+    /// `.nwb`, `.h5`, `.hdf5` → [`InputFormat::Nwb`]; `.csv`, `.txt` → [`InputFormat::Csv`].
     ///
     /// The file is not opened.
     ///
     /// # Errors
-    /// [`IngestError::UnknownFormat`] for any other extension or none, naming the file and
-    /// listing the accepted extensions.
+    /// [`IngestError::UnknownFormat`] for any other extension or none, naming the path and
+    /// listing what is accepted; [`IngestError::BadFile`] for a folder without
+    /// `spike_times.npy`.
     pub fn from_path(path: &Path) -> Result<Self, IngestError> {
+        if phy::is_phy_folder(path)
+            || (path.file_name().is_some_and(|n| n == "params.py")
+                && path.parent().is_some_and(phy::is_phy_folder))
+        {
+            return Ok(Self::Phy);
+        }
+        if path.is_dir() {
+            return Err(IngestError::BadFile {
+                path: path.to_path_buf(),
+                message: "is a folder without `spike_times.npy`; a folder input must be a \
+                          phy/Kilosort output (`spike_times.npy`, `spike_clusters.npy`, \
+                          `params.py`)"
+                    .into(),
+            });
+        }
         let extension = path
             .extension()
             .map(|e| e.to_string_lossy().to_ascii_lowercase());
@@ -69,28 +94,103 @@ impl fmt::Display for InputFormat {
         f.write_str(match self {
             Self::Nwb => "NWB",
             Self::Csv => "CSV",
+            Self::Phy => "phy/Kilosort",
         })
     }
 }
 
+/// How [`read_spikes_with`] reads its input; each reader uses the fields that apply to it.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// Time order: unsorted input is an error ([`Ordering::RequireSorted`]) or sorted.
+    pub ordering: Ordering,
+    /// CSV: the unit and time columns by header name.
+    pub columns: csv::Columns,
+    /// phy: keep only the clusters of these groups (`good`, `mua`, …).
+    pub groups: Option<Vec<String>>,
+    /// phy: the sampling rate in Hz when `params.py` lacks it (or to override it).
+    pub sample_rate_hz: Option<f64>,
+}
+
 /// Reads a spike-train file into a time-ordered [`EventStream`], choosing the reader from
-/// the file extension (see [`InputFormat::from_path`]).
+/// the path (see [`InputFormat::from_path`]).
 ///
 /// For NWB the event types are the units in `/units/id` order, labelled by their decimal
 /// ids (units without spikes are kept); for CSV they are the labels in order of first
-/// appearance. Times are seconds.
+/// appearance; for phy the clusters in ascending id order. Times are seconds.
 ///
 /// With [`Ordering::RequireSorted`] unsorted input (a CSV out of time order, or an NWB unit
 /// whose own spike times are out of order) is an error; with [`Ordering::SortIfNeeded`] it
 /// is sorted (stably).
 ///
 /// # Errors
-/// [`IngestError::UnknownFormat`] for an unsupported extension, otherwise any error of
-/// [`nwb::read_units`] or [`csv::read_csv`].
+/// [`IngestError::UnknownFormat`] for an unsupported path, otherwise any error of
+/// [`nwb::read_units`], [`csv::read_csv`] or [`phy::read_phy`].
 pub fn read_spikes(path: &Path, ordering: Ordering) -> Result<EventStream, IngestError> {
-    match InputFormat::from_path(path)? {
-        InputFormat::Nwb => Ok(nwb::read_units(path, ordering)?.stream),
-        InputFormat::Csv => csv::read_csv(path, ordering),
+    read_spikes_with(
+        path,
+        &ReadOptions {
+            ordering,
+            ..ReadOptions::default()
+        },
+    )
+}
+
+/// [`read_spikes`] with every reader's options.
+///
+/// # Errors
+/// As [`read_spikes`]; [`IngestError::Option`] for an option the format has no use for
+/// (cluster groups for a CSV file, CSV columns for a phy folder, …).
+pub fn read_spikes_with(path: &Path, options: &ReadOptions) -> Result<EventStream, IngestError> {
+    let format = InputFormat::from_path(path)?;
+    let unused = |option: &str| IngestError::Option {
+        path: path.to_path_buf(),
+        message: format!("{option} applies to phy/Kilosort folders, not to {format} input"),
+    };
+    let csv_given = options.columns != csv::Columns::default();
+    if format != InputFormat::Phy {
+        if options.groups.is_some() {
+            return Err(unused("`--units` (cluster groups)"));
+        }
+        if options.sample_rate_hz.is_some() {
+            return Err(unused("a sampling rate for the spike times"));
+        }
+    }
+    if format != InputFormat::Csv && csv_given {
+        return Err(IngestError::Option {
+            path: path.to_path_buf(),
+            message: format!(
+                "`--time-column`/`--unit-column` apply to CSV files, not to {format} input"
+            ),
+        });
+    }
+    match format {
+        InputFormat::Nwb => Ok(nwb::read_units(path, options.ordering)?.stream),
+        InputFormat::Csv => csv::read_csv_columns(path, options.ordering, &options.columns),
+        InputFormat::Phy => {
+            let dir = if path.is_dir() {
+                path
+            } else {
+                path.parent().unwrap_or(path)
+            };
+            let phy = phy::read_phy(
+                dir,
+                &phy::PhyOptions {
+                    ordering: options.ordering,
+                    groups: options.groups.clone(),
+                    sample_rate_hz: options.sample_rate_hz,
+                },
+            )?;
+            tracing::info!(
+                folder = %dir.display(),
+                sample_rate_hz = phy.sample_rate_hz,
+                from = phy.sample_rate_source,
+                clusters = phy.clusters.iter().filter(|c| c.kept).count(),
+                clusters_from = phy.clusters_file,
+                "Read the phy/Kilosort folder."
+            );
+            Ok(phy.stream)
+        }
     }
 }
 
@@ -106,8 +206,9 @@ pub fn read_spikes(path: &Path, ordering: Ordering) -> Result<EventStream, Inges
 pub enum IngestError {
     /// The file extension is not one of [`NWB_EXTENSIONS`] or [`CSV_EXTENSIONS`].
     #[error(
-        "{}: unsupported file extension {}; accepted: .nwb, .h5, .hdf5 (NWB/HDF5) or .csv, .txt \
-         (CSV of `label,time_seconds` lines)",
+        "{}: unsupported file extension {}; accepted: .nwb, .h5, .hdf5 (NWB/HDF5), .csv, .txt \
+         (CSV of `label,time_seconds` lines or named columns) or a phy/Kilosort folder (with \
+         `spike_times.npy`)",
         .path.display(),
         .extension.as_deref().map_or_else(|| "(none)".to_owned(), |e| format!("`.{e}`"))
     )]
@@ -300,6 +401,31 @@ pub enum IngestError {
         /// 1-based line number.
         line: usize,
         /// What is wrong with the line.
+        message: String,
+    },
+    /// A file of a folder input (phy, Open Ephys) is missing or malformed; `message` says
+    /// which entry or field and why.
+    #[error("{}: {message}", .path.display())]
+    BadFile {
+        /// The file (or folder).
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A CSV's columns look swapped (spike times read as unit labels, or the reverse).
+    #[error("{}: {message}", .path.display())]
+    SwappedColumns {
+        /// The file.
+        path: PathBuf,
+        /// What looks wrong and how to name the columns.
+        message: String,
+    },
+    /// A reading option that the input's format has no use for.
+    #[error("{}: {message}", .path.display())]
+    Option {
+        /// The input.
+        path: PathBuf,
+        /// Which option and why.
         message: String,
     },
     /// The events read break an [`EventStream`] invariant not caught earlier.
