@@ -341,3 +341,140 @@ fn write_text_episodes(
     }
     Ok(())
 }
+
+/// How [`write_occurrences`] writes the occurrences.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OccurrenceFormat {
+    /// A long table, one row per event of an occurrence:
+    /// `episode_index,episode,occurrence,node,unit,time_s` (0-based indices; `episode` in the
+    /// text output's notation, quoted; ready for pandas, polars or a Parquet converter).
+    Csv,
+    /// `{"input", "episodes": [{"episode", "labels", "intervals", "count", "occurrences":
+    /// [[t₀, …, t_{N−1}], …]}]}`, times in seconds.
+    Json,
+}
+
+impl OccurrenceFormat {
+    /// The format a path's extension names: `.csv` or `.json`.
+    ///
+    /// # Errors
+    /// Any other extension, as a message naming the path.
+    pub fn from_path(path: &std::path::Path) -> Result<Self, String> {
+        match path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .as_deref()
+        {
+            Some("csv") => Ok(Self::Csv),
+            Some("json") => Ok(Self::Json),
+            _ => Err(format!(
+                "{}: occurrences are written as `.csv` (a long table) or `.json`",
+                path.display()
+            )),
+        }
+    }
+}
+
+/// Writes the occurrences of the episodes `keep` selects (`None`: all) of `episodes`
+/// (`(episode, count)`), as counted in `stream` by [`crate::episode::occurrences`]: the
+/// non-overlapped occurrences Algorithm 1 counts, so each episode has exactly `count` of
+/// them. Episodes are worked on in parallel, a block at a time (memory stays bounded).
+///
+/// # Errors
+/// I/O errors of `out`.
+///
+/// # Panics
+/// If a count differs from the occurrences found (the episode was counted in another stream).
+pub fn write_occurrences(
+    out: &mut dyn Write,
+    format: OccurrenceFormat,
+    input: &str,
+    stream: &EventStream,
+    episodes: &[(&crate::episode::Episode, u64)],
+) -> io::Result<()> {
+    use rayon::prelude::*;
+    enum Sink<'w> {
+        Csv(csv::Writer<&'w mut dyn Write>),
+        Json(&'w mut dyn Write),
+    }
+    let index = crate::episode::TypeIndex::new(stream);
+    let alphabet = stream.alphabet();
+    let mut sink = match format {
+        OccurrenceFormat::Csv => {
+            let mut w = csv::Writer::from_writer(out);
+            w.write_record([
+                "episode_index",
+                "episode",
+                "occurrence",
+                "node",
+                "unit",
+                "time_s",
+            ])?;
+            Sink::Csv(w)
+        }
+        OccurrenceFormat::Json => {
+            write!(
+                out,
+                "{{\"input\":{},\"episodes\":[",
+                serde_json::to_string(input)?
+            )?;
+            Sink::Json(out)
+        }
+    };
+    const BLOCK: usize = 1024;
+    for (b, block) in episodes.chunks(BLOCK).enumerate() {
+        let found: Vec<Vec<f64>> = block
+            .par_iter()
+            .map(|(e, _)| crate::episode::occurrences(&index, e))
+            .collect();
+        for (k, ((episode, count), times)) in block.iter().zip(found).enumerate() {
+            let i = b * BLOCK + k;
+            let n = episode.len();
+            assert_eq!(
+                times.len() as u64,
+                count * n as u64,
+                "occurrences of an episode counted in another stream"
+            );
+            let name = episode.display(alphabet).to_string();
+            let labels: Vec<&str> = episode.types().iter().map(|&t| alphabet.label(t)).collect();
+            match &mut sink {
+                Sink::Csv(w) => {
+                    for (m, occ) in times.chunks(n).enumerate() {
+                        for (node, t) in occ.iter().enumerate() {
+                            w.write_record([
+                                i.to_string(),
+                                name.clone(),
+                                m.to_string(),
+                                node.to_string(),
+                                labels[node].to_owned(),
+                                format!("{t}"),
+                            ])?;
+                        }
+                    }
+                }
+                Sink::Json(out) => {
+                    let doc = serde_json::json!({
+                        "episode": name,
+                        "labels": labels,
+                        "intervals": episode
+                            .intervals()
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>(),
+                        "count": count,
+                        "occurrences": times.chunks(n).collect::<Vec<_>>(),
+                    });
+                    if i > 0 {
+                        out.write_all(b",")?;
+                    }
+                    writeln!(out)?;
+                    serde_json::to_writer(&mut **out, &doc)?;
+                }
+            }
+        }
+    }
+    match sink {
+        Sink::Csv(mut w) => w.flush(),
+        Sink::Json(out) => writeln!(out, "\n]}}"),
+    }
+}

@@ -17,7 +17,7 @@ use synfire::episode::mtpe::{Segments, count_mtpe};
 use synfire::episode::{
     CountKind, Counter, CpuCounter, Ends, Episode, Interval, MinerConfig, NoProgress,
     Strategy as MineStrategy, Threshold, TypeIndex, count_by_ends, count_exact, count_preelim,
-    mine_with,
+    mine_with, occurrences as listed_occurrences,
 };
 use synfire::event::{Alphabet, EventStream, EventType, Ordering};
 
@@ -190,6 +190,28 @@ proptest! {
             prop_assert_eq!(count_by_ends(&index, &ep), exact, "ends {:?}", ep);
             prop_assert!(pre >= exact, "PreElim {} < exact {} for {:?}", pre, exact, ep);
             prop_assert_eq!(pre, oracle(&times, &types, &ep_types, &relaxed), "PreElim {:?}", ep);
+            // The listed occurrences: as many as the count, each a real chain of the
+            // stream's events whose gaps fit, each after the previous one ended.
+            let n = ep_types.len();
+            let occ = listed_occurrences(&index, &ep);
+            prop_assert_eq!(occ.len() as u64, exact * n as u64, "listed {:?}", ep);
+            for (m, o) in occ.chunks(n).enumerate() {
+                for (j, &t) in o.iter().enumerate() {
+                    prop_assert!(
+                        times.iter().zip(&types).any(|(&x, &y)| x == t && y == ep_types[j]),
+                        "no event of type {} at {} for {:?}", ep_types[j], t, ep
+                    );
+                }
+                for j in 1..n {
+                    prop_assert!(
+                        iv_values[j - 1].fits(o[j] - o[j - 1], ep_types[j - 1], ep_types[j]),
+                        "gap {} of {:?} in {:?}", j, o, ep
+                    );
+                }
+                if m > 0 {
+                    prop_assert!(o[0] > occ[m * n - 1], "{:?} overlaps the previous one", o);
+                }
+            }
         }
     }
 

@@ -12,7 +12,7 @@ use synfire::episode::{
     FrequentEpisode, LevelStats, MinerConfig, MiningResult, Progress, mine_with, select_counter,
 };
 use synfire::event::EventStream;
-use synfire::report::{self, MineReport};
+use synfire::report::{self, MineReport, OccurrenceFormat};
 use synfire::significance::{
     Correction, Listing, SignificanceConfig, SignificanceResult, SurrogateMethod, Trials, listing,
     test_episodes_on,
@@ -51,6 +51,12 @@ pub struct MineArgs {
     end_s: Option<f64>,
     #[command(flatten)]
     significance: SignificanceArgs,
+    /// Also write every listed episode's non-overlapped occurrences (the event times of each,
+    /// exactly `count` of them; episodes of two or more nodes) to this file: `.csv` a long
+    /// table `episode_index,episode,occurrence,node,unit,time_s`, `.json` one list per
+    /// episode.
+    #[arg(long, value_name = "PATH")]
+    occurrences: Option<PathBuf>,
 }
 
 /// Significance testing against surrogates (`synfire::significance`; `docs/significance.md`).
@@ -122,6 +128,12 @@ pub fn run(args: &MineArgs) -> Result<()> {
         .map(str::parse::<SurrogateMethod>)
         .transpose()
         .context("`--surrogates`")?;
+    let occurrences = args
+        .occurrences
+        .as_deref()
+        .map(|p| OccurrenceFormat::from_path(p).map(|f| (p, f)))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("`--occurrences`: {e}"))?;
     let mut stream = args.input.read(args.mining.sample_rate_hz)?;
     if let (Some(start), Some(end)) = (args.start_s, args.end_s) {
         if !(start.is_finite() && end.is_finite() && start < end) {
@@ -191,7 +203,10 @@ pub fn run(args: &MineArgs) -> Result<()> {
                 sig_method,
                 &doc,
                 &result,
-                |sig, list| doc.replace_final(path, &result, sig, list),
+                |sig, list| {
+                    doc.replace_final(path, &result, sig, list)?;
+                    write_occurrences(occurrences, &doc, &result, list)
+                },
             )?;
             result
         }
@@ -206,7 +221,8 @@ pub fn run(args: &MineArgs) -> Result<()> {
                 |sig, list| {
                     let mut out = args.output.writer()?;
                     doc.write_final(&mut out, &result, sig, list)?;
-                    out.flush().context("writing the result")
+                    out.flush().context("writing the result")?;
+                    write_occurrences(occurrences, &doc, &result, list)
                 },
             )?;
             result
@@ -220,6 +236,37 @@ pub fn run(args: &MineArgs) -> Result<()> {
             t.level
         );
     }
+    Ok(())
+}
+
+/// `--occurrences`: the listed episodes' (two or more nodes) occurrences into `to`.
+fn write_occurrences(
+    to: Option<(&Path, OccurrenceFormat)>,
+    doc: &Document<'_>,
+    result: &MiningResult,
+    list: &Listing<'_>,
+) -> Result<()> {
+    let Some((path, format)) = to else {
+        return Ok(());
+    };
+    let episodes: Vec<(&synfire::episode::Episode, u64)> = result
+        .episodes
+        .iter()
+        .zip(&list.keep)
+        .filter(|(f, keep)| **keep && f.episode.len() >= 2)
+        .map(|(f, _)| (&f.episode, f.count))
+        .collect();
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("creating `--occurrences` file {}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    report::write_occurrences(&mut out, format, doc.input, doc.stream, &episodes)
+        .and_then(|()| out.flush())
+        .with_context(|| format!("writing `--occurrences` file {}", path.display()))?;
+    tracing::info!(
+        episodes = episodes.len(),
+        file = %path.display(),
+        "Wrote the occurrences."
+    );
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 mod args;
 mod bench;
 mod calibrate;
+mod count;
 mod generate;
 mod mine;
 mod motif;
@@ -31,8 +32,11 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Mine frequent serial episodes from a spike file (NWB units table or `label,time` CSV).
+    /// Mine frequent serial episodes from spikes (NWB units table, CSV, phy/Kilosort folder).
     Mine(Box<mine::MineArgs>),
+    /// Count given episodes (one per line, as `mine` prints them) in a spike input: exact
+    /// non-overlapped counts, optionally their occurrences (tdminer's `-o`).
+    Count(count::CountArgs),
     /// Write a seeded synthetic spike train with embedded causal chains.
     Generate(generate::GenerateArgs),
     /// Run a benchmark and print a table.
@@ -74,6 +78,7 @@ pub fn run(cli: Cli) -> Result<()> {
     }
     match cli.command {
         Command::Mine(args) => mine::run(&args),
+        Command::Count(args) => count::run(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),

@@ -270,24 +270,118 @@ fn state_masks(episode: &Episode, set: &[EventType]) -> Vec<u64> {
     masks
 }
 
-/// A FIFO of times with O(1) pop-front and clear, reusing one allocation.
+/// What a machine remembers of each partial occurrence: its last event's time only
+/// ([`Counting`], the counters' hot path), or also the chain behind it ([`Listing`], to list
+/// the occurrences' event times).
+pub(crate) trait Chains {
+    /// One list entry: a partial occurrence ending at [`Chains::time`].
+    type Entry: Copy;
+    /// The entry's end time, seconds.
+    fn time(entry: &Self::Entry) -> f64;
+    /// A partial occurrence of one node, at `t`.
+    fn start(&mut self, t: f64) -> Self::Entry;
+    /// `from` extended by the event at `t`.
+    fn extend(&mut self, t: f64, from: Self::Entry) -> Self::Entry;
+    /// An occurrence completed by the event at `t` after `from` (`None`: a one-node episode).
+    fn complete(&mut self, t: f64, from: Option<Self::Entry>);
+    /// Every entry is dropped (after a completion the lists are empty).
+    fn clear(&mut self);
+}
+
+/// Counting only: an entry is its end time.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Counting;
+
+impl Chains for Counting {
+    type Entry = f64;
+    #[inline]
+    fn time(entry: &f64) -> f64 {
+        *entry
+    }
+    #[inline]
+    fn start(&mut self, t: f64) -> f64 {
+        t
+    }
+    #[inline]
+    fn extend(&mut self, t: f64, _: f64) -> f64 {
+        t
+    }
+    #[inline]
+    fn complete(&mut self, _: f64, _: Option<f64>) {}
+    #[inline]
+    fn clear(&mut self) {}
+}
+
+/// Listing: each entry points into an arena of `(time, parent)` nodes, and every completed
+/// occurrence's event times are appended to `times` (`N` per occurrence, in node order).
 #[derive(Clone, Default)]
-struct TimeList {
-    items: Vec<f64>,
+pub(crate) struct Listing {
+    arena: Vec<(f64, u32)>,
+    times: Vec<f64>,
+}
+
+impl Listing {
+    fn push(&mut self, t: f64, parent: u32) -> (f64, u32) {
+        let id = u32::try_from(self.arena.len()).expect("fewer partial occurrences than 2^32");
+        self.arena.push((t, parent));
+        (t, id)
+    }
+}
+
+impl Chains for Listing {
+    type Entry = (f64, u32);
+    fn time(entry: &(f64, u32)) -> f64 {
+        entry.0
+    }
+    fn start(&mut self, t: f64) -> (f64, u32) {
+        self.push(t, u32::MAX)
+    }
+    fn extend(&mut self, t: f64, from: (f64, u32)) -> (f64, u32) {
+        self.push(t, from.1)
+    }
+    fn complete(&mut self, t: f64, from: Option<(f64, u32)>) {
+        let begin = self.times.len();
+        let mut node = from.map_or(u32::MAX, |e| e.1);
+        while node != u32::MAX {
+            let (time, parent) = self.arena[node as usize];
+            self.times.push(time);
+            node = parent;
+        }
+        self.times[begin..].reverse();
+        self.times.push(t);
+    }
+    fn clear(&mut self) {
+        self.arena.clear();
+    }
+}
+
+/// A FIFO of entries with O(1) pop-front and clear, reusing one allocation.
+#[derive(Clone)]
+struct EntryList<E> {
+    items: Vec<E>,
     head: usize,
 }
 
-impl TimeList {
+impl<E> Default for EntryList<E> {
+    fn default() -> Self {
+        Self {
+            items: Vec::new(),
+            head: 0,
+        }
+    }
+}
+
+impl<E: Copy> EntryList<E> {
     #[inline]
-    fn front(&self) -> Option<f64> {
+    fn front(&self) -> Option<E> {
         self.items.get(self.head).copied()
     }
 
     /// Drops entries `e` with `t - e > high`: no later event can pair with them.
     #[inline]
-    fn prune(&mut self, t: f64, high: f64) {
-        while let Some(front) = self.front() {
-            if t - front > high {
+    fn prune(&mut self, t: f64, high: f64, time: impl Fn(&E) -> f64) {
+        while let Some(front) = self.items.get(self.head) {
+            if t - time(front) > high {
                 self.head += 1;
             } else {
                 break;
@@ -383,18 +477,22 @@ pub fn count_pair(a: &[f64], b: &[f64], low: f64, high: f64) -> u64 {
 /// occurrence (a new occurrence must start strictly after it). After a completion at `T` the
 /// state is *fully determined by `T`* (empty lists, `last_end = T`): [`ExactMachine::reset`]
 /// puts a machine into exactly that state, which is what MTPE's segment machines rely on
-/// (`docs/adr/0001-mtpe-exact-merge.md`).
+/// (`docs/adr/0001-mtpe-exact-merge.md`). `C` says what the lists remember ([`Chains`]).
 #[derive(Clone)]
-pub(crate) struct ExactMachine<'e> {
+pub(crate) struct Machine<'e, C: Chains> {
     masks: Vec<u64>,
     ivs: &'e [Interval],
     /// Each gap's strict lower bound ([`Interval::gap_low`]).
     lows: Vec<f64>,
-    lists: Vec<TimeList>,
+    lists: Vec<EntryList<C::Entry>>,
     last_end: f64,
+    chains: C,
 }
 
-impl<'e> ExactMachine<'e> {
+/// The counting machine.
+pub(crate) type ExactMachine<'e> = Machine<'e, Counting>;
+
+impl<'e, C: Chains + Default> Machine<'e, C> {
     /// A machine for `episode` over events merged for `set`, in the initial state
     /// (`last_end = -inf`).
     ///
@@ -405,14 +503,18 @@ impl<'e> ExactMachine<'e> {
             masks: state_masks(episode, set),
             ivs: episode.intervals(),
             lows: gap_lows(episode),
-            lists: vec![TimeList::default(); episode.len()],
+            lists: vec![EntryList::default(); episode.len()],
             last_end: f64::NEG_INFINITY,
+            chains: C::default(),
         }
     }
+}
 
+impl<C: Chains> Machine<'_, C> {
     /// The state right after a completion at `at` (seconds): empty lists, `last_end = at`.
     pub(crate) fn reset(&mut self, at: f64) {
-        self.lists.iter_mut().for_each(TimeList::clear);
+        self.lists.iter_mut().for_each(EntryList::clear);
+        self.chains.clear();
         self.last_end = at;
     }
 
@@ -431,30 +533,52 @@ impl<'e> ExactMachine<'e> {
                     continue;
                 }
                 if n == 1 {
-                    self.last_end = t;
+                    self.chains.complete(t, None);
+                    self.reset(t);
                     return true;
                 }
-                self.lists[0].prune(t, self.ivs[0].high());
-                self.lists[0].items.push(t);
+                self.lists[0].prune(t, self.ivs[0].high(), C::time);
+                let entry = self.chains.start(t);
+                self.lists[0].items.push(entry);
                 continue;
             }
             let iv = self.ivs[i - 1];
             let low = self.lows[i - 1];
             let prev = &mut self.lists[i - 1];
-            prev.prune(t, iv.high());
-            if !prev.front().is_some_and(|front| t - front > low) {
+            prev.prune(t, iv.high(), C::time);
+            let Some(front) = prev.front().filter(|f| t - C::time(f) > low) else {
                 continue;
-            }
+            };
             if i == n - 1 {
+                self.chains.complete(t, Some(front));
                 self.reset(t);
                 return true;
             }
+            let entry = self.chains.extend(t, front);
             let next = &mut self.lists[i];
-            next.prune(t, self.ivs[i].high());
-            next.items.push(t);
+            next.prune(t, self.ivs[i].high(), C::time);
+            next.items.push(entry);
         }
         false
     }
+}
+
+/// The event times of `episode`'s non-overlapped occurrences, the ones Algorithm 1 counts
+/// (greedy earliest end): shape `[count, N]` flattened row-major (occurrence `k`'s times,
+/// node by node, at `k·N .. (k+1)·N`), seconds. Their number is [`count_exact`]'s count;
+/// each occurrence's gaps fit its intervals, and each starts after the previous one ends.
+///
+/// # Panics
+/// As [`count_exact`].
+#[must_use]
+pub fn occurrences(index: &TypeIndex, episode: &Episode) -> Vec<f64> {
+    let set = distinct_types(episode);
+    let merged = Merged::new(index, &set);
+    let mut machine: Machine<'_, Listing> = Machine::new(episode, &set);
+    for (&t, &slot) in merged.times.iter().zip(&merged.slots) {
+        machine.step(t, slot);
+    }
+    machine.chains.times
 }
 
 /// Each gap's strict lower bound for the stream-order machines: [`Interval::gap_low`] with the

@@ -34,7 +34,7 @@ pub mod model;
 pub mod mtpe;
 pub mod options;
 
-pub use count::{TypeIndex, count_exact, count_pair, count_preelim};
+pub use count::{TypeIndex, count_exact, count_pair, count_preelim, occurrences};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
 pub use ends::{Ends, count_by_ends};
 pub use gpu::{GpuCounter, GpuSettings, GpuStats, select_counter, select_gpu};
