@@ -231,6 +231,12 @@ struct Reader {
     unit_column: Option<String>,
     #[serde(default)]
     sort: bool,
+    #[serde(default)]
+    unit_label: Option<String>,
+    #[serde(default)]
+    epochs: Option<Vec<String>>,
+    #[serde(default)]
+    epochs_table: Option<String>,
 }
 
 /// A spike file or folder read as `synfire mine PATH` reads it: `FileNotFoundError` when it
@@ -257,6 +263,9 @@ fn read_file(path: &str, reader_json: &str) -> PyResult<EventStream> {
         },
         groups: reader.units,
         sample_rate_hz: reader.sample_rate_hz.filter(|_| phy),
+        unit_label: reader.unit_label,
+        epochs: reader.epochs,
+        epochs_table: reader.epochs_table,
     };
     crate::ingest::read_spikes_with(Path::new(path), &options)
         .map_err(|e| SynfireError::new_err(e.to_string()))

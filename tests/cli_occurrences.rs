@@ -128,7 +128,7 @@ fn occurrences_are_real_fitting_non_overlapped_and_as_many_as_the_count() {
                         // Lag 0 only from a lower unit (type id) to a higher one.
                         let id = |u: &str| stream.alphabet().get(u).unwrap().0;
                         let lag0_ok = d > 0.0 || id(units[k]) < id(units[k + 1]);
-                        d >= 0.0 && d <= 0.002 && lag0_ok
+                        (0.0..=0.002).contains(&d) && lag0_ok
                     }
                     other => panic!("unexpected interval {other}"),
                 };

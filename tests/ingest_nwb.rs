@@ -910,3 +910,101 @@ fn reads_an_nwb_time_series_and_names_a_missing_one() {
     let err = read_timeseries(&path, "/units").unwrap_err().to_string();
     assert!(err.contains("/units/data"), "{err}");
 }
+
+/// `--unit-label` and `--epochs`: labels from the units table's `location` (checked against
+/// the fixture's units.csv), spikes inside the epochs of epochs.csv only.
+#[test]
+fn unit_labels_and_epochs_come_from_the_file_tables() {
+    use synfire::ingest::{ReadOptions, read_spikes_with};
+    let path = fixture_nwb("A2929-200711");
+    let text = std::fs::read_to_string(fixture("A2929-200711").join("units.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let loc = header.iter().position(|h| *h == "location").unwrap();
+    let expected: Vec<String> = lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            format!("{}:{}", f[loc], f[0])
+        })
+        .collect();
+    let all = read_spikes(&path, Ordering::RequireSorted).unwrap();
+    let labelled = read_spikes_with(
+        &path,
+        &ReadOptions {
+            unit_label: Some("location".into()),
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(labelled.alphabet().labels(), &expected[..]);
+    assert_eq!(labelled.times(), all.times());
+
+    // Epochs: epochs.csv holds `start_s,stop_s,tag` rows (sleep then wake), the numbers
+    // written as `np.float64(600.0)` by whoever exported it.
+    let number = |f: &str| -> f64 {
+        f.trim_start_matches("np.float64(")
+            .trim_end_matches(')')
+            .parse()
+            .unwrap()
+    };
+    let epochs = std::fs::read_to_string(fixture("A2929-200711").join("epochs.csv")).unwrap();
+    let wake: Vec<(f64, f64)> = epochs
+        .lines()
+        .skip(1)
+        .filter(|l| l.contains("wake"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (number(f[0]), number(f[1]))
+        })
+        .collect();
+    assert_eq!(wake.len(), 1);
+    let inside = read_spikes_with(
+        &path,
+        &ReadOptions {
+            epochs: Some(vec!["wake".into()]),
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap();
+    let expected: Vec<f64> = all
+        .times()
+        .iter()
+        .copied()
+        .filter(|&t| t >= wake[0].0 && t < wake[0].1)
+        .collect();
+    assert_eq!(inside.times(), &expected[..]);
+    assert_eq!(inside.alphabet().len(), 15, "every unit kept");
+
+    // Errors name the table and what is there.
+    let err = |o: ReadOptions| read_spikes_with(&path, &o).unwrap_err().to_string();
+    let m = err(ReadOptions {
+        epochs: Some(vec!["rem".into()]),
+        ..ReadOptions::default()
+    });
+    assert!(
+        m.contains("/intervals/epochs") && m.contains("sleep, wake"),
+        "{m}"
+    );
+    let m = err(ReadOptions {
+        epochs: Some(vec!["*".into()]),
+        epochs_table: Some("trials".into()),
+        ..ReadOptions::default()
+    });
+    assert!(m.contains("trials") && m.contains("sleep_ripples"), "{m}");
+    let m = err(ReadOptions {
+        unit_label: Some("depth".into()),
+        ..ReadOptions::default()
+    });
+    assert!(m.contains("/units/depth") && m.contains("location"), "{m}");
+    // A CSV has no tables.
+    let m = read_spikes_with(
+        Path::new("fixtures/spikes/ibl-ephys_test/ibl-ephys_test.csv"),
+        &ReadOptions {
+            epochs: Some(vec!["wake".into()]),
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(m.contains("--epochs"), "{m}");
+}

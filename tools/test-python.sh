@@ -13,7 +13,7 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  'maturin>=1.7,<2' 'numpy>=1.22' 'pandas>=1.5' 'pytest>=7'
+  'maturin>=1.7,<2' 'numpy>=1.22' 'pandas>=1.5' 'pytest>=7' 'pynwb>=2.5'
 # The extension, built in release mode into the venv (cargo's target/ shared with the tests).
 VIRTUAL_ENV="$venv" "$venv/bin/maturin" develop --release --quiet >&2
 [ -x "$target/release/synfire" ] || cargo build --release --quiet

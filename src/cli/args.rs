@@ -140,6 +140,18 @@ pub struct InputArgs {
     /// CSV: the header name of the unit column.
     #[arg(long)]
     pub unit_column: Option<String>,
+    /// NWB: label each unit by this column of the units table and its id, e.g. `--unit-label
+    /// location` gives `adn:6`.
+    #[arg(long, value_name = "COLUMN")]
+    pub unit_label: Option<String>,
+    /// NWB: keep only the spikes inside the epochs with these tags, comma-separated (rows of
+    /// `/intervals/epochs`, or of `--epochs-table`; `*` takes every row), e.g. `wake`.
+    #[arg(long, value_delimiter = ',', value_name = "TAGS")]
+    pub epochs: Option<Vec<String>>,
+    /// NWB: the TimeIntervals table under `/intervals/` that `--epochs` reads (default
+    /// `epochs`; e.g. `trials` with `--epochs '*'`).
+    #[arg(long, requires = "epochs", value_name = "NAME")]
+    pub epochs_table: Option<String>,
 }
 
 impl InputArgs {
@@ -164,6 +176,9 @@ impl InputArgs {
             },
             groups: self.units.clone(),
             sample_rate_hz: sample_rate_hz.filter(|_| phy),
+            unit_label: self.unit_label.clone(),
+            epochs: self.epochs.clone(),
+            epochs_table: self.epochs_table.clone(),
         };
         Ok(ingest::read_spikes_with(&self.input, &options)?)
     }

@@ -57,6 +57,13 @@ pub struct MineArgs {
     /// episode.
     #[arg(long, value_name = "PATH")]
     occurrences: Option<PathBuf>,
+    /// Also write the listed episodes (two or more nodes), their significance and their
+    /// occurrences into an NWB file: a copy of an NWB input with a processing module
+    /// `synfire` (tables `episodes`, linked to `/units`, and `occurrences`), or for other
+    /// inputs a new NWB file with the units and that module. Read it with pynwb:
+    /// `nwbfile.processing["synfire"]["episodes"].to_dataframe()`.
+    #[arg(long, value_name = "PATH")]
+    nwb_output: Option<PathBuf>,
 }
 
 /// Significance testing against surrogates (`synfire::significance`; `docs/significance.md`).
@@ -205,7 +212,8 @@ pub fn run(args: &MineArgs) -> Result<()> {
                 &result,
                 |sig, list| {
                     doc.replace_final(path, &result, sig, list)?;
-                    write_occurrences(occurrences, &doc, &result, list)
+                    write_occurrences(occurrences, &doc, &result, list)?;
+                    write_nwb(args, &doc, &result, sig, list)
                 },
             )?;
             result
@@ -222,7 +230,8 @@ pub fn run(args: &MineArgs) -> Result<()> {
                     let mut out = args.output.writer()?;
                     doc.write_final(&mut out, &result, sig, list)?;
                     out.flush().context("writing the result")?;
-                    write_occurrences(occurrences, &doc, &result, list)
+                    write_occurrences(occurrences, &doc, &result, list)?;
+                    write_nwb(args, &doc, &result, sig, list)
                 },
             )?;
             result
@@ -236,6 +245,27 @@ pub fn run(args: &MineArgs) -> Result<()> {
             t.level
         );
     }
+    Ok(())
+}
+
+/// `--nwb-output`: the listed episodes, their tests and occurrences into an NWB file.
+fn write_nwb(
+    args: &MineArgs,
+    doc: &Document<'_>,
+    result: &MiningResult,
+    sig: Option<&SignificanceResult>,
+    list: &Listing<'_>,
+) -> Result<()> {
+    let Some(out) = args.nwb_output.as_deref() else {
+        return Ok(());
+    };
+    let input = args.input.input.as_path();
+    let input_nwb = (synfire::ingest::InputFormat::from_path(input).ok()
+        == Some(synfire::ingest::InputFormat::Nwb))
+    .then_some(input);
+    report::nwb::write_results(out, input_nwb, doc.stream, result, sig, list)
+        .with_context(|| format!("`--nwb-output` {}", out.display()))?;
+    tracing::info!(file = %out.display(), "Wrote the results into the NWB file.");
     Ok(())
 }
 

@@ -110,6 +110,15 @@ pub struct ReadOptions {
     pub groups: Option<Vec<String>>,
     /// phy: the sampling rate in Hz when `params.py` lacks it (or to override it).
     pub sample_rate_hz: Option<f64>,
+    /// NWB: label each unit `"{value}:{id}"` by this column of the units table (e.g.
+    /// `location` gives `adn:6`).
+    pub unit_label: Option<String>,
+    /// NWB: keep only the spikes inside the rows of [`ReadOptions::epochs_table`] tagged with
+    /// any of these (`*`: every row), e.g. `wake`.
+    pub epochs: Option<Vec<String>>,
+    /// NWB: the `TimeIntervals` table under `/intervals/` the epochs come from (default
+    /// `epochs`).
+    pub epochs_table: Option<String>,
 }
 
 /// Reads a spike-train file into a time-ordered [`EventStream`], choosing the reader from
@@ -156,6 +165,12 @@ pub fn read_spikes_with(path: &Path, options: &ReadOptions) -> Result<EventStrea
             return Err(unused("a sampling rate for the spike times"));
         }
     }
+    if format != InputFormat::Nwb && (options.unit_label.is_some() || options.epochs.is_some()) {
+        return Err(IngestError::Option {
+            path: path.to_path_buf(),
+            message: format!("`--unit-label`/`--epochs` read NWB tables; {format} input has none"),
+        });
+    }
     if format != InputFormat::Csv && csv_given {
         return Err(IngestError::Option {
             path: path.to_path_buf(),
@@ -165,7 +180,29 @@ pub fn read_spikes_with(path: &Path, options: &ReadOptions) -> Result<EventStrea
         });
     }
     match format {
-        InputFormat::Nwb => Ok(nwb::read_units(path, options.ordering)?.stream),
+        InputFormat::Nwb => {
+            let mut stream = nwb::read_units(path, options.ordering)?.stream;
+            if let Some(column) = &options.unit_label {
+                let values = nwb::unit_column(path, column)?;
+                stream = nwb::relabel(path, &stream, &values)?;
+            }
+            if let Some(tags) = &options.epochs {
+                let table = options.epochs_table.as_deref().unwrap_or("epochs");
+                let epochs = nwb::epochs(path, table, tags)?;
+                let before = stream.len();
+                stream = nwb::within(path, &stream, &epochs)?;
+                tracing::info!(
+                    file = %path.display(),
+                    table,
+                    epochs = epochs.len(),
+                    seconds = epochs.iter().map(|(a, b)| b - a).sum::<f64>(),
+                    spikes_kept = stream.len(),
+                    spikes_outside = before - stream.len(),
+                    "Kept the spikes inside the chosen epochs."
+                );
+            }
+            Ok(stream)
+        }
         InputFormat::Csv => csv::read_csv_columns(path, options.ordering, &options.columns),
         InputFormat::Phy => {
             let dir = if path.is_dir() {

@@ -1,5 +1,8 @@
 //! Rendering of mining results: the JSON document of `synfire mine --format json`
-//! (schema in `docs/mine-json.md`) and tdminer-style text.
+//! (schema in `docs/mine-json.md`), tdminer-style text, the occurrences ([`write_occurrences`])
+//! and NWB ([`nwb`]).
+
+pub mod nwb;
 
 use std::io::{self, Write};
 
@@ -394,7 +397,7 @@ pub fn write_occurrences(
 ) -> io::Result<()> {
     use rayon::prelude::*;
     enum Sink<'w> {
-        Csv(csv::Writer<&'w mut dyn Write>),
+        Csv(Box<csv::Writer<&'w mut dyn Write>>),
         Json(&'w mut dyn Write),
     }
     let index = crate::episode::TypeIndex::new(stream);
@@ -410,7 +413,7 @@ pub fn write_occurrences(
                 "unit",
                 "time_s",
             ])?;
-            Sink::Csv(w)
+            Sink::Csv(Box::new(w))
         }
         OccurrenceFormat::Json => {
             write!(

@@ -27,6 +27,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use hdf5::types::{FloatSize, TypeDescriptor, VarLenUnicode};
 use hdf5::{Dataset, File, Group, H5Type, Location, ObjectReference, ObjectReference1};
 
+pub mod dynamic;
+mod tables;
+pub use tables::{epochs, relabel, unit_column, within};
+
 use super::IngestError;
 use crate::event::{Alphabet, EventStream, EventType, Ordering};
 
@@ -816,6 +820,19 @@ pub fn write_units(path: &Path, stream: &EventStream) -> Result<(), IngestError>
         .create("file_create_date")
         .map_err(|e| w.err("/file_create_date", "cannot write", &e))?;
 
+    // The groups every NWB file has (NWB 2.x `NWBFile`), empty here.
+    for group in [
+        "acquisition",
+        "analysis",
+        "general",
+        "processing",
+        "stimulus",
+        "stimulus/presentation",
+        "stimulus/templates",
+    ] {
+        file.create_group(group)
+            .map_err(|e| w.err(&format!("/{group}"), "cannot create", &e))?;
+    }
     let units = file
         .create_group("units")
         .map_err(|e| w.err(UNITS_GROUP, "cannot create", &e))?;
