@@ -16,7 +16,7 @@ fi
   'maturin>=1.7,<2' 'numpy>=1.22' 'pandas>=1.5' 'pytest>=7' 'pynwb>=2.5'
 # The extension, built in release mode into the venv (cargo's target/ shared with the tests).
 VIRTUAL_ENV="$venv" "$venv/bin/maturin" develop --release --quiet >&2
-[ -x "$target/release/synfire" ] || cargo build --release --quiet
+cargo build --release --quiet --bin synfire
 SYNFIRE_BIN="$target/release/synfire" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 # The worked example of docs/ (a real recording), so it cannot rot.
 "$venv/bin/python" docs/python_example.py

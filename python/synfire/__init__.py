@@ -27,8 +27,10 @@ import pandas as pd
 from . import _synfire
 from ._synfire import SynfireError
 
+from .sensors import Index, ShapeletClassifier, barycenter, softdtw  # noqa: E402
+
 __all__ = ["mine", "motif", "read_spikes", "MiningResult", "SynfireError", "spike_arrays",
-           "__version__"]
+           "softdtw", "barycenter", "Index", "ShapeletClassifier", "__version__"]
 __version__: str = _synfire.__version__
 
 

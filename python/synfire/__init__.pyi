@@ -53,3 +53,58 @@ def mine(
     unit_column: str | None = ...,
     sort: bool = ...,
 ) -> MiningResult: ...
+
+def softdtw(
+    X: Any,
+    Y: Any | None = ...,
+    *,
+    gamma: float = ...,
+    band: int | None = ...,
+    divergence: bool = ...,
+    gradient: bool = ...,
+    device: str = ...,
+) -> np.ndarray | tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]: ...
+def barycenter(
+    X: Any,
+    *,
+    gamma: float = ...,
+    band: int | None = ...,
+    weights: Sequence[float] | None = ...,
+    init: str = ...,
+    max_iterations: int = ...,
+    device: str = ...,
+) -> tuple[np.ndarray, dict]: ...
+
+class Index:
+    @classmethod
+    def build(cls, series: Any, *, leaf_capacity: int = ...) -> Index: ...
+    @classmethod
+    def load(cls, path: str | PathLike) -> Index: ...
+    def save(self, path: str | PathLike) -> None: ...
+    def __len__(self) -> int: ...
+    @property
+    def series_length(self) -> int: ...
+    def query(self, q: Any, k: int = ..., *, device: str = ...) -> tuple[np.ndarray, np.ndarray]: ...
+
+class ShapeletClassifier:
+    min_length: int
+    max_length: int | None
+    step: int
+    max_terms: int
+    max_depth: int | None
+    device: str
+    classes_: np.ndarray
+    def __init__(
+        self,
+        min_length: int = ...,
+        max_length: int | None = ...,
+        step: int = ...,
+        max_terms: int = ...,
+        max_depth: int | None = ...,
+        device: str = ...,
+    ) -> None: ...
+    def get_params(self, deep: bool = ...) -> dict: ...
+    def set_params(self, **params: Any) -> ShapeletClassifier: ...
+    def fit(self, X: Any, y: Sequence[Any]) -> ShapeletClassifier: ...
+    def predict(self, X: Any) -> np.ndarray: ...
+    def score(self, X: Any, y: Sequence[Any]) -> float: ...

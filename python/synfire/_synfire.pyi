@@ -36,3 +36,56 @@ def mine_arrays(
 def mine_file(path: str, options_json: str, reader_json: str) -> tuple[str, dict[str, Any]]:
     """Mines a spike file or folder (NWB units table, CSV, phy/Kilosort) read with the reader
     options (JSON); returns what `mine_arrays` returns."""
+
+def softdtw(
+    a: list[npt.NDArray[np.float64]],
+    b: list[npt.NDArray[np.float64]],
+    dims: int,
+    gamma: float,
+    band: int | None = ...,
+    divergence: bool = ...,
+    gradient: bool = ...,
+    device: str = ...,
+) -> tuple[npt.NDArray[np.float64], tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.float64]]] | None]:
+    """Soft-DTW of all pairs of flattened series; values and optional gradients."""
+
+def barycenter(
+    set: list[npt.NDArray[np.float64]],
+    dims: int,
+    gamma: float,
+    band: int | None = ...,
+    weights: list[float] | None = ...,
+    init: str = ...,
+    max_iterations: int = ...,
+    device: str = ...,
+) -> tuple[npt.NDArray[np.float64], dict[str, Any]]:
+    """Soft-DTW barycenter of flattened series and the optimisation's record."""
+
+def shapelet_fit(
+    series: list[list[float]],
+    labels: list[str],
+    min_length: int,
+    max_length: int,
+    step: int = ...,
+    max_terms: int = ...,
+    max_depth: int | None = ...,
+    device: str = ...,
+) -> str:
+    """Trains a shapelet tree; returns the model as JSON."""
+
+def shapelet_predict(model: str, series: list[list[float]]) -> list[str]:
+    """The labels a model gives each series."""
+
+class SingIndex:
+    """A SING similarity-search index."""
+    @staticmethod
+    def build(series: list[npt.NDArray[np.float64]], leaf_capacity: int = ...) -> SingIndex: ...
+    @staticmethod
+    def load(path: str) -> SingIndex: ...
+    def save(self, path: str) -> None: ...
+    def __len__(self) -> int: ...
+    @property
+    def series_length(self) -> int: ...
+    def query(
+        self, q: npt.NDArray[np.float64], k: int = ..., device: str = ...
+    ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.float64]]: ...

@@ -9,6 +9,8 @@
 //! options or spikes, `FileNotFoundError` for a missing file, `synfire.SynfireError` for the
 //! rest (device failures, unreadable files).
 
+mod sensors;
+
 use std::path::Path;
 
 use std::collections::HashMap;
@@ -358,6 +360,7 @@ fn _synfire(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(motif, m)?)?;
     m.add_function(wrap_pyfunction!(mine_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(mine_file, m)?)?;
+    sensors::register(m)?;
     m.add("SynfireError", m.py().get_type::<SynfireError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
