@@ -79,3 +79,83 @@ fn gpu_surrogates_give_the_cpu_p_values() {
         assert_eq!(again.tests, cpu.tests, "{method} on a lent counter");
     }
 }
+
+/// Surrogates generated on the device from the recording it holds equal the host's bit for
+/// bit (every spike of every unit), for dithering and shifting, on the real recordings, for
+/// surrogate indices and seeds beyond 32 bits; and counting on them gives the host's counts.
+#[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
+fn device_surrogates_equal_the_hosts_bit_for_bit() {
+    use std::sync::Arc;
+    use synfire::episode::{CountKind, Counter, CpuCounter, Episode, TypeIndex};
+    use synfire::significance::Surrogates;
+    if !common::gpu_or_skip("device_surrogates_equal_the_hosts_bit_for_bit") {
+        return;
+    }
+    for rel in [
+        "fixtures/spikes/A2929-200711/A2929-200711.nwb",
+        "fixtures/spikes/ibl-ephys_test/ibl-ephys_test.csv",
+    ] {
+        let stream = synfire::read_spikes(&fixture(rel), Ordering::RequireSorted).unwrap();
+        let intervals = Interval::parse_list("[0,0.001],(0.001,0.005]").unwrap();
+        let mut gpu = synfire::episode::select_gpu(
+            &stream,
+            &intervals,
+            DeviceChoice::Gpu,
+            &GpuSettings::default(),
+        )
+        .unwrap()
+        .expect("a GPU");
+        // A few pairs of the recording's busiest units to count.
+        let counts = stream.counts_per_type();
+        let mut busy: Vec<usize> = (0..counts.len()).collect();
+        busy.sort_by_key(|&u| std::cmp::Reverse(counts[u]));
+        let list: Vec<Episode> = busy[..4]
+            .iter()
+            .flat_map(|&a| busy[..4].iter().map(move |&b| (a, b)))
+            .flat_map(|(a, b)| {
+                intervals.iter().map(move |&iv| {
+                    Episode::new(
+                        vec![
+                            synfire::event::EventType(a as u32),
+                            synfire::event::EventType(b as u32),
+                        ],
+                        vec![iv],
+                    )
+                })
+            })
+            .collect();
+        for method in ["dither:0.015", "shift:2.0", "dither:0.0005"] {
+            for seed in [1u64, (1 << 40) + 5] {
+                let sur = Arc::new(
+                    Surrogates::new(&stream, method.parse().unwrap(), seed, None).unwrap(),
+                );
+                for s in [0u64, 7, (1 << 32) + 3] {
+                    let job = sur.device_job(s).expect("a device method");
+                    gpu.reload(&stream).unwrap();
+                    let maker = Arc::clone(&sur);
+                    gpu.load_surrogate(job, Arc::new(move || maker.generate(s).unwrap()))
+                        .unwrap();
+                    let host = sur.generate(s).unwrap();
+                    let want = TypeIndex::new(&host).all_times().to_vec();
+                    let got = gpu.device_times().unwrap();
+                    assert_eq!(got.len(), want.len());
+                    let differ = got
+                        .iter()
+                        .zip(&want)
+                        .filter(|(a, b)| a.to_bits() != b.to_bits())
+                        .count();
+                    assert_eq!(differ, 0, "{rel} {method} seed {seed} surrogate {s}");
+                    let on_gpu = gpu.count(CountKind::Exact, &list).unwrap();
+                    let on_cpu = CpuCounter::new(&host)
+                        .count(CountKind::Exact, &list)
+                        .unwrap();
+                    assert_eq!(on_gpu, on_cpu, "{rel} {method} counts");
+                }
+            }
+        }
+    }
+}

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
-use super::kernels::{EPISODES, MAX_GPU_NODES, MTPE_RECORDED};
+use super::kernels::{EPISODES, MAX_GPU_NODES, MTPE_RECORDED, SURROGATES};
 use super::launch::{self, Timer};
 use super::worker::{Device, GpuWorker, Ticket};
 use super::{DeviceError, DeviceInfo};
@@ -116,6 +116,36 @@ pub struct StreamReport {
     pub device_used: usize,
 }
 
+/// A surrogate of the uploaded recording for the device to generate in place of the counted
+/// stream (`kernels/surrogates.cu`): the same draws and arithmetic as the host's
+/// `significance::Surrogates::unit_train`, so the same times bit for bit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SurrogateJob {
+    /// The method.
+    pub method: DeviceSurrogate,
+    /// Philox key (the seed's low and high words).
+    pub key: [u32; 2],
+    /// Surrogate index.
+    pub surrogate: u64,
+    /// The recording's span `[T0, T1]`, seconds.
+    pub span: (f64, f64),
+}
+
+/// The surrogate methods the device generates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DeviceSurrogate {
+    /// Each spike uniformly within ±Δ seconds, clamped to the span.
+    Dither {
+        /// Δ, seconds.
+        delta_s: f64,
+    },
+    /// Each unit's train by one uniform offset within ±Δ seconds, wrapped into the span.
+    Shift {
+        /// Δ, seconds.
+        delta_s: f64,
+    },
+}
+
 /// Threads per block of every episode kernel (the paper's `T_B`).
 pub const THREADS_PER_BLOCK: u32 = 128;
 
@@ -211,6 +241,27 @@ impl EpisodeWorker {
         self.worker.run(move |d| load(d, &data))
     }
 
+    /// Replaces the counted stream by surrogate `job` of the recording uploaded last by
+    /// [`EpisodeWorker::load_stream`] (kept on the device), generated there: no upload.
+    pub fn load_surrogate(&self, job: SurrogateJob) -> Ticket<()> {
+        self.worker.run(move |d| surrogate(d, job))
+    }
+
+    /// The counted stream's times, grouped by type (for tests: a generated surrogate against
+    /// the host's). Shape `[events]`.
+    pub fn stream_times(&self) -> Ticket<Vec<f64>> {
+        self.worker.run(|d| {
+            let s = d.stream.clone();
+            let data = d
+                .slot::<Episodes>()
+                .data
+                .as_ref()
+                .ok_or_else(|| DeviceError::Unsupported("no stream loaded".into()))?;
+            s.clone_dtoh(&data.times)
+                .map_err(|e| DeviceError::driver("cuMemcpyDtoH", e))
+        })
+    }
+
     /// Counts candidates `range` of `batch` with `kernel` against the uploaded stream.
     pub fn count(
         &self,
@@ -239,6 +290,11 @@ fn upload<T: cudarc::driver::DeviceRepr + Default>(
 struct DeviceStream {
     offsets: CudaSlice<u32>,
     times: CudaSlice<f64>,
+    /// The uploaded (recording's) times, which surrogates are generated from; `times` is
+    /// the surrogate while one is loaded. Events and types as `times`.
+    original: CudaSlice<f64>,
+    /// Number of events (`times` may hold one padding element when empty).
+    events: u32,
     lo: CudaSlice<f64>,
     hi: CudaSlice<f64>,
 }
@@ -345,9 +401,16 @@ fn load(dev: &mut Device, d: &StreamData) -> Result<StreamReport, DeviceError> {
     let up = |e| DeviceError::driver("cuMemcpyHtoD", e);
     let slot = dev.slot::<Episodes>();
     slot.data = None;
+    let events = launch::u32_of("events", d.times.len())?;
+    let times = upload(s, &d.times).map_err(up)?;
+    let original = s
+        .clone_dtod(&times)
+        .map_err(|e| DeviceError::driver("cuMemcpyDtoD", e))?;
     slot.data = Some(DeviceStream {
         offsets: upload(s, &d.offsets).map_err(up)?,
-        times: upload(s, &d.times).map_err(up)?,
+        times,
+        original,
+        events,
         lo: upload(s, &d.lo).map_err(up)?,
         hi: upload(s, &d.hi).map_err(up)?,
     });
@@ -362,6 +425,54 @@ fn load(dev: &mut Device, d: &StreamData) -> Result<StreamReport, DeviceError> {
         bytes,
         device_used: total - free,
     })
+}
+
+/// Generates surrogate `job` of the kept recording into the counted times.
+fn surrogate(dev: &mut Device, job: SurrogateJob) -> Result<(), DeviceError> {
+    let s = dev.stream.clone();
+    let (name, delta_s, rotated) = match job.method {
+        DeviceSurrogate::Dither { delta_s } => ("surrogate_dither", delta_s, 0i32),
+        DeviceSurrogate::Shift { delta_s } => ("surrogate_shift", delta_s, 1i32),
+    };
+    let generate = dev.function(&SURROGATES, name)?;
+    let sort = dev.function(&SURROGATES, "surrogate_sort_units")?;
+    let drv = |call: &'static str| move |e| DeviceError::driver(call, e);
+    let data = dev.slot::<Episodes>().data.as_mut().ok_or_else(|| {
+        DeviceError::Unsupported("a surrogate before the stream was loaded".into())
+    })?;
+    if data.events == 0 {
+        return Ok(());
+    }
+    let units = launch::u32_of("units", data.offsets.len() - 1)?;
+    let (t0, t1) = job.span;
+    let [k0, k1] = job.key;
+    let mut b = s.launch_builder(&generate);
+    b.arg(&data.offsets)
+        .arg(&units)
+        .arg(&data.original)
+        .arg(&mut data.times)
+        .arg(&data.events)
+        .arg(&delta_s)
+        .arg(&t0)
+        .arg(&t1)
+        .arg(&job.surrogate)
+        .arg(&k0)
+        .arg(&k1);
+    // SAFETY: the argument list matches `surrogate_dither` / `surrogate_shift` in
+    // kernels/surrogates.cu (offsets u32* [units + 1], units u32, original f64* [events],
+    // out f64* [events], events u32, delta f64, t0 f64, t1 f64, s u64, k0 u32, k1 u32);
+    // threads with e >= events return before touching memory.
+    unsafe { b.launch(launch::cover(data.events, THREADS_PER_BLOCK)) }
+        .map_err(drv("cuLaunchKernel"))?;
+    let mut b = s.launch_builder(&sort);
+    b.arg(&data.offsets)
+        .arg(&units)
+        .arg(&mut data.times)
+        .arg(&rotated);
+    // SAFETY: matches `surrogate_sort_units` (offsets u32* [units + 1], units u32, x f64*
+    // [events], rotated i32); each thread touches only its unit's range.
+    unsafe { b.launch(launch::cover(units, THREADS_PER_BLOCK)) }.map_err(drv("cuLaunchKernel"))?;
+    s.synchronize().map_err(drv("cuStreamSynchronize"))
 }
 
 fn count(

@@ -52,9 +52,15 @@ pub const SHAPELET: KernelFile = KernelFile {
     source: include_str!("../../kernels/shapelet.cu"),
 };
 
+/// Surrogates generated on the device (dithering, train shifting), bit for bit the host's.
+pub const SURROGATES: KernelFile = KernelFile {
+    name: "surrogates.cu",
+    source: include_str!("../../kernels/surrogates.cu"),
+};
+
 /// Every kernel file embedded in the library (a test checks it against `kernels/*.cu`).
 #[cfg(test)]
-const ALL: &[KernelFile] = &[EPISODES, MOTIF, SOFTDTW, SEARCH, SHAPELET];
+const ALL: &[KernelFile] = &[EPISODES, MOTIF, SOFTDTW, SEARCH, SHAPELET, SURROGATES];
 
 /// The longest episode the GPU kernels count (`SYNFIRE_MAX_GPU_NODES` in `episodes.cu`).
 pub const MAX_GPU_NODES: usize = 16;

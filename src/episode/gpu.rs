@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use crate::device::kernels::{COUNT_OVERFLOW, MAX_GPU_NODES};
 use crate::device::{
     CandidateBatch, DeviceChoice, DeviceError, DeviceInfo, EpisodeKernel, EpisodeWorker,
-    StreamData, StreamReport,
+    StreamData, StreamReport, SurrogateJob,
 };
 use crate::episode::count::TypeIndex;
 use crate::episode::counter::{CountError, CountKind, Counter, CpuCounter};
@@ -55,10 +55,37 @@ const MIN_SEGMENT_EVENTS: usize = 512;
 /// At most this many segments.
 const MAX_SEGMENTS: usize = 4096;
 
+/// What the CPU counts for a [`GpuCounter`] (overflows, candidates the kernels do not take,
+/// everything after a device failure) is counted in: the uploaded stream, or for a surrogate
+/// generated on the device the same surrogate made on the host on first need.
+struct HostCopy {
+    ready: std::sync::OnceLock<CpuCounter>,
+    make: Option<Arc<dyn Fn() -> EventStream + Send + Sync>>,
+}
+
+impl HostCopy {
+    fn of(stream: &EventStream) -> Self {
+        Self {
+            ready: std::sync::OnceLock::from(CpuCounter::new(stream)),
+            make: None,
+        }
+    }
+
+    fn get(&self) -> &CpuCounter {
+        self.ready.get_or_init(|| {
+            let make = self.make.as_ref().expect("a host copy or its maker");
+            CpuCounter::new(&make())
+        })
+    }
+}
+
 /// Counts candidates on one or more GPUs, each owned by an [`EpisodeWorker`] thread.
 pub struct GpuCounter {
     workers: Vec<EpisodeWorker>,
-    cpu: CpuCounter,
+    cpu: HostCopy,
+    /// Events per type of the stream uploaded last by [`GpuCounter::reload`] (what a
+    /// surrogate keeps), for [`Counter::events_touched`].
+    recording: CpuCounter,
     intervals: Vec<Interval>,
     algorithm: Mutex<ExactAlgorithm>,
     forced_segments: Mutex<Option<Arc<[f64]>>>,
@@ -124,7 +151,8 @@ impl GpuCounter {
             .collect();
         let mut counter = Self {
             workers,
-            cpu: CpuCounter::new(stream),
+            cpu: HostCopy::of(stream),
+            recording: CpuCounter::new(stream),
             intervals: intervals.to_vec(),
             algorithm: Mutex::new(ExactAlgorithm::Hybrid),
             forced_segments: Mutex::new(None),
@@ -174,10 +202,48 @@ impl GpuCounter {
                 break;
             }
         }
-        self.cpu = cpu;
+        self.cpu = HostCopy {
+            ready: std::sync::OnceLock::from(CpuCounter::new(stream)),
+            make: None,
+        };
+        self.recording = cpu;
         self.segment_sets = segment_sets;
         self.uploads = uploads;
         Ok(())
+    }
+
+    /// Replaces the counted stream on every device by surrogate `job` of the stream uploaded
+    /// last by [`GpuCounter::reload`] (the recording), generated on the devices from it: no
+    /// upload (`kernels/surrogates.cu`, the host's surrogates bit for bit). `host` makes the
+    /// same surrogate on the host; it is called only if the CPU must count part of it (a
+    /// list overflow, a device failure). The method must keep every unit's spike count
+    /// (dithering and shifting do), so the MTPE segments and [`Counter::events_touched`] of
+    /// the recording still apply. [`GpuCounter::reload`] brings the recording back.
+    ///
+    /// # Errors
+    /// [`DeviceError`] if a device fails; the counter must then not be used.
+    pub fn load_surrogate(
+        &mut self,
+        job: SurrogateJob,
+        host: Arc<dyn Fn() -> EventStream + Send + Sync>,
+    ) -> Result<(), DeviceError> {
+        let tickets: Vec<_> = self.workers.iter().map(|w| w.load_surrogate(job)).collect();
+        for t in tickets {
+            t.wait()?;
+        }
+        self.cpu = HostCopy {
+            ready: std::sync::OnceLock::new(),
+            make: Some(host),
+        };
+        Ok(())
+    }
+
+    /// The counted stream's times on the first device, grouped by type (for tests).
+    ///
+    /// # Errors
+    /// [`DeviceError`] if the download fails.
+    pub fn device_times(&self) -> Result<Vec<f64>, DeviceError> {
+        self.workers[0].stream_times().wait()
     }
 
     /// The devices, one entry per worker.
@@ -432,7 +498,7 @@ impl Counter for GpuCounter {
     fn count(&self, kind: CountKind, candidates: &[Episode]) -> Result<Vec<u64>, CountError> {
         if self.has_failed() {
             self.stats.lock().cpu_fallback += candidates.len() as u64;
-            return self.cpu.count(kind, candidates);
+            return self.cpu.get().count(kind, candidates);
         }
         // Group by length (one kernel instantiation per N); the rest goes to the CPU.
         let mut by_len: HashMap<usize, Vec<usize>> = HashMap::new();
@@ -469,13 +535,13 @@ impl Counter for GpuCounter {
                     tracing::warn!(error = %e, "GPU counting failed; counting on the CPU from now on.");
                     self.failed.store(true, AtomicOrdering::Relaxed);
                     self.stats.lock().cpu_fallback += candidates.len() as u64;
-                    return self.cpu.count(kind, candidates);
+                    return self.cpu.get().count(kind, candidates);
                 }
             }
         }
         if !on_cpu.is_empty() {
             let rest: Vec<Episode> = on_cpu.iter().map(|&i| candidates[i].clone()).collect();
-            for (&i, c) in on_cpu.iter().zip(self.cpu.count(kind, &rest)?) {
+            for (&i, c) in on_cpu.iter().zip(self.cpu.get().count(kind, &rest)?) {
                 out[i] = c;
             }
         }
@@ -488,7 +554,7 @@ impl Counter for GpuCounter {
     }
 
     fn events_touched(&self, episode: &Episode) -> u64 {
-        self.cpu.events_touched(episode)
+        self.recording.events_touched(episode)
     }
 
     /// Two PTPE waves of every GPU (3-node episodes): with fewer, Eq. 3 picks MTPE anyway.

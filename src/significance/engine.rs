@@ -21,6 +21,23 @@ use crate::episode::{
 use crate::event::EventStream;
 
 use super::error::SignificanceError;
+use super::surrogate::Surrogates;
+
+/// A GPU counter and whether the recording is the stream it was last loaded with (so that
+/// surrogates can be generated on its devices from it).
+pub(crate) struct Slot<'g> {
+    gpu: GpuSlot<'g>,
+    holds_recording: bool,
+}
+
+impl<'g> Slot<'g> {
+    fn new(gpu: GpuSlot<'g>) -> Self {
+        Self {
+            gpu,
+            holds_recording: false,
+        }
+    }
+}
 
 /// A GPU counter the engine made or one lent by the caller (a pipeline stage's).
 pub(crate) enum GpuSlot<'g> {
@@ -56,7 +73,7 @@ enum Kind<'g> {
     /// [`CpuCounter`] per surrogate; surrogates in parallel.
     Cpu,
     /// [`GpuCounter`]s, each reloaded with the surrogate it works on; one thread per counter.
-    Gpu(Vec<Mutex<GpuSlot<'g>>>),
+    Gpu(Vec<Mutex<Slot<'g>>>),
 }
 
 impl<'g> Engine<'g> {
@@ -69,7 +86,7 @@ impl<'g> Engine<'g> {
 
     /// The engine on a GPU counter the caller lends.
     pub(crate) fn lent(gpu: &'g mut GpuCounter) -> Self {
-        Self::of(Kind::Gpu(vec![Mutex::new(GpuSlot::Lent(gpu))]))
+        Self::of(Kind::Gpu(vec![Mutex::new(Slot::new(GpuSlot::Lent(gpu)))]))
     }
 
     /// Candidate counts made so far: mining candidates after the bounds, and recounts.
@@ -94,11 +111,11 @@ impl<'g> Engine<'g> {
         let Some(first) = select_gpu(stream, &config.intervals, choice, settings)? else {
             return Ok(Self::of(Kind::Cpu));
         };
-        let mut slots = vec![Mutex::new(GpuSlot::Owned(Box::new(first)))];
+        let mut slots = vec![Mutex::new(Slot::new(GpuSlot::Owned(Box::new(first))))];
         for _ in 1..GPU_COUNTERS {
             if let Some(more) = select_gpu(stream, &config.intervals, DeviceChoice::Gpu, settings)?
             {
-                slots.push(Mutex::new(GpuSlot::Owned(Box::new(more))));
+                slots.push(Mutex::new(Slot::new(GpuSlot::Owned(Box::new(more)))));
             }
         }
         Ok(Self::of(Kind::Gpu(slots)))
@@ -106,7 +123,7 @@ impl<'g> Engine<'g> {
 
     /// A GPU counter no other thread holds (every thread of [`Engine::map_surrogates`] holds
     /// at most one at a time, and there are as many threads as counters), or the first.
-    fn slot<'s>(slots: &'s [Mutex<GpuSlot<'g>>]) -> parking_lot::MutexGuard<'s, GpuSlot<'g>> {
+    fn slot<'s>(slots: &'s [Mutex<Slot<'g>>]) -> parking_lot::MutexGuard<'s, Slot<'g>> {
         slots
             .iter()
             .find_map(Mutex::try_lock)
@@ -124,11 +141,52 @@ impl<'g> Engine<'g> {
             Kind::Cpu => f(&CpuCounter::new(x)),
             Kind::Gpu(slots) => {
                 let mut slot = Self::slot(slots);
-                let gpu = slot.get();
+                slot.holds_recording = false;
+                let gpu = slot.gpu.get();
                 gpu.reload(x)?;
                 f(&*gpu)
             }
         }
+    }
+
+    /// The exact counts of `list` in surrogate `s` of `recording`: on the CPU, or on a GPU
+    /// counter whose devices generate the surrogate from the recording they hold (loaded
+    /// once per counter; no upload per surrogate) when the method allows
+    /// ([`Surrogates::device_job`]), else generated on the host and uploaded.
+    pub(crate) fn count_surrogate(
+        &self,
+        recording: &EventStream,
+        surrogates: &std::sync::Arc<Surrogates>,
+        s: u64,
+        list: &[Episode],
+    ) -> Result<Vec<u64>, SignificanceError> {
+        if list.is_empty() {
+            return Ok(Vec::new());
+        }
+        let job = match (&self.kind, surrogates.device_job(s)) {
+            (Kind::Gpu(slots), Some(job)) => Some((slots, job)),
+            _ => None,
+        };
+        let Some((slots, job)) = job else {
+            return self.count(&surrogates.generate(s)?, list);
+        };
+        self.counted.fetch_add(list.len() as u64, Ordering::Relaxed);
+        let mut slot = Self::slot(slots);
+        if !slot.holds_recording {
+            slot.gpu.get().reload(recording)?;
+            slot.holds_recording = true;
+        }
+        let gpu = slot.gpu.get();
+        let maker = std::sync::Arc::clone(surrogates);
+        gpu.load_surrogate(
+            job,
+            std::sync::Arc::new(move || {
+                maker
+                    .generate(s)
+                    .expect("a surrogate the device could generate builds on the host")
+            }),
+        )?;
+        Ok(gpu.count(CountKind::Exact, list)?)
     }
 
     /// The frequent episodes of two or more nodes of `x` mined with `config`, with counts,

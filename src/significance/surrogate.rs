@@ -377,6 +377,25 @@ impl Surrogates {
         })
     }
 
+    /// Surrogate `s` as a job a GPU generates from the recording it holds, bit for bit
+    /// [`Surrogates::generate`]'s (`kernels/surrogates.cu`): for `dither` and `shift`;
+    /// `None` for the other methods (generated on the host).
+    #[must_use]
+    pub fn device_job(&self, s: u64) -> Option<crate::device::SurrogateJob> {
+        use crate::device::DeviceSurrogate;
+        let method = match self.method {
+            SurrogateMethod::Dither { delta_s } => DeviceSurrogate::Dither { delta_s },
+            SurrogateMethod::Shift { delta_s } => DeviceSurrogate::Shift { delta_s },
+            _ => return None,
+        };
+        Some(crate::device::SurrogateJob {
+            method,
+            key: self.key,
+            surrogate: s,
+            span: self.span,
+        })
+    }
+
     /// The method.
     #[must_use]
     pub fn method(&self) -> &SurrogateMethod {

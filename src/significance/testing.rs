@@ -390,7 +390,12 @@ fn run(
             sig.alpha
         )));
     }
-    let surrogates = Surrogates::new(stream, sig.method.clone(), sig.seed, sig.trials.clone())?;
+    let surrogates = std::sync::Arc::new(Surrogates::new(
+        stream,
+        sig.method.clone(),
+        sig.seed,
+        sig.trials.clone(),
+    )?);
     let mut fixed = config.clone();
     fixed.threshold = Threshold::MinCount(data.min_count);
     fixed.max_candidates = None;
@@ -429,7 +434,7 @@ fn max_t(
     config: &MinerConfig,
     data: &MiningResult,
     sig: &SignificanceConfig,
-    surrogates: &Surrogates,
+    surrogates: &std::sync::Arc<Surrogates>,
     engine: &Engine<'_>,
     result: &mut SignificanceResult,
 ) -> Result<(), SignificanceError> {
@@ -457,7 +462,9 @@ fn max_t(
     let u = union.len();
     // Pass 2: every episode of U counted in every dataset (exactly where it was not
     // frequent), pooled into sums; the recording's counts kept for the exceedances.
-    let counts_in = |x: &EventStream, sel: &Selected| -> Result<Vec<u64>, SignificanceError> {
+    // Dataset `None` is the recording, `Some(s)` surrogate `s` (counted where the engine
+    // generates it: on the GPU when it can).
+    let counts_in = |x: Option<u64>, sel: &Selected| -> Result<Vec<u64>, SignificanceError> {
         let mut counts = vec![u64::MAX; u];
         for &(id, c) in sel {
             counts[id as usize] = c;
@@ -465,13 +472,17 @@ fn max_t(
         let missing: Vec<usize> = (0..u).filter(|&i| counts[i] == u64::MAX).collect();
         if !missing.is_empty() {
             let list: Vec<Episode> = missing.iter().map(|&i| union[i].clone()).collect();
-            for (&i, c) in missing.iter().zip(engine.count(x, &list)?) {
+            let found = match x {
+                None => engine.count(stream, &list)?,
+                Some(s) => engine.count_surrogate(stream, surrogates, s, &list)?,
+            };
+            for (&i, c) in missing.iter().zip(found) {
                 counts[i] = c;
             }
         }
         Ok(counts)
     };
-    let data_counts = counts_in(stream, &data_sel)?;
+    let data_counts = counts_in(None, &data_sel)?;
     #[derive(Clone)]
     struct Sums {
         sum: Vec<f64>,
@@ -486,7 +497,7 @@ fn max_t(
     let sums = engine.fold_surrogates(
         s_count,
         zero,
-        |s| counts_in(&surrogates.generate(s)?, &sur_sel[s as usize]),
+        |s| counts_in(Some(s), &sur_sel[s as usize]),
         |mut acc, counts| {
             for (i, &c) in counts.iter().enumerate() {
                 let c_f = c as f64;
@@ -613,7 +624,7 @@ fn per_episode(
     data: &MiningResult,
     sig: &SignificanceConfig,
     correction: Correction,
-    surrogates: &Surrogates,
+    surrogates: &std::sync::Arc<Surrogates>,
     engine: &Engine<'_>,
     result: &mut SignificanceResult,
 ) -> Result<(), SignificanceError> {
@@ -636,7 +647,7 @@ fn per_episode(
     let (sum, sumsq, exceed) = engine.fold_surrogates(
         s_count,
         zero,
-        |s| engine.count(&surrogates.generate(s)?, &list),
+        |s| engine.count_surrogate(stream, surrogates, s, &list),
         |mut acc, counts| {
             for (i, c) in counts.into_iter().enumerate() {
                 acc.0[i] += c as f64;
