@@ -237,7 +237,10 @@ fn a_gpu_stage_without_a_gpu_is_a_clear_startup_error() {
     let text = std::fs::read_to_string(format!("{ROOT}/pipelines/replay-nwb.toml"))
         .unwrap()
         .replace("device = \"auto\"", "device = \"gpu\"")
-        .replace("path = \"fixtures/", &format!("path = \"{ROOT}/fixtures/"));
+        .replace(
+            "path = \"../fixtures/",
+            &format!("path = \"{ROOT}/fixtures/"),
+        );
     std::fs::write(&pipeline, text).unwrap();
     let out = synfire(["run".as_ref(), pipeline.as_os_str()]);
     assert!(!out.status.success());
@@ -245,4 +248,41 @@ fn a_gpu_stage_without_a_gpu_is_a_clear_startup_error() {
     assert!(err.contains("stage `episodes`"), "{err}");
     assert!(err.contains("no CUDA driver"), "{err}");
     assert!(out.stdout.is_empty(), "no results before the error");
+}
+
+/// Relative paths in a pipeline are resolved against the pipeline file's folder, so the
+/// shipped pipelines validate and run from any working directory.
+#[test]
+fn shipped_pipelines_run_from_any_working_directory() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    for name in ["replay-nwb.toml", "replay-search.toml"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_synfire"))
+            .args(["validate", &format!("{ROOT}/pipelines/{name}")])
+            .current_dir(elsewhere.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A pipeline whose relative path does not exist next to it names the resolved path.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p.toml");
+    std::fs::write(
+        &p,
+        std::fs::read_to_string(format!("{ROOT}/pipelines/replay-nwb.toml")).unwrap(),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_synfire"))
+        .args(["validate", p.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&dir.path().join("../fixtures").display().to_string()),
+        "{err}"
+    );
 }

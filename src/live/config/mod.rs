@@ -125,8 +125,41 @@ fn sections(
     }
 }
 
+/// The keys that name files, per section (`-` in a sink means standard output).
+const PATH_KEYS: &[(&str, &[&str])] = &[
+    ("sources", &["path"]),
+    ("sinks", &["path"]),
+    ("stages", &["model", "train", "templates", "calibration"]),
+];
+
+/// Rewrites every relative file path of the pipeline (`PATH_KEYS`) against `dir`, the
+/// pipeline file's folder, so a pipeline runs the same from any working directory (as
+/// Cargo and Compose resolve their files' paths).
+fn resolve_paths(root: &mut toml::Table, dir: &Path) {
+    for (section, keys) in PATH_KEYS {
+        let Some(toml::Value::Table(entries)) = root.get_mut(*section) else {
+            continue;
+        };
+        for (_, entry) in entries.iter_mut() {
+            let toml::Value::Table(t) = entry else {
+                continue;
+            };
+            for key in *keys {
+                if let Some(toml::Value::String(v)) = t.get_mut(*key)
+                    && v != "-"
+                    && Path::new(v.as_str()).is_relative()
+                {
+                    *v = dir.join(v.as_str()).display().to_string();
+                }
+            }
+        }
+    }
+}
+
 impl PipelineConfig {
-    /// Reads and validates a pipeline file.
+    /// Reads and validates a pipeline file. Relative file paths in it (sources' and sinks'
+    /// `path`, stages' `model`, `train`, `templates`, `calibration`) are resolved against the
+    /// file's folder.
     ///
     /// # Errors
     /// [`ConfigErrors`] with every error found.
@@ -138,7 +171,8 @@ impl PipelineConfig {
         Self::parse(&text, file)
     }
 
-    /// Validates pipeline text; `file` names it in errors and anchors nothing else.
+    /// Validates pipeline text; `file` names it in errors, and its folder (if it has one)
+    /// anchors the relative file paths.
     ///
     /// # Errors
     /// [`ConfigErrors`] with every error found.
@@ -151,6 +185,9 @@ impl PipelineConfig {
                 format!("not valid TOML: {}", e.to_string().trim_end()),
             )],
         })?;
+        if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+            resolve_paths(&mut root, dir);
+        }
         for key in root.keys() {
             if !SECTIONS.contains(&key.as_str()) {
                 errors.push(ConfigError::new(
