@@ -353,9 +353,7 @@ impl PairSearch for GpuMotifSearch<'_> {
                     MotifCandidates::default(),
                 ),
                 JoinEnd::Weak(bsf, c) => {
-                    tracing::info!(
-                        "Projection bounds are weak on this series; switching to the matrix profile."
-                    );
+                    crate::motif::note_weak_bounds();
                     let (b, o, c) = self.profile(allowed, &mask, bsf, c)?;
                     (b, Method::MatrixProfile, o, c)
                 }

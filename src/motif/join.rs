@@ -571,9 +571,7 @@ impl ProjectionJoin<'_> {
         mut stats: SearchStats,
         started: std::time::Instant,
     ) -> Result<(Option<Motif>, Method, SearchStats), MotifError> {
-        tracing::info!(
-            "Projection bounds are weak on this series; switching to the matrix profile."
-        );
+        crate::motif::note_weak_bounds();
         let (best, method, s) =
             MatrixProfile::new(self.subs, self.cfg.exclusion).best_pair(allowed)?;
         stats.distances += s.distances;

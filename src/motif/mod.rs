@@ -282,6 +282,20 @@ pub trait PairSearch {
     }
 }
 
+/// Logs the switch from the projection join to the matrix profile: at INFO the first time in
+/// the process, at DEBUG after (a live motif stage meets it in every window).
+pub(crate) fn note_weak_bounds() {
+    static FIRST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+    if FIRST.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        tracing::info!(
+            "Projection bounds are weak on this series; switching to the matrix profile (logged \
+             once; later switches at debug level)."
+        );
+    } else {
+        tracing::debug!("Projection bounds are weak; switching to the matrix profile.");
+    }
+}
+
 /// The best of `pairs` by the exact distance ([`Subsequences::distance`]), then `(i, j)`:
 /// how the fast paths settle their near-tied candidates.
 pub(crate) fn best_exact(
