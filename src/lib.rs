@@ -44,6 +44,7 @@ pub mod event;
 pub mod ingest;
 pub mod live;
 pub mod motif;
+pub mod plot;
 #[cfg(feature = "python")]
 mod python;
 pub mod record;

@@ -18,7 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["device", "ingest", "synth"],
     &["episode", "series"],
     &["motif", "softdtw", "shapelet", "significance"],
-    &["search", "report"],
+    &["search", "report", "plot"],
     &["live"],
     &["python"],
 ];

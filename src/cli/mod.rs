@@ -10,6 +10,7 @@ mod generate;
 mod mine;
 mod motif;
 mod pipeline;
+mod plot;
 mod replay;
 mod search;
 mod shapelet;
@@ -63,6 +64,8 @@ enum Command {
     /// Find the shapelets (most discriminative subsequences) of labelled series, train a
     /// shapelet decision tree and report its accuracy.
     Shapelet(shapelet::ShapeletArgs),
+    /// Draw a picture (PNG, SVG): episodes on a spike raster, counts per level, significance.
+    Plot(plot::PlotArgs),
 }
 
 /// Runs the parsed command.
@@ -90,5 +93,6 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Barycenter(args) => softdtw::run_barycenter(&args),
         Command::Search(args) => search::run(&args),
         Command::Shapelet(args) => shapelet::run(&args),
+        Command::Plot(args) => plot::run(&args),
     }
 }
