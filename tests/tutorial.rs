@@ -31,10 +31,17 @@ fn the_tutorial_runs_as_written() {
     let blocks = sh_blocks(&text);
     assert!(blocks.len() >= 5, "{} sh blocks", blocks.len());
     let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(Path::new(ROOT).join("fixtures"), dir.path().join("fixtures"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        Path::new(ROOT).join("fixtures"),
+        dir.path().join("fixtures"),
+    )
+    .unwrap();
     let bin = Path::new(env!("CARGO_BIN_EXE_synfire")).parent().unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     for (i, block) in blocks.iter().enumerate() {
         let out = Command::new("bash")
             .args(["-euo", "pipefail", "-c", block])
@@ -71,6 +78,10 @@ fn the_tutorial_runs_as_written() {
     assert_eq!(top.lines().count(), 3);
     let rows = std::fs::read_to_string(dir.path().join("occurrences.csv")).unwrap();
     let expected: u64 = pairs.iter().map(|e| 2 * e["count"].as_u64().unwrap()).sum();
-    assert_eq!(rows.lines().count() as u64 - 1, expected, "two rows per pair occurrence");
+    assert_eq!(
+        rows.lines().count() as u64 - 1,
+        expected,
+        "two rows per pair occurrence"
+    );
     assert!(dir.path().join("results.nwb").is_file());
 }
