@@ -213,7 +213,7 @@ pub fn decode(b: &[u8]) -> Result<Message, Malformed> {
     let body = &b[HEADER_BYTES..];
     match kind {
         KIND_SPIKES => {
-            if body.len() != count * 12 {
+            if Some(body.len()) != count.checked_mul(12) {
                 return Err(Malformed::Truncated);
             }
             let times: Vec<f64> = (0..count).map(|i| f64_at(body, 8 * i)).collect();
@@ -234,8 +234,15 @@ pub fn decode(b: &[u8]) -> Result<Message, Malformed> {
             if channels == 0 {
                 return Err(Malformed::BadShape);
             }
+            // A shape whose byte size overflows `usize` is no message's: unchecked, the size
+            // wraps to a small length that a short body matches, and collecting
+            // `count × channels` samples then panics.
             let values = count.checked_mul(channels).ok_or(Malformed::BadShape)?;
-            if body.len() != 16 + values * 8 {
+            let bytes = values
+                .checked_mul(8)
+                .and_then(|b| b.checked_add(16))
+                .ok_or(Malformed::BadShape)?;
+            if body.len() != bytes {
                 return Err(Malformed::Truncated);
             }
             let t0_s = f64_at(body, 0);

@@ -1,0 +1,161 @@
+//! Every crash, hang or out-of-memory the fuzz targets (`fuzz/`, `tools/fuzz.sh`) found, as
+//! the input that found it (or a minimal equivalent) and the answer a reader must give: a named
+//! error, never a panic. A bug outside synfire (in a C library) is here too, `#[ignore]`d with
+//! the reason, so that it is re-checked when the library is updated (`cargo test --release
+//! --test fuzz_regressions -- --ignored`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use synfire::event::Ordering;
+use synfire::ingest::IngestError;
+use synfire::ingest::phy::{PhyOptions, read_phy};
+use synfire::ingest::wire::{Malformed, decode};
+
+/// Fuzz target `wire`, found on the first run: a sensor frame whose `count × channels × 8`
+/// overflows `usize`. The decoder multiplied unchecked: with overflow checks (the fuzz build)
+/// `attempt to multiply with overflow` at `src/ingest/wire.rs`; without (release), the size
+/// wrapped, and when it wrapped to exactly the body's length the decoder collected
+/// `count × channels` samples: a `capacity overflow` panic on the ZeroMQ source thread, from
+/// one hostile message.
+#[test]
+fn wire_sensor_frame_whose_byte_size_overflows_is_bad_shape() {
+    // As the fuzzer found it: count = channels = 0xeeeeeeee, 61 body bytes.
+    let found: &[u8] = &[
+        0x53, 0x59, 0x4e, 0x46, 0x01, 0x00, 0x02, 0x00, 0x0a, 0x0a, 0x01, 0x00, 0x00, 0xee, 0xee,
+        0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+        0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+        0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+        0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0x00, 0x00, 0x00, 0x00, 0x20, 0x00,
+        0x53, 0x68, 0x59, 0x4e, 0x46, 0x01, 0x00, 0x00, 0x00, 0x00, 0x20, 0x00, 0x00, 0x00, 0x40,
+        0x20, 0xff, 0x00,
+    ];
+    assert_eq!(decode(found), Err(Malformed::BadShape));
+
+    // Minimal, and the one that panicked in release: count 2^31 × channels 2^30 × 8 bytes
+    // = 2^64, which wrapped to 0, so a 16-byte body (t0, rate) matched.
+    let mut wrapped = Vec::new();
+    wrapped.extend_from_slice(b"SYNF");
+    wrapped.extend_from_slice(&1u16.to_le_bytes()); // version
+    wrapped.extend_from_slice(&2u16.to_le_bytes()); // sensor frame
+    wrapped.extend_from_slice(&0u64.to_le_bytes()); // session
+    wrapped.extend_from_slice(&0u64.to_le_bytes()); // first sample
+    wrapped.extend_from_slice(&(1u32 << 31).to_le_bytes()); // samples
+    wrapped.extend_from_slice(&(1u32 << 30).to_le_bytes()); // channels
+    wrapped.extend_from_slice(&0f64.to_le_bytes()); // t0_s
+    wrapped.extend_from_slice(&1f64.to_le_bytes()); // rate_hz
+    assert_eq!(wrapped.len(), 48);
+    assert_eq!(decode(&wrapped), Err(Malformed::BadShape));
+}
+
+/// A version-1 `.npy` file of `<i8` values with the header dictionary `dict` (the shape as
+/// written, whatever it says) and `values` after it.
+fn npy(dict: &str, values: &[i64]) -> Vec<u8> {
+    let mut header = dict.to_owned();
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&u16::try_from(header.len()).unwrap().to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for v in values {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+/// Fuzz target `phy` (found by reading npyz after the target ran clean for 10^6 inputs; the
+/// target's dictionary holds the shape below): a `.npy` header whose dimensions multiply past
+/// `u64`. npyz computes the element count and strides unchecked while parsing the header, so
+/// `read_phy` panicked (`attempt to multiply with overflow` in `NpyHeader::from_parts`) in any
+/// build with overflow checks (debug builds, the fuzz build) before synfire's own shape check;
+/// a release build wrapped the count silently. Now a named error before npyz sees the file,
+/// for every spelling npyz reads (a repeated key, Python integer forms, a product that
+/// overflows before a zero dimension).
+#[test]
+fn phy_npy_shape_whose_element_count_overflows_is_refused() {
+    let shapes = [
+        "{'descr': '<i8', 'fortran_order': False, 'shape': (4611686018427387904, 4), }",
+        "{'descr': '<i8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 0), }",
+        "{'descr': '<i8', 'fortran_order': True, 'shape': [0x1_0000_0000, 0o40000000000], }",
+        "{'shape': (1,), 'descr': '<i8', 'fortran_order': False, \"shape\": (3, 6148914691236517206), }",
+    ];
+    for dict in shapes {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("spike_times.npy"), npy(dict, &[10])).unwrap();
+        std::fs::write(
+            dir.path().join("spike_clusters.npy"),
+            npy(
+                "{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }",
+                &[3],
+            ),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("params.py"), "sample_rate = 30000.\n").unwrap();
+        let options = PhyOptions {
+            ordering: Ordering::RequireSorted,
+            ..PhyOptions::default()
+        };
+        match read_phy(dir.path(), &options) {
+            Err(e @ IngestError::BadFile { .. }) => {
+                let m = e.to_string();
+                assert!(
+                    m.contains("spike_times.npy")
+                        && m.contains("more elements than fit in 64 bits"),
+                    "{dict}: {m}"
+                );
+            }
+            other => panic!("{dict}: expected BadFile, got {other:?}"),
+        }
+    }
+}
+
+/// Runs `f` on a thread of its own and waits at most `limit` for it; `None` if it is still
+/// running (a thread cannot be stopped: it keeps spinning until the test process exits).
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("fuzz-regression".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .expect("spawn the reader's thread");
+    rx.recv_timeout(limit).ok()
+}
+
+/// Fuzz targets `nwb_unit_column` and `nwb_epochs` (timeouts; the real fixture with 10 bytes
+/// changed reproduces them): an HDF5 global heap collection (`GCOL`, where variable-length
+/// strings live) whose first object has index 0 (free space) and size 0. HDF5 2.0.0 (built by
+/// hdf5-metno-src 0.10.1) loops forever in `H5HG__cache_heap_deserialize`, which advances by
+/// the object's size; any read of a string column (`unit_column`, `epochs`' `tags`) never
+/// returns. The loop is in the C library, not in synfire's reader, so this stays ignored until
+/// a fixed HDF5 is built; the fuzz targets skip such inputs (`synfire_fuzz::hdf5_known_hang`)
+/// to keep looking for other bugs.
+#[test]
+#[ignore = "upstream HDF5 2.0.0 bug: H5HG__cache_heap_deserialize loops on a zero-size global \
+            heap object; run with --ignored after updating hdf5-metno-src"]
+fn nwb_global_heap_zero_size_object_hangs_hdf5() {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/spikes/A8604-211122/A8604-211122.nwb");
+    let mut bytes = std::fs::read(&fixture).unwrap();
+    let gcol = bytes
+        .windows(4)
+        .position(|w| w == b"GCOL")
+        .expect("the fixture has a global heap");
+    let object = gcol + 16; // after magic, version, reserved, collection size
+    bytes[object..object + 2].copy_from_slice(&0u16.to_le_bytes()); // heap object index 0
+    bytes[object + 8..object + 16].copy_from_slice(&0u64.to_le_bytes()); // object size 0
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("zero-size-gcol-object.nwb");
+    std::fs::write(&path, &bytes).unwrap();
+
+    let returned = within(Duration::from_secs(30), move || {
+        synfire::ingest::nwb::epochs(&path, "epochs", &["wake".to_owned()])
+            .map_err(|e| e.to_string())
+    });
+    assert!(
+        returned.is_some(),
+        "epochs() on a global heap with a zero-size object did not return within 30 s"
+    );
+}
