@@ -23,6 +23,7 @@
 //! spikes are counted in [`PhyRecording::dropped_spikes`] and logged, never silently lost.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Seek};
 use std::path::Path;
 
 use npyz::{DType, TypeChar};
@@ -89,8 +90,9 @@ pub struct PhyRecording {
 /// # Errors
 /// Every error names the file at fault: [`IngestError::Io`] for an unreadable file,
 /// [`IngestError::BadFile`] for a missing `spike_times.npy` or cluster file, a non-integer
-/// or non-1-D array, negative samples, arrays of different lengths, no `sample_rate` in
-/// `params.py` (and none given) or a non-positive one, a malformed TSV; an unsorted
+/// or non-1-D array (or one whose declared shape holds more than 2^64 elements), negative
+/// samples, arrays of different lengths, no `sample_rate` in `params.py` (and none given) or
+/// a non-positive one, a malformed TSV; an unsorted
 /// `spike_times.npy` with [`Ordering::RequireSorted`]; [`IngestError::NoEvents`] when no
 /// spike remains (e.g. no cluster of the chosen groups).
 pub fn read_phy(dir: &Path, options: &PhyOptions) -> Result<PhyRecording, IngestError> {
@@ -369,10 +371,18 @@ fn read_integers(path: &Path) -> Result<Vec<i64>, IngestError> {
         path: path.to_path_buf(),
         message,
     };
-    let file = std::fs::File::open(path).map_err(|source| IngestError::Io {
+    let io_err = |source| IngestError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let mut file = std::fs::File::open(path).map_err(io_err)?;
+    let header = npy_header(&mut file).map_err(io_err)?;
+    if let Some(shape) = overflowing_shape(&header) {
+        return Err(bad(format!(
+            "declares the shape ({shape}): more elements than fit in 64 bits"
+        )));
+    }
+    file.rewind().map_err(io_err)?;
     let npy = npyz::NpyFile::new(std::io::BufReader::new(file))
         .map_err(|e| bad(format!("is not a NumPy `.npy` array: {e}")))?;
     let shape = npy.shape().to_vec();
@@ -412,6 +422,74 @@ fn read_integers(path: &Path) -> Result<Vec<i64>, IngestError> {
         _ => return Err(bad(format!("has dtype `{ts}`; expected integers"))),
     };
     Ok(values)
+}
+
+/// The start of a `.npy` file up to the end of its header (magic, version, header length,
+/// header text), or less when the file is shorter.
+fn npy_header(file: &mut std::fs::File) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    file.by_ref().take(12).read_to_end(&mut head)?;
+    // Version 1 has a 2-byte header length at 8, versions 2 and 3 a 4-byte one.
+    let len = match head.get(6) {
+        Some(1) if head.len() >= 10 => u64::from(u16::from_le_bytes([head[8], head[9]])) + 10,
+        Some(_) if head.len() >= 12 => {
+            u64::from(u32::from_le_bytes([head[8], head[9], head[10], head[11]])) + 12
+        }
+        _ => return Ok(head),
+    };
+    file.by_ref()
+        .take(len.saturating_sub(head.len() as u64))
+        .read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// The dimensions of a `.npy` header's shape when their product overflows `u64`, as written.
+///
+/// npyz multiplies a header's dimensions unchecked (the element count and the strides), which
+/// panics where overflow checks are on (debug builds; found by the `phy` fuzz target) and
+/// wraps where they are off, so such a file is refused before npyz parses it. Every innermost
+/// parenthesised or bracketed group of integers is checked (the shape, whatever the spelling
+/// of its key, and subarray shapes of the dtype), running products from either end as npyz
+/// computes them; integers written as Python writes them (`12`, `1_000`, `0x10`, `0o7`,
+/// `0b1`); a group holding anything else is npyz's to refuse.
+fn overflowing_shape(header: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(header);
+    let python_uint = |item: &str| -> Option<u64> {
+        let digits = item.replace('_', "");
+        let (radix, digits) = match digits.get(..2) {
+            Some("0x" | "0X") => (16, &digits[2..]),
+            Some("0o" | "0O") => (8, &digits[2..]),
+            Some("0b" | "0B") => (2, &digits[2..]),
+            _ => (10, &digits[..]),
+        };
+        u64::from_str_radix(digits, radix).ok()
+    };
+    fn overflows(mut dims: impl Iterator<Item = u64>) -> bool {
+        dims.try_fold(1u64, u64::checked_mul).is_none()
+    }
+    let mut open = None;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' | '[' => open = Some(i),
+            ')' | ']' => {
+                let Some(start) = open.take() else { continue };
+                let group = &text[start + 1..i];
+                let dims: Option<Vec<u64>> = group
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|item| !item.is_empty())
+                    .map(python_uint)
+                    .collect();
+                if let Some(dims) = dims
+                    && (overflows(dims.iter().copied()) || overflows(dims.iter().rev().copied()))
+                {
+                    return Some(cut(group.trim()));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 fn widen<T: Into<i64>>(v: Vec<T>) -> Vec<i64> {
