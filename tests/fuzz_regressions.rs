@@ -159,3 +159,57 @@ fn nwb_global_heap_zero_size_object_hangs_hdf5() {
         "epochs() on a global heap with a zero-size object did not return within 30 s"
     );
 }
+
+/// This process's peak resident memory (`VmHWM` of `/proc/self/status`), bytes; 0 where there
+/// is no such file.
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Fuzz targets `nwb_unit_column` and `nwb_epochs` (out-of-memory at libFuzzer's 2 GiB
+/// limit; the real fixture with 4 bytes changed reproduces them): a variable-length string
+/// whose on-disk length (a `u32` before its global heap reference) says 4 GB. HDF5 2.0.0's
+/// `H5T__conv_vlen` allocates and zero-fills a conversion buffer of that length before it reads
+/// the heap object and finds it too short, so `unit_column` touches ~4 GB for a 442 KB file,
+/// then returns a named error (`cannot read the strings`). Upstream (the allocation is inside
+/// HDF5's type conversion, sized from the file before any check synfire could make short of
+/// parsing HDF5's raw storage), so ignored here: it allocates 4 GB when run.
+#[test]
+#[ignore = "upstream HDF5 2.0.0: H5T__conv_vlen allocates the on-disk length of a variable-length \
+            string (up to 4 GiB) before checking it; allocates 4 GB when run"]
+fn nwb_string_with_a_4_gb_length_allocates_4_gb_in_hdf5() {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/spikes/A8604-211122/A8604-211122.nwb");
+    let offset = {
+        let file = hdf5::File::open(&fixture).unwrap();
+        let ds = file.dataset("units/location").unwrap();
+        ds.offset()
+            .expect("`/units/location` is contiguous in the fixture")
+    };
+    let mut bytes = std::fs::read(&fixture).unwrap();
+    let at = usize::try_from(offset).unwrap();
+    // Element 0: the length (u32) of a variable-length string, then its global heap reference.
+    bytes[at..at + 4].copy_from_slice(&0xF000_0000u32.to_le_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vlen-length-4gb.nwb");
+    std::fs::write(&path, &bytes).unwrap();
+
+    let result = synfire::ingest::nwb::unit_column(&path, "location");
+    assert!(
+        result.is_err(),
+        "a 4 GB string in a 442 KB file: {result:?}"
+    );
+    let peak = peak_rss_bytes();
+    assert!(
+        peak < 1 << 30,
+        "reading three strings of a 442 KB file peaked at {} MB of memory",
+        peak >> 20
+    );
+}
