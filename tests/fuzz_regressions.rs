@@ -52,7 +52,7 @@ fn wire_sensor_frame_whose_byte_size_overflows_is_bad_shape() {
 /// written, whatever it says) and `values` after it.
 fn npy(dict: &str, values: &[i64]) -> Vec<u8> {
     let mut header = dict.to_owned();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');
