@@ -5,7 +5,7 @@
 #                                  on all cores; prints per target the inputs run, the
 #                                  seconds, inputs/s and the crashes; exits 1 on any crash,
 #                                  timeout or out-of-memory
-#   tools/fuzz.sh all 20000        CI's brief run: about 2 minutes on 2 cores once built
+#   tools/fuzz.sh all 20000        the brief run for CI: about 2.5 minutes on 2 cores once built
 #                                  (the first build of the instrumented crate: ~12 minutes)
 #   tools/fuzz.sh build            only build; prints where the binaries are
 #   tools/fuzz.sh seeds            rewrite fuzz/seeds/ from the fixtures (fuzz-seeds)

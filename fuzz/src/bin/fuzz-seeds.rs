@@ -47,6 +47,12 @@ pub extern "Rust" fn rust_fuzzer_test_input(_input: &[u8]) -> i32 {
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
+/// Writes one seed set: `(repository root, output folder)`.
+type SeedSet = fn(&Path, &Path) -> Result<()>;
+
+/// A CSV seed: name, ordering, time column, unit column, text.
+type CsvCase<'a> = (&'a str, Ordering, Option<&'a str>, Option<&'a str>, &'a str);
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let [_, root, out] = &args[..] else {
@@ -54,7 +60,7 @@ fn main() -> Result<()> {
     };
     let root = PathBuf::from(root);
     let out = PathBuf::from(out);
-    let sets: [(&str, fn(&Path, &Path) -> Result<()>); 6] = [
+    let sets: [(&str, SeedSet); 6] = [
         ("wire", wire),
         ("openephys_json", openephys_json),
         ("openephys_raw", openephys_raw),
@@ -196,7 +202,7 @@ fn csv(root: &Path, dir: &Path) -> Result<()> {
         "ibl-head-named",
         &CsvInput::encode(Ordering::RequireSorted, Some("time_s"), Some("label"), cut),
     )?;
-    let cases: [(&str, Ordering, Option<&str>, Option<&str>, &str); 9] = [
+    let cases: [CsvCase<'_>; 9] = [
         (
             "tdminer",
             Ordering::RequireSorted,
