@@ -82,17 +82,7 @@ fn phy_npy_shape_whose_element_count_overflows_is_refused() {
         "{'shape': (1,), 'descr': '<i8', 'fortran_order': False, \"shape\": (3, 6148914691236517206), }",
     ];
     for dict in shapes {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("spike_times.npy"), npy(dict, &[10])).unwrap();
-        std::fs::write(
-            dir.path().join("spike_clusters.npy"),
-            npy(
-                "{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }",
-                &[3],
-            ),
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("params.py"), "sample_rate = 30000.\n").unwrap();
+        let dir = phy_folder(&npy(dict, &[10]));
         let options = PhyOptions {
             ordering: Ordering::RequireSorted,
             ..PhyOptions::default()
@@ -108,6 +98,53 @@ fn phy_npy_shape_whose_element_count_overflows_is_refused() {
             }
             other => panic!("{dict}: expected BadFile, got {other:?}"),
         }
+    }
+}
+
+/// A phy folder holding `spike_times.npy` = `times` and a one-spike `spike_clusters.npy` and
+/// `params.py`.
+fn phy_folder(times: &[u8]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("spike_times.npy"), times).unwrap();
+    std::fs::write(
+        dir.path().join("spike_clusters.npy"),
+        npy(
+            "{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }",
+            &[3],
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("params.py"), "sample_rate = 30000.\n").unwrap();
+    dir
+}
+
+/// Fuzz target `phy` (timeouts, 2 in 10^6 inputs): a `.npy` header of deeply nested brackets.
+/// npyz parses headers with py_literal, a PEG grammar that backtracks exponentially in the
+/// nesting depth (the time doubles per level; 16 levels take 2 s, the input found here
+/// hours), so `read_phy` hung on a 165-byte file. Now a named error before npyz parses it: a
+/// phy array's header is a flat dictionary.
+#[test]
+fn phy_npy_header_of_nested_brackets_is_refused_at_once() {
+    // As the fuzzer found it (the whole `spike_times.npy`).
+    let found: &[u8] =
+        b"\x93NUMPY\x01\x00v\x00{'descr':    [[[[[[[[[[[[[[[[[[[[[[[[ (((((((((((.((((((\x5c\
+        \x5c\x5c\x5c\x5cU\x5c\x5c\x5c\x5c\x5c\x5c\x5c\x5c\x5c\x5cr': '<u4', 'fo'\x5c\x5c\x5c\
+        \x0d\x0a\x5c\x5c\x5c\x5c\x5ct\x5c\x5c\x5c'L\x5c\x5c\x5c\x5c\x5c\x5c\x5c\x5c\x5c\x5c\
+        \x5c\x5c\x5c\x5c\x5c\x5c\x5c\x5c\x5c\x5c\x5c\x00\x00\x00\x00\x00\x00\x1c\x01\x00}\
+        \x00\x00\x00\x007\x01\x00\x00\x00\x00\x04\x00der': Fa\x04";
+    let crafted = npy(&format!("{{'descr': {}", "{".repeat(100)), &[]);
+    for times in [found.to_vec(), crafted] {
+        let dir = phy_folder(&times);
+        let path = dir.path().to_path_buf();
+        let result = within(Duration::from_secs(10), move || {
+            read_phy(&path, &PhyOptions::default()).map_err(|e| e.to_string())
+        })
+        .expect("read_phy returns within 10 s");
+        let m = result.expect_err("a header of nested brackets is refused");
+        assert!(
+            m.contains("spike_times.npy") && m.contains("brackets in its header"),
+            "{m}"
+        );
     }
 }
 

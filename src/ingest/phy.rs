@@ -377,6 +377,17 @@ fn read_integers(path: &Path) -> Result<Vec<i64>, IngestError> {
     };
     let mut file = std::fs::File::open(path).map_err(io_err)?;
     let header = npy_header(&mut file).map_err(io_err)?;
+    let brackets = header
+        .iter()
+        .filter(|b| matches!(b, b'(' | b'[' | b'{'))
+        .count();
+    if brackets > MAX_HEADER_BRACKETS {
+        return Err(bad(format!(
+            "has {brackets} brackets in its header; the header of a phy array is a flat \
+             dictionary (`descr`, `fortran_order`, `shape`), and nested ones take the `.npy` \
+             parser exponential time"
+        )));
+    }
     if let Some(shape) = overflowing_shape(&header) {
         return Err(bad(format!(
             "declares the shape ({shape}): more elements than fit in 64 bits"
@@ -424,8 +435,14 @@ fn read_integers(path: &Path) -> Result<Vec<i64>, IngestError> {
     Ok(values)
 }
 
-/// The start of a `.npy` file up to the end of its header (magic, version, header length,
-/// header text), or less when the file is shorter.
+/// Opening brackets a `.npy` header may hold. numpy writes 2 for a plain array (the
+/// dictionary and the shape); npyz's header parser (py_literal, a PEG) backtracks
+/// exponentially in the nesting depth (found by the `phy` fuzz target as hangs: the time
+/// doubles per level, 16 levels take 2 s, 30 hours), and the depth is at most this count.
+const MAX_HEADER_BRACKETS: usize = 8;
+
+/// The header text of a `.npy` file (after magic, version and header length), or less when
+/// the file is shorter.
 fn npy_header(file: &mut std::fs::File) -> std::io::Result<Vec<u8>> {
     let mut head = Vec::new();
     file.by_ref().take(12).read_to_end(&mut head)?;
@@ -435,18 +452,20 @@ fn npy_header(file: &mut std::fs::File) -> std::io::Result<Vec<u8>> {
         Some(_) if head.len() >= 12 => {
             u64::from(u32::from_le_bytes([head[8], head[9], head[10], head[11]])) + 12
         }
-        _ => return Ok(head),
+        _ => return Ok(Vec::new()),
     };
     file.by_ref()
         .take(len.saturating_sub(head.len() as u64))
         .read_to_end(&mut head)?;
-    Ok(head)
+    let text_start = if head.get(6) == Some(&1) { 10 } else { 12 };
+    Ok(head.split_off(text_start.min(head.len())))
 }
 
-/// The dimensions of a `.npy` header's shape when their product overflows `u64`, as written.
+/// The dimensions of a `.npy` header's shape (its text) when their product overflows `u64`,
+/// as written.
 ///
 /// npyz multiplies a header's dimensions unchecked (the element count and the strides), which
-/// panics where overflow checks are on (debug builds; found by the `phy` fuzz target) and
+/// panics where overflow checks are on (debug builds and the fuzz targets' build) and
 /// wraps where they are off, so such a file is refused before npyz parses it. Every innermost
 /// parenthesised or bracketed group of integers is checked (the shape, whatever the spelling
 /// of its key, and subarray shapes of the dtype), running products from either end as npyz
