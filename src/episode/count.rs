@@ -22,7 +22,9 @@
 //! (`papers/frequent-episodes-gpu-spike-trains.txt`): Algorithm 1 (serial counting with
 //! per-state lists), Algorithm 3 (PreElim), Observation 1 and Theorem 1 (§5.2).
 
-use crate::episode::model::{Episode, Interval};
+use crate::episode::model::Episode;
+#[cfg(any(doc, test))]
+use crate::episode::model::Interval;
 use crate::event::{EventStream, EventType};
 
 /// The event stream grouped by event type (a CSR layout).
@@ -479,30 +481,33 @@ pub fn count_pair(a: &[f64], b: &[f64], low: f64, high: f64) -> u64 {
 /// puts a machine into exactly that state, which is what MTPE's segment machines rely on
 /// (`docs/adr/0001-mtpe-exact-merge.md`). `C` says what the lists remember ([`Chains`]).
 #[derive(Clone)]
-pub(crate) struct Machine<'e, C: Chains> {
+pub(crate) struct Machine<C: Chains> {
     masks: Vec<u64>,
-    ivs: &'e [Interval],
-    /// Each gap's strict lower bound ([`Interval::gap_low`]).
-    lows: Vec<f64>,
+    /// Each gap's strict lower bound ([`Interval::gap_low`]) and its upper bound
+    /// ([`Interval::high`]), seconds.
+    gaps: Vec<(f64, f64)>,
     lists: Vec<EntryList<C::Entry>>,
     last_end: f64,
     chains: C,
 }
 
 /// The counting machine.
-pub(crate) type ExactMachine<'e> = Machine<'e, Counting>;
+pub(crate) type ExactMachine = Machine<Counting>;
 
-impl<'e, C: Chains + Default> Machine<'e, C> {
+impl<C: Chains + Default> Machine<C> {
     /// A machine for `episode` over events merged for `set`, in the initial state
     /// (`last_end = -inf`).
     ///
     /// # Panics
     /// As [`count_exact_merged`].
-    pub(crate) fn new(episode: &'e Episode, set: &[EventType]) -> Self {
+    pub(crate) fn new(episode: &Episode, set: &[EventType]) -> Self {
         Self {
             masks: state_masks(episode, set),
-            ivs: episode.intervals(),
-            lows: gap_lows(episode),
+            gaps: gap_lows(episode)
+                .into_iter()
+                .zip(episode.intervals())
+                .map(|(low, iv)| (low, iv.high()))
+                .collect(),
             lists: vec![EntryList::default(); episode.len()],
             last_end: f64::NEG_INFINITY,
             chains: C::default(),
@@ -510,7 +515,7 @@ impl<'e, C: Chains + Default> Machine<'e, C> {
     }
 }
 
-impl<C: Chains> Machine<'_, C> {
+impl<C: Chains> Machine<C> {
     /// The state right after a completion at `at` (seconds): empty lists, `last_end = at`.
     pub(crate) fn reset(&mut self, at: f64) {
         self.lists.iter_mut().for_each(EntryList::clear);
@@ -537,15 +542,14 @@ impl<C: Chains> Machine<'_, C> {
                     self.reset(t);
                     return true;
                 }
-                self.lists[0].prune(t, self.ivs[0].high(), C::time);
+                self.lists[0].prune(t, self.gaps[0].1, C::time);
                 let entry = self.chains.start(t);
                 self.lists[0].items.push(entry);
                 continue;
             }
-            let iv = self.ivs[i - 1];
-            let low = self.lows[i - 1];
+            let (low, high) = self.gaps[i - 1];
             let prev = &mut self.lists[i - 1];
-            prev.prune(t, iv.high(), C::time);
+            prev.prune(t, high, C::time);
             let Some(front) = prev.front().filter(|f| t - C::time(f) > low) else {
                 continue;
             };
@@ -556,10 +560,61 @@ impl<C: Chains> Machine<'_, C> {
             }
             let entry = self.chains.extend(t, front);
             let next = &mut self.lists[i];
-            next.prune(t, self.ivs[i].high(), C::time);
+            next.prune(t, self.gaps[i].1, C::time);
             next.items.push(entry);
         }
         false
+    }
+}
+
+impl Machine<Listing> {
+    /// The event times of the occurrences completed since the last call, `N` per occurrence
+    /// in node order (shape `[completed, N]` flattened row-major), seconds; the buffer is
+    /// emptied.
+    pub(crate) fn drain_completed(&mut self) -> std::vec::Drain<'_, f64> {
+        self.chains.times.drain(..)
+    }
+
+    /// Drops the chain nodes no partial occurrence reaches any more, once the arena holds
+    /// more than `4 · live + 1024` nodes (so a machine fed a stream without end, whose
+    /// occurrences rarely complete, keeps memory proportional to its partial occurrences;
+    /// amortised O(1) per event). Entries keep their times and chains.
+    pub(crate) fn compact(&mut self) {
+        let live: usize = self.lists.iter().map(|l| l.items.len() - l.head).sum();
+        let arena = &mut self.chains.arena;
+        if arena.len() <= 4 * live + 1024 {
+            return;
+        }
+        let mut keep = vec![false; arena.len()];
+        for list in &self.lists {
+            for &(_, mut node) in &list.items[list.head..] {
+                while node != u32::MAX && !keep[node as usize] {
+                    keep[node as usize] = true;
+                    node = arena[node as usize].1;
+                }
+            }
+        }
+        // Parents precede their children in the arena, so one pass in index order remaps.
+        let mut new_id = vec![u32::MAX; arena.len()];
+        let mut kept = Vec::with_capacity(live);
+        for (id, &(t, parent)) in arena.iter().enumerate() {
+            if keep[id] {
+                new_id[id] = u32::try_from(kept.len()).expect("fewer nodes than 2^32");
+                let parent = if parent == u32::MAX {
+                    u32::MAX
+                } else {
+                    new_id[parent as usize]
+                };
+                kept.push((t, parent));
+            }
+        }
+        *arena = kept;
+        for list in &mut self.lists {
+            let head = list.head;
+            for entry in &mut list.items[head..] {
+                entry.1 = new_id[entry.1 as usize];
+            }
+        }
     }
 }
 
@@ -574,7 +629,7 @@ impl<C: Chains> Machine<'_, C> {
 pub fn occurrences(index: &TypeIndex, episode: &Episode) -> Vec<f64> {
     let set = distinct_types(episode);
     let merged = Merged::new(index, &set);
-    let mut machine: Machine<'_, Listing> = Machine::new(episode, &set);
+    let mut machine: Machine<Listing> = Machine::new(episode, &set);
     for (&t, &slot) in merged.times.iter().zip(&merged.slots) {
         machine.step(t, slot);
     }

@@ -32,6 +32,7 @@ pub mod incremental;
 pub mod miner;
 pub mod model;
 pub mod mtpe;
+pub mod online;
 pub mod options;
 
 pub use count::{TypeIndex, count_exact, count_pair, count_preelim, occurrences};
@@ -44,4 +45,5 @@ pub use miner::{
     StopReason, Strategy, SupportPer, Threshold, Truncation, mine, mine_with,
 };
 pub use model::{Episode, EpisodeParseError, Given, Interval, IntervalError, IntervalUnit};
+pub use online::{Detector, DetectorError, DetectorStats, OnlineOccurrence, WatchEpisode};
 pub use options::{IntervalSpec, MiningOptions, OptionError, SignificanceOptions};

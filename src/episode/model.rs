@@ -594,14 +594,39 @@ impl Episode {
         alphabet: &Alphabet,
         known: &[Interval],
     ) -> Result<Self, EpisodeParseError> {
+        let (labels, intervals) = Self::parse_labels(text, known)?;
+        let types = labels
+            .iter()
+            .map(|label| {
+                alphabet.get(label).ok_or_else(|| EpisodeParseError {
+                    text: text.to_owned(),
+                    why: format!("unit `{label}` is not in the recording"),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::new(types, intervals))
+    }
+
+    /// [`Episode::parse`] without a recording: the node labels as written (shape `[N]`) and
+    /// the gaps' intervals (shape `[N - 1]`), for episodes watched before their units are
+    /// known (the live detector, [`crate::episode::online`]).
+    ///
+    /// # Errors
+    /// [`EpisodeParseError`]: a malformed interval, an empty label, a single node.
+    pub fn parse_labels(
+        text: &str,
+        known: &[Interval],
+    ) -> Result<(Vec<String>, Vec<Interval>), EpisodeParseError> {
         let bad = |why: String| EpisodeParseError {
             text: text.to_owned(),
             why,
         };
         let ty = |label: &str| {
-            alphabet
-                .get(label)
-                .ok_or_else(|| bad(format!("unit `{label}` is not in the recording")))
+            if label.is_empty() {
+                Err(bad("an empty unit label".into()))
+            } else {
+                Ok(label.to_owned())
+            }
         };
         let mut types = Vec::new();
         let mut intervals = Vec::new();
@@ -648,7 +673,7 @@ impl Episode {
         if types.len() < 2 {
             return Err(bad("an episode of one unit".into()));
         }
-        Ok(Self::new(types, intervals))
+        Ok((types, intervals))
     }
 }
 
