@@ -15,11 +15,13 @@
 
 pub mod buffer;
 pub mod config;
+pub mod detect;
 pub mod replay;
 pub mod sink;
 pub mod source;
 pub mod stage;
 pub mod telemetry;
+pub mod ttl;
 pub mod window;
 
 use std::collections::BTreeMap;
@@ -108,6 +110,10 @@ pub struct RunSummary {
     /// to its line being written by that sink ([`sink::ResultLatency`]: every measurement,
     /// p50, p99, max). A stage keeps up when they stay below its window's hop.
     pub result_latency: BTreeMap<String, BTreeMap<String, sink::ResultLatency>>,
+    /// Per detect stage: events accepted, late, ignored, occurrences reported.
+    pub detectors: BTreeMap<String, crate::episode::DetectorStats>,
+    /// Per TTL sink: requests by outcome and their latencies.
+    pub ttl: BTreeMap<String, ttl::TtlSummary>,
 }
 
 /// Joins named threads on drop (so an early error never leaves threads detached).
@@ -150,7 +156,11 @@ struct WindowRoute {
 /// source, sends closed windows to their stages (blocking: backpressure reaches the ring) and
 /// previews to the preview slots of the stages that want them (never blocking: a newer preview
 /// replaces one not taken yet, and previews never queue ahead of real windows).
-fn window_loop(mut ring: RingConsumer, mut routes: Vec<WindowRoute>) {
+fn window_loop(
+    mut ring: RingConsumer,
+    mut routes: Vec<WindowRoute>,
+    mut detectors: Vec<detect::LiveDetector>,
+) -> Vec<(String, crate::episode::DetectorStats)> {
     let mut names: Vec<Arc<str>> = Vec::new();
     let mut shared: Arc<[Arc<str>]> = Arc::from(Vec::new());
     let mut out = Vec::new();
@@ -174,6 +184,10 @@ fn window_loop(mut ring: RingConsumer, mut routes: Vec<WindowRoute>) {
         let dropped = stats.dropped.load(Ordering::Relaxed);
         match record {
             Record::Spike { unit, t_s } => {
+                // Detection first: a closed loop waits on nothing else.
+                for d in &mut detectors {
+                    d.spike(t_s, unit);
+                }
                 for i in 0..routes.len() {
                     if let Windower::Spikes(w) = &mut routes[i].windower {
                         w.push(t_s, unit, &shared, dropped, &mut out);
@@ -187,6 +201,9 @@ fn window_loop(mut ring: RingConsumer, mut routes: Vec<WindowRoute>) {
                 let id = id as usize;
                 if names.len() <= id {
                     names.resize(id + 1, Arc::from("?"));
+                }
+                for d in &mut detectors {
+                    d.announce(id as u32, name.clone());
                 }
                 names[id] = name;
                 shared = Arc::from(names.clone());
@@ -202,6 +219,13 @@ fn window_loop(mut ring: RingConsumer, mut routes: Vec<WindowRoute>) {
                 }
             }
             Record::Restart | Record::End(EndReason::Finished | EndReason::Failed) => {
+                for d in &mut detectors {
+                    if matches!(record, Record::Restart) {
+                        d.restart();
+                    } else {
+                        d.finish();
+                    }
+                }
                 for i in 0..routes.len() {
                     match &mut routes[i].windower {
                         Windower::Spikes(w) => w.flush(&shared, dropped, &mut out),
@@ -214,6 +238,9 @@ fn window_loop(mut ring: RingConsumer, mut routes: Vec<WindowRoute>) {
                 }
             }
             Record::End(EndReason::Interrupted) => {
+                for d in &mut detectors {
+                    d.finish();
+                }
                 let discarded: usize = routes
                     .iter_mut()
                     .map(|r| match &mut r.windower {
@@ -231,6 +258,10 @@ fn window_loop(mut ring: RingConsumer, mut routes: Vec<WindowRoute>) {
             }
         }
     }
+    detectors
+        .iter()
+        .map(|d| (d.name().to_owned(), d.stats()))
+        .collect()
 }
 
 /// Runs the pipeline until its sources end (archives) or a stop is requested (signal, or
@@ -294,8 +325,14 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         stages.push((name.clone(), st, rx, preview_rx));
     }
     let mut sinks = Vec::new();
+    let mut ttl_sinks: Vec<(String, ttl::TtlSink, Vec<String>)> = Vec::new();
     for (name, s) in &config.sinks {
-        sinks.push(s.open(name, &ctx)?);
+        match s.open(name, &ctx)? {
+            sink::Opened::Lines(l) => sinks.push(l),
+            sink::Opened::Ttl(t) => {
+                ttl_sinks.push((name.clone(), t, s.stages().unwrap_or_default().to_vec()));
+            }
+        }
     }
     for s in options.sinks {
         if sinks.iter().any(|o: &sink::Sink| o.name() == s.name()) {
@@ -308,6 +345,26 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         sinks.push(s);
     }
 
+    // Detect stages, by source; the refreshers their episodes stages feed.
+    let mut detectors: BTreeMap<&str, Vec<detect::LiveDetector>> = BTreeMap::new();
+    let mut refreshers = Vec::new();
+    for (name, spec) in &config.detectors {
+        let ttl: Vec<ttl::TtlSender> = ttl_sinks
+            .iter()
+            .filter(|(_, _, stages)| stages.iter().any(|s| s == name))
+            .map(|(_, t, _)| t.sender.clone())
+            .collect();
+        let (d, refresher) =
+            detect::LiveDetector::new(name, spec, ttl, out_tx.clone()).map_err(|e| {
+                LiveError::Stage {
+                    stage: name.clone(),
+                    source: stage::StageError::Config(e.to_string()),
+                }
+            })?;
+        detectors.entry(spec.source.as_str()).or_default().push(d);
+        refreshers.extend(refresher);
+    }
+
     // Connect and spawn, back to front.
     let mut threads = Threads(Vec::new());
     let tap = options.tap;
@@ -315,6 +372,11 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     let (sink_done_tx, sink_done_rx) = bounded::<Vec<SinkTotals>>(1);
     threads.spawn("synfire:sinks".into(), move || {
         for mut out in &out_rx {
+            if !out.preview {
+                for r in refreshers.iter().filter(|r| *r.stage == *out.stage) {
+                    r.offer(&out.json);
+                }
+            }
             for s in &mut sinks {
                 if s.takes(&out.stage)
                     && let Err(e) = s.write(&out)
@@ -345,6 +407,8 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         })?;
     }
     drop(out_tx);
+    let detector_totals: Arc<parking_lot::Mutex<BTreeMap<String, crate::episode::DetectorStats>>> =
+        Arc::default();
     let mut stats = Vec::new();
     for (name, source) in built {
         let kind = config.sources[&name].produces();
@@ -361,14 +425,24 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
                 previews,
             });
         }
+        let detect = detectors.remove(name.as_str()).unwrap_or_default();
+        let totals = detector_totals.clone();
         threads.spawn(format!("synfire:win-{name}"), move || {
-            window_loop(cons, routes)
+            let stats = window_loop(cons, routes, detect);
+            totals.lock().extend(stats);
         })?;
         threads.spawn(format!("synfire:src-{name}"), move || source.run(prod))?;
     }
     drop(stage_inputs);
+    drop(detectors);
     threads.join_all();
-    let mut summary = RunSummary::default();
+    let mut summary = RunSummary {
+        detectors: std::mem::take(&mut *detector_totals.lock()),
+        ..RunSummary::default()
+    };
+    for (name, t, _) in ttl_sinks {
+        summary.ttl.insert(name, t.join());
+    }
     for (name, s) in stats {
         let v = (
             s.events_in.load(Ordering::Relaxed),

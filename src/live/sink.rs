@@ -1,6 +1,7 @@
-//! Sinks: where window results go. JSON lines (a file, or standard output) and ZeroMQ PUB
-//! (two frames: the stage name as topic, then the JSON object), so a dashboard can subscribe
-//! to the stages it shows; and, from code, any [`LineWriter`] ([`Sink::custom`]).
+//! Sinks: where results go. JSON lines (a file, or standard output) and ZeroMQ PUB (two
+//! frames: the stage name as topic, then the JSON object), so a dashboard can subscribe to the
+//! stages it shows; from code, any [`LineWriter`] ([`Sink::custom`]); and TTL pulses in the
+//! Open Ephys GUI per occurrence of a detect stage ([`crate::live::ttl`], on its own thread).
 //!
 //! Each sink records the **result latency** of every window line it writes: the wall-clock
 //! seconds from the window's close to the line being written and flushed
@@ -18,6 +19,8 @@ use serde::Deserialize;
 
 use crate::live::config::section::{ConfigError, SocketMode, typed};
 use crate::live::stage::Output;
+pub use crate::live::telemetry::ResultLatency;
+use crate::live::ttl::{TtlConfig, TtlSink};
 
 /// `[sinks.<name>]` with `kind = "jsonl"`.
 #[derive(Clone, Debug, Deserialize)]
@@ -46,11 +49,24 @@ pub enum SinkConfig {
     Jsonl(JsonlConfig),
     /// ZeroMQ PUB, topic = stage name.
     ZmqPub(ZmqPubConfig),
+    /// A TTL pulse in the Open Ephys GUI per occurrence of detect stages
+    /// ([`crate::live::ttl`]).
+    OpenephysTtl(TtlConfig),
+}
+
+/// An opened sink: one that writes result lines (on the sink thread), or a TTL sink on its
+/// own thread that detect stages signal directly.
+#[derive(Debug)]
+pub enum Opened {
+    /// Writes lines.
+    Lines(Sink),
+    /// Sends TTL requests.
+    Ttl(TtlSink),
 }
 
 impl SinkConfig {
     /// The kind names, as written in `kind = "…"`.
-    pub const KINDS: &'static [&'static str] = &["jsonl", "zmq_pub"];
+    pub const KINDS: &'static [&'static str] = &["jsonl", "zmq_pub", "openephys_ttl"];
 
     /// Parses a section of kind `kind` (one of [`Self::KINDS`]; phase 1, errors into
     /// `errors`).
@@ -64,6 +80,7 @@ impl SinkConfig {
         match kind {
             "jsonl" => typed(options, prefix, errors).map(Self::Jsonl),
             "zmq_pub" => typed(options, prefix, errors).map(Self::ZmqPub),
+            "openephys_ttl" => typed(options, prefix, errors).map(Self::OpenephysTtl),
             other => {
                 errors.push(ConfigError::new(
                     format!("{prefix}.kind"),
@@ -83,6 +100,7 @@ impl SinkConfig {
         match self {
             Self::Jsonl(j) => j.stages.as_deref(),
             Self::ZmqPub(z) => z.stages.as_deref(),
+            Self::OpenephysTtl(t) => Some(&t.stages),
         }
     }
 
@@ -114,24 +132,37 @@ impl SinkConfig {
                 }
             }
             Self::Jsonl(_) => {}
+            Self::OpenephysTtl(t) => errors.extend(t.validate()),
         }
         errors
     }
 
-    /// Opens the sink named `name` (file opened, socket bound or connected).
+    /// Opens the sink named `name` (file opened, socket bound or connected; a TTL sink's
+    /// thread started, its socket connecting on the first request).
     ///
     /// # Errors
     /// [`SinkError`] naming the sink and the file or endpoint.
-    pub fn open(&self, name: &str, ctx: &zmq::Context) -> Result<Sink, SinkError> {
+    pub fn open(&self, name: &str, ctx: &zmq::Context) -> Result<Opened, SinkError> {
         match self {
-            Self::Jsonl(j) => Sink::jsonl(name, j.path.as_deref(), j.stages.clone()),
+            Self::Jsonl(j) => {
+                Sink::jsonl(name, j.path.as_deref(), j.stages.clone()).map(Opened::Lines)
+            }
             Self::ZmqPub(z) => Sink::zmq_pub(
                 name,
                 ctx,
                 &z.endpoint,
                 z.mode != Some(SocketMode::Connect),
                 z.stages.clone(),
-            ),
+            )
+            .map(Opened::Lines),
+            Self::OpenephysTtl(t) => {
+                TtlSink::spawn(name, t, ctx)
+                    .map(Opened::Ttl)
+                    .map_err(|e| SinkError {
+                        sink: name.into(),
+                        message: format!("cannot start its thread: {e}"),
+                    })
+            }
         }
     }
 }
@@ -162,64 +193,6 @@ enum Target {
     File(BufWriter<File>),
     Pub(zmq::Socket),
     Custom(Box<dyn LineWriter>),
-}
-
-/// The result latencies one sink measured for one stage: wall-clock seconds from each
-/// window's close ([`Output::closed_at`]) to its line being written and flushed by the sink,
-/// in write order (one per complete window's line written; lines whose write failed, previews
-/// and incomplete windows are not measured). An exact collector: quantiles are of every
-/// measurement.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ResultLatency {
-    /// One latency per complete window's line written, seconds, in write order.
-    pub seconds: Vec<f64>,
-    /// Lines written for incomplete windows ([`Output::complete`] false: emitted at the end
-    /// of the input or at a restart), not measured.
-    pub incomplete: usize,
-}
-
-impl ResultLatency {
-    /// Lines measured.
-    #[must_use]
-    pub fn windows(&self) -> usize {
-        self.seconds.len()
-    }
-
-    /// The `q`-quantile (nearest rank: the smallest measurement with at least `q` of them at
-    /// or below it; `q` clamped to `[0, 1]`, NaN read as 0), seconds; `None` without
-    /// measurements.
-    #[must_use]
-    pub fn quantile(&self, q: f64) -> Option<f64> {
-        if self.seconds.is_empty() {
-            return None;
-        }
-        let mut sorted = self.seconds.clone();
-        sorted.sort_by(f64::total_cmp);
-        let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
-        // `as usize` saturates; the rank is within 0..=len.
-        let rank = (q * sorted.len() as f64).ceil() as usize;
-        sorted
-            .get(rank.saturating_sub(1).min(sorted.len() - 1))
-            .copied()
-    }
-
-    /// The median ([`Self::quantile`] 0.5), seconds.
-    #[must_use]
-    pub fn p50(&self) -> Option<f64> {
-        self.quantile(0.5)
-    }
-
-    /// The 99th percentile ([`Self::quantile`] 0.99), seconds.
-    #[must_use]
-    pub fn p99(&self) -> Option<f64> {
-        self.quantile(0.99)
-    }
-
-    /// The largest latency, seconds.
-    #[must_use]
-    pub fn max(&self) -> Option<f64> {
-        self.seconds.iter().copied().reduce(f64::max)
-    }
 }
 
 /// One stage's latencies at one sink: the histogram and the exact collector.

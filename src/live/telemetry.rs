@@ -33,6 +33,15 @@ pub mod names {
     /// Wall-clock seconds from a window's close to its result line being written (and
     /// flushed) by a sink; a pipeline that does not keep up shows here. Labels `stage`, `sink`.
     pub const RESULT_LATENCY: &str = "synfire_result_latency_seconds";
+    /// Occurrences a detect stage reported. Label `stage`.
+    pub const OCCURRENCES: &str = "synfire_occurrences_total";
+    /// Spikes a detect stage dropped because a later spike had been processed. Label `stage`.
+    pub const DETECT_LATE: &str = "synfire_detect_late_total";
+    /// TTL requests of an Open Ephys TTL sink, by `sink` and `result` (`ok`, `rejected`,
+    /// `timeout`, `send_error`, `dropped`: the queue was full).
+    pub const TTL_REQUESTS: &str = "synfire_ttl_requests_total";
+    /// Seconds from an occurrence's detection to its TTL request's reply. Label `sink`.
+    pub const TTL_LATENCY: &str = "synfire_ttl_latency_seconds";
     /// Every name above.
     pub const ALL: &[&str] = &[
         EVENTS_IN,
@@ -45,6 +54,10 @@ pub mod names {
         STAGE_SECONDS,
         RESULTS_OUT,
         RESULT_LATENCY,
+        OCCURRENCES,
+        DETECT_LATE,
+        TTL_REQUESTS,
+        TTL_LATENCY,
     ];
 }
 
@@ -95,6 +108,26 @@ pub fn describe_all() {
         names::RESULT_LATENCY,
         Unit::Seconds,
         "Wall-clock time from a window's close to its result line being written by a sink."
+    );
+    metrics::describe_counter!(
+        names::OCCURRENCES,
+        Unit::Count,
+        "Occurrences of watched episodes reported by a detect stage."
+    );
+    metrics::describe_counter!(
+        names::DETECT_LATE,
+        Unit::Count,
+        "Spikes a detect stage dropped: older than a spike already processed."
+    );
+    metrics::describe_counter!(
+        names::TTL_REQUESTS,
+        Unit::Count,
+        "TTL requests to the Open Ephys Network Events plugin, by result."
+    );
+    metrics::describe_histogram!(
+        names::TTL_LATENCY,
+        Unit::Seconds,
+        "Wall-clock time from an occurrence's detection to the reply to its TTL request."
     );
 }
 
@@ -158,6 +191,26 @@ impl WindowMetrics {
 /// [`names::STAGE_SECONDS`] of stage `stage`.
 pub fn stage_seconds(stage: &str) -> Histogram {
     metrics::histogram!(names::STAGE_SECONDS, "stage" => stage.to_owned())
+}
+
+/// [`names::OCCURRENCES`] of detect stage `stage`.
+pub fn occurrences(stage: &str) -> Counter {
+    metrics::counter!(names::OCCURRENCES, "stage" => stage.to_owned())
+}
+
+/// [`names::DETECT_LATE`] of detect stage `stage`.
+pub fn detect_late(stage: &str) -> Counter {
+    metrics::counter!(names::DETECT_LATE, "stage" => stage.to_owned())
+}
+
+/// [`names::TTL_REQUESTS`] of sink `sink` with outcome `result`.
+pub fn ttl_requests(sink: &str, result: &'static str) -> Counter {
+    metrics::counter!(names::TTL_REQUESTS, "sink" => sink.to_owned(), "result" => result)
+}
+
+/// [`names::TTL_LATENCY`] of sink `sink`.
+pub fn ttl_latency(sink: &str) -> Histogram {
+    metrics::histogram!(names::TTL_LATENCY, "sink" => sink.to_owned())
 }
 
 /// [`names::RESULTS_OUT`] of sink `sink`.
@@ -259,5 +312,63 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing `{line}` in\n{text}");
         }
+    }
+}
+
+/// The result latencies one sink measured for one stage: wall-clock seconds from each
+/// window's close ([`crate::live::stage::Output::closed_at`]) to its line being written and flushed by the sink,
+/// in write order (one per complete window's line written; lines whose write failed, previews
+/// and incomplete windows are not measured). An exact collector: quantiles are of every
+/// measurement.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResultLatency {
+    /// One latency per complete window's line written, seconds, in write order.
+    pub seconds: Vec<f64>,
+    /// Lines written for incomplete windows ([`crate::live::stage::Output::complete`] false: emitted at the end
+    /// of the input or at a restart), not measured.
+    pub incomplete: usize,
+}
+
+impl ResultLatency {
+    /// Lines measured.
+    #[must_use]
+    pub fn windows(&self) -> usize {
+        self.seconds.len()
+    }
+
+    /// The `q`-quantile (nearest rank: the smallest measurement with at least `q` of them at
+    /// or below it; `q` clamped to `[0, 1]`, NaN read as 0), seconds; `None` without
+    /// measurements.
+    #[must_use]
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.seconds.is_empty() {
+            return None;
+        }
+        let mut sorted = self.seconds.clone();
+        sorted.sort_by(f64::total_cmp);
+        let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
+        // `as usize` saturates; the rank is within 0..=len.
+        let rank = (q * sorted.len() as f64).ceil() as usize;
+        sorted
+            .get(rank.saturating_sub(1).min(sorted.len() - 1))
+            .copied()
+    }
+
+    /// The median ([`Self::quantile`] 0.5), seconds.
+    #[must_use]
+    pub fn p50(&self) -> Option<f64> {
+        self.quantile(0.5)
+    }
+
+    /// The 99th percentile ([`Self::quantile`] 0.99), seconds.
+    #[must_use]
+    pub fn p99(&self) -> Option<f64> {
+        self.quantile(0.99)
+    }
+
+    /// The largest latency, seconds.
+    #[must_use]
+    pub fn max(&self) -> Option<f64> {
+        self.seconds.iter().copied().reduce(f64::max)
     }
 }

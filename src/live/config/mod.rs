@@ -23,6 +23,7 @@ use serde::Deserialize;
 use section::typed;
 pub use section::{ConfigError, ConfigErrors, SocketMode};
 
+use crate::live::detect::{self, DetectConfig, DetectSpec};
 use crate::live::sink::SinkConfig;
 use crate::live::source::{self, SourceSpec};
 use crate::live::stage::{self, ParsedStage, StageBuilder};
@@ -59,8 +60,10 @@ pub struct PipelineConfig {
     pub sources: BTreeMap<String, SourceSpec>,
     /// Windows by name.
     pub windows: BTreeMap<String, WindowConfig>,
-    /// Stages by name.
+    /// Stages by name (those that read windows).
     pub stages: BTreeMap<String, StageSpec>,
+    /// Detect stages by name (`kind = "detect"`: they read a source spike by spike).
+    pub detectors: BTreeMap<String, DetectSpec>,
     /// Sinks by name.
     pub sinks: BTreeMap<String, SinkConfig>,
 }
@@ -129,7 +132,16 @@ fn sections(
 const PATH_KEYS: &[(&str, &[&str])] = &[
     ("sources", &["path"]),
     ("sinks", &["path"]),
-    ("stages", &["model", "train", "templates", "calibration"]),
+    (
+        "stages",
+        &[
+            "model",
+            "train",
+            "templates",
+            "calibration",
+            "episodes_file",
+        ],
+    ),
 ];
 
 /// Rewrites every relative file path of the pipeline (`PATH_KEYS`) against `dir`, the
@@ -223,11 +235,37 @@ impl PipelineConfig {
                 windows.insert(name, w);
             }
         }
-        let stage_kinds: Vec<&str> = stage::kinds::KINDS.iter().map(|k| k.name).collect();
+        let mut stage_kinds: Vec<&str> = stage::kinds::KINDS.iter().map(|k| k.name).collect();
+        stage_kinds.push(detect::KIND);
         let mut parsed_stages = Vec::new();
+        let mut parsed_detectors = Vec::new();
         for (name, mut t) in sections(&mut root, "stages", &mut errors) {
             let p = format!("stages.{name}");
             let kind = take_name(&mut t, "kind", &p, &stage_kinds, &mut errors);
+            if kind == Some(detect::KIND) {
+                let source = match t.remove("source") {
+                    Some(toml::Value::String(s)) => Some(s),
+                    other => {
+                        errors.push(ConfigError::new(
+                            format!("{p}.source"),
+                            match other {
+                                Some(v) => format!("must be the name of a spike source, got {v}"),
+                                None => "missing: the spike source a detect stage reads (it \
+                                         reads spikes as they arrive, not windows)"
+                                    .into(),
+                            },
+                        ));
+                        None
+                    }
+                };
+                if let (Some(c), Some(source)) = (
+                    typed::<DetectConfig>(toml::Value::Table(t), &p, &mut errors),
+                    source,
+                ) {
+                    parsed_detectors.push((name, source, c));
+                }
+                continue;
+            }
             let window = match t.remove("window") {
                 Some(toml::Value::String(w)) => Some(w),
                 Some(other) => {
@@ -270,8 +308,10 @@ impl PipelineConfig {
         for (name, s) in &sources {
             let p = format!("sources.{name}");
             errors.extend(s.validate().into_iter().map(|e| e.within(&p)));
-            if !windows.values().any(|w| &w.source == name) {
-                tracing::warn!(source = %name, "Source feeds no window.");
+            if !windows.values().any(|w| &w.source == name)
+                && !parsed_detectors.iter().any(|(_, s, _)| s == name)
+            {
+                tracing::warn!(source = %name, "Source feeds no window and no detect stage.");
             }
         }
         for (name, w) in &windows {
@@ -327,6 +367,48 @@ impl PipelineConfig {
                 Err(list) => errors.extend(list.into_iter().map(|e| e.within(&p))),
             }
         }
+        let episodes_stages: BTreeMap<String, Vec<crate::episode::Interval>> = stages
+            .iter()
+            .filter_map(|(name, st)| {
+                let options = st.parsed.options::<crate::episode::MiningOptions>()?;
+                let (config, _) = options.resolve().ok()?;
+                Some((name.clone(), config.intervals))
+            })
+            .collect();
+        let mut detectors = BTreeMap::new();
+        for (name, source, c) in parsed_detectors {
+            let p = format!("stages.{name}");
+            match sources.get(&source) {
+                None => {
+                    errors.push(ConfigError::new(
+                        format!("{p}.source"),
+                        format!("no source named `{source}`"),
+                    ));
+                    continue;
+                }
+                Some(src) if src.produces() != crate::record::StreamKind::Spikes => {
+                    errors.push(ConfigError::new(
+                        format!("{p}.source"),
+                        format!(
+                            "source `{source}` carries {} but a detect stage reads spikes",
+                            src.produces()
+                        ),
+                    ));
+                    continue;
+                }
+                Some(_) => {}
+            }
+            match c.validate(source, |s| episodes_stages.get(s).cloned()) {
+                Ok(spec) => {
+                    detectors.insert(name, spec);
+                }
+                Err(list) => errors.extend(list.into_iter().map(|e| e.within(&p))),
+            }
+        }
+        let stage_names: std::collections::BTreeSet<String> = stage_names
+            .into_iter()
+            .chain(detectors.keys().cloned())
+            .collect();
         if stage_names.is_empty() {
             errors.push(ConfigError::new("stages", "the pipeline has no stage"));
         }
@@ -340,6 +422,11 @@ impl PipelineConfig {
                     errors.push(ConfigError::new(
                         format!("{p}.stages"),
                         format!("no stage named `{st}`"),
+                    ));
+                } else if matches!(s, SinkConfig::OpenephysTtl(_)) && !detectors.contains_key(st) {
+                    errors.push(ConfigError::new(
+                        format!("{p}.stages"),
+                        format!("`{st}` is not a detect stage; a TTL sink signals occurrences"),
                     ));
                 }
             }
@@ -357,6 +444,7 @@ impl PipelineConfig {
             sources,
             windows,
             stages,
+            detectors,
             sinks,
         })
     }
