@@ -193,10 +193,19 @@ fn synfire_format_replay_equals_offline_mining_per_window() {
 fn openephys_format_replay_equals_offline_mining_per_window() {
     let stream = synfire::ingest::read_spikes(&fixture(), Ordering::RequireSorted).unwrap();
     let endpoint = format!("tcp://127.0.0.1:{}", port());
+    // Raw mode sends electrode indices; the table names them as the archive's units.
+    let labels = stream.alphabet().labels();
+    let top = labels
+        .iter()
+        .map(|l| l.parse::<usize>().unwrap())
+        .max()
+        .unwrap();
+    let names: Vec<String> = (0..=top).map(|i| i.to_string()).collect();
+    let names = format!("{names:?}");
     let (rx, stop, h) = start(live_pipeline(
         &endpoint,
         "openephys",
-        "unit_key = \"electrode\"",
+        &format!("unit_key = \"electrode\"\nraw_electrode_names = {names}"),
     ));
     replay(&ReplayOptions {
         input: fixture(),

@@ -12,8 +12,8 @@
 #   tools/fuzz.sh min TARGET FILE  minimise a crashing input (written next to FILE, `.min`)
 #   tools/fuzz.sh list             the targets
 #
-# Targets: wire openephys_json openephys_raw csv phy nwb_units nwb_unit_column nwb_epochs
-# nwb_timeseries pipeline. (No Open Ephys binary-recording reader exists yet: no target.)
+# Targets: wire openephys_json openephys_raw csv phy openephys_binary nwb_units nwb_unit_column
+# nwb_epochs nwb_timeseries pipeline.
 #
 # Needs: the stable Rust toolchain that builds synfire, a C++ compiler (libFuzzer is compiled
 # by libfuzzer-sys's build script; g++ works), CMake >= 3.26 for the static HDF5 build
@@ -26,6 +26,8 @@
 #   SYNFIRE_FUZZ_BIN_DIR=D   run the binaries in D (copied from a build elsewhere) and build
 #                            nothing; they need only libstdc++ and glibc
 #   SYNFIRE_FUZZ_OFFLINE=1   build with `cargo --offline`
+#   SYNFIRE_FUZZ_TARGET_DIR  the build's target dir (default fuzz/target; CARGO_TARGET_DIR is
+#                            ignored so that the main build's dir is never used)
 #   SYNFIRE_FUZZ_TIMEOUT_S   seconds one input may take before it counts as a hang (10; NWB
 #                            targets 30)
 #   SYNFIRE_FUZZ_RSS_MB      peak memory of one process before it counts as out-of-memory
@@ -48,12 +50,15 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 FUZZ="$ROOT/fuzz"
-TARGETS=(wire openephys_json openephys_raw csv phy nwb_units nwb_unit_column nwb_epochs
-  nwb_timeseries pipeline)
+TARGETS=(wire openephys_json openephys_raw csv phy openephys_binary nwb_units nwb_unit_column
+  nwb_epochs nwb_timeseries pipeline)
 JOBS=${SYNFIRE_FUZZ_JOBS:-$(nproc)}
 HOST=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p' || true)
 HOST=${HOST:-x86_64-unknown-linux-gnu}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$FUZZ/target}
+# The instrumented build never shares the main build's target dir (other RUSTFLAGS would
+# rebuild everything both ways): fuzz/target, or SYNFIRE_FUZZ_TARGET_DIR; CARGO_TARGET_DIR is
+# ignored.
+export CARGO_TARGET_DIR=${SYNFIRE_FUZZ_TARGET_DIR:-$FUZZ/target}
 
 usage() {
   sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -108,7 +113,7 @@ max_len() {
   case "$1" in
     nwb_timeseries) echo 8000000 ;;
     nwb_*) echo 600000 ;;
-    phy) echo 65536 ;;
+    phy | openephys_binary) echo 65536 ;;
     csv | pipeline) echo 16384 ;;
     *) echo 4096 ;;
   esac
@@ -132,7 +137,7 @@ dict_of() {
   case "$1" in
     nwb_*) echo "$FUZZ/dicts/nwb.dict" ;;
     openephys_json) echo "$FUZZ/dicts/openephys_json.dict" ;;
-    csv | phy | pipeline) echo "$FUZZ/dicts/$1.dict" ;;
+    csv | phy | pipeline | openephys_binary) echo "$FUZZ/dicts/$1.dict" ;;
     *) echo "" ;;
   esac
 }

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest::csv::Columns;
 use synfire::ingest::openephys::UnitKey;
+use synfire::ingest::openephys_binary::OpenEphysOptions;
 use synfire::ingest::phy::PhyOptions;
 
 // ------------------------------------------------------------------------------------------
@@ -82,6 +83,10 @@ impl Scratch {
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
         for (name, bytes) in files {
             let file = path.join(name);
+            if let Some(parent) = file.parent() {
+                std::fs::create_dir_all(parent)
+                    .unwrap_or_else(|e| panic!("cannot create {}: {e}", parent.display()));
+            }
             std::fs::write(&file, bytes)
                 .unwrap_or_else(|e| panic!("cannot write {}: {e}", file.display()));
         }
@@ -455,6 +460,101 @@ impl<'a> PhyInput<'a> {
                 .iter()
                 .position(|n| n == name)
                 .unwrap_or_else(|| panic!("{name} is not a phy file of the layout"));
+            out.push(which as u8);
+            out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            out.extend_from_slice(body);
+        }
+        out
+    }
+}
+
+/// The files an Open Ephys binary recording input can hold, by their number in the
+/// `openephys_binary` target's layout: the `structure.oebin`, two GUI 0.6 electrode folders
+/// (`spikes/a/`, `spikes/b/`) and one GUI 0.5 spike group (`spikes/g/`).
+pub const OEBIN_FILES: &[&str] = &[
+    "structure.oebin",
+    "spikes/a/sample_numbers.npy",
+    "spikes/a/timestamps.npy",
+    "spikes/a/clusters.npy",
+    "spikes/a/electrode_indices.npy",
+    "spikes/b/sample_numbers.npy",
+    "spikes/b/timestamps.npy",
+    "spikes/b/clusters.npy",
+    "spikes/b/electrode_indices.npy",
+    "spikes/g/spike_times.npy",
+    "spikes/g/spike_clusters.npy",
+    "spikes/g/spike_electrode_indices.npy",
+];
+
+/// The `openephys_binary` target's input: byte 0 = options (bit 0:
+/// [`Ordering::SortIfNeeded`]; bits 1–2: units `None`, `["sorted"]`, `["unsorted"]`,
+/// `["good"]` (refused); bits 3–4: [`UnitKey`] `ElectrodeSortedId`, `Electrode`, `Full`,
+/// `ElectrodeSortedId`), then files, each `[u8 file number (mod 12, see OEBIN_FILES)][u32 LE
+/// length][bytes]` (a length past the end takes the rest; a repeated file replaces the
+/// earlier one), written to a scratch recording folder.
+#[derive(Debug)]
+pub struct OebinInput<'a> {
+    /// The reader's options.
+    pub options: OpenEphysOptions,
+    /// `(file path in the recording, contents)`.
+    pub files: Vec<(&'static str, &'a [u8])>,
+}
+
+impl<'a> OebinInput<'a> {
+    /// Splits a fuzz input.
+    #[must_use]
+    pub fn parse(data: &'a [u8]) -> Option<Self> {
+        let (&flags, mut rest) = data.split_first()?;
+        let units = match (flags >> 1) & 3 {
+            0 => None,
+            1 => Some(vec!["sorted".to_owned()]),
+            2 => Some(vec!["unsorted".to_owned()]),
+            _ => Some(vec!["good".to_owned()]),
+        };
+        let unit_key = match (flags >> 3) & 3 {
+            1 => UnitKey::Electrode,
+            2 => UnitKey::Full,
+            _ => UnitKey::ElectrodeSortedId,
+        };
+        let mut files: Vec<(&'static str, &'a [u8])> = Vec::new();
+        while let Some((&which, after)) = rest.split_first() {
+            let Some((len, after)) = after.split_at_checked(4) else {
+                break;
+            };
+            let len = u32::from_le_bytes(len.try_into().ok()?) as usize;
+            let (body, after) = after.split_at(len.min(after.len()));
+            let name = OEBIN_FILES[usize::from(which) % OEBIN_FILES.len()];
+            files.retain(|(n, _)| *n != name);
+            files.push((name, body));
+            rest = after;
+        }
+        Some(Self {
+            options: OpenEphysOptions {
+                ordering: if flags & 1 != 0 {
+                    Ordering::SortIfNeeded
+                } else {
+                    Ordering::RequireSorted
+                },
+                units,
+                unit_key,
+            },
+            files,
+        })
+    }
+
+    /// The fuzz input of these files; `units`: 0 all, 1 `sorted`, 2 `unsorted`; `key`: 0
+    /// electrode and sorted id, 1 electrode, 2 full.
+    ///
+    /// # Panics
+    /// When a file is not one of [`OEBIN_FILES`].
+    #[must_use]
+    pub fn encode(sort: bool, units: u8, key: u8, files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut out = vec![u8::from(sort) | ((units & 3) << 1) | ((key & 3) << 3)];
+        for (name, body) in files {
+            let which = OEBIN_FILES
+                .iter()
+                .position(|n| n == name)
+                .unwrap_or_else(|| panic!("{name} is not a file of the Open Ephys layout"));
             out.push(which as u8);
             out.extend_from_slice(&(body.len() as u32).to_le_bytes());
             out.extend_from_slice(body);

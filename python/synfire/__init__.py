@@ -167,17 +167,21 @@ def motif(x: Any, m: int, top_k: int = 1, exclusion: int | None = None,
 
 
 def _reader(units: Sequence[str] | str | None, sample_rate_hz: float | None,
-            time_column: str | None, unit_column: str | None, sort: bool) -> str:
+            time_column: str | None, unit_column: str | None, sort: bool,
+            unit_key: str | None = None) -> str:
     """The reader options as the extension reads them (JSON)."""
     if isinstance(units, str):
         units = [u.strip() for u in units.split(",")]
-    return json.dumps({
+    options = {
         "units": list(units) if units is not None else None,
         "sample_rate_hz": float(sample_rate_hz) if sample_rate_hz is not None else None,
         "time_column": time_column,
         "unit_column": unit_column,
         "sort": bool(sort),
-    })
+    }
+    if unit_key is not None:
+        options["unit_key"] = unit_key
+    return json.dumps(options)
 
 
 def read_spikes(
@@ -188,17 +192,24 @@ def read_spikes(
     time_column: str | None = None,
     unit_column: str | None = None,
     sort: bool = False,
+    unit_key: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Reads spikes as ``synfire mine`` reads them, without h5py, pynwb or phylib: an NWB
     units table (``/units/id``, ``spike_times``, ``spike_times_index``), a CSV
     (``label,time`` lines, or columns named by a header such as ``spike_time_s,cluster_id``),
-    or a phy/Kilosort folder (``spike_times.npy`` in samples, ``spike_clusters.npy`` or
-    ``spike_templates.npy``, ``params.py``'s ``sample_rate``, the cluster groups).
+    a phy/Kilosort folder (``spike_times.npy`` in samples, ``spike_clusters.npy`` or
+    ``spike_templates.npy``, ``params.py``'s ``sample_rate``, the cluster groups), or an
+    Open Ephys binary recording (``structure.oebin`` and its spike ``.npy`` arrays).
 
     Args:
-        path: the file, or the phy/Kilosort folder.
-        units: phy only: keep the clusters of these groups (``"good"``, ``["good", "mua"]``);
-            the spikes left out are logged, never silently lost.
+        path: the file, the phy/Kilosort folder, or the Open Ephys ``structure.oebin`` (or a
+            recording, experiment or Record Node folder holding exactly one recording).
+        units: phy: keep the clusters of these groups (``"good"``, ``["good", "mua"]``);
+            Open Ephys: ``"sorted"`` (sorted id not 0) or ``"unsorted"`` (sorted id 0); the
+            spikes left out are logged, never silently lost.
+        unit_key: Open Ephys only: unit names, ``"electrode_sorted_id"`` (default,
+            ``"Electrode 1/0"``), ``"electrode"`` or ``"full"`` (``"stream/electrode/id"``),
+            as the live Open Ephys source names them.
         sample_rate_hz: phy only: the sampling rate (Hz) when ``params.py`` lacks it.
         time_column, unit_column: CSV only: the header names of the time (seconds) and unit
             columns.
@@ -215,7 +226,7 @@ def read_spikes(
             line or field), or looks wrong (a CSV whose unit labels look like spike times).
         ValueError: an option the input has no use for.
     """
-    reader = _reader(units, sample_rate_hz, time_column, unit_column, sort)
+    reader = _reader(units, sample_rate_hz, time_column, unit_column, sort, unit_key)
     times, index, labels = _synfire.read_spikes(os.fspath(path), reader)
     return times, index, labels
 

@@ -28,6 +28,7 @@ def read_spikes(
     time_column: str | None = ...,
     unit_column: str | None = ...,
     sort: bool = ...,
+    unit_key: str | None = ...,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]: ...
 def spike_arrays(spikes: Any) -> tuple[np.ndarray, np.ndarray, list[str]]: ...
 def mine(

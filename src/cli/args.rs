@@ -123,17 +123,24 @@ impl OutputArg {
 #[derive(Debug, Clone, Args)]
 pub struct InputArgs {
     /// Spikes: `.nwb`/`.h5`/`.hdf5` (NWB units table), `.csv`/`.txt` (`label,time_s` lines,
-    /// or columns named by a header), or a phy/Kilosort folder (`spike_times.npy`,
-    /// `spike_clusters.npy`, `params.py`).
+    /// or columns named by a header), a phy/Kilosort folder (`spike_times.npy`,
+    /// `spike_clusters.npy`, `params.py`), or an Open Ephys binary recording
+    /// (`structure.oebin`, or its recording, experiment or Record Node folder).
     pub input: PathBuf,
     /// Sort the input by time instead of rejecting an unsorted stream.
     #[arg(long)]
     pub sort: bool,
     /// phy/Kilosort: keep only the clusters of these groups, comma-separated (phy's
     /// `cluster_group.tsv`, else `cluster_info.tsv`, else Kilosort's `cluster_KSLabel.tsv`;
-    /// unlabelled clusters are `unsorted`), e.g. `good` or `good,mua`.
+    /// unlabelled clusters are `unsorted`), e.g. `good` or `good,mua`. Open Ephys binary:
+    /// `sorted` (sorted id ≠ 0) or `unsorted` (sorted id 0).
     #[arg(long, value_delimiter = ',')]
     pub units: Option<Vec<String>>,
+    /// Open Ephys binary: how units are named, as the live Open Ephys source's `unit_key`:
+    /// `electrode_sorted_id` (default, `Electrode 1/0`), `electrode` or `full`
+    /// (`stream/electrode/sorted_id`).
+    #[arg(long, value_name = "KEY", value_parser = parse_unit_key)]
+    pub unit_key: Option<ingest::openephys::UnitKey>,
     /// CSV: the header name of the time column (seconds).
     #[arg(long)]
     pub time_column: Option<String>,
@@ -179,9 +186,14 @@ impl InputArgs {
             unit_label: self.unit_label.clone(),
             epochs: self.epochs.clone(),
             epochs_table: self.epochs_table.clone(),
+            unit_key: self.unit_key,
         };
         Ok(ingest::read_spikes_with(&self.input, &options)?)
     }
+}
+
+fn parse_unit_key(s: &str) -> Result<ingest::openephys::UnitKey, String> {
+    s.parse()
 }
 
 fn create(path: &Path) -> Result<File> {

@@ -1,6 +1,6 @@
 //! Readers and writers that turn spike-train files into an [`EventStream`].
 //!
-//! Three formats are supported:
+//! Four formats are supported:
 //!
 //! * **NWB** (Neurodata Without Borders 2.x, an HDF5 file): the units table
 //!   `/units/{id, spike_times, spike_times_index}`, see [`nwb`].
@@ -8,6 +8,9 @@
 //!   (`spike_time_s,cluster_id`), see [`csv`].
 //! * **phy / Kilosort folders** (`spike_times.npy` in samples, `spike_clusters.npy`,
 //!   `params.py`, the cluster groups), see [`phy`].
+//! * **Open Ephys binary recordings** (`structure.oebin` and the spike `.npy` arrays a Record
+//!   Node writes, GUI 0.5 and 0.6+), see [`openephys_binary`]; units are named as the live
+//!   Event Broadcaster source names them ([`openephys`]).
 //!
 //! [`read_spikes`] picks the reader from the path ([`InputFormat::from_path`]);
 //! [`read_spikes_with`] takes the readers' options ([`ReadOptions`]).
@@ -22,6 +25,7 @@
 pub mod csv;
 pub mod nwb;
 pub mod openephys;
+pub mod openephys_binary;
 pub mod phy;
 pub mod wire;
 
@@ -46,19 +50,23 @@ pub enum InputFormat {
     Csv,
     /// A phy/Kilosort output folder; read by [`phy::read_phy`].
     Phy,
+    /// An Open Ephys binary recording (`structure.oebin` or a folder with one recording);
+    /// read by [`openephys_binary::read_openephys_binary`].
+    OpenEphysBinary,
 }
 
 impl InputFormat {
     /// Detects the format from the path: a folder holding `spike_times.npy` (or the
-    /// folder's `params.py`) → [`InputFormat::Phy`]; by extension (case-insensitive):
+    /// folder's `params.py`) → [`InputFormat::Phy`]; a `structure.oebin`, or a folder holding
+    /// one in itself, `recording*/`, `experiment*/recording*/` or `*/experiment*/recording*/`
+    /// → [`InputFormat::OpenEphysBinary`]; by extension (case-insensitive):
     /// `.nwb`, `.h5`, `.hdf5` → [`InputFormat::Nwb`]; `.csv`, `.txt` → [`InputFormat::Csv`].
     ///
-    /// The file is not opened.
+    /// The file is not opened (folders are listed).
     ///
     /// # Errors
     /// [`IngestError::UnknownFormat`] for any other extension or none, naming the path and
-    /// listing what is accepted; [`IngestError::BadFile`] for a folder without
-    /// `spike_times.npy`.
+    /// listing what is accepted; [`IngestError::BadFile`] for a folder that is neither.
     pub fn from_path(path: &Path) -> Result<Self, IngestError> {
         if phy::is_phy_folder(path)
             || (path.file_name().is_some_and(|n| n == "params.py")
@@ -66,12 +74,16 @@ impl InputFormat {
         {
             return Ok(Self::Phy);
         }
+        if openephys_binary::is_openephys_binary(path) {
+            return Ok(Self::OpenEphysBinary);
+        }
         if path.is_dir() {
             return Err(IngestError::BadFile {
                 path: path.to_path_buf(),
-                message: "is a folder without `spike_times.npy`; a folder input must be a \
-                          phy/Kilosort output (`spike_times.npy`, `spike_clusters.npy`, \
-                          `params.py`)"
+                message: "is a folder without `spike_times.npy` or `structure.oebin`; a folder \
+                          input must be a phy/Kilosort output (`spike_times.npy`, \
+                          `spike_clusters.npy`, `params.py`) or an Open Ephys binary recording \
+                          (a recording, experiment or Record Node folder)"
                     .into(),
             });
         }
@@ -95,6 +107,7 @@ impl fmt::Display for InputFormat {
             Self::Nwb => "NWB",
             Self::Csv => "CSV",
             Self::Phy => "phy/Kilosort",
+            Self::OpenEphysBinary => "Open Ephys binary",
         })
     }
 }
@@ -106,7 +119,8 @@ pub struct ReadOptions {
     pub ordering: Ordering,
     /// CSV: the unit and time columns by header name.
     pub columns: csv::Columns,
-    /// phy: keep only the clusters of these groups (`good`, `mua`, …).
+    /// phy: keep only the clusters of these groups (`good`, `mua`, …); Open Ephys binary:
+    /// `sorted` (sorted id ≠ 0) or `unsorted` (sorted id 0) spikes only.
     pub groups: Option<Vec<String>>,
     /// phy: the sampling rate in Hz when `params.py` lacks it (or to override it).
     pub sample_rate_hz: Option<f64>,
@@ -119,6 +133,9 @@ pub struct ReadOptions {
     /// NWB: the `TimeIntervals` table under `/intervals/` the epochs come from (default
     /// `epochs`).
     pub epochs_table: Option<String>,
+    /// Open Ephys binary: how units are named (default `{electrode}/{sorted_id}`, as the live
+    /// Open Ephys source).
+    pub unit_key: Option<openephys::UnitKey>,
 }
 
 /// Reads a spike-train file into a time-ordered [`EventStream`], choosing the reader from
@@ -134,7 +151,8 @@ pub struct ReadOptions {
 ///
 /// # Errors
 /// [`IngestError::UnknownFormat`] for an unsupported path, otherwise any error of
-/// [`nwb::read_units`], [`csv::read_csv`] or [`phy::read_phy`].
+/// [`nwb::read_units`], [`csv::read_csv`], [`phy::read_phy`] or
+/// [`openephys_binary::read_openephys_binary`].
 pub fn read_spikes(path: &Path, ordering: Ordering) -> Result<EventStream, IngestError> {
     read_spikes_with(
         path,
@@ -157,13 +175,27 @@ pub fn read_spikes_with(path: &Path, options: &ReadOptions) -> Result<EventStrea
         message: format!("{option} applies to phy/Kilosort folders, not to {format} input"),
     };
     let csv_given = options.columns != csv::Columns::default();
-    if format != InputFormat::Phy {
-        if options.groups.is_some() {
-            return Err(unused("`--units` (cluster groups)"));
-        }
-        if options.sample_rate_hz.is_some() {
-            return Err(unused("a sampling rate for the spike times"));
-        }
+    if !matches!(format, InputFormat::Phy | InputFormat::OpenEphysBinary)
+        && options.groups.is_some()
+    {
+        return Err(IngestError::Option {
+            path: path.to_path_buf(),
+            message: format!(
+                "`--units` applies to phy/Kilosort folders (cluster groups) and Open Ephys \
+                 recordings (`sorted`, `unsorted`), not to {format} input"
+            ),
+        });
+    }
+    if format != InputFormat::OpenEphysBinary && options.unit_key.is_some() {
+        return Err(IngestError::Option {
+            path: path.to_path_buf(),
+            message: format!(
+                "`--unit-key` names Open Ephys units; {format} input names its own units"
+            ),
+        });
+    }
+    if format != InputFormat::Phy && options.sample_rate_hz.is_some() {
+        return Err(unused("a sampling rate for the spike times"));
     }
     if format != InputFormat::Nwb && (options.unit_label.is_some() || options.epochs.is_some()) {
         return Err(IngestError::Option {
@@ -228,6 +260,26 @@ pub fn read_spikes_with(path: &Path, options: &ReadOptions) -> Result<EventStrea
             );
             Ok(phy.stream)
         }
+        InputFormat::OpenEphysBinary => {
+            let rec = openephys_binary::read_openephys_binary(
+                path,
+                &openephys_binary::OpenEphysOptions {
+                    ordering: options.ordering,
+                    units: options.groups.clone(),
+                    unit_key: options.unit_key.unwrap_or_default(),
+                },
+            )?;
+            tracing::info!(
+                file = %rec.oebin.display(),
+                gui_version = %rec.gui_version,
+                units = rec.units.iter().filter(|u| u.kept).count(),
+                spikes = rec.stream.len(),
+                spikes_left_out = rec.dropped_spikes,
+                entries_with_timestamps = rec.entries_with_timestamps,
+                "Read the Open Ephys binary recording."
+            );
+            Ok(rec.stream)
+        }
     }
 }
 
@@ -244,8 +296,8 @@ pub enum IngestError {
     /// The file extension is not one of [`NWB_EXTENSIONS`] or [`CSV_EXTENSIONS`].
     #[error(
         "{}: unsupported file extension {}; accepted: .nwb, .h5, .hdf5 (NWB/HDF5), .csv, .txt \
-         (CSV of `label,time_seconds` lines or named columns) or a phy/Kilosort folder (with \
-         `spike_times.npy`)",
+         (CSV of `label,time_seconds` lines or named columns), a phy/Kilosort folder (with \
+         `spike_times.npy`) or an Open Ephys binary recording (`structure.oebin`)",
         .path.display(),
         .extension.as_deref().map_or_else(|| "(none)".to_owned(), |e| format!("`.{e}`"))
     )]

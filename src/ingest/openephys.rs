@@ -3,14 +3,52 @@
 //! Two frames per message (`../shared/DESIGN.md` §3):
 //! - frame 0: u16 little-endian base type, `1` = spike, `0` = TTL (TTLs are skipped);
 //! - frame 1, JSON mode (the broadcaster's default): `{"event_type":"spike","stream":str,
-//!   "source_node":int,"electrode":str,"sample_rate":float,"sample_number":int,
-//!   "sorted_id":int,...}`; time = `sample_number / sample_rate` seconds;
-//! - frame 1, raw binary mode (little-endian): u8 base type (`2`), u8 channel type, u16 node
-//!   @2, u16 stream @4, u16 channel index @6, i64 sample number @8, **f64 timestamp seconds
-//!   @16**, u16 sorted id @24, then f32 thresholds and the f32 waveform (ignored here).
+//!   "source_node":int,"electrode":str,"num_channels":int,"sample_rate":float,
+//!   "sample_number":int,"sorted_id":int,"amp1":float,...}`; time = `sample_number /
+//!   sample_rate` seconds;
+//! - frame 1, raw binary mode (little-endian): u8 base type (`2`), u8 channel type (1 single
+//!   electrode, 2 stereotrode, 3 tetrode), u16 source node @2, u16 stream id @4, u16 electrode
+//!   index @6, i64 sample number @8, **f64 timestamp seconds @16**, u16 sorted id @24, then
+//!   f32 thresholds and the f32 waveform (ignored here).
 //!
-//! A unit is keyed by (stream, source node, electrode, sorted id); [`UnitKey`] picks which of
-//! those name it.
+//! # Unit names: one scheme for both modes and for recordings
+//!
+//! What each mode sends, from the sources (open-ephys-plugins/event-broadcaster
+//! `Source/EventBroadcaster.cpp` `sendSpike`, branches `main` and `juce8`; plugin-GUI
+//! `Source/Processors/Events/Spike.cpp` `Spike::serialize`; `Source/Processors/Settings/
+//! InfoObject.cpp` `addProcessor`):
+//!
+//! | field | JSON mode | raw mode |
+//! |---|---|---|
+//! | stream | its **name** (`getStreamName`) | its numeric **id** (`getStreamId`, 10000 + n) |
+//! | node | `source_node` = `getNodeId()`: the node the channel object was last copied to, i.e. the **Event Broadcaster's own id** | `getSourceNodeId()`: the **Spike Detector's** id |
+//! | electrode | its **name** (`Electrode 1`, user-editable) | its **index** within the stream (`getLocalIndex`) and its channel type |
+//! | sorted id | `sorted_id` | u16 @24 |
+//!
+//! Only the sorted id (and the sample number) is the same field in both; the node is a
+//! *different* node in each mode, so it is never part of a name. A unit is named by the
+//! electrode's **name**, what the GUI shows, what JSON mode sends and what a binary recording
+//! stores (`structure.oebin` `spikes[].name`, see [`super::openephys_binary`]), and its sorted
+//! id. In raw mode the name is looked up by electrode index in [`Naming::raw_electrodes`]
+//! when given; otherwise it is the Spike Detector's default name for the channel type and
+//! index (`SpikeDetector::addSpikeChannel`: `Electrode n`, `Stereotrode n`, `Tetrode n`,
+//! `n` = index + 1), which equals the JSON name whenever the stream's electrodes are of one
+//! type and keep their default names (channel type 0, which the GUI never sends but
+//! emulators do, is read as a single electrode). With [`UnitKey`]:
+//!
+//! | key | name | e.g. |
+//! |---|---|---|
+//! | `electrode_sorted_id` (default) | `{electrode}/{sorted_id}` | `Electrode 3/2` |
+//! | `electrode` | `{electrode}` (sorting ignored) | `Electrode 3` |
+//! | `full` | `{stream}/{electrode}/{sorted_id}` | `ProbeA-AP/Electrode 3/2` |
+//!
+//! In raw mode `full`'s stream is [`Naming::raw_stream`] when given, else the stream id in
+//! decimal (raw messages carry no stream name). Sorted id 0 means unsorted (the Spike
+//! Detector does not sort; a Spike Sorter plugin numbers units from 1).
+//!
+//! Before this scheme, `full` was `{stream}/{source_node}/{electrode}/{sorted_id}` with the
+//! electrode's name in JSON mode and its index in raw mode, so the two modes named every unit
+//! differently.
 
 use serde::{Deserialize, Serialize};
 
@@ -25,17 +63,95 @@ pub const RAW_SPIKE: u8 = 2;
 /// Bytes of the raw binary spike header before thresholds and waveform.
 pub const RAW_HEADER_BYTES: usize = 26;
 
-/// Which fields of the Open Ephys unit key make a unit's name.
+/// Which fields name an Open Ephys unit (module docs: the scheme and its sources).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UnitKey {
-    /// `stream/source_node/electrode/sorted_id`: distinct for every sorted unit.
-    #[default]
+    /// `stream/electrode/sorted_id`: distinct for every sorted unit of every stream.
     Full,
     /// The electrode alone (one unit per electrode, sorting ignored).
     Electrode,
-    /// `electrode/sorted_id`.
+    /// `electrode/sorted_id`: the default; the same in JSON mode, raw mode and recordings.
+    #[default]
     ElectrodeSortedId,
+}
+
+impl UnitKey {
+    /// Every key with its configuration spelling.
+    pub const ALL: [(Self, &'static str); 3] = [
+        (Self::Full, "full"),
+        (Self::Electrode, "electrode"),
+        (Self::ElectrodeSortedId, "electrode_sorted_id"),
+    ];
+
+    /// The unit name of a spike of electrode `electrode` (its name), stream `stream` (its
+    /// name) and sorted id `sorted_id` under this key.
+    #[must_use]
+    pub fn name(self, stream: &str, electrode: &str, sorted_id: &str) -> String {
+        match self {
+            Self::Full => format!("{stream}/{electrode}/{sorted_id}"),
+            Self::Electrode => electrode.to_owned(),
+            Self::ElectrodeSortedId => format!("{electrode}/{sorted_id}"),
+        }
+    }
+}
+
+impl std::str::FromStr for UnitKey {
+    type Err = String;
+
+    /// Parses `full`, `electrode` or `electrode_sorted_id` (`-` for `_` accepted).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().replace('-', "_");
+        Self::ALL
+            .iter()
+            .find(|(_, name)| *name == wanted)
+            .map(|(key, _)| *key)
+            .ok_or_else(|| {
+                format!(
+                    "`{}` is not a unit key; expected one of: full, electrode, \
+                     electrode_sorted_id",
+                    super::csv::cut(s)
+                )
+            })
+    }
+}
+
+/// How Event Broadcaster spikes are named: the key and, for raw mode (which sends indices,
+/// not names), the names to use.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Naming {
+    /// Which fields make the name.
+    pub key: UnitKey,
+    /// Raw mode: the stream's name for [`UnitKey::Full`] (default: the stream id in decimal).
+    pub raw_stream: Option<String>,
+    /// Raw mode: electrode names by electrode index (the Spike Detector's order); an index
+    /// past the list gets the default name (module docs).
+    pub raw_electrodes: Vec<String>,
+}
+
+impl From<UnitKey> for Naming {
+    fn from(key: UnitKey) -> Self {
+        Self {
+            key,
+            ..Self::default()
+        }
+    }
+}
+
+/// The Spike Detector's default name of the electrode at `index` of channel type
+/// `channel_type` (plugin-GUI `SpikeChannel::getDefaultChannelPrefix`: 1 `Electrode `, 2
+/// `Stereotrode `, 3 `Tetrode `, 4 `Template `, else `Spike Channel `; 0 is read as 1),
+/// numbered from 1.
+#[must_use]
+pub fn default_electrode_name(channel_type: u8, index: u16) -> String {
+    let prefix = match channel_type {
+        0 | 1 => "Electrode",
+        2 => "Stereotrode",
+        3 => "Tetrode",
+        4 => "Template",
+        _ => "Spike Channel",
+    };
+    format!("{prefix} {}", u32::from(index) + 1)
 }
 
 /// One decoded message.
@@ -58,8 +174,6 @@ struct JsonSpike {
     event_type: Option<String>,
     #[serde(default)]
     stream: serde_json::Value,
-    #[serde(default)]
-    source_node: serde_json::Value,
     electrode: serde_json::Value,
     sample_rate: f64,
     sample_number: i64,
@@ -75,22 +189,23 @@ fn text(v: &serde_json::Value) -> String {
     }
 }
 
-fn name(key: UnitKey, stream: &str, node: &str, electrode: &str, sorted: &str) -> String {
-    match key {
-        UnitKey::Full => format!("{stream}/{node}/{electrode}/{sorted}"),
-        UnitKey::Electrode => electrode.to_owned(),
-        UnitKey::ElectrodeSortedId => format!("{electrode}/{sorted}"),
-    }
+/// Decodes one Event Broadcaster message (its frames), naming units by `key` alone (raw mode's
+/// electrodes by their default names): [`decode_with`] with [`Naming::from`]`(key)`.
+///
+/// # Errors
+/// As [`decode_with`].
+pub fn decode(frames: &[Vec<u8>], key: UnitKey) -> Result<Event, Malformed> {
+    decode_with(frames, &Naming::from(key))
 }
 
-/// Decodes one Event Broadcaster message (its frames).
+/// Decodes one Event Broadcaster message (its frames), naming units by `naming` (module docs).
 ///
 /// # Errors
 /// [`Malformed::FrameCount`] unless there are two frames; [`Malformed::UnknownType`] for a
 /// frame-0 code other than spike or TTL (or a raw header not starting with `2`);
 /// [`Malformed::BadJson`], [`Malformed::Truncated`], [`Malformed::BadTime`] (NaN, infinite or
 /// negative times, a non-positive sample rate).
-pub fn decode(frames: &[Vec<u8>], key: UnitKey) -> Result<Event, Malformed> {
+pub fn decode_with(frames: &[Vec<u8>], naming: &Naming) -> Result<Event, Malformed> {
     let [kind, body] = frames else {
         return Err(Malformed::FrameCount);
     };
@@ -115,13 +230,9 @@ pub fn decode(frames: &[Vec<u8>], key: UnitKey) -> Result<Event, Malformed> {
         if !t_s.is_finite() || t_s < 0.0 {
             return Err(Malformed::BadTime);
         }
-        let unit = name(
-            key,
-            &text(&j.stream),
-            &text(&j.source_node),
-            &text(&j.electrode),
-            &text(&j.sorted_id),
-        );
+        let unit = naming
+            .key
+            .name(&text(&j.stream), &text(&j.electrode), &text(&j.sorted_id));
         return Ok(Event::Spike { unit, t_s });
     }
     if body.len() < RAW_HEADER_BYTES {
@@ -135,13 +246,19 @@ pub fn decode(frames: &[Vec<u8>], key: UnitKey) -> Result<Event, Malformed> {
     if !t_s.is_finite() || t_s < 0.0 {
         return Err(Malformed::BadTime);
     }
-    let unit = name(
-        key,
-        &u16_at(4).to_string(),
-        &u16_at(2).to_string(),
-        &u16_at(6).to_string(),
-        &u16_at(24).to_string(),
-    );
+    let index = u16_at(6);
+    let electrode = naming
+        .raw_electrodes
+        .get(usize::from(index))
+        .cloned()
+        .unwrap_or_else(|| default_electrode_name(body[1], index));
+    let stream = naming
+        .raw_stream
+        .clone()
+        .unwrap_or_else(|| u16_at(4).to_string());
+    let unit = naming
+        .key
+        .name(&stream, &electrode, &u16_at(24).to_string());
     Ok(Event::Spike { unit, t_s })
 }
 
@@ -166,13 +283,15 @@ pub fn encode_json(electrode: &str, t_s: f64, sample_rate: f64) -> [Vec<u8>; 2] 
     ]
 }
 
-/// Encodes a spike in raw binary mode on channel `channel` (stream 0, node 0, sorted id 0),
-/// carrying the exact f64 time, with one f32 threshold and no waveform samples.
+/// Encodes a spike in raw binary mode on electrode index `channel` (a single electrode;
+/// stream 0, node 0, sorted id 0), carrying the exact f64 time, with one f32 threshold and
+/// no waveform samples. Decoded without a name table, its electrode is `Electrode
+/// {channel + 1}` (module docs).
 #[must_use]
 pub fn encode_raw(channel: u16, t_s: f64, sample_rate: f64) -> [Vec<u8>; 2] {
     let mut b = Vec::with_capacity(RAW_HEADER_BYTES + 4);
     b.push(RAW_SPIKE);
-    b.push(0); // channel type: single electrode
+    b.push(1); // channel type: single electrode (SpikeChannel::SINGLE)
     b.extend_from_slice(&0u16.to_le_bytes()); // node
     b.extend_from_slice(&0u16.to_le_bytes()); // stream
     b.extend_from_slice(&channel.to_le_bytes());
@@ -196,7 +315,7 @@ mod tests {
         assert_eq!(
             decode(&frames, UnitKey::Full),
             Ok(Event::Spike {
-                unit: "example_data/104/SE0/2".into(),
+                unit: "example_data/SE0/2".into(),
                 t_s: 1.5
             })
         );
@@ -216,7 +335,19 @@ mod tests {
         assert_eq!(
             decode(&frames, UnitKey::Electrode),
             Ok(Event::Spike {
-                unit: "17".into(),
+                unit: "Electrode 18".into(),
+                t_s: t
+            })
+        );
+        let named = Naming {
+            key: UnitKey::Full,
+            raw_stream: Some("ProbeA".into()),
+            raw_electrodes: (0..18).map(|i| format!("E{i}")).collect(),
+        };
+        assert_eq!(
+            decode_with(&frames, &named),
+            Ok(Event::Spike {
+                unit: "ProbeA/E17/0".into(),
                 t_s: t
             })
         );

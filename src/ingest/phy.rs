@@ -365,8 +365,16 @@ fn read_tsv_column(path: &Path, column: &str) -> Result<Vec<(i64, String)>, Inge
     Ok(rows)
 }
 
-/// A 1-D (or `[n, 1]`) integer `.npy` array as `i64`.
-fn read_integers(path: &Path) -> Result<Vec<i64>, IngestError> {
+/// A `.npy` file opened for reading one value per spike: the header is checked before npyz
+/// parses it (nesting depth, shape overflow: see [`MAX_HEADER_BRACKETS`] and
+/// `overflowing_shape`) and the shape must be `[n]`, `[n, 1]` or `[1, n]`.
+///
+/// # Errors
+/// [`IngestError::Io`] when the file cannot be read, [`IngestError::BadFile`] (naming the file)
+/// for a header refused by the checks, a file that is not a `.npy` array, or another shape.
+pub(super) fn open_npy(
+    path: &Path,
+) -> Result<npyz::NpyFile<std::io::BufReader<std::fs::File>>, IngestError> {
     let bad = |message: String| IngestError::BadFile {
         path: path.to_path_buf(),
         message,
@@ -383,7 +391,7 @@ fn read_integers(path: &Path) -> Result<Vec<i64>, IngestError> {
         .count();
     if brackets > MAX_HEADER_BRACKETS {
         return Err(bad(format!(
-            "has {brackets} brackets in its header; the header of a phy array is a flat \
+            "has {brackets} brackets in its header; the header of a spike array is a flat \
              dictionary (`descr`, `fortran_order`, `shape`), and nested ones take the `.npy` \
              parser exponential time"
         )));
@@ -402,6 +410,20 @@ fn read_integers(path: &Path) -> Result<Vec<i64>, IngestError> {
             "has shape {shape:?}; expected one value per spike ([n] or [n, 1])"
         )));
     }
+    Ok(npy)
+}
+
+/// A 1-D (or `[n, 1]`) integer `.npy` array as `i64`.
+///
+/// # Errors
+/// As [`open_npy`]; [`IngestError::BadFile`] for a non-integer dtype, a `u64` value above
+/// `i64::MAX`, or values that cannot be read (a truncated file).
+pub(super) fn read_integers(path: &Path) -> Result<Vec<i64>, IngestError> {
+    let bad = |message: String| IngestError::BadFile {
+        path: path.to_path_buf(),
+        message,
+    };
+    let npy = open_npy(path)?;
     let DType::Plain(ts) = npy.dtype() else {
         return Err(bad(format!(
             "has dtype {}; expected integers",
@@ -426,8 +448,8 @@ fn read_integers(path: &Path) -> Result<Vec<i64>, IngestError> {
             .collect::<Result<_, _>>()?,
         (TypeChar::Float, _) => {
             return Err(bad(format!(
-                "has dtype `{ts}`; phy folders hold integers (spike times in samples, cluster \
-                 ids). Times in seconds belong in a CSV (`unit,time_s`) or NWB file"
+                "has dtype `{ts}`; this file holds integers (spike times in samples, cluster or \
+                 sorted ids). Times in seconds belong in a CSV (`unit,time_s`) or NWB file"
             )));
         }
         _ => return Err(bad(format!("has dtype `{ts}`; expected integers"))),

@@ -219,7 +219,7 @@ fn mine_arrays<'py>(
 }
 
 /// How Python asks a file to be read (`units`, `sample_rate_hz`, `time_column`,
-/// `unit_column`, `sort`), as JSON.
+/// `unit_column`, `sort`, `unit_label`, `epochs`, `epochs_table`, `unit_key`), as JSON.
 #[derive(serde::Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct Reader {
@@ -239,6 +239,8 @@ struct Reader {
     epochs: Option<Vec<String>>,
     #[serde(default)]
     epochs_table: Option<String>,
+    #[serde(default)]
+    unit_key: Option<crate::ingest::openephys::UnitKey>,
 }
 
 /// A spike file or folder read as `synfire mine PATH` reads it: `FileNotFoundError` when it
@@ -268,6 +270,7 @@ fn read_file(path: &str, reader_json: &str) -> PyResult<EventStream> {
         unit_label: reader.unit_label,
         epochs: reader.epochs,
         epochs_table: reader.epochs_table,
+        unit_key: reader.unit_key,
     };
     crate::ingest::read_spikes_with(Path::new(path), &options)
         .map_err(|e| SynfireError::new_err(e.to_string()))

@@ -14,6 +14,10 @@
 //!   its first 64 spikes, and `.npy`/TSV variants (shapes `[n, 1]`, other integer widths,
 //!   big-endian, format version 2, `cluster_info.tsv`, `cluster_KSLabel.tsv`), in
 //!   `synfire_fuzz::PhyInput`'s layout;
+//! * `openephys_binary`: `fixtures/spikes/openephys-binary-v06-derived/` (its first two
+//!   electrodes, with and without `timestamps.npy`, under each option) and the real GUI 0.5
+//!   recording `fixtures/spikes/openephys-binary-matlab-tools/` (its tetrode group; the
+//!   `structure.oebin` cut to that entry), in `synfire_fuzz::OebinInput`'s layout;
 //! * `nwb`: small NWB files (about 12 KiB, so that most bytes are HDF5 metadata) holding what
 //!   the four NWB targets read: a units table written by `write_units`, and the same with
 //!   `location`, `depth` and `shank` columns, `/intervals/epochs` with `tags`, a `TimeSeries`
@@ -36,7 +40,7 @@ use synfire::event::{Alphabet, EventStream, EventType, Ordering};
 use synfire::ingest::openephys::{UnitKey, encode_json, encode_raw};
 use synfire::ingest::wire::{encode_end, encode_sensor, encode_spikes};
 use synfire::record::SensorFrame;
-use synfire_fuzz::{CsvInput, OpenEphysInput, PhyInput};
+use synfire_fuzz::{CsvInput, OebinInput, OpenEphysInput, PhyInput};
 
 /// libfuzzer-sys (linked for the coverage callbacks) refers to this fuzz entry point; never
 /// called.
@@ -60,12 +64,13 @@ fn main() -> Result<()> {
     };
     let root = PathBuf::from(root);
     let out = PathBuf::from(out);
-    let sets: [(&str, SeedSet); 6] = [
+    let sets: [(&str, SeedSet); 7] = [
         ("wire", wire),
         ("openephys_json", openephys_json),
         ("openephys_raw", openephys_raw),
         ("csv", csv),
         ("phy", phy),
+        ("openephys_binary", openephys_binary),
         ("nwb", nwb),
     ];
     for (name, make) in sets {
@@ -78,6 +83,98 @@ fn main() -> Result<()> {
         let n = std::fs::read_dir(&dir)?.count();
         eprintln!("fuzz-seeds: {n} seeds in {}", dir.display());
     }
+    Ok(())
+}
+
+fn openephys_binary(root: &Path, dir: &Path) -> Result<()> {
+    let v06 = root.join(
+        "fixtures/spikes/openephys-binary-v06-derived/Record Node 118/experiment1/recording1",
+    );
+    let mut oebin: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(v06.join("structure.oebin"))?)?;
+    let spikes = oebin["spikes"]
+        .as_array_mut()
+        .ok_or("the v0.6 fixture's `spikes` is not a list")?;
+    spikes.truncate(2);
+    let mut folders = Vec::new();
+    for (entry, short) in spikes.iter_mut().zip(["a/", "b/"]) {
+        folders.push(
+            entry["folder"]
+                .as_str()
+                .ok_or("a v0.6 fixture entry has no `folder`")?
+                .to_owned(),
+        );
+        entry["folder"] = short.into();
+    }
+    let text = serde_json::to_vec(&oebin)?;
+    let mut files: Vec<(&str, Vec<u8>)> = vec![("structure.oebin", text)];
+    for (folder, short) in folders.iter().zip(["a", "b"]) {
+        for name in [
+            "sample_numbers.npy",
+            "timestamps.npy",
+            "clusters.npy",
+            "electrode_indices.npy",
+        ] {
+            let bytes = std::fs::read(v06.join("spikes").join(folder).join(name))?;
+            let target = synfire_fuzz::OEBIN_FILES
+                .iter()
+                .find(|f| **f == format!("spikes/{short}/{name}"))
+                .ok_or("not in the layout")?;
+            files.push((target, bytes));
+        }
+    }
+    let refs = |keep: &dyn Fn(&str) -> bool| -> Vec<(&str, &[u8])> {
+        files
+            .iter()
+            .filter(|(n, _)| keep(n))
+            .map(|(n, b)| (*n, b.as_slice()))
+            .collect()
+    };
+    let all = refs(&|_| true);
+    put(dir, "v06-derived", &OebinInput::encode(false, 0, 0, &all))?;
+    put(
+        dir,
+        "v06-derived-full-sorted",
+        &OebinInput::encode(true, 1, 2, &all),
+    )?;
+    put(
+        dir,
+        "v06-derived-no-timestamps-unsorted",
+        &OebinInput::encode(false, 2, 1, &refs(&|n| !n.ends_with("timestamps.npy"))),
+    )?;
+
+    let v05 = root.join(
+        "fixtures/spikes/openephys-binary-matlab-tools/Record Node 118/experiment1/recording1",
+    );
+    let mut oebin: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(v05.join("structure.oebin"))?)?;
+    let mut entry = oebin["spikes"][2].clone();
+    entry["folder_name"] = "g/".into();
+    oebin["spikes"] = serde_json::Value::Array(vec![entry]);
+    oebin["continuous"] = serde_json::Value::Array(Vec::new());
+    let group = v05.join("spikes/Spike_Detector-110.0/spike_group_3");
+    let read = |name: &str| std::fs::read(group.join(name));
+    let (times, clusters, electrodes) = (
+        read("spike_times.npy")?,
+        read("spike_clusters.npy")?,
+        read("spike_electrode_indices.npy")?,
+    );
+    let text = serde_json::to_vec(&oebin)?;
+    put(
+        dir,
+        "v05-real-tetrode",
+        &OebinInput::encode(
+            false,
+            0,
+            0,
+            &[
+                ("structure.oebin", &text),
+                ("spikes/g/spike_times.npy", &times),
+                ("spikes/g/spike_clusters.npy", &clusters),
+                ("spikes/g/spike_electrode_indices.npy", &electrodes),
+            ],
+        ),
+    )?;
     Ok(())
 }
 

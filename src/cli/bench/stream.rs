@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use synfire::ingest::openephys::UnitKey;
+use synfire::ingest::openephys::Naming;
 use synfire::ingest::wire;
 use synfire::live::RunOptions;
 use synfire::live::buffer::{self, Overflow};
@@ -187,7 +187,7 @@ pub fn run(args: &StreamArgs) -> Result<()> {
         bind: false,
         format: WireFormat::Synfire,
         content: StreamKind::Spikes,
-        unit_key: UnitKey::Full,
+        naming: Naming::default(),
         max_message_bytes: 64 << 20,
         receive_hwm: 0,
         restart_gap_s: 10.0,

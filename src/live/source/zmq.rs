@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{OpenContext, OpenError, Source, SourceConfig};
-use crate::ingest::openephys::{self, UnitKey};
+use crate::ingest::openephys::{self, Naming, UnitKey};
 use crate::ingest::wire::{self, Malformed, Message};
 use crate::live::buffer::{Overflow, RingProducer};
 use crate::live::config::section::{ConfigError, SocketMode};
@@ -34,9 +34,16 @@ pub struct ZmqSourceConfig {
     pub format: WireFormat,
     /// `spikes` (default) or `sensor` (synfire format only).
     pub content: Option<ContentKind>,
-    /// Unit naming of Open Ephys messages (default `full`).
+    /// Unit naming of Open Ephys messages (default `electrode_sorted_id`: the same names in
+    /// JSON and raw mode and in binary recordings; `ingest::openephys` module docs).
     #[serde(default)]
     pub unit_key: UnitKey,
+    /// Open Ephys raw mode: the stream's name for `unit_key = "full"` (raw messages carry the
+    /// stream's id only; default: the id in decimal).
+    pub raw_stream_name: Option<String>,
+    /// Open Ephys raw mode: the electrode names by electrode index (raw messages carry the
+    /// index only; default: the Spike Detector's default names, `Electrode 1`, …).
+    pub raw_electrode_names: Option<Vec<String>>,
     /// Larger messages are rejected (default 16 MiB).
     pub max_message_bytes: Option<usize>,
     /// ZeroMQ receive high-water mark (default 100,000; 0 = unlimited).
@@ -71,7 +78,11 @@ impl ZmqSourceConfig {
             bind: self.mode == Some(SocketMode::Bind),
             format: self.format,
             content: SourceConfig::produces(self),
-            unit_key: self.unit_key,
+            naming: Naming {
+                key: self.unit_key,
+                raw_stream: self.raw_stream_name.clone(),
+                raw_electrodes: self.raw_electrode_names.clone().unwrap_or_default(),
+            },
             max_message_bytes: self.max_message_bytes.unwrap_or(16 << 20),
             receive_hwm: self.receive_hwm_messages.unwrap_or(100_000),
             restart_gap_s: self.restart_gap_s.unwrap_or(10.0),
@@ -112,6 +123,19 @@ impl SourceConfig for ZmqSourceConfig {
         }
         if self.format == WireFormat::Openephys && self.content == Some(ContentKind::Sensor) {
             err("content", "Open Ephys Event Broadcaster messages carry spikes only; use `format = \"synfire\"` for sensor frames".into());
+        }
+        if self.format != WireFormat::Openephys
+            && (self.raw_stream_name.is_some() || self.raw_electrode_names.is_some())
+        {
+            let field = if self.raw_stream_name.is_some() {
+                "raw_stream_name"
+            } else {
+                "raw_electrode_names"
+            };
+            err(
+                field,
+                "names Open Ephys raw-mode units; it needs `format = \"openephys\"`".into(),
+            );
         }
         if self.max_message_bytes.is_some_and(|b| b < 64) {
             err("max_message_bytes", "must be at least 64".into());
@@ -175,7 +199,7 @@ pub struct ZmqSource {
     /// What the source carries (the synfire format carries either).
     pub content: StreamKind,
     /// Unit naming for Open Ephys messages.
-    pub unit_key: UnitKey,
+    pub naming: Naming,
     /// Larger messages are rejected as `oversized`, bytes.
     pub max_message_bytes: usize,
     /// ZeroMQ receive high-water mark, messages (0: unlimited).
@@ -275,7 +299,7 @@ impl Decoder<'_> {
             return true;
         }
         match self.cfg.format {
-            WireFormat::Openephys => match openephys::decode(frames, self.cfg.unit_key) {
+            WireFormat::Openephys => match openephys::decode_with(frames, &self.cfg.naming) {
                 Ok(openephys::Event::Spike { unit, t_s }) => {
                     if t_s < self.newest_t - self.cfg.restart_gap_s {
                         self.restart(ring, "time went back");
