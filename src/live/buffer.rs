@@ -4,10 +4,16 @@
 //! [`Overflow`] policy; the window thread pops them through a [`RingConsumer`]. Every record
 //! a full ring refuses under [`Overflow::DropNewest`] is counted in [`SourceStats::dropped`]
 //! and in the `synfire_events_dropped_total` metric: nothing accepted is lost silently.
+//!
+//! An idle consumer spins briefly, then parks; the producer wakes it after a push only when it
+//! is parked (one fence and one load per push otherwise), so a spike reaches the window thread
+//! (and the detect stages on it) within a thread wake-up, not a sleep quantum.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::time::Duration;
+
+use crossbeam_utils::sync::{Parker, Unparker};
 
 use ringbuf::traits::{Consumer as _, Observer as _, Producer as _, Split as _};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
@@ -53,6 +59,8 @@ pub fn ring(
     let (prod, cons) = HeapRb::<Record>::new(capacity.max(1)).split();
     let stats = Arc::new(SourceStats::default());
     let metrics = telemetry::SourceMetrics::new(source);
+    let parker = Parker::new();
+    let parked = Arc::new(AtomicBool::new(false));
     (
         RingProducer {
             prod,
@@ -60,11 +68,15 @@ pub fn ring(
             stats: stats.clone(),
             metrics: metrics.clone(),
             stop,
+            unparker: parker.unparker().clone(),
+            parked: parked.clone(),
         },
         RingConsumer {
             cons,
             stats,
             metrics,
+            parker,
+            parked,
         },
     )
 }
@@ -76,6 +88,9 @@ pub struct RingProducer {
     stats: Arc<SourceStats>,
     metrics: telemetry::SourceMetrics,
     stop: Arc<AtomicBool>,
+    /// Wakes the consumer when it is parked.
+    unparker: Unparker,
+    parked: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for RingProducer {
@@ -87,6 +102,8 @@ impl std::fmt::Debug for RingProducer {
 }
 
 const WAIT: Duration = Duration::from_micros(50);
+/// Longest park of an idle consumer.
+const PARK: Duration = Duration::from_millis(20);
 
 impl RingProducer {
     /// Pushes a data record by the overflow policy. Returns `false` when the record was
@@ -101,6 +118,12 @@ impl RingProducer {
         loop {
             match self.prod.try_push(record) {
                 Ok(()) => {
+                    // Pairs with the consumer's fence between raising `parked` and its last
+                    // look at the ring: either it sees this record or this sees it parked.
+                    fence(Ordering::SeqCst);
+                    if self.parked.load(Ordering::Relaxed) {
+                        self.unparker.unpark();
+                    }
                     if events > 0 {
                         self.stats.events_in.fetch_add(events, Ordering::Relaxed);
                         self.metrics.events_in.increment(events);
@@ -155,6 +178,8 @@ pub struct RingConsumer {
     cons: HeapCons<Record>,
     stats: Arc<SourceStats>,
     metrics: telemetry::SourceMetrics,
+    parker: Parker,
+    parked: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for RingConsumer {
@@ -184,10 +209,17 @@ impl RingConsumer {
                     .ring_fill
                     .set(self.cons.occupied_len() as f64 / self.cons.capacity().get() as f64);
             }
-            if idle < 16 {
+            if idle < 64 {
                 std::hint::spin_loop();
             } else {
-                std::thread::sleep(WAIT);
+                self.parked.store(true, Ordering::Relaxed);
+                fence(Ordering::SeqCst);
+                if self.cons.is_empty() && self.cons.write_is_held() {
+                    // Woken by the producer's next push; the timeout notices a producer
+                    // that vanished and refreshes the fill gauge.
+                    self.parker.park_timeout(PARK);
+                }
+                self.parked.store(false, Ordering::Relaxed);
             }
         }
     }

@@ -1,6 +1,7 @@
 //! `synfire bench …`: benchmarks that print tables, one file each; this file only dispatches.
 //! Targets live here, never in timed tests.
 
+mod closed_loop;
 mod episodes;
 pub mod heap;
 mod motif;
@@ -31,6 +32,10 @@ enum BenchWhich {
     /// Streaming: ingest throughput over loopback ZeroMQ (synfire wire format) and the latency
     /// from a window's closing spike to its published result.
     Stream(stream::StreamArgs),
+    /// Closed loop: from the publish of an episode's last spike (Open Ephys JSON and raw
+    /// modes, a Poisson background at real time) to the TTL request at a mock of the Network
+    /// Events plugin: p50, p99, max and the share of each step.
+    ClosedLoop(closed_loop::ClosedLoopArgs),
     /// Significance against surrogates (`mine --surrogates`) on the dense workloads: tested,
     /// significant, seconds and surrogates per second per procedure.
     Significance(significance::SignificanceArgs),
@@ -60,6 +65,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     match &args.which {
         BenchWhich::Episodes(a) => episodes::run(a),
         BenchWhich::Stream(a) => stream::run(a),
+        BenchWhich::ClosedLoop(a) => closed_loop::run_bench(a),
         BenchWhich::Significance(a) => significance::run(a),
         BenchWhich::Power(a) => power::run(a),
         BenchWhich::Motif(a) => motif::run(a),
