@@ -2,7 +2,7 @@
 # The Python package's tests (issue 19): builds and installs the package from this checkout
 # into a virtual environment (<target dir>/py-venv, reused), then runs pytest on python/tests.
 # Needs python3 (>= 3.10) with venv, network access to PyPI the first time (maturin, numpy,
-# pandas, pytest), and what `cargo build` needs. The CLI binary the tests compare against is
+# pandas, pytest, pynwb, pyzmq for the mock Network Events plugin), and what `cargo build` needs. The CLI binary the tests compare against is
 # the release build of this checkout (built here if missing). Honours CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  'maturin>=1.7,<2' 'numpy>=1.22' 'pandas>=1.5' 'pytest>=7' 'pynwb>=2.5'
+  'maturin>=1.7,<2' 'numpy>=1.22' 'pandas>=1.5' 'pytest>=7' 'pynwb>=2.5' 'pyzmq>=25'
 # The extension, built in release mode into the venv (cargo's target/ shared with the tests).
 VIRTUAL_ENV="$venv" "$venv/bin/maturin" develop --release --quiet >&2
 cargo build --release --quiet --bin synfire
