@@ -250,7 +250,7 @@ pub fn watch_from_episodes(
         .iter()
         .filter(|e| e.labels.len() >= min_nodes.max(1))
         .collect();
-    chosen.sort_by(|a, b| b.count.cmp(&a.count));
+    chosen.sort_by_key(|e| std::cmp::Reverse(e.count));
     chosen.truncate(top.unwrap_or(usize::MAX));
     let mut list = chosen
         .into_iter()

@@ -98,7 +98,7 @@ impl TtlConfig {
             ));
         }
         if let Some(t) = self.timeout_ms
-            && !(t.is_finite() && t >= 1.0 && t <= 60_000.0)
+            && !(t.is_finite() && (1.0..=60_000.0).contains(&t))
         {
             errors.push(ConfigError::new(
                 "timeout_ms",
