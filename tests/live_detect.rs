@@ -21,16 +21,9 @@ use synfire::live::detect::OccurrenceLine;
 use synfire::live::{RunOptions, RunSummary, run};
 use synfire::report::MineReport;
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/spikes/A2929-200711/A2929-200711.nwb")
-}
+mod common;
 
-fn port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+use common::{a2929 as fixture, free_port as port};
 
 const INTERVALS: [[f64; 2]; 3] = [[0.0, 0.005], [0.005, 0.010], [0.010, 0.020]];
 

@@ -34,3 +34,17 @@ pub fn gpu_or_skip(test: &str) -> bool {
         }
     }
 }
+
+/// The bundled real recording A2929-200711 (NWB, 15 units, 1,200 s).
+pub fn a2929() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/spikes/A2929-200711/A2929-200711.nwb")
+}
+
+/// A free loopback TCP port (bound, then released for the test to use).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
