@@ -16,6 +16,14 @@ pub struct RunArgs {
     /// Serve Prometheus metrics on this address, e.g. `127.0.0.1:9100` (`GET /metrics`).
     #[arg(long)]
     metrics: Option<std::net::SocketAddr>,
+    /// Serve the live view on this address, e.g. `127.0.0.1:8080` (a browser page: rasters
+    /// with occurrences, top episodes, drops, latency; overrides `[pipeline] ui`). Loopback
+    /// unless you name another interface; docs/live-view.md.
+    #[arg(long, value_name = "ADDR")]
+    ui: Option<std::net::SocketAddr>,
+    /// Seconds of each raster in the live view (default 10; overrides `[pipeline] ui_span_s`).
+    #[arg(long, value_name = "SECONDS")]
+    ui_span_s: Option<f64>,
 }
 
 /// Options of `synfire validate`.
@@ -38,6 +46,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         &config,
         synfire::live::RunOptions {
             metrics: args.metrics,
+            ui: args.ui,
+            ui_span_s: args.ui_span_s,
             handle_signals: true,
             ..Default::default()
         },

@@ -12,7 +12,7 @@
 //! # or: from_stage = "episodes"          # the top episodes of that stage's latest window
 //! ```
 //!
-//! The stage runs on the source's window thread ([`crate::live::window_loop`]), before any
+//! The stage runs on the source's window thread (`live::window_loop`), before any
 //! window sees the spike, through an [`episode::Detector`](crate::episode::Detector): the
 //! exact occurrence machine of each watched episode, so its occurrences equal
 //! `synfire mine --occurrences` (and [`crate::episode::occurrences`]) on the events it

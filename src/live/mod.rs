@@ -6,6 +6,8 @@
 //!                                        source)                                                      ▼
 //!                                                        [synfire:sinks] <─ bounded (crossbeam) ──────┘
 //!  [synfire:control]  tokio: Prometheus /metrics, SIGINT/SIGTERM → stop flag
+//!  [synfire:view-feed] + [synfire:view]  with `--ui`: the live view ([`view`]), offered each
+//!                     spike and line by `try_send` (never waiting)
 //! ```
 //!
 //! Shutdown runs front to back: a signal sets the stop flag, sources push their final
@@ -22,6 +24,7 @@ pub mod source;
 pub mod stage;
 pub mod telemetry;
 pub mod ttl;
+pub mod view;
 pub mod window;
 
 use std::collections::BTreeMap;
@@ -64,6 +67,9 @@ pub enum LiveError {
     /// The metrics endpoint could not be started.
     #[error(transparent)]
     Metrics(#[from] telemetry::MetricsError),
+    /// The live view could not be started (its address cannot be bound, …).
+    #[error(transparent)]
+    View(#[from] view::ViewError),
     /// A thread or the control-plane runtime could not be started.
     #[error("{what}: {message}")]
     Start {
@@ -97,6 +103,10 @@ pub struct RunOptions {
     /// Sinks made in code ([`sink::Sink::custom`]), written after the pipeline file's; each
     /// name must differ from the file's sinks and from the others.
     pub sinks: Vec<sink::Sink>,
+    /// Serve the live view here (overrides `[pipeline] ui`; [`view`]).
+    pub ui: Option<SocketAddr>,
+    /// Seconds of the live view's rasters (overrides `[pipeline] ui_span_s`; default 10).
+    pub ui_span_s: Option<f64>,
 }
 
 /// Counters of a finished run.
@@ -114,6 +124,8 @@ pub struct RunSummary {
     pub detectors: BTreeMap<String, crate::episode::DetectorStats>,
     /// Per TTL sink: requests by outcome and their latencies.
     pub ttl: BTreeMap<String, ttl::TtlSummary>,
+    /// The live view's counters, when it ran.
+    pub view: Option<view::ViewSummary>,
 }
 
 /// Joins named threads on drop (so an early error never leaves threads detached).
@@ -160,6 +172,7 @@ fn window_loop(
     mut ring: RingConsumer,
     mut routes: Vec<WindowRoute>,
     mut detectors: Vec<detect::LiveDetector>,
+    view: Option<view::SourceFeed>,
 ) -> Vec<(String, crate::episode::DetectorStats)> {
     let mut names: Vec<Arc<str>> = Vec::new();
     let mut shared: Arc<[Arc<str>]> = Arc::from(Vec::new());
@@ -188,6 +201,9 @@ fn window_loop(
                 for d in &mut detectors {
                     d.spike(t_s, unit);
                 }
+                if let Some(v) = &view {
+                    v.spike(t_s, unit);
+                }
                 for i in 0..routes.len() {
                     if let Windower::Spikes(w) = &mut routes[i].windower {
                         w.push(t_s, unit, &shared, dropped, &mut out);
@@ -204,6 +220,9 @@ fn window_loop(
                 }
                 for d in &mut detectors {
                     d.announce(id as u32, name.clone());
+                }
+                if let Some(v) = &view {
+                    v.unit(id as u32, name.clone());
                 }
                 names[id] = name;
                 shared = Arc::from(names.clone());
@@ -225,6 +244,9 @@ fn window_loop(
                     } else {
                         d.finish();
                     }
+                }
+                if let (Some(v), Record::Restart) = (&view, &record) {
+                    v.restart();
                 }
                 for i in 0..routes.len() {
                     match &mut routes[i].windower {
@@ -287,6 +309,8 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
             .transpose()?,
     };
     let control = control_plane(metrics_addr, options.handle_signals, stop.clone())?;
+    // The live view binds its address now, so a taken address fails the run before it starts.
+    let live_view = view::start_for(config, options.ui, options.ui_span_s)?;
 
     // Build: sources opened (files read, sockets opened), stages, sinks. Nothing runs yet.
     let open_ctx = OpenContext { zmq: &ctx };
@@ -368,6 +392,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     // Connect and spawn, back to front.
     let mut threads = Threads(Vec::new());
     let tap = options.tap;
+    let view_lines = live_view.as_ref().and_then(view::View::lines);
     type SinkTotals = (String, u64, BTreeMap<String, sink::ResultLatency>);
     let (sink_done_tx, sink_done_rx) = bounded::<Vec<SinkTotals>>(1);
     threads.spawn("synfire:sinks".into(), move || {
@@ -385,6 +410,9 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
                 }
             }
             out.published_at = Some(std::time::Instant::now());
+            if let Some(v) = &view_lines {
+                v.line(&out);
+            }
             if let Some(t) = &tap {
                 let _ = t.send(out);
             }
@@ -427,8 +455,11 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         }
         let detect = detectors.remove(name.as_str()).unwrap_or_default();
         let totals = detector_totals.clone();
+        let view_feed = live_view
+            .as_ref()
+            .and_then(|v| v.source(&name, cons.stats().clone()));
         threads.spawn(format!("synfire:win-{name}"), move || {
-            let stats = window_loop(cons, routes, detect);
+            let stats = window_loop(cons, routes, detect, view_feed);
             totals.lock().extend(stats);
         })?;
         threads.spawn(format!("synfire:src-{name}"), move || source.run(prod))?;
@@ -438,6 +469,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     threads.join_all();
     let mut summary = RunSummary {
         detectors: std::mem::take(&mut *detector_totals.lock()),
+        view: live_view.map(view::View::finish),
         ..RunSummary::default()
     };
     for (name, t, _) in ttl_sinks {

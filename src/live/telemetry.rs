@@ -42,6 +42,10 @@ pub mod names {
     pub const TTL_REQUESTS: &str = "synfire_ttl_requests_total";
     /// Seconds from an occurrence's detection to its TTL request's reply. Label `sink`.
     pub const TTL_LATENCY: &str = "synfire_ttl_latency_seconds";
+    /// Updates the live view (`--ui`) did not take because its queue was full, by `what`
+    /// (`raster`: a spike, unit name or restart; `window_line`; `occurrence`). The pipeline
+    /// never waits for the view.
+    pub const VIEW_DROPPED: &str = "synfire_view_updates_dropped_total";
     /// Every name above.
     pub const ALL: &[&str] = &[
         EVENTS_IN,
@@ -58,6 +62,7 @@ pub mod names {
         DETECT_LATE,
         TTL_REQUESTS,
         TTL_LATENCY,
+        VIEW_DROPPED,
     ];
 }
 
@@ -129,6 +134,11 @@ pub fn describe_all() {
         Unit::Seconds,
         "Wall-clock time from an occurrence's detection to the reply to its TTL request."
     );
+    metrics::describe_counter!(
+        names::VIEW_DROPPED,
+        Unit::Count,
+        "Updates the live view did not take (its queue was full), by what."
+    );
 }
 
 /// Handles of one source.
@@ -191,6 +201,11 @@ impl WindowMetrics {
 /// [`names::STAGE_SECONDS`] of stage `stage`.
 pub fn stage_seconds(stage: &str) -> Histogram {
     metrics::histogram!(names::STAGE_SECONDS, "stage" => stage.to_owned())
+}
+
+/// [`names::VIEW_DROPPED`] of updates of kind `what`.
+pub fn view_dropped(what: &'static str) -> Counter {
+    metrics::counter!(names::VIEW_DROPPED, "what" => what)
 }
 
 /// [`names::OCCURRENCES`] of detect stage `stage`.

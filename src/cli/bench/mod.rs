@@ -11,6 +11,7 @@ mod shapelet;
 mod significance;
 mod softdtw;
 mod stream;
+mod view;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -54,6 +55,9 @@ enum BenchWhich {
     /// Shapelet trees on the UCR sets (all lengths, step 1): CPU and GPU seconds, test
     /// accuracy beside the published figures.
     Shapelet(shapelet::BenchShapeletArgs),
+    /// The live view (`run --ui`) against none: wall time and result latency of the A2929
+    /// replay without the view, with it and no client, one reading, one stalled.
+    View(view::BenchViewArgs),
 }
 
 /// Runs the chosen benchmark.
@@ -72,5 +76,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         BenchWhich::Softdtw(a) => softdtw::run(a),
         BenchWhich::Search(a) => search::run(a),
         BenchWhich::Shapelet(a) => shapelet::run(a),
+        BenchWhich::View(a) => view::run(a),
     }
 }

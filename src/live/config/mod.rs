@@ -36,6 +36,11 @@ pub struct PipelineSection {
     pub metrics: Option<String>,
     /// Windows queued between a window thread and each stage (default 4).
     pub stage_queue_windows: Option<usize>,
+    /// Serve the live view on this address, e.g. `127.0.0.1:8080` (overridden by `--ui`;
+    /// `docs/live-view.md`).
+    pub ui: Option<String>,
+    /// Seconds of each raster of the live view (default 10).
+    pub ui_span_s: Option<f64>,
 }
 
 /// A validated stage: its window, its parsed options and the stage ready to build.
@@ -458,6 +463,22 @@ fn check_pipeline(pipeline: &PipelineSection, errors: &mut Vec<ConfigError>) {
         errors.push(ConfigError::new(
             "pipeline.metrics",
             format!("`{m}` is not an address like `127.0.0.1:9100`"),
+        ));
+    }
+    if let Some(u) = &pipeline.ui
+        && u.parse::<std::net::SocketAddr>().is_err()
+    {
+        errors.push(ConfigError::new(
+            "pipeline.ui",
+            format!("`{u}` is not an address like `127.0.0.1:8080`"),
+        ));
+    }
+    if let Some(span) = pipeline.ui_span_s
+        && !(span.is_finite() && span > 0.0)
+    {
+        errors.push(ConfigError::new(
+            "pipeline.ui_span_s",
+            format!("must be finite seconds > 0, got {span}"),
         ));
     }
     if pipeline.stage_queue_windows == Some(0) {
