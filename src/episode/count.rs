@@ -580,6 +580,10 @@ impl Machine<Listing> {
     /// occurrences rarely complete, keeps memory proportional to its partial occurrences;
     /// amortised O(1) per event). Entries keep their times and chains.
     pub(crate) fn compact(&mut self) {
+        // The common case, checked before counting the live entries: a small arena.
+        if self.chains.arena.len() <= 1024 {
+            return;
+        }
         let live: usize = self.lists.iter().map(|l| l.items.len() - l.head).sum();
         let arena = &mut self.chains.arena;
         if arena.len() <= 4 * live + 1024 {
