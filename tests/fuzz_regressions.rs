@@ -250,3 +250,37 @@ fn nwb_string_with_a_4_gb_length_allocates_4_gb_in_hdf5() {
         peak >> 20
     );
 }
+
+/// Fuzz target `phy` (a crash in 10^7 inputs, 2026-11-26): a cluster TSV whose `cluster_id`
+/// is its third column and which has no group column. The fallback for a two-column
+/// `cluster_group.tsv` computed the other column `1 - id_col` eagerly (`bool::then_some`),
+/// an overflow (a panic with overflow checks, as in the fuzz build and `cargo test` without
+/// `--release`) for `id_col = 2`. Now the other column is computed only for two columns.
+#[test]
+fn phy_cluster_tsv_with_its_id_in_a_later_column_reads() {
+    let dir = phy_folder(&npy(
+        "{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }",
+        &[30],
+    ));
+    // cluster_info.tsv: `cluster_id` third, no `group` column: no groups from it.
+    std::fs::write(
+        dir.path().join("cluster_info.tsv"),
+        "Amplitude\tKSLabel\tcluster_id\n20.5\tgood\t3\n",
+    )
+    .unwrap();
+    // A two-column cluster_group.tsv with the id second and an unnamed value column.
+    std::fs::write(
+        dir.path().join("cluster_group.tsv"),
+        "label\tcluster_id\nmua\t3\n",
+    )
+    .unwrap();
+    let read = read_phy(dir.path(), &PhyOptions::default()).expect("reads");
+    // cluster_group.tsv names cluster 3 `mua` (its second column is the id, the first the
+    // value); cluster_info.tsv adds nothing.
+    assert_eq!(read.clusters.len(), 1);
+    assert_eq!(
+        (read.clusters[0].id, read.clusters[0].group.as_str()),
+        (3, "mua")
+    );
+    assert_eq!(read.stream.len(), 1);
+}

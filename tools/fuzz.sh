@@ -30,6 +30,9 @@
 #                            ignored so that the main build's dir is never used)
 #   SYNFIRE_FUZZ_TIMEOUT_S   seconds one input may take before it counts as a hang (10; NWB
 #                            targets 30)
+#   SYNFIRE_FUZZ_MAX_TIME_S=S stop each target after S seconds even below N inputs (libFuzzer's
+#                            -max_total_time; the count printed is what ran): long runs split
+#                            over several sessions of a host with a time limit per command
 #   SYNFIRE_FUZZ_RSS_MB      peak memory of one process before it counts as out-of-memory
 #                            (2048; NWB targets 5120: HDF5 allocates and zero-fills the on-disk
 #                            length of a variable-length string, up to 4 GiB, before checking
@@ -176,6 +179,7 @@ run_target() {
   local dict
   dict=$(dict_of "$t")
   [ -n "$dict" ] && args+=(-dict="$dict")
+  [ -n "${SYNFIRE_FUZZ_MAX_TIME_S:-}" ] && args+=(-max_total_time="$SYNFIRE_FUZZ_MAX_TIME_S")
   echo "fuzz: $t: $n inputs on $JOBS processes (log: ${log#"$ROOT"/})" >&2
   local start end rc=0
   start=$(date +%s.%N)

@@ -342,9 +342,8 @@ fn read_tsv_column(path: &Path, column: &str) -> Result<Vec<(i64, String)>, Inge
     };
     // phy 1 wrote `cluster_group.tsv` with the column `group`; some versions `KSLabel`.
     let Some(value_col) = find(&[column]).or_else(|| {
-        (headers.len() == 2)
-            .then_some(1 - id_col)
-            .filter(|_| path.ends_with("cluster_group.tsv"))
+        // Lazily: with more than two columns `id_col` may be 2 or more.
+        (headers.len() == 2 && path.ends_with("cluster_group.tsv")).then(|| 1 - id_col)
     }) else {
         // cluster_info.tsv without a group column: nothing to read.
         return Ok(Vec::new());
