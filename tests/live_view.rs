@@ -62,6 +62,19 @@ support_per = "seconds"
 max_level = 3
 device = "cpu"
 
+[stages.tested]
+kind = "episodes"
+window = "w10"
+intervals_s = [[0.005, 0.010], [0.010, 0.020]]
+support = 0.5
+support_per = "seconds"
+max_level = 2
+device = "cpu"
+
+[stages.tested.significance]
+surrogates = "dither:0.015"
+n_surrogates = 19
+
 [stages.stim]
 kind = "detect"
 source = "a2929"
@@ -221,6 +234,7 @@ fn the_event_stream_carries_spikes_occurrences_and_episodes() -> Result<(), Fail
     check(http(addr, "GET", "/nothing", None).0 == 404, "404")?;
 
     let (mut first, mut spikes, mut occurrence, mut top) = (None::<String>, 0usize, None, None);
+    let mut tested = None::<Value>;
     let mut unit_names = Vec::new();
     let result = read_events(addr, Duration::from_secs(60), |event, v| {
         first.get_or_insert_with(|| event.to_owned());
@@ -243,7 +257,15 @@ fn the_event_stream_carries_spikes_occurrences_and_episodes() -> Result<(), Fail
         {
             top = Some(t.clone());
         }
-        spikes > 100 && occurrence.is_some() && top.is_some()
+        if let Some(w) = v["stages"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["name"] == "tested"))
+            .map(|s| &s["window"])
+            .filter(|w| w["top"].as_array().is_some_and(|t| !t.is_empty()))
+        {
+            tested = Some(w.clone());
+        }
+        spikes > 100 && occurrence.is_some() && top.is_some() && tested.is_some()
     });
     stop.store(true, Ordering::Relaxed);
     let summary = runner.join().unwrap().map_err(|e| e.to_string())?;
@@ -268,6 +290,22 @@ fn the_event_stream_carries_spikes_occurrences_and_episodes() -> Result<(), Fail
             .all(|e| e["count"].as_u64().unwrap() >= 2),
         "top episodes with counts",
     )?;
+    // The stage with significance: its summary and every listed episode's p-values (the
+    // fewest surrogates reach 1/20; a p-value is never above 1 nor below 1/(S+1)).
+    let tested = tested.unwrap();
+    check(
+        tested["significance"]["n_surrogates"] == 19
+            && tested["significance"]["correction"] == "max-t",
+        format!("significance summary: {}", tested["significance"]),
+    )?;
+    for e in tested["top"].as_array().unwrap() {
+        let p = e["p_value"].as_f64().unwrap_or(f64::NAN);
+        let q = e["p_adjusted"].as_f64().unwrap_or(f64::NAN);
+        check(
+            (0.05..=1.0).contains(&p) && (0.05..=1.0).contains(&q) && e["significant"].is_boolean(),
+            format!("p-values of {e}"),
+        )?;
+    }
     let view = summary.view.ok_or("no view summary")?;
     check(view.clients >= 1, format!("{view:?}"))?;
     Ok(())
@@ -636,6 +674,8 @@ return {
   circles: document.querySelectorAll("svg .occurrence circle").length,
   episodes: [...document.querySelectorAll("table.episodes tr.episode-row")].map(r => r.dataset.episode),
   detect: [...document.querySelectorAll("table.detect tr.detect-row")].map(r => r.dataset.episode),
+  tested_columns: [...document.querySelectorAll('table.episodes[data-stage="tested"] th')].map(h => h.textContent),
+  tested_p: [...document.querySelectorAll('table.episodes[data-stage="tested"] tr.episode-row td:nth-child(5)')].map(td => td.textContent),
 };
 "##;
 
@@ -687,7 +727,15 @@ fn the_page_shows_the_raster_and_the_watched_episode(
             && has("named")
             && has("detect")
             && v["episodes"].as_array().is_some_and(|a| !a.is_empty())
+            && v["tested_p"].as_array().is_some_and(|a| !a.is_empty())
     })?;
+    // The stage with significance shows p-values (raw, adjusted) beside the counts.
+    check(
+        shown["tested_columns"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|h| h == "p") && c.iter().any(|h| h == "p adj.")),
+        format!("p-value columns: {}", shown["tested_columns"]),
+    )?;
     check(
         shown["circles"].as_u64().unwrap_or(0) >= 2,
         "each occurrence's spikes circled",
