@@ -159,3 +159,62 @@ fn device_surrogates_equal_the_hosts_bit_for_bit() {
         }
     }
 }
+
+/// A cluster worker's warm GPU counters (`WarmCounters`, kept across sessions: the second
+/// session of the same intervals reloads them) give the CPU's test when the surrogates are
+/// split into ranges and combined (`significance::split`), for both passes of `max-t`.
+#[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
+fn split_phases_on_warm_gpu_counters_give_the_cpu_p_values() {
+    use synfire::significance::split::{Tester, WarmCounters, finish};
+    if !common::gpu_or_skip("split_phases_on_warm_gpu_counters_give_the_cpu_p_values") {
+        return;
+    }
+    let mut config = MinerConfig::new(
+        Interval::parse_list("[0,0.001],(0.001,0.005],0.005-0.010").unwrap(),
+        Threshold::MinCount(300),
+    );
+    config.max_level = 3;
+    let mut warm = WarmCounters::new();
+    for rel in [
+        "fixtures/spikes/A2929-200711/A2929-200711.nwb",
+        "fixtures/spikes/ibl-ephys_test/ibl-ephys_test.csv",
+    ] {
+        let stream = synfire::read_spikes(&fixture(rel), Ordering::RequireSorted).unwrap();
+        let data = mine(&stream, &config).unwrap();
+        let sig = SignificanceConfig {
+            method: "dither:0.015".parse().unwrap(),
+            n_surrogates: 9,
+            alpha: 0.05,
+            correction: Correction::MaxT,
+            seed: 11,
+            test_top: None,
+            watch: None,
+            trials: None,
+        };
+        let cpu = test_episodes(&stream, &config, &data, &sig).unwrap();
+        let gpus = warm
+            .load(&stream, &config, DeviceChoice::Gpu, &GpuSettings::default())
+            .unwrap();
+        assert!(!gpus.is_empty(), "{rel}: no GPU counter");
+        let tester = Tester::with_gpus(&stream, &config, gpus);
+        let plan = tester.plan(&data, &sig).unwrap();
+        let first: Vec<_> = plan
+            .batches(4)
+            .into_iter()
+            .map(|r| tester.first_pass(&plan, r).unwrap())
+            .collect();
+        let union = tester.union(&plan, &first).unwrap();
+        let second: Vec<_> = first
+            .iter()
+            .map(|p| tester.second_pass(&plan, &union, p).unwrap())
+            .collect();
+        let split = finish(&plan, &first, Some((&union, &second))).unwrap();
+        assert_eq!(split.tests, cpu.tests, "{rel}");
+        assert_eq!(split.surrogate_max, cpu.surrogate_max, "{rel}");
+    }
+    assert!(warm.gpu_counters() >= 1);
+}

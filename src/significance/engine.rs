@@ -9,6 +9,7 @@
 //! [`super::surrogate`]) and uploaded once per pass; on the GPU the level-wise mining and the
 //! counts of the tested union run on the device.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
@@ -84,9 +85,17 @@ impl<'g> Engine<'g> {
         }
     }
 
-    /// The engine on a GPU counter the caller lends.
-    pub(crate) fn lent(gpu: &'g mut GpuCounter) -> Self {
-        Self::of(Kind::Gpu(vec![Mutex::new(Slot::new(GpuSlot::Lent(gpu)))]))
+    /// The engine on GPU counters the caller lends (none: the CPU).
+    pub(crate) fn lent(gpus: impl IntoIterator<Item = &'g mut GpuCounter>) -> Self {
+        let slots: Vec<Mutex<Slot<'g>>> = gpus
+            .into_iter()
+            .map(|g| Mutex::new(Slot::new(GpuSlot::Lent(g))))
+            .collect();
+        if slots.is_empty() {
+            Self::of(Kind::Cpu)
+        } else {
+            Self::of(Kind::Gpu(slots))
+        }
     }
 
     /// Candidate counts made so far: mining candidates after the bounds, and recounts.
@@ -246,26 +255,27 @@ impl<'g> Engine<'g> {
 }
 
 impl Engine<'_> {
-    /// `f(s)` for every surrogate `s < n`, in order: in parallel on rayon's pool (the CPU) or
-    /// on one thread per GPU counter.
+    /// `f(s)` for every surrogate `s` of `range`, in order: in parallel on rayon's pool (the
+    /// CPU) or on one thread per GPU counter.
     pub(crate) fn map_surrogates<T: Send>(
         &self,
-        n: usize,
+        range: Range<u64>,
         f: impl Fn(u64) -> Result<T, SignificanceError> + Sync + Send,
     ) -> Result<Vec<T>, SignificanceError> {
         use rayon::prelude::*;
         let Kind::Gpu(slots) = &self.kind else {
-            return (0..n as u64).into_par_iter().map(f).collect();
+            return range.into_par_iter().map(f).collect();
         };
+        let start = range.start;
         let results: Vec<Mutex<Option<Result<T, SignificanceError>>>> =
-            (0..n).map(|_| Mutex::new(None)).collect();
-        on_threads(slots.len(), n, |s| {
+            range.clone().map(|_| Mutex::new(None)).collect();
+        on_threads(slots.len(), range, |s| {
             let r = f(s);
             let ok = r.is_ok();
-            *results[s as usize].lock() = Some(r);
+            *results[(s - start) as usize].lock() = Some(r);
             ok
         });
-        let mut out = Vec::with_capacity(n);
+        let mut out = Vec::with_capacity(results.len());
         for r in results {
             match r.into_inner() {
                 Some(Ok(t)) => out.push(t),
@@ -276,12 +286,13 @@ impl Engine<'_> {
         Ok(out)
     }
 
-    /// Folds `f(s)` over every surrogate `s < n` into `zero` with `add` (partial folds joined
-    /// by `merge` on the CPU, where surrogates run in parallel), so that per-surrogate results
-    /// are never all held at once.
+    /// Folds `f(s)` over every surrogate `s` of `range` into `zero` with `add` (partial folds
+    /// joined by `merge`: surrogates run in parallel, so `add` and `merge` must not depend on
+    /// the order, as integer sums do), so that per-surrogate results are never all held at
+    /// once.
     pub(crate) fn fold_surrogates<T: Send, A: Clone + Send + Sync>(
         &self,
-        n: usize,
+        range: Range<u64>,
         zero: A,
         f: impl Fn(u64) -> Result<T, SignificanceError> + Sync + Send,
         add: impl Fn(A, T) -> A + Sync + Send,
@@ -289,7 +300,7 @@ impl Engine<'_> {
     ) -> Result<A, SignificanceError> {
         use rayon::prelude::*;
         let Kind::Gpu(slots) = &self.kind else {
-            return (0..n as u64)
+            return range
                 .into_par_iter()
                 .map(f)
                 .try_fold(|| zero.clone(), |acc, x| x.map(|x| add(acc, x)))
@@ -299,14 +310,15 @@ impl Engine<'_> {
         let partial: Vec<Mutex<Result<A, SignificanceError>>> =
             slots.iter().map(|_| Mutex::new(Ok(zero.clone()))).collect();
         let which = AtomicU64::new(0);
-        let next = AtomicU64::new(0);
+        let next = AtomicU64::new(range.start);
+        let end = range.end;
         std::thread::scope(|scope| {
             for _ in 0..slots.len() {
                 scope.spawn(|| {
                     let own = &partial[which.fetch_add(1, Ordering::Relaxed) as usize];
                     loop {
                         let s = next.fetch_add(1, Ordering::Relaxed);
-                        if s >= n as u64 {
+                        if s >= end {
                             break;
                         }
                         let mut acc = own.lock();
@@ -315,7 +327,7 @@ impl Engine<'_> {
                         };
                         *acc = f(s).map(|x| add(a, x));
                         if acc.is_err() {
-                            next.store(n as u64, Ordering::Relaxed);
+                            next.store(end, Ordering::Relaxed);
                             break;
                         }
                     }
@@ -329,20 +341,21 @@ impl Engine<'_> {
     }
 }
 
-/// Runs `f(s)` for `s < n` on `threads` scoped threads pulling the next index; stops handing
-/// out indices once `f` returns false.
-fn on_threads(threads: usize, n: usize, f: impl Fn(u64) -> bool + Sync) {
-    let next = AtomicU64::new(0);
+/// Runs `f(s)` for every `s` of `range` on `threads` scoped threads pulling the next index;
+/// stops handing out indices once `f` returns false.
+fn on_threads(threads: usize, range: Range<u64>, f: impl Fn(u64) -> bool + Sync) {
+    let next = AtomicU64::new(range.start);
+    let end = range.end;
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
                 loop {
                     let s = next.fetch_add(1, Ordering::Relaxed);
-                    if s >= n as u64 {
+                    if s >= end {
                         break;
                     }
                     if !f(s) {
-                        next.store(n as u64, Ordering::Relaxed);
+                        next.store(end, Ordering::Relaxed);
                         break;
                     }
                 }

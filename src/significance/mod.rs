@@ -1,15 +1,20 @@
 //! Significance of mined episodes: surrogates of the recording ([`surrogate`]), generated with
 //! counter-based random numbers ([`philox`]) so that the CPU and the GPU make the same ones,
-//! and the tests that compare the recording's counts with the surrogates' ([`testing`]).
+//! the tests that compare the recording's counts with the surrogates' ([`testing`]: what is
+//! tested and how it is adjusted), and their computation in phases over ranges of surrogates
+//! ([`split`]: one process runs them over every surrogate at once; a cluster splits the
+//! surrogates and gets the same p-values).
 
 mod engine;
 mod error;
 pub mod philox;
+pub mod split;
 pub mod surrogate;
 pub mod testing;
 
+pub use split::{test_episodes, test_episodes_on, test_episodes_with_gpu};
 pub use surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};
 pub use testing::{
     Correction, EpisodeTest, Listing, SignificanceConfig, SignificanceError, SignificanceResult,
-    TestStats, listing, test_episodes, test_episodes_on, test_episodes_with_gpu,
+    TestStats, listing,
 };

@@ -5,7 +5,9 @@
 //! count of episode `e` in `X`; `F(X)` the episodes of two or more nodes that are frequent in
 //! `X` (count ≥ the recording's minimum count `m`, found by the same level-wise mining with the
 //! same intervals, threshold and largest size: **the same selection on every dataset**).
-//! Single units (level 1) are never tested.
+//! Single units (level 1) are never tested. The tests are computed in phases over ranges of
+//! surrogates by [`super::split`] (one range in one process, many across a cluster, the same
+//! result either way).
 //!
 //! # `max-t` (default): Westfall–Young single-step max-statistic over standardised counts
 //! - **Family**: every episode of two to `max_level` nodes over the recording's units and the
@@ -73,12 +75,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::engine::Engine;
 pub use super::error::SignificanceError;
-use super::surrogate::{SurrogateMethod, Surrogates, Trials};
-use crate::device::DeviceChoice;
-use crate::episode::{Episode, GpuSettings, MinerConfig, MiningResult, Threshold};
-use crate::event::EventStream;
+use super::surrogate::{SurrogateMethod, Trials};
+use crate::episode::{Episode, MiningResult};
 
 /// The multiple-testing procedure (`--correction`); module documentation for each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -251,7 +250,7 @@ pub struct EpisodeTest {
 impl EpisodeTest {
     /// The test of `episode` (count `count`) from its counts' sum and sum of squares over `s`
     /// surrogates and its p-values at level `alpha`.
-    fn new(
+    pub(crate) fn new(
         episode: Episode,
         count: u64,
         (sum, sumsq, s): (f64, f64, f64),
@@ -274,7 +273,8 @@ impl EpisodeTest {
     }
 }
 
-/// The outcome of [`test_episodes`].
+/// The outcome of a test ([`super::test_episodes`], or [`super::split::finish`] of its
+/// phases).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SignificanceResult {
     /// The surrogate method, e.g. `dither:0.015`.
@@ -302,407 +302,20 @@ pub struct SignificanceResult {
 
 /// A hashable key of an episode (intervals by bit pattern).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Key(Vec<u32>, Vec<(u64, u64)>);
+pub(crate) struct Key(Vec<u32>, Vec<(u64, u64)>);
 
-fn key(e: &Episode) -> Key {
+/// The key of `e`.
+pub(crate) fn key(e: &Episode) -> Key {
     Key(
         e.types().iter().map(|t| t.0).collect(),
         e.intervals().iter().map(|iv| iv.bits()).collect(),
     )
 }
 
-/// The frequent episodes of two or more nodes of one dataset, as (id in `U`, count).
-type Selected = Vec<(u32, u64)>;
-
-/// Tests the episodes of `data` (the result of mining `stream` with `config`) against
-/// surrogates of `stream`. Surrogates are mined (`max-t`, `spectrum`) with `config` at the
-/// recording's minimum count, or only counted (per-episode procedures), on the CPU
-/// (surrogates in parallel).
-///
-/// # Errors
-/// [`SignificanceError::Config`] for `n_surrogates = 0` or α outside (0, 1); surrogate and
-/// mining errors.
-pub fn test_episodes(
-    stream: &EventStream,
-    config: &MinerConfig,
-    data: &MiningResult,
-    sig: &SignificanceConfig,
-) -> Result<SignificanceResult, SignificanceError> {
-    test_episodes_on(
-        stream,
-        config,
-        data,
-        sig,
-        DeviceChoice::Cpu,
-        &GpuSettings::default(),
-    )
-}
-
-/// [`test_episodes`] with the surrogates mined and counted on `device` (`auto`: the GPUs when
-/// there are any; four GPU counters work on different surrogates at once). The counts, and so
-/// every p-value, are the same on either.
-///
-/// # Errors
-/// As [`test_episodes`], and [`SignificanceError::Device`] for `gpu` without a usable GPU.
-pub fn test_episodes_on(
-    stream: &EventStream,
-    config: &MinerConfig,
-    data: &MiningResult,
-    sig: &SignificanceConfig,
-    device: DeviceChoice,
-    settings: &GpuSettings,
-) -> Result<SignificanceResult, SignificanceError> {
-    let engine = Engine::new(stream, config, device, settings)?;
-    run(stream, config, data, sig, &engine)
-}
-
-/// [`test_episodes`] on a GPU counter the caller holds (a pipeline stage's, kept across
-/// windows): it is reloaded with each surrogate, so reload it with the caller's stream before
-/// counting there again.
-///
-/// # Errors
-/// As [`test_episodes`]; a device error of the counter.
-pub fn test_episodes_with_gpu(
-    stream: &EventStream,
-    config: &MinerConfig,
-    data: &MiningResult,
-    sig: &SignificanceConfig,
-    gpu: &mut crate::episode::GpuCounter,
-) -> Result<SignificanceResult, SignificanceError> {
-    run(stream, config, data, sig, &Engine::lent(gpu))
-}
-
-fn run(
-    stream: &EventStream,
-    config: &MinerConfig,
-    data: &MiningResult,
-    sig: &SignificanceConfig,
-    engine: &Engine<'_>,
-) -> Result<SignificanceResult, SignificanceError> {
-    if sig.n_surrogates == 0 {
-        return Err(SignificanceError::Config(
-            "`--n-surrogates` must be at least 1".into(),
-        ));
-    }
-    if !(sig.alpha > 0.0 && sig.alpha < 1.0) {
-        return Err(SignificanceError::Config(format!(
-            "`--alpha` must be in (0, 1), got {}",
-            sig.alpha
-        )));
-    }
-    let surrogates = std::sync::Arc::new(Surrogates::new(
-        stream,
-        sig.method.clone(),
-        sig.seed,
-        sig.trials.clone(),
-    )?);
-    let mut fixed = config.clone();
-    fixed.threshold = Threshold::MinCount(data.min_count);
-    fixed.max_candidates = None;
-    fixed.time_budget_s = None;
-    let mut result = SignificanceResult {
-        method: sig.method.to_string(),
-        n_surrogates: sig.n_surrogates,
-        alpha: sig.alpha,
-        correction: sig.correction,
-        seed: sig.seed,
-        tests: Vec::new(),
-        surrogate_max: Vec::new(),
-        warnings: Vec::new(),
-        candidates_counted: 0,
-    };
-    match sig.correction {
-        Correction::MaxT => max_t(stream, &fixed, data, sig, &surrogates, engine, &mut result)?,
-        Correction::Spectrum => spectrum(&fixed, data, sig, &surrogates, engine, &mut result)?,
-        c => per_episode(stream, data, sig, c, &surrogates, engine, &mut result)?,
-    }
-    result.candidates_counted = engine.candidates_counted();
-    Ok(result)
-}
-
-/// The recording's frequent episodes of two or more nodes, in report order.
-fn tested_frequent(data: &MiningResult) -> Vec<(Episode, u64)> {
-    data.episodes
-        .iter()
-        .filter(|f| f.episode.len() >= 2)
-        .map(|f| (f.episode.clone(), f.count))
-        .collect()
-}
-
-fn max_t(
-    stream: &EventStream,
-    config: &MinerConfig,
-    data: &MiningResult,
-    sig: &SignificanceConfig,
-    surrogates: &std::sync::Arc<Surrogates>,
-    engine: &Engine<'_>,
-    result: &mut SignificanceResult,
-) -> Result<(), SignificanceError> {
-    let s_count = sig.n_surrogates;
-    // Pass 1: mine every surrogate; U is the union of the selections.
-    let mined: Vec<Vec<(Episode, u64)>> =
-        engine.map_surrogates(s_count, |s| engine.mine(&surrogates.generate(s)?, config))?;
-    let observed = tested_frequent(data);
-    let mut ids: HashMap<Key, u32> = HashMap::new();
-    let mut union: Vec<Episode> = Vec::new();
-    let mut select = |list: &[(Episode, u64)]| -> Selected {
-        list.iter()
-            .map(|(e, c)| {
-                let id = *ids.entry(key(e)).or_insert_with(|| {
-                    union.push(e.clone());
-                    (union.len() - 1) as u32
-                });
-                (id, *c)
-            })
-            .collect()
-    };
-    let data_sel = select(&observed);
-    let sur_sel: Vec<Selected> = mined.iter().map(|m| select(m)).collect();
-    drop(mined);
-    let u = union.len();
-    // Pass 2: every episode of U counted in every dataset (exactly where it was not
-    // frequent), pooled into sums; the recording's counts kept for the exceedances.
-    // Dataset `None` is the recording, `Some(s)` surrogate `s` (counted where the engine
-    // generates it: on the GPU when it can).
-    let counts_in = |x: Option<u64>, sel: &Selected| -> Result<Vec<u64>, SignificanceError> {
-        let mut counts = vec![u64::MAX; u];
-        for &(id, c) in sel {
-            counts[id as usize] = c;
-        }
-        let missing: Vec<usize> = (0..u).filter(|&i| counts[i] == u64::MAX).collect();
-        if !missing.is_empty() {
-            let list: Vec<Episode> = missing.iter().map(|&i| union[i].clone()).collect();
-            let found = match x {
-                None => engine.count(stream, &list)?,
-                Some(s) => engine.count_surrogate(stream, surrogates, s, &list)?,
-            };
-            for (&i, c) in missing.iter().zip(found) {
-                counts[i] = c;
-            }
-        }
-        Ok(counts)
-    };
-    let data_counts = counts_in(None, &data_sel)?;
-    #[derive(Clone)]
-    struct Sums {
-        sum: Vec<f64>,
-        sumsq: Vec<f64>,
-        exceed: Vec<u32>,
-    }
-    let zero = Sums {
-        sum: vec![0.0; u],
-        sumsq: vec![0.0; u],
-        exceed: vec![0; u],
-    };
-    let sums = engine.fold_surrogates(
-        s_count,
-        zero,
-        |s| counts_in(Some(s), &sur_sel[s as usize]),
-        |mut acc, counts| {
-            for (i, &c) in counts.iter().enumerate() {
-                let c_f = c as f64;
-                acc.sum[i] += c_f;
-                acc.sumsq[i] += c_f * c_f;
-                acc.exceed[i] += u32::from(c >= data_counts[i]);
-            }
-            acc
-        },
-        |mut a, b| {
-            for i in 0..u {
-                a.sum[i] += b.sum[i];
-                a.sumsq[i] += b.sumsq[i];
-                a.exceed[i] += b.exceed[i];
-            }
-            a
-        },
-    )?;
-    // Sums over all S + 1 datasets; each dataset is standardised against the other S.
-    let n_all = (s_count + 1) as f64;
-    let total: Vec<(f64, f64)> = (0..u)
-        .map(|i| {
-            let c = data_counts[i] as f64;
-            (sums.sum[i] + c, sums.sumsq[i] + c * c)
-        })
-        .collect();
-    let s_f = s_count as f64;
-    let stat = |i: u32, c: u64| {
-        let (sum, sumsq) = total[i as usize];
-        let c = c as f64;
-        let (mean, sd) = surrogate_moments(sum - c, sumsq - c * c, s_f);
-        (c - mean) / sd.max(1.0)
-    };
-    let maximum = |sel: &Selected| {
-        sel.iter()
-            .map(|&(i, c)| stat(i, c))
-            .fold(f64::NEG_INFINITY, f64::max)
-    };
-    let mut sorted_max: Vec<f64> = sur_sel.iter().map(maximum).collect();
-    result.surrogate_max.clone_from(&sorted_max);
-    sorted_max.sort_by(f64::total_cmp);
-    for ((episode, count), &(id, _)) in observed.into_iter().zip(&data_sel) {
-        let i = id as usize;
-        let t = stat(id, count);
-        let at_least = sorted_max.len() - sorted_max.partition_point(|&m| m < t);
-        let p_adjusted = (1 + at_least) as f64 / n_all;
-        result.tests.push(EpisodeTest::new(
-            episode,
-            count,
-            (sums.sum[i], sums.sumsq[i], s_f),
-            (f64::from(1 + sums.exceed[i]) / n_all, p_adjusted),
-            sig.alpha,
-        ));
-    }
-    if 1.0 / n_all > sig.alpha {
-        result.warnings.push(format!(
-            "{s_count} surrogates cannot reach α = {}: the smallest p-value is 1/(S+1) = {:.4}",
-            sig.alpha,
-            1.0 / n_all
-        ));
-    }
-    Ok(())
-}
-
 /// Mean and population standard deviation of `n` values from their sum and sum of squares.
-fn surrogate_moments(sum: f64, sumsq: f64, n: f64) -> (f64, f64) {
+pub(crate) fn surrogate_moments(sum: f64, sumsq: f64, n: f64) -> (f64, f64) {
     let mean = sum / n;
     (mean, (sumsq / n - mean * mean).max(0.0).sqrt())
-}
-
-fn spectrum(
-    config: &MinerConfig,
-    data: &MiningResult,
-    sig: &SignificanceConfig,
-    surrogates: &Surrogates,
-    engine: &Engine<'_>,
-    result: &mut SignificanceResult,
-) -> Result<(), SignificanceError> {
-    let s_count = sig.n_surrogates;
-    let max_level = config.max_level;
-    // Per surrogate: the largest count per size, and the counts of the recording's episodes
-    // (for the reported means; counted, they were not necessarily frequent there).
-    let observed = tested_frequent(data);
-    let list: Vec<Episode> = observed.iter().map(|(e, _)| e.clone()).collect();
-    let per: Vec<(Vec<u64>, Vec<u64>)> = engine.map_surrogates(s_count, |s| {
-        let (mined, counts) = engine.mine_and_count(&surrogates.generate(s)?, config, &list)?;
-        let mut max = vec![0u64; max_level + 1];
-        for (e, c) in mined {
-            max[e.len()] = max[e.len()].max(c);
-        }
-        Ok((max, counts))
-    })?;
-    let n_all = (s_count + 1) as f64;
-    // Signatures present in the recording, their p-values, BH over them.
-    let mut signatures: Vec<(usize, u64)> = observed.iter().map(|(e, c)| (e.len(), *c)).collect();
-    signatures.sort_unstable();
-    signatures.dedup();
-    let p_sig: Vec<f64> = signatures
-        .iter()
-        .map(|&(k, c)| (1 + per.iter().filter(|(m, _)| m[k] >= c).count()) as f64 / n_all)
-        .collect();
-    let adjusted = benjamini_hochberg(&p_sig);
-    for (j, (episode, count)) in observed.into_iter().enumerate() {
-        let idx = signatures
-            .binary_search(&(episode.len(), count))
-            .unwrap_or_default();
-        let (sum, sumsq) = per.iter().fold((0.0, 0.0), |(a, b), (_, c)| {
-            let v = c[j] as f64;
-            (a + v, b + v * v)
-        });
-        result.tests.push(EpisodeTest::new(
-            episode,
-            count,
-            (sum, sumsq, s_count as f64),
-            (p_sig[idx], adjusted[idx]),
-            sig.alpha,
-        ));
-    }
-    Ok(())
-}
-
-fn per_episode(
-    stream: &EventStream,
-    data: &MiningResult,
-    sig: &SignificanceConfig,
-    correction: Correction,
-    surrogates: &std::sync::Arc<Surrogates>,
-    engine: &Engine<'_>,
-    result: &mut SignificanceResult,
-) -> Result<(), SignificanceError> {
-    let tested: Vec<(Episode, u64)> = if let Some(watch) = &sig.watch {
-        let counts = engine.count(stream, watch)?;
-        watch.iter().cloned().zip(counts).collect()
-    } else {
-        let mut all = tested_frequent(data);
-        if let Some(n) = sig.test_top {
-            // Report order within a level is by count; across levels, take the largest counts.
-            all.sort_by_key(|e| std::cmp::Reverse(e.1));
-            all.truncate(n);
-        }
-        all
-    };
-    let list: Vec<Episode> = tested.iter().map(|(e, _)| e.clone()).collect();
-    let m = list.len();
-    let s_count = sig.n_surrogates;
-    let zero = (vec![0.0f64; m], vec![0.0f64; m], vec![0u32; m]);
-    let (sum, sumsq, exceed) = engine.fold_surrogates(
-        s_count,
-        zero,
-        |s| engine.count_surrogate(stream, surrogates, s, &list),
-        |mut acc, counts| {
-            for (i, c) in counts.into_iter().enumerate() {
-                acc.0[i] += c as f64;
-                acc.1[i] += (c as f64).powi(2);
-                acc.2[i] += u32::from(c >= tested[i].1);
-            }
-            acc
-        },
-        |mut a, b| {
-            for i in 0..m {
-                a.0[i] += b.0[i];
-                a.1[i] += b.1[i];
-                a.2[i] += b.2[i];
-            }
-            a
-        },
-    )?;
-    let n_all = (s_count + 1) as f64;
-    let p: Vec<f64> = exceed.iter().map(|&k| f64::from(1 + k) / n_all).collect();
-    let adjusted = match correction {
-        Correction::FdrBh => benjamini_hochberg(&p),
-        Correction::Holm => holm(&p),
-        Correction::Bonferroni => p.iter().map(|&x| (x * m as f64).min(1.0)).collect(),
-        _ => p.clone(),
-    };
-    for (i, (episode, count)) in tested.into_iter().enumerate() {
-        result.tests.push(EpisodeTest::new(
-            episode,
-            count,
-            (sum[i], sumsq[i], s_count as f64),
-            (p[i], adjusted[i]),
-            sig.alpha,
-        ));
-    }
-    let smallest = 1.0 / n_all;
-    if m > 0 && correction != Correction::None && smallest > sig.alpha / m as f64 {
-        let needed = (m as f64 / sig.alpha).ceil() as u64;
-        result.warnings.push(match correction {
-            Correction::FdrBh => format!(
-                "{s_count} surrogates for {m} tests: the smallest p-value 1/(S+1) = {smallest:.4} is above α/m, so an episode can be significant only together with at least {} others; {needed} surrogates or more avoid this",
-                ((smallest * m as f64 / sig.alpha).ceil() as u64).saturating_sub(1)
-            ),
-            _ => format!(
-                "{s_count} surrogates cannot reach α = {} for {m} tests with {correction}: the smallest p-value 1/(S+1) = {smallest:.4} is above α/m; use at least {} surrogates, fewer tests (--test-top), or --correction max-t",
-                sig.alpha,
-                needed.saturating_sub(1)
-            ),
-        });
-    }
-    if sig.watch.is_none() && correction != Correction::None {
-        result.warnings.push(
-            "the tested episodes were chosen by their counts in this recording; per-episode corrections do not account for that selection (max-t does)".into(),
-        );
-    }
-    Ok(())
 }
 
 /// What a report lists of a mining result: per frequent episode (in `result.episodes`
