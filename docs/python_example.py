@@ -5,7 +5,8 @@ The IBL raster bundled in fixtures/ (289 Kilosort units of a Neuropixels probe, 
 fixtures/spikes/ibl-ephys_test/PROVENANCE.md) is loaded as plain numpy arrays, as a lab's
 notebook would hold it; synfire mines the pairs of units that fire within 0-5 ms and 5-10 ms
 of each other at least 0.2 times per second, tests each against 49 dithered surrogates with
-the max-t procedure, and prints the significant ones, most frequent first.
+the max-t procedure, prints the significant ones, most frequent first, and the spike times
+of the first occurrences of the top one.
 
 Run from a clone after `bash tools/test-python.sh` (which installs the package):
     target/py-venv/bin/python docs/python_example.py
@@ -30,6 +31,7 @@ result = synfire.mine(
     support_per="seconds",
     max_level=2,
     significance={"surrogates": "dither:0.015", "n_surrogates": 49, "seed": 1},
+    occurrences=True,
 )
 print(f"minimum count {result.min_count}; levels:")
 print(result.levels[["level", "candidates", "frequent", "seconds"]].to_string(index=False))
@@ -40,3 +42,12 @@ print(f"\n{len(significant)} of {len(pairs)} frequent pairs are significant (max
 print(significant[["labels", "intervals", "count", "surrogate_mean", "p_adjusted"]]
       .head(10).to_string(index=False))
 assert len(pairs) > 1000 and 0 < len(significant) < len(pairs)
+
+# Every occurrence the count counts, as a long frame (one row per spike of an occurrence).
+top = significant.index[0]
+occ = result.occurrences[result.occurrences["episode"] == top]
+spikes = occ.pivot(index="occurrence", columns="node", values="time_s")
+print(f"\nfirst occurrences of {' -> '.join(result.episodes.loc[top, 'labels'])} "
+      f"({len(spikes)} in all), seconds:")
+print(spikes.head(5).to_string())
+assert len(spikes) == result.episodes.loc[top, "count"]

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -30,7 +32,8 @@ from ._synfire import SynfireError
 from .sensors import Index, ShapeletClassifier, barycenter, softdtw  # noqa: E402
 
 __all__ = ["mine", "motif", "read_spikes", "MiningResult", "SynfireError", "spike_arrays",
-           "softdtw", "barycenter", "Index", "ShapeletClassifier", "__version__"]
+           "softdtw", "barycenter", "Index", "ShapeletClassifier", "gpus", "gpu_available",
+           "__version__"]
 __version__: str = _synfire.__version__
 
 
@@ -55,6 +58,14 @@ class MiningResult:
         truncated: why mining stopped early (a dict), or None.
         document: the ``synfire mine --format json`` document, without its ``episodes``
             (they are the frame).
+        occurrences: with ``mine(..., occurrences=True)``, the non-overlapped occurrences of
+            every episode of two or more nodes (``synfire mine --occurrences FILE.csv``), a
+            long frame with one row per event of an occurrence: ``episode`` (the episode's
+            row in ``episodes``), ``occurrence`` (0-based, in time order), ``node`` (0-based),
+            ``unit`` (the node's unit label, categorical), ``time_s`` (seconds). They are the
+            occurrences the count counts (Algorithm 1, greedy earliest end): exactly ``count``
+            per episode, each one's gaps inside the episode's intervals, each starting after
+            the previous one ends. None otherwise.
     """
 
     episodes: pd.DataFrame
@@ -64,13 +75,15 @@ class MiningResult:
     significance: dict | None
     truncated: dict | None
     document: dict = field(repr=False)
+    occurrences: pd.DataFrame | None = field(default=None, repr=False)
 
 
 _TEST_COLUMNS = ("surrogate_mean", "surrogate_std", "statistic", "p_value", "p_adjusted",
                  "significant")
 
 
-def spike_arrays(spikes: Any) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def spike_arrays(spikes: Any, unit_label: str | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Turns a lab's spike container into ``(times_s, unit_index, labels)``.
 
     Accepted, with each unit keeping its label:
@@ -79,31 +92,71 @@ def spike_arrays(spikes: Any) -> tuple[np.ndarray, np.ndarray, list[str]]:
     * ``(times_s, unit_ids)``: two 1-D arrays of equal length (shape ``[n]``; times in
       seconds; unit ids of any type, labelled by ``str``, numbered by first appearance as
       the CSV reader numbers them);
-    * a mapping ``{unit: times_s}``;
-    * a sequence of ``neo.SpikeTrain`` (labelled by ``name``, else
-      ``annotations["unit_id"]``, else the position), times rescaled to seconds;
+    * a mapping ``{unit: times_s}`` (values: arrays in seconds, ``neo.SpikeTrain`` or
+      ``pynapple.Ts``);
+    * a sequence of ``neo.SpikeTrain`` (a list, or ``neo.Segment.spiketrains``; labelled by
+      ``name``, else ``annotations["unit_id"]``, else the position), times rescaled to
+      seconds;
     * a ``pynapple.TsGroup`` (its keys as labels, each ``Ts``'s times in seconds);
-    * a SpikeInterface ``BaseSorting`` (its unit ids; spike frames divided by the sampling
-      frequency; segment 0).
+    * a SpikeInterface ``BaseSorting`` of one segment (its unit ids; spike frames divided by
+      the sampling frequency).
+
+    Args:
+        spikes: the container.
+        unit_label: label each unit ``"{value}:{label}"`` by this metadata of the unit, as
+            ``synfire mine --unit-label`` labels NWB units (``location`` gives ``adn:6``): a
+            ``pynapple.TsGroup`` metadata column (``tsgroup.get_info(name)``), a SpikeInterface
+            unit property (``sorting.get_property(name)``), a ``neo.SpikeTrain`` annotation.
 
     Returns:
         times (float64, ``[n]``), unit index (uint32, ``[n]``, into ``labels``), labels.
 
     Raises:
-        ValueError: arrays of different lengths, non-1-D arrays, an unknown container.
+        ValueError: arrays of different lengths, non-1-D arrays, two units with one label, a
+            sorting of several segments, a missing ``unit_label`` metadata, an unknown
+            container.
     """
     # SpikeInterface sorting (duck-typed: no import of spikeinterface).
     if hasattr(spikes, "get_unit_ids") and hasattr(spikes, "get_unit_spike_train"):
+        segments = int(spikes.get_num_segments()) if hasattr(spikes, "get_num_segments") else 1
+        if segments != 1:
+            raise ValueError(
+                f"spikes: the sorting has {segments} segments; mine one at a time "
+                "(spikeinterface.core.select_segment_sorting(sorting, i))")
         fs = float(spikes.get_sampling_frequency())
+        ids = list(spikes.get_unit_ids())
         trains = {u: np.asarray(spikes.get_unit_spike_train(u, segment_index=0)) / fs
-                  for u in spikes.get_unit_ids()}
-        return _from_mapping(trains)
-    # pynapple TsGroup: a mapping of Ts objects with `.t` (seconds).
-    if hasattr(spikes, "keys") and hasattr(spikes, "__getitem__") and not isinstance(spikes, Mapping):
+                  for u in ids}
+        values = None
+        if unit_label is not None:
+            values = spikes.get_property(unit_label)
+            if values is None:
+                raise ValueError(
+                    f"unit_label: the sorting has no unit property {unit_label!r} (it has "
+                    f"{list(spikes.get_property_keys())})")
+        return _from_mapping(trains, values)
+    # pynapple TsGroup: a mapping of Ts objects (`.t`, seconds) with metadata columns.
+    if isinstance(spikes, Mapping) and callable(getattr(spikes, "get_info", None)):
         trains = {k: np.asarray(spikes[k].t) for k in spikes.keys()}
-        return _from_mapping(trains)
+        values = None
+        if unit_label is not None:
+            columns = list(getattr(spikes, "metadata_columns", []) or [])
+            if columns and unit_label not in columns:
+                raise ValueError(f"unit_label: the TsGroup has no metadata column "
+                                 f"{unit_label!r} (it has {columns})")
+            try:
+                values = list(spikes.get_info(unit_label))
+            except Exception as e:  # pynapple raises its own errors for a missing column
+                raise ValueError(f"unit_label: the TsGroup has no metadata column "
+                                 f"{unit_label!r}: {e}") from None
+        return _from_mapping(trains, values)
     if isinstance(spikes, Mapping):
-        return _from_mapping(spikes)
+        if unit_label is not None:
+            raise ValueError("unit_label: a {unit: times} mapping has no unit metadata; "
+                             "label the keys instead")
+        return _from_mapping({k: _train_times(v) for k, v in spikes.items()})
+    if isinstance(spikes, tuple) and len(spikes) in (2, 3) and unit_label is not None:
+        raise ValueError("unit_label: arrays have no unit metadata; label the unit ids instead")
     if isinstance(spikes, tuple) and len(spikes) == 3:
         # What read_spikes returns: times, unit index, labels.
         times = np.asarray(spikes[0], dtype=np.float64)
@@ -126,15 +179,36 @@ def spike_arrays(spikes: Any) -> tuple[np.ndarray, np.ndarray, list[str]]:
         rank = np.empty(len(order), dtype=np.uint32)
         rank[order] = np.arange(len(order), dtype=np.uint32)
         return times, rank[inverse.ravel()], [str(u) for u in uniq[order]]
-    if isinstance(spikes, Sequence) and spikes and all(hasattr(s, "rescale") for s in spikes):
-        trains = {}
-        for i, st in enumerate(spikes):
-            name = getattr(st, "name", None) or getattr(st, "annotations", {}).get("unit_id", i)
-            trains[str(name)] = np.asarray(st.rescale("s").magnitude, dtype=np.float64)
-        return _from_mapping(trains)
+    # A sequence of neo.SpikeTrain (a list, a tuple, neo's SpikeTrainList).
+    if not isinstance(spikes, (str, bytes, np.ndarray)) and hasattr(spikes, "__iter__"):
+        items = list(spikes)
+        if items and all(hasattr(s, "rescale") and hasattr(s, "magnitude") for s in items):
+            trains, values = {}, []
+            for i, st in enumerate(items):
+                annotations = getattr(st, "annotations", {}) or {}
+                name = getattr(st, "name", None) or annotations.get("unit_id", i)
+                if str(name) in trains:
+                    raise ValueError(f"spikes: two spike trains are named {str(name)!r}")
+                trains[str(name)] = _train_times(st)
+                if unit_label is not None:
+                    if unit_label not in annotations:
+                        raise ValueError(f"unit_label: spike train {str(name)!r} has no "
+                                         f"annotation {unit_label!r}")
+                    values.append(annotations[unit_label])
+            return _from_mapping(trains, values if unit_label is not None else None)
     raise ValueError(
         "spikes: expected a path, (times_s, unit_ids) arrays, a {unit: times_s} mapping, a list "
         f"of neo.SpikeTrain, a pynapple.TsGroup or a SpikeInterface sorting, got {type(spikes)!r}")
+
+
+def _train_times(train: Any) -> np.ndarray:
+    """One unit's spike times in seconds: a ``neo.SpikeTrain`` (rescaled), a ``pynapple.Ts``
+    (``.t``) or an array of seconds."""
+    if hasattr(train, "rescale") and hasattr(train, "magnitude"):
+        return np.asarray(train.rescale("s").magnitude, dtype=np.float64).ravel()
+    if hasattr(train, "t") and not isinstance(train, np.ndarray):
+        return np.asarray(train.t, dtype=np.float64).ravel()
+    return np.asarray(train, dtype=np.float64).ravel()
 
 
 def motif(x: Any, m: int, top_k: int = 1, exclusion: int | None = None,
@@ -168,16 +242,24 @@ def motif(x: Any, m: int, top_k: int = 1, exclusion: int | None = None,
 
 def _reader(units: Sequence[str] | str | None, sample_rate_hz: float | None,
             time_column: str | None, unit_column: str | None, sort: bool,
-            unit_key: str | None = None) -> str:
+            unit_key: str | None = None, unit_label: str | None = None,
+            epochs: Sequence[str] | str | None = None, epochs_table: str | None = None) -> str:
     """The reader options as the extension reads them (JSON)."""
     if isinstance(units, str):
         units = [u.strip() for u in units.split(",")]
+    if isinstance(epochs, str):
+        epochs = [e.strip() for e in epochs.split(",")]
+    if epochs_table is not None and epochs is None:
+        raise ValueError("epochs_table: names the table `epochs` reads; give `epochs` too")
     options = {
         "units": list(units) if units is not None else None,
         "sample_rate_hz": float(sample_rate_hz) if sample_rate_hz is not None else None,
         "time_column": time_column,
         "unit_column": unit_column,
         "sort": bool(sort),
+        "unit_label": unit_label,
+        "epochs": list(epochs) if epochs is not None else None,
+        "epochs_table": epochs_table,
     }
     if unit_key is not None:
         options["unit_key"] = unit_key
@@ -193,6 +275,9 @@ def read_spikes(
     unit_column: str | None = None,
     sort: bool = False,
     unit_key: str | None = None,
+    unit_label: str | None = None,
+    epochs: Sequence[str] | str | None = None,
+    epochs_table: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Reads spikes as ``synfire mine`` reads them, without h5py, pynwb or phylib: an NWB
     units table (``/units/id``, ``spike_times``, ``spike_times_index``), a CSV
@@ -210,6 +295,13 @@ def read_spikes(
         unit_key: Open Ephys only: unit names, ``"electrode_sorted_id"`` (default,
             ``"Electrode 1/0"``), ``"electrode"`` or ``"full"`` (``"stream/electrode/id"``),
             as the live Open Ephys source names them.
+        unit_label: NWB only: label each unit ``"{value}:{id}"`` by this column of the units
+            table (``"location"`` gives ``"adn:6"``), as ``--unit-label``.
+        epochs: NWB only: keep the spikes inside the epochs with these tags (rows of
+            ``/intervals/epochs``, or of ``epochs_table``; ``"*"`` every row), e.g.
+            ``"wake"``, as ``--epochs``.
+        epochs_table: NWB only: the ``TimeIntervals`` table under ``/intervals/`` that
+            ``epochs`` reads (default ``epochs``; e.g. ``"trials"`` with ``epochs="*"``).
         sample_rate_hz: phy only: the sampling rate (Hz) when ``params.py`` lacks it.
         time_column, unit_column: CSV only: the header names of the time (seconds) and unit
             columns.
@@ -223,16 +315,26 @@ def read_spikes(
     Raises:
         FileNotFoundError: the path does not exist.
         SynfireError: the input cannot be read (the message names the file and the dataset,
-            line or field), or looks wrong (a CSV whose unit labels look like spike times).
-        ValueError: an option the input has no use for.
+            line or field), looks wrong (a CSV whose unit labels look like spike times), or
+            an option its format has no use for (``unit_label`` for a CSV, say).
+        ValueError: a malformed option.
     """
-    reader = _reader(units, sample_rate_hz, time_column, unit_column, sort, unit_key)
+    reader = _reader(units, sample_rate_hz, time_column, unit_column, sort, unit_key,
+                     unit_label, epochs, epochs_table)
     times, index, labels = _synfire.read_spikes(os.fspath(path), reader)
     return times, index, labels
 
 
-def _from_mapping(trains: Mapping[Any, Iterable[float]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def _from_mapping(trains: Mapping[Any, Iterable[float]], values: Sequence[Any] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """``(times, unit index, labels)`` of ``{unit: times_s}``; with ``values`` (one per unit,
+    in order) the labels are ``"{value}:{unit}"``."""
     labels = [str(k) for k in trains]
+    if values is not None:
+        values = list(values)
+        if len(values) != len(labels):
+            raise ValueError(f"unit_label: {len(values)} values for {len(labels)} units")
+        labels = [f"{v}:{k}" for v, k in zip(values, labels)]
     if len(set(labels)) != len(labels):
         raise ValueError("spikes: two units have the same label")
     arrays = [np.asarray(v, dtype=np.float64).ravel() for v in trains.values()]
@@ -249,6 +351,48 @@ def _interval(iv: Any) -> Any:
         return iv
     low, high = iv
     return [float(low), float(high)]
+
+
+ProgressArg = Union[bool, None, Callable[[int, int, int], Any]]
+
+
+class _StderrProgress:
+    """The command line's progress bar as one line on standard error, redrawn in place:
+    ``  level 3 [00:00:12] ########---------- 12345/67890 candidates``, cleared at the end."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.drawn = False
+
+    def __call__(self, level: int, done: int, total: int) -> None:
+        elapsed = int(time.monotonic() - self.started)
+        clock = f"{elapsed // 3600:02}:{elapsed // 60 % 60:02}:{elapsed % 60:02}"
+        width = 30
+        filled = width * done // total if total else width
+        bar = "#" * filled + "-" * (width - filled)
+        sys.stderr.write(f"\r{'level ' + str(level):>9} [{clock}] {bar} {done}/{total} "
+                         "candidates\x1b[K")
+        sys.stderr.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def _progress(progress: ProgressArg) -> Callable[[int, int, int], Any] | None:
+    """The callable :func:`mine` reports to: ``progress`` itself, a bar on standard error
+    (True, or None when standard error is a terminal, as the command line), or none."""
+    if callable(progress):
+        return progress
+    if progress is None:
+        progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
+    if progress is True:
+        return _StderrProgress()
+    if progress is False:
+        return None
+    raise ValueError(f"progress: expected True, False, None or a callable, got {progress!r}")
 
 
 def mine(
@@ -269,6 +413,11 @@ def mine(
     calibration: str | os.PathLike | None = None,
     sample_rate_hz: float | None = None,
     significance: Mapping[str, Any] | None = None,
+    occurrences: bool = False,
+    progress: ProgressArg = None,
+    unit_label: str | None = None,
+    epochs: Sequence[str] | str | None = None,
+    epochs_table: str | None = None,
     units: Sequence[str] | str | None = None,
     time_column: str | None = None,
     unit_column: str | None = None,
@@ -277,9 +426,16 @@ def mine(
     """Mines the frequent serial episodes of ``spikes`` (``synfire mine``, same options and
     defaults).
 
+    The work runs on a thread of its own with the GIL released (other Python threads go on);
+    Ctrl-C raises ``KeyboardInterrupt`` within about 0.1 s and stops the mining at its next
+    batch of candidates (a significance test already under way finishes in the background,
+    its result dropped); a later call is unaffected.
+
     Args:
-        spikes: a path to an NWB units table, a CSV or a phy/Kilosort folder (as
-            :func:`read_spikes`), or any container :func:`spike_arrays` accepts.
+        spikes: a path to an NWB units table, a CSV, a phy/Kilosort folder or an Open Ephys
+            recording (as :func:`read_spikes`), or any container :func:`spike_arrays` accepts:
+            ``(times_s, unit_ids)`` arrays, a ``{unit: times_s}`` dict, a list of
+            ``neo.SpikeTrain``, a ``pynapple.TsGroup``, a SpikeInterface sorting.
         intervals: the delay intervals between consecutive spikes of an episode, each
             ``(low, high)`` in seconds meaning ``(low, high]``, or the notation
             ``"(low,high]"`` / ``"[low,high]"`` (``"[0,0.001]"`` admits simultaneous spikes:
@@ -298,6 +454,20 @@ def mine(
         significance: test the episodes against surrogates: a dict with ``surrogates``
             (``"dither:0.015"``, ...) and optionally ``n_surrogates`` (default 19), ``alpha``,
             ``correction`` (``"max-t"``, ...), ``seed``, ``test_top``, ``significant_only``.
+        occurrences: also return every listed episode's non-overlapped occurrences
+            (:attr:`MiningResult.occurrences`; ``--occurrences``).
+        progress: the levels' progress, as the command line's bar: None (default) draws it
+            on standard error when that is a terminal; True always, False never; a callable
+            is called ``progress(level, done, total)`` on the calling thread (candidates of
+            the level dealt with so far, of ``total``) at each level's start and end and
+            about every 50 ms between; ``(level, done)`` only increases. An exception it
+            raises stops the run and propagates.
+        unit_label: label each unit ``"{value}:{unit}"`` by this metadata, as
+            ``--unit-label``: a column of an NWB file's units table (``"location"`` gives
+            ``"adn:6"``), a ``pynapple.TsGroup`` metadata column, a SpikeInterface unit
+            property or a ``neo.SpikeTrain`` annotation.
+        epochs, epochs_table: NWB paths only: mine the spikes inside these epochs (as
+            ``--epochs`` / ``--epochs-table``; :func:`read_spikes`).
         units, time_column, unit_column, sort: how a path is read (:func:`read_spikes`).
 
     Returns:
@@ -306,7 +476,9 @@ def mine(
     Raises:
         ValueError: a bad option (named as on the command line) or bad spikes.
         FileNotFoundError: a path that does not exist.
-        SynfireError: a device failure or an unreadable file.
+        SynfireError: a device failure, an unreadable file, an option the file's format has
+            no use for.
+        KeyboardInterrupt: Ctrl-C during the call.
     """
     specs = [_interval(iv) for iv in intervals]
     options: dict[str, Any] = {
@@ -330,19 +502,51 @@ def mine(
     else:
         options["intervals_s"] = specs
     options_json = json.dumps(options)
-    if isinstance(spikes, (str, os.PathLike)):
-        reader = _reader(units, sample_rate_hz, time_column, unit_column, sort)
-        text, cols = _synfire.mine_file(os.fspath(spikes), options_json, reader)
-    else:
-        times, units, labels = spike_arrays(spikes)
-        text, cols = _synfire.mine_arrays(np.ascontiguousarray(times, dtype=np.float64),
-                                          np.ascontiguousarray(units, dtype=np.uint32),
-                                          labels, options_json)
-    return _result(json.loads(text), cols)
+    report = _progress(progress)
+    try:
+        if isinstance(spikes, (str, os.PathLike)):
+            reader = _reader(units, sample_rate_hz, time_column, unit_column, sort,
+                             unit_label=unit_label, epochs=epochs, epochs_table=epochs_table)
+            text, cols, occ = _synfire.mine_file(os.fspath(spikes), options_json, reader,
+                                                 report, bool(occurrences))
+        else:
+            if epochs is not None or epochs_table is not None:
+                raise ValueError("epochs: read NWB files' epoch tables; select the spikes of "
+                                 "a container before mining it")
+            times, index, labels = spike_arrays(spikes, unit_label=unit_label)
+            text, cols, occ = _synfire.mine_arrays(np.ascontiguousarray(times, dtype=np.float64),
+                                                   np.ascontiguousarray(index, dtype=np.uint32),
+                                                   labels, options_json, report,
+                                                   bool(occurrences))
+    finally:
+        if isinstance(report, _StderrProgress):
+            report.close()
+    return _result(json.loads(text), cols, occ)
 
 
-def _result(doc: dict, cols: dict) -> MiningResult:
-    """The result from the document (without its episodes) and the episodes' columns."""
+def gpus() -> list[dict]:
+    """The GPUs synfire can use here (``device="gpu"``): one dict each, ``ordinal``,
+    ``name``, ``compute_capability`` ``(major, minor)``, ``multiprocessors``,
+    ``total_memory`` (bytes), ``driver_version``. The CUDA driver is loaded at run time, as
+    the command line loads it; the package links no CUDA library.
+
+    Raises:
+        SynfireError: none is usable; the message says why (no driver library, no device).
+    """
+    return _synfire.gpus()
+
+
+def gpu_available() -> bool:
+    """Whether :func:`gpus` finds a usable GPU (``device="auto"`` would take it)."""
+    try:
+        return len(gpus()) > 0
+    except SynfireError:
+        return False
+
+
+def _result(doc: dict, cols: dict, occ: dict | None = None) -> MiningResult:
+    """The result from the document (without its episodes), the episodes' columns and the
+    occurrences' columns."""
     names = cols["type_labels"]
     notation = doc["params"]["interval_notation"]
     bounds = [tuple(b) for b in doc["params"]["intervals"]]
@@ -373,6 +577,16 @@ def _result(doc: dict, cols: dict) -> MiningResult:
         columns["significant"] = significant
     episodes = pd.DataFrame(columns)
     levels = pd.DataFrame(doc["levels"])
+    occurrences = None
+    if occ is not None:
+        occurrences = pd.DataFrame({
+            "episode": occ["episode"].astype(np.int64),
+            "occurrence": occ["occurrence"].astype(np.int64),
+            "node": occ["node"].astype(np.int64),
+            "unit": pd.Categorical.from_codes(occ["unit"].astype(np.int64),
+                                              categories=list(names)),
+            "time_s": occ["time_s"],
+        })
     return MiningResult(
         episodes=episodes,
         levels=levels,
@@ -381,4 +595,5 @@ def _result(doc: dict, cols: dict) -> MiningResult:
         significance=doc.get("significance"),
         truncated=doc.get("truncated"),
         document=doc,
+        occurrences=occurrences,
     )

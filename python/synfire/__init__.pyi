@@ -1,6 +1,6 @@
 from dataclasses import dataclass
 from os import PathLike
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,12 @@ class MiningResult:
     significance: dict | None
     truncated: dict | None
     document: dict
+    occurrences: pd.DataFrame | None = ...
 
+ProgressArg = Union[bool, None, Callable[[int, int, int], Any]]
+
+def gpus() -> list[dict[str, Any]]: ...
+def gpu_available() -> bool: ...
 def motif(x: Any, m: int, top_k: int = ..., exclusion: int | None = ..., device: str = ...) -> pd.DataFrame: ...
 def read_spikes(
     path: str | PathLike,
@@ -29,8 +34,13 @@ def read_spikes(
     unit_column: str | None = ...,
     sort: bool = ...,
     unit_key: str | None = ...,
+    unit_label: str | None = ...,
+    epochs: Sequence[str] | str | None = ...,
+    epochs_table: str | None = ...,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]: ...
-def spike_arrays(spikes: Any) -> tuple[np.ndarray, np.ndarray, list[str]]: ...
+def spike_arrays(
+    spikes: Any, unit_label: str | None = ...
+) -> tuple[np.ndarray, np.ndarray, list[str]]: ...
 def mine(
     spikes: Any,
     intervals: Sequence[Any],
@@ -49,6 +59,11 @@ def mine(
     calibration: str | PathLike | None = ...,
     sample_rate_hz: float | None = ...,
     significance: Mapping[str, Any] | None = ...,
+    occurrences: bool = ...,
+    progress: ProgressArg = ...,
+    unit_label: str | None = ...,
+    epochs: Sequence[str] | str | None = ...,
+    epochs_table: str | None = ...,
     units: Sequence[str] | str | None = ...,
     time_column: str | None = ...,
     unit_column: str | None = ...,

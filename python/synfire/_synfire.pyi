@@ -1,6 +1,6 @@
-"""Type stubs of the extension module (src/python.rs). Use the functions of `synfire`."""
+"""Type stubs of the extension module (src/python/). Use the functions of `synfire`."""
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -22,20 +22,35 @@ def read_spikes(
     """Reads a spike file or phy folder with the reader options (JSON): times (s, [n]),
     unit index ([n]), labels."""
 
+def gpus() -> list[dict[str, Any]]:
+    """The usable GPUs (ordinal, name, compute_capability, multiprocessors, total_memory,
+    driver_version); SynfireError saying why when there is none."""
+
 def mine_arrays(
     times: npt.NDArray[np.float64],
     units: npt.NDArray[np.uint32],
     labels: list[str],
     options_json: str,
-) -> tuple[str, dict[str, Any]]:
+    progress: Callable[[int, int, int], Any] | None = ...,
+    occurrences: bool = ...,
+) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
     """Mines spikes given as arrays (times in seconds, shape [n]; each spike's index into
-    `labels`, shape [n]); returns the `synfire mine` JSON document without its episodes, and
-    the episodes as columns (numpy arrays: lengths, types, intervals, count, tested, the test
-    statistics, significant; and type_labels)."""
+    `labels`, shape [n]) on a thread of its own (GIL released, Ctrl-C raises
+    KeyboardInterrupt and stops it, `progress(level, done, total)` called on this thread);
+    returns the `synfire mine` JSON document without its episodes, the episodes as columns
+    (numpy arrays: lengths, types, intervals, count, tested, the test statistics,
+    significant; and type_labels), and with `occurrences` their occurrences as columns
+    (episode, occurrence, node, unit type id, time_s), else None."""
 
-def mine_file(path: str, options_json: str, reader_json: str) -> tuple[str, dict[str, Any]]:
-    """Mines a spike file or folder (NWB units table, CSV, phy/Kilosort) read with the reader
-    options (JSON); returns what `mine_arrays` returns."""
+def mine_file(
+    path: str,
+    options_json: str,
+    reader_json: str,
+    progress: Callable[[int, int, int], Any] | None = ...,
+    occurrences: bool = ...,
+) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+    """Mines a spike file or folder (NWB units table, CSV, phy/Kilosort, Open Ephys) read
+    with the reader options (JSON); returns what `mine_arrays` returns."""
 
 def softdtw(
     a: list[npt.NDArray[np.float64]],
@@ -89,3 +104,35 @@ class SingIndex:
     def query(
         self, q: npt.NDArray[np.float64], k: int = ..., device: str = ...
     ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.float64]]: ...
+
+# synfire.cluster's side of the extension (src/python/cluster.rs, issue 22).
+
+def check_options(options_json: str) -> None:
+    """Checks mining options (JSON, as synfire.mine passes them); ValueError naming every bad one."""
+
+class Engine:
+    """A cluster worker's warm engine: GPU counters kept between sessions."""
+    def __init__(self) -> None: ...
+    @property
+    def sessions(self) -> int: ...
+    @property
+    def gpu_counters(self) -> int: ...
+
+class Session:
+    """One session read once, its options resolved; run whole or in the phases of a split test."""
+    def __init__(self, path: str, options_json: str, reader_json: str,
+                 input: str | None = ...) -> None: ...
+    @property
+    def input(self) -> str: ...
+    @property
+    def tests_significance(self) -> bool: ...
+    def __len__(self) -> int: ...
+    def run(self, engine: Engine, nwb_output: str | None = ...,
+            json_output: str | None = ...) -> tuple[str, dict[str, Any]]: ...
+    def plan(self, engine: Engine) -> tuple[bytes, int, int]: ...
+    def first_pass(self, engine: Engine, plan: bytes, start: int, end: int) -> bytes: ...
+    def union(self, engine: Engine, plan: bytes, parts: list[bytes]) -> bytes: ...
+    def second_pass(self, engine: Engine, plan: bytes, union: bytes, part: bytes) -> bytes: ...
+    def finish(self, engine: Engine, plan: bytes, first: list[bytes], union: bytes | None = ...,
+               second: list[bytes] = ..., nwb_output: str | None = ...,
+               json_output: str | None = ...) -> tuple[str, dict[str, Any]]: ...

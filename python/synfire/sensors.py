@@ -1,7 +1,13 @@
 """The sensor stages, numpy in and out: soft-DTW (values, gradients, divergence),
 soft-DTW barycenters, the SING similarity-search index and a shapelet-tree classifier with
 scikit-learn's conventions. Each runs on the CPU or a GPU (``device="auto"|"cpu"|"gpu"``) as
-the command line does."""
+the command line does.
+
+Long calls (:func:`softdtw`, :func:`barycenter`, :meth:`Index.build`,
+:meth:`ShapeletClassifier.fit`) run on a thread of their own with the GIL released, and
+Ctrl-C raises ``KeyboardInterrupt`` within about 0.1 s; the interrupted computation has no
+cancellation hook, so it ends on its own thread, its result dropped, and a later call works
+as usual."""
 
 from __future__ import annotations
 
@@ -79,7 +85,7 @@ def softdtw(
             raise ValueError(f"X has {dims} channels but Y has {dims_b}")
     values, grads = _synfire.softdtw(a, b, dims, float(gamma), band, divergence, gradient,
                                      device)
-    if not gradient:
+    if grads is None:
         return values
     ga, gb = grads
     return (values, [g.reshape(s) for g, s in zip(ga, shapes_a)],

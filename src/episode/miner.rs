@@ -216,6 +216,10 @@ pub enum MineError {
     /// The counting back end failed.
     #[error(transparent)]
     Count(#[from] CountError),
+    /// [`Progress::cancelled`] asked the run to stop (Ctrl-C in a caller, say); nothing of the
+    /// run is returned.
+    #[error("mining was cancelled")]
+    Cancelled,
 }
 
 /// What happened at one level (read back from JSON, e.g. a pipeline's line, without
@@ -340,6 +344,13 @@ pub trait Progress: Sync {
     /// A level's frequent episodes (in the result's order), right after
     /// [`Progress::level_finished`]: for writing a result level by level.
     fn level_result(&self, _stats: &LevelStats, _episodes: &[FrequentEpisode]) {}
+    /// Whether the run should stop (a caller's Ctrl-C, say). [`mine_with`] asks before each
+    /// level and between batches of candidates (a batch being counted is finished first) and,
+    /// when true, stops and returns [`MineError::Cancelled`]. Default false: a run that is
+    /// never cancelled is unaffected.
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// A [`Progress`] that ignores everything.
@@ -391,6 +402,9 @@ pub fn mine_with(
     let index = (config.bounds && config.max_level > 1).then(|| TypeIndex::new(stream));
     let mut table = SuccessorTable::default();
     for level in 1..=config.max_level {
+        if progress.cancelled() {
+            return Err(MineError::Cancelled);
+        }
         let started = Instant::now();
         let removed = AtomicU64::new(0);
         // Candidates removed before the generator runs (level 2), reported once it starts.
@@ -488,6 +502,9 @@ pub fn mine_with(
                         expired_ref.store(true, Ordering::Relaxed);
                         break;
                     }
+                    if progress.cancelled() {
+                        break;
+                    }
                     let full = std::mem::replace(&mut chunk, Vec::with_capacity(batch));
                     // A refused batch means counting failed or stopped.
                     if (!full.is_empty() && !emit(full)) || done {
@@ -498,6 +515,9 @@ pub fn mine_with(
         };
         let mut acc = LevelAccumulator::default();
         let mut count = |chunk: Vec<Episode>| -> Result<bool, CountError> {
+            if progress.cancelled() {
+                return Ok(false);
+            }
             acc.count_batch(counter, chunk, two_pass, min_count, progress)?;
             let late = deadline.is_some_and(|d| Instant::now() >= d);
             if late {
@@ -531,6 +551,9 @@ pub fn mine_with(
                 }
                 Ok::<_, CountError>(())
             })?;
+        }
+        if progress.cancelled() {
+            return Err(MineError::Cancelled);
         }
         let counted = acc;
         let removed = removed.into_inner() as usize;
@@ -788,5 +811,93 @@ mod tests {
         // Nothing of level 3 was dealt with, so the suggestion leaves level 3 one candidate
         // at most, which a higher threshold than the run's gives.
         assert!(t.suggested_min_count.is_some_and(|n| n > 20), "{t:?}");
+    }
+
+    /// Cancels once `after` candidates have been dealt with in level `level`, and counts the
+    /// batches the miner handed over after that.
+    struct CancelIn {
+        level: usize,
+        after: u64,
+        seen: AtomicU64,
+        current: std::sync::atomic::AtomicUsize,
+        cancelled: AtomicBool,
+        counted_after: AtomicU64,
+    }
+
+    impl Progress for CancelIn {
+        fn level_started(&self, level: usize, _work: u64) {
+            self.current.store(level, Ordering::SeqCst);
+        }
+        fn advanced(&self, n: u64) {
+            if self.cancelled.load(Ordering::SeqCst) {
+                self.counted_after.fetch_add(n, Ordering::SeqCst);
+            }
+            if self.current.load(Ordering::SeqCst) == self.level
+                && self.seen.fetch_add(n, Ordering::SeqCst) + n >= self.after
+            {
+                self.cancelled.store(true, Ordering::SeqCst);
+            }
+        }
+        fn cancelled(&self) -> bool {
+            self.cancelled.load(Ordering::SeqCst)
+        }
+    }
+
+    /// A cancelled run stops within the level it was cancelled in and returns
+    /// `MineError::Cancelled`; a run never cancelled is unaffected, before and after.
+    #[test]
+    fn a_cancelled_run_stops_between_batches() {
+        let s = stream();
+        let ivs = vec![
+            Interval::new(0.0, 0.002).unwrap(),
+            Interval::new(0.002, 0.005).unwrap(),
+        ];
+        let mut config = MinerConfig::new(ivs, Threshold::MinCount(20));
+        config.max_level = 5;
+        // Without bounds every candidate of a level is counted, in batches of 16.
+        config.bounds = false;
+        let counter = SmallBatches(CpuCounter::new(&s));
+        let full = mine_with(&s, &config, &counter, &NoProgress).unwrap();
+        assert!(full.levels.len() >= 3 && full.levels[2].candidates > 64);
+        let cancel = CancelIn {
+            level: 3,
+            after: 1,
+            seen: AtomicU64::new(0),
+            current: 0.into(),
+            cancelled: AtomicBool::new(false),
+            counted_after: AtomicU64::new(0),
+        };
+        let r = mine_with(&s, &config, &counter, &cancel);
+        assert!(matches!(r, Err(MineError::Cancelled)), "{r:?}");
+        // Only the rest of the batch in flight is counted after the cancel.
+        assert!(cancel.counted_after.load(Ordering::SeqCst) <= 16);
+        let again = mine_with(&s, &config, &counter, &NoProgress).unwrap();
+        assert!(again.episodes == full.episodes, "a later run differs");
+        let shape = |r: &MiningResult| -> Vec<(usize, usize, usize)> {
+            r.levels
+                .iter()
+                .map(|l| (l.level, l.candidates, l.frequent))
+                .collect()
+        };
+        assert_eq!(shape(&again), shape(&full));
+    }
+
+    /// The CPU counter in batches of 16, so a level has many batches.
+    #[derive(Debug)]
+    struct SmallBatches(CpuCounter);
+
+    impl Counter for SmallBatches {
+        fn name(&self) -> &str {
+            "cpu-16"
+        }
+        fn events_touched(&self, episode: &Episode) -> u64 {
+            self.0.events_touched(episode)
+        }
+        fn count(&self, kind: CountKind, episodes: &[Episode]) -> Result<Vec<u64>, CountError> {
+            self.0.count(kind, episodes)
+        }
+        fn preferred_batch(&self) -> usize {
+            16
+        }
     }
 }

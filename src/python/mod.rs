@@ -2,28 +2,33 @@
 //! `pyproject.toml`). A thin layer over the library's entry points: the Python package
 //! (`python/synfire/`) turns a lab's spike containers into `(times, unit index, labels)` arrays
 //! or a file path and the options into [`MiningOptions`]' JSON, and reads back the `synfire
-//! mine` JSON document ([`MineReport`], `docs/mine-json.md`) as pandas frames. Mining runs with
-//! the GIL released.
+//! mine` JSON document ([`MineReport`], `docs/mine-json.md`) as pandas frames. Long calls run
+//! on a thread of their own with the GIL released and answer Ctrl-C ([`interrupt`]); mining
+//! reports its progress to a Python callable and stops when interrupted.
 //!
 //! Errors become Python exceptions with the command line's messages: `ValueError` for bad
 //! options or spikes, `FileNotFoundError` for a missing file, `synfire.SynfireError` for the
 //! rest (device failures, unreadable files).
 
+mod cluster;
+mod interrupt;
 mod sensors;
 
-use std::path::Path;
-
 use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use numpy::{IntoPyArray, PyReadonlyArray1};
-use pyo3::exceptions::{PyException, PyFileNotFoundError, PyValueError};
+use pyo3::exceptions::{PyException, PyFileNotFoundError, PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::episode::{MiningOptions, NoProgress, mine_with, select_counter};
+use crate::episode::{MiningOptions, mine_with, select_counter};
 use crate::event::{Alphabet, EventStream, EventType, Ordering};
 use crate::report::MineReport;
 use crate::significance::{SignificanceConfig, listing, test_episodes_on};
+use interrupt::{MineProgress, interruptible};
 
 pyo3::create_exception!(
     _synfire,
@@ -129,14 +134,113 @@ impl Columns {
     }
 }
 
-/// Mines `stream` with the options and returns the `synfire mine` JSON document without its
-/// episodes, and the episodes as [`Columns`].
+/// The non-overlapped occurrences of the listed episodes of two or more nodes, as the long
+/// table of `synfire mine --occurrences FILE.csv`: one row per event of an occurrence. Keys:
+/// `episode` (the episode's row in the frame, `[R]`), `occurrence` (0-based, in time order),
+/// `node` (0-based), `unit` (the node's type id), `time_s` (seconds).
+#[derive(Default)]
+struct OccurrenceColumns {
+    episode: Vec<u64>,
+    occurrence: Vec<u64>,
+    node: Vec<u32>,
+    unit: Vec<u32>,
+    time_s: Vec<f64>,
+}
+
+impl OccurrenceColumns {
+    /// The occurrences of `listed` (the frame's rows in order), counted in `stream` by
+    /// [`crate::episode::occurrences`] (Algorithm 1's greedy earliest-end occurrences, exactly
+    /// `count` of them), a block of episodes at a time in parallel, checking `cancel` between
+    /// blocks.
+    fn of(
+        stream: &EventStream,
+        listed: &[&crate::episode::FrequentEpisode],
+        cancel: &AtomicBool,
+    ) -> PyResult<Self> {
+        use rayon::prelude::*;
+        const BLOCK: usize = 256;
+        let index = crate::episode::TypeIndex::new(stream);
+        let mut c = Self::default();
+        let rows: Vec<(usize, &crate::episode::FrequentEpisode)> = listed
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, f)| f.episode.len() >= 2)
+            .collect();
+        for block in rows.chunks(BLOCK) {
+            if cancel.load(AtomicOrdering::Relaxed) {
+                return Err(PyKeyboardInterrupt::new_err("cancelled"));
+            }
+            let found: Vec<Vec<f64>> = block
+                .par_iter()
+                .map(|(_, f)| crate::episode::occurrences(&index, &f.episode))
+                .collect();
+            for ((row, f), times) in block.iter().zip(found) {
+                let n = f.episode.len();
+                if times.len() as u64 != f.count * n as u64 {
+                    return Err(SynfireError::new_err(format!(
+                        "internal error (please report it): episode {row} has count {} but {} \
+                         occurrences",
+                        f.count,
+                        times.len() / n
+                    )));
+                }
+                for (m, occ) in times.chunks(n).enumerate() {
+                    for (node, (&t, ty)) in occ.iter().zip(f.episode.types()).enumerate() {
+                        c.episode.push(*row as u64);
+                        c.occurrence.push(m as u64);
+                        c.node.push(node as u32);
+                        c.unit.push(ty.0);
+                        c.time_s.push(t);
+                    }
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    fn into_dict(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("episode", self.episode.into_pyarray(py))?;
+        d.set_item("occurrence", self.occurrence.into_pyarray(py))?;
+        d.set_item("node", self.node.into_pyarray(py))?;
+        d.set_item("unit", self.unit.into_pyarray(py))?;
+        d.set_item("time_s", self.time_s.into_pyarray(py))?;
+        Ok(d)
+    }
+}
+
+/// What a mining call returns from its worker thread.
+struct Mined {
+    doc: String,
+    columns: Columns,
+    occurrences: Option<OccurrenceColumns>,
+    labels: Vec<String>,
+}
+
+/// A library error of the mining thread as a Python exception: a cancelled run
+/// `KeyboardInterrupt` (the caller has raised its own exception already), the rest
+/// `SynfireError` with the library's message.
+fn mine_err(e: &dyn std::fmt::Display, cancelled: bool) -> PyErr {
+    if cancelled {
+        PyKeyboardInterrupt::new_err("mining was cancelled")
+    } else {
+        SynfireError::new_err(e.to_string())
+    }
+}
+
+/// Mines the stream `read` gives with the options (JSON) on a thread of its own (GIL
+/// released, Ctrl-C answered, `progress(level, done, total)` called on this thread as levels
+/// advance), and returns the `synfire mine` JSON document without its episodes, the
+/// episodes as [`Columns`] (with `type_labels`) and, with `occurrences`, the
+/// [`OccurrenceColumns`] (or None).
 fn mine_stream<'py>(
     py: Python<'py>,
-    stream: &EventStream,
-    input: &str,
+    read: impl FnOnce() -> PyResult<(EventStream, String)> + Send + 'static,
     json: &str,
-) -> PyResult<(String, Bound<'py, PyDict>)> {
+    progress: Option<Bound<'py, PyAny>>,
+    occurrences: bool,
+) -> PyResult<(String, Bound<'py, PyDict>, Option<Bound<'py, PyDict>>)> {
     let options = options(json)?;
     let (config, settings) = options.resolve().map_err(|errors| {
         let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
@@ -152,51 +256,100 @@ fn mine_stream<'py>(
         })?),
         None => None,
     };
-    let (doc, columns) = py.detach(|| -> PyResult<(String, Columns)> {
-        let err = |e: &dyn std::fmt::Display| SynfireError::new_err(e.to_string());
-        let counter = select_counter(stream, &config.intervals, options.device, &settings)
+    let cancel = Arc::new(AtomicBool::new(false));
+    let watch = Arc::new(MineProgress::new(cancel.clone()));
+    let (worker_watch, worker_cancel) = (watch.clone(), cancel.clone());
+    let device = options.device;
+    let work = move || -> PyResult<Mined> {
+        let (stream, input) = read()?;
+        let cancelled = || worker_cancel.load(AtomicOrdering::Relaxed);
+        let err = |e: &dyn std::fmt::Display| mine_err(e, cancelled());
+        let counter =
+            select_counter(&stream, &config.intervals, device, &settings).map_err(|e| err(&e))?;
+        let result = mine_with(&stream, &config, counter.as_ref(), worker_watch.as_ref())
             .map_err(|e| err(&e))?;
-        let result =
-            mine_with(stream, &config, counter.as_ref(), &NoProgress).map_err(|e| err(&e))?;
-        let report = MineReport::new(input, stream, &config, &result);
+        let report = MineReport::new(&input, &stream, &config, &result);
         let tested = match &significance {
             Some((sig, _)) => Some(
-                test_episodes_on(stream, &config, &result, sig, options.device, &settings)
+                test_episodes_on(&stream, &config, &result, sig, device, &settings)
                     .map_err(|e| err(&e))?,
             ),
             None => None,
         };
-        let mut report = match (&significance, &tested) {
+        let list = match (&significance, &tested) {
             (Some((_, significant_only)), Some(t)) => {
-                let list = listing(&result, Some(t), *significant_only, false);
-                report.annotated(Some(t), &list)
+                Some(listing(&result, Some(t), *significant_only, false))
             }
+            _ => None,
+        };
+        let mut report = match (&list, &tested) {
+            (Some(list), Some(t)) => report.annotated(Some(t), list),
             _ => report,
+        };
+        let occurrences = if occurrences {
+            let listed: Vec<&crate::episode::FrequentEpisode> = match &list {
+                Some(list) => result
+                    .episodes
+                    .iter()
+                    .zip(&list.keep)
+                    .filter(|(_, keep)| **keep)
+                    .map(|(f, _)| f)
+                    .collect(),
+                None => result.episodes.iter().collect(),
+            };
+            Some(OccurrenceColumns::of(&stream, &listed, &worker_cancel)?)
+        } else {
+            None
         };
         let columns = Columns::of(&mut report);
         let doc = serde_json::to_string(&report).map_err(|e| err(&e))?;
-        Ok((doc, columns))
-    })?;
-    let dict = columns.into_dict(py)?;
-    dict.set_item("type_labels", stream.alphabet().labels())?;
-    Ok((doc, dict))
+        Ok(Mined {
+            doc,
+            columns,
+            occurrences,
+            labels: stream.alphabet().labels().to_vec(),
+        })
+    };
+    let mined = interruptible(
+        py,
+        &cancel,
+        |_| match &progress {
+            Some(callback) => watch.report(callback),
+            None => Ok(()),
+        },
+        work,
+    )?;
+    let dict = mined.columns.into_dict(py)?;
+    dict.set_item("type_labels", mined.labels)?;
+    let occurrences = mined.occurrences.map(|o| o.into_dict(py)).transpose()?;
+    Ok((mined.doc, dict, occurrences))
 }
+
+/// What [`mine_arrays`] and [`mine_file`] return: the document, the episodes' columns and the
+/// occurrences' columns (or None).
+type MineOutput<'py> = (String, Bound<'py, PyDict>, Option<Bound<'py, PyDict>>);
 
 /// Mines spikes given as arrays: `times` (seconds, shape `[n]`), `units` (each spike's index
 /// into `labels`, shape `[n]`), `labels` (the units' names). Unsorted spikes are sorted (equal
-/// times in unit order). Returns the `synfire mine` JSON document without its episodes and
-/// the episodes as columns ([`Columns`]).
+/// times in unit order). Returns the `synfire mine` JSON document without its episodes, the
+/// episodes as columns ([`Columns`]) and with `occurrences` their occurrences
+/// ([`OccurrenceColumns`], else None). `progress` is called `(level, done, total)` as levels
+/// advance; Ctrl-C raises `KeyboardInterrupt` and stops the run.
 #[pyfunction]
+#[pyo3(signature = (times, units, labels, options_json, progress = None, occurrences = false))]
 fn mine_arrays<'py>(
     py: Python<'py>,
     times: PyReadonlyArray1<'_, f64>,
     units: PyReadonlyArray1<'_, u32>,
     labels: Vec<String>,
     options_json: &str,
-) -> PyResult<(String, Bound<'py, PyDict>)> {
+    progress: Option<Bound<'py, PyAny>>,
+    occurrences: bool,
+) -> PyResult<MineOutput<'py>> {
     let times = times
         .as_slice()
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        .map_err(|e| PyValueError::new_err(e.to_string()))?
+        .to_vec();
     let units = units
         .as_slice()
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -206,16 +359,15 @@ fn mine_arrays<'py>(
             labels.len()
         )));
     }
+    let types: Vec<EventType> = units.iter().map(|&u| EventType(u)).collect();
     let alphabet =
         Alphabet::from_labels(labels).map_err(|e| PyValueError::new_err(format!("units: {e}")))?;
-    let stream = EventStream::new(
-        times.to_vec(),
-        units.iter().map(|&u| EventType(u)).collect(),
-        alphabet,
-        Ordering::SortIfNeeded,
-    )
-    .map_err(|e| PyValueError::new_err(format!("spikes: {e}")))?;
-    mine_stream(py, &stream, "<arrays>", options_json)
+    let read = move || {
+        EventStream::new(times, types, alphabet, Ordering::SortIfNeeded)
+            .map(|s| (s, "<arrays>".to_owned()))
+            .map_err(|e| PyValueError::new_err(format!("spikes: {e}")))
+    };
+    mine_stream(py, read, options_json, progress, occurrences)
 }
 
 /// How Python asks a file to be read (`units`, `sample_rate_hz`, `time_column`,
@@ -276,34 +428,45 @@ fn read_file(path: &str, reader_json: &str) -> PyResult<EventStream> {
         .map_err(|e| SynfireError::new_err(e.to_string()))
 }
 
-/// Mines a spike file or folder (NWB units table, CSV, phy/Kilosort), as `synfire mine
-/// PATH`, read with `reader_json` ([`Reader`]). Returns what [`mine_arrays`] returns.
+/// Mines a spike file or folder (NWB units table, CSV, phy/Kilosort, Open Ephys), as
+/// `synfire mine PATH`, read with `reader_json` ([`Reader`]) on the mining thread. Returns
+/// what [`mine_arrays`] returns.
 #[pyfunction]
+#[pyo3(signature = (path, options_json, reader_json, progress = None, occurrences = false))]
 fn mine_file<'py>(
     py: Python<'py>,
-    path: &str,
+    path: String,
     options_json: &str,
-    reader_json: &str,
-) -> PyResult<(String, Bound<'py, PyDict>)> {
-    let stream = read_file(path, reader_json)?;
-    mine_stream(py, &stream, path, options_json)
+    reader_json: String,
+    progress: Option<Bound<'py, PyAny>>,
+    occurrences: bool,
+) -> PyResult<MineOutput<'py>> {
+    let read = move || read_file(&path, &reader_json).map(|s| (s, path));
+    mine_stream(py, read, options_json, progress, occurrences)
 }
 
-/// Reads a spike file or folder (NWB units table, CSV, phy/Kilosort) as `synfire mine` reads
-/// it, with `reader_json` ([`Reader`]): spike times (seconds, `[n]`, in stream order), each
-/// spike's unit index (`[n]`) and the units' labels.
+/// Reads a spike file or folder (NWB units table, CSV, phy/Kilosort, Open Ephys) as `synfire
+/// mine` reads it, with `reader_json` ([`Reader`]), on a thread of its own (GIL released,
+/// Ctrl-C answered): spike times (seconds, `[n]`, in stream order), each spike's unit index
+/// (`[n]`) and the units' labels.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
 fn read_spikes<'py>(
     py: Python<'py>,
-    path: &str,
-    reader_json: &str,
+    path: String,
+    reader_json: String,
 ) -> PyResult<(
     Bound<'py, numpy::PyArray1<f64>>,
     Bound<'py, numpy::PyArray1<u32>>,
     Vec<String>,
 )> {
-    let stream = read_file(path, reader_json)?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let stream = interruptible(
+        py,
+        &cancel,
+        |_| Ok(()),
+        move || read_file(&path, &reader_json),
+    )?;
     let labels = stream.alphabet().labels().to_vec();
     let units: Vec<u32> = stream.types().iter().map(|t| t.0).collect();
     Ok((
@@ -333,18 +496,24 @@ fn motif(
         })?;
     let x = x
         .as_slice()
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        .map_err(|e| PyValueError::new_err(e.to_string()))?
+        .to_vec();
     let mut cfg = crate::motif::MotifConfig::new(m);
     cfg.top_k = top_k;
     if let Some(e) = exclusion {
         cfg.exclusion = e;
     }
-    let result = py
-        .detach(|| crate::motif::find_motifs(x, &cfg, choice))
-        .map_err(|e| match e {
-            crate::motif::MotifError::Device(d) => SynfireError::new_err(d.to_string()),
-            other => PyValueError::new_err(other.to_string()),
-        })?;
+    let result = interruptible(
+        py,
+        &Arc::new(AtomicBool::new(false)),
+        |_| Ok(()),
+        move || {
+            crate::motif::find_motifs(&x, &cfg, choice).map_err(|e| match e {
+                crate::motif::MotifError::Device(d) => SynfireError::new_err(d.to_string()),
+                other => PyValueError::new_err(other.to_string()),
+            })
+        },
+    )?;
     Ok((
         result
             .motifs
@@ -356,14 +525,43 @@ fn motif(
     ))
 }
 
+/// The GPUs this process can use ([`crate::device::probe`], as the GPU tests and `--device
+/// auto` find them): one dict per GPU (`ordinal`, `name`, `compute_capability` `(major,
+/// minor)`, `multiprocessors`, `total_memory` bytes, `driver_version`). The CUDA driver and
+/// NVRTC are loaded at run time, never linked.
+///
+/// # Errors
+/// `SynfireError` saying why none is usable (no driver library, no device, a driver failure).
+#[pyfunction]
+fn gpus(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    let found = py
+        .detach(crate::device::probe)
+        .map_err(|e| SynfireError::new_err(e.to_string()))?;
+    found
+        .into_iter()
+        .map(|d| {
+            let dict = PyDict::new(py);
+            dict.set_item("ordinal", d.ordinal)?;
+            dict.set_item("name", d.name)?;
+            dict.set_item("compute_capability", d.compute_capability)?;
+            dict.set_item("multiprocessors", d.multiprocessors)?;
+            dict.set_item("total_memory", d.total_memory)?;
+            dict.set_item("driver_version", d.driver_version)?;
+            Ok(dict)
+        })
+        .collect()
+}
+
 /// The extension module.
 #[pymodule]
 fn _synfire(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(gpus, m)?)?;
     m.add_function(wrap_pyfunction!(read_spikes, m)?)?;
     m.add_function(wrap_pyfunction!(motif, m)?)?;
     m.add_function(wrap_pyfunction!(mine_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(mine_file, m)?)?;
     sensors::register(m)?;
+    cluster::register(m)?;
     m.add("SynfireError", m.py().get_type::<SynfireError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

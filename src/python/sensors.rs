@@ -1,7 +1,9 @@
 //! The sensor stages for Python: soft-DTW values and gradients, barycenters, the SING index and
 //! the shapelet tree, numpy in and out. Series arrive flattened (`[len × dims]`, time-major,
 //! `float64`) with their channel count; the Python layer (`python/synfire/sensors.py`) shapes
-//! them. Long calls release the GIL.
+//! them. Long calls (soft-DTW batches, barycenters, SING builds, shapelet training) run on a
+//! thread of their own with the GIL released and answer Ctrl-C ([`super::interrupt`]); short
+//! ones (queries, predictions) release the GIL.
 
 use std::path::PathBuf;
 
@@ -13,6 +15,17 @@ use pyo3::types::PyDict;
 use super::SynfireError;
 use crate::device::{DeviceChoice, DeviceTarget};
 use crate::series::Series;
+
+/// Runs `work` on a thread of its own with the GIL released, answering Ctrl-C at once
+/// ([`super::interrupt::interruptible`]; the work has no cancellation hook, so an interrupted
+/// call's work runs to its end on its thread and its result is dropped).
+fn run<T: Send + 'static>(
+    py: Python<'_>,
+    work: impl FnOnce() -> PyResult<T> + Send + 'static,
+) -> PyResult<T> {
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    super::interrupt::interruptible(py, &cancel, |_| Ok(()), work)
+}
 
 /// `auto`, `cpu` or `gpu`, or a `ValueError` naming `device`.
 fn choice(device: &str) -> PyResult<DeviceChoice> {
@@ -99,8 +112,9 @@ pub fn softdtw<'py>(
         Measure::SoftDtw
     };
     let target: DeviceTarget = choice(device)?.into();
-    let (values, grads) = py
-        .detach(|| -> Result<_, crate::softdtw::SoftDtwError> {
+    let (a_len, b_len) = (a.len(), b.len());
+    let (values, grads) = run(py, move || {
+        (|| -> Result<_, crate::softdtw::SoftDtwError> {
             let worker = gpu::worker_on(target)?;
             Ok(match (&worker, gradient) {
                 (None, true) => {
@@ -114,10 +128,11 @@ pub fn softdtw<'py>(
                 }
                 (Some(w), false) => (gpu::pairwise(w, &a, &b, &opts, measure)?, None),
             })
-        })
-        .map_err(softdtw_err)?;
+        })()
+        .map_err(softdtw_err)
+    })?;
     let values = if values.is_empty() || values[0].is_empty() {
-        numpy::PyArray2::zeros(py, [a.len(), b.len()], false)
+        numpy::PyArray2::zeros(py, [a_len, b_len], false)
     } else {
         PyArray2::from_vec2(py, &values).map_err(|e| PyValueError::new_err(e.to_string()))?
     };
@@ -159,12 +174,11 @@ pub fn barycenter<'py>(
         }
     };
     let target: DeviceTarget = choice(device)?.into();
-    let result = py
-        .detach(|| {
-            let worker = gpu::worker_on(target)?;
-            crate::softdtw::barycenter_on(&set, &opts, worker.as_deref())
-        })
-        .map_err(softdtw_err)?;
+    let result = run(py, move || {
+        gpu::worker_on(target)
+            .and_then(|worker| crate::softdtw::barycenter_on(&set, &opts, worker.as_deref()))
+            .map_err(softdtw_err)
+    })?;
     let info = PyDict::new(py);
     info.set_item("objective", result.objective)?;
     info.set_item("iterations", result.iterations)?;
@@ -213,12 +227,13 @@ impl SingIndex {
                     .map_err(|e| PyValueError::new_err(format!("series[{i}]: {e}")))
             })
             .collect::<PyResult<_>>()?;
-        let inner = py
-            .detach(|| {
-                let c = crate::search::Collection::from_series("series", &rows)?;
-                crate::search::Index::build(&c, crate::search::BuildOptions { leaf_capacity })
-            })
-            .map_err(search_err)?;
+        let inner = run(py, move || {
+            crate::search::Collection::from_series("series", &rows)
+                .and_then(|c| {
+                    crate::search::Index::build(&c, crate::search::BuildOptions { leaf_capacity })
+                })
+                .map_err(search_err)
+        })?;
         Ok(Self { inner })
     }
 
@@ -308,12 +323,11 @@ pub fn shapelet_fit(
         max_depth,
     };
     let choice = choice(device)?;
-    let (tree, _) = py
-        .detach(|| {
-            let set = crate::shapelet::TrainingSet::new(&series, &labels, "X")?;
-            crate::shapelet::train(&set, &cfg, choice)
-        })
-        .map_err(shapelet_err)?;
+    let (tree, _) = run(py, move || {
+        crate::shapelet::TrainingSet::new(&series, &labels, "X")
+            .and_then(|set| crate::shapelet::train(&set, &cfg, choice))
+            .map_err(shapelet_err)
+    })?;
     serde_json::to_string(&tree).map_err(|e| SynfireError::new_err(e.to_string()))
 }
 
