@@ -3,6 +3,7 @@
 //! import `args` and the library, never each other.
 
 mod args;
+mod batch;
 mod bench;
 mod calibrate;
 mod count;
@@ -35,6 +36,10 @@ pub struct Cli {
 enum Command {
     /// Mine frequent serial episodes from spikes (NWB units table, CSV, phy/Kilosort folder).
     Mine(Box<mine::MineArgs>),
+    /// Mine every session of a sessions file on a Ray cluster (the Python package's
+    /// `synfire.cluster`): one task per session on warm workers, one per GPU, retried when a
+    /// worker dies; results combined and written per session.
+    Batch(Box<batch::BatchArgs>),
     /// Count given episodes (one per line, as `mine` prints them) in a spike input: exact
     /// non-overlapped counts, optionally their occurrences (tdminer's `-o`).
     Count(count::CountArgs),
@@ -81,6 +86,7 @@ pub fn run(cli: Cli) -> Result<()> {
     }
     match cli.command {
         Command::Mine(args) => mine::run(&args),
+        Command::Batch(args) => batch::run(&args),
         Command::Count(args) => count::run(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
