@@ -19,7 +19,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use super::{Columns, SynfireError, options, read_file};
+use super::{Columns, SynfireError, read_file, resolve};
 use crate::episode::{
     Counter, CpuCounter, GpuSettings, MinerConfig, MiningOptions, MiningResult, NoProgress,
     mine_with,
@@ -530,36 +530,6 @@ impl Session {
 #[pyfunction]
 fn check_options(options_json: &str) -> PyResult<()> {
     resolve(options_json).map(|_| ())
-}
-
-/// The options (JSON, as `synfire.mine` passes them) checked and resolved: the miner
-/// configuration, the GPU settings and the significance test, every invalid option named in
-/// one `ValueError`.
-#[allow(clippy::type_complexity)]
-fn resolve(
-    options_json: &str,
-) -> PyResult<(
-    MiningOptions,
-    MinerConfig,
-    GpuSettings,
-    Option<(SignificanceConfig, bool)>,
-)> {
-    let options = options(options_json)?;
-    let (config, settings) = options.resolve().map_err(|errors| {
-        let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        PyValueError::new_err(lines.join("\n"))
-    })?;
-    let significance = match &options.significance {
-        Some(o) => Some(SignificanceConfig::from_options(o).map_err(|errors| {
-            let lines: Vec<String> = errors
-                .iter()
-                .map(|(f, m)| format!("`significance.{f}`: {m}"))
-                .collect();
-            PyValueError::new_err(lines.join("\n"))
-        })?),
-        None => None,
-    };
-    Ok((options, config, settings, significance))
 }
 
 /// Registers the classes and functions.

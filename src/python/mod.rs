@@ -229,19 +229,19 @@ fn mine_err(e: &dyn std::fmt::Display, cancelled: bool) -> PyErr {
     }
 }
 
-/// Mines the stream `read` gives with the options (JSON) on a thread of its own (GIL
-/// released, Ctrl-C answered, `progress(level, done, total)` called on this thread as levels
-/// advance), and returns the `synfire mine` JSON document without its episodes, the
-/// episodes as [`Columns`] (with `type_labels`) and, with `occurrences`, the
-/// [`OccurrenceColumns`] (or None).
-fn mine_stream<'py>(
-    py: Python<'py>,
-    read: impl FnOnce() -> PyResult<(EventStream, String)> + Send + 'static,
-    json: &str,
-    progress: Option<Bound<'py, PyAny>>,
-    occurrences: bool,
-) -> PyResult<(String, Bound<'py, PyDict>, Option<Bound<'py, PyDict>>)> {
-    let options = options(json)?;
+/// The options (JSON, as `synfire.mine` passes them) checked and resolved: the miner
+/// configuration, the GPU settings and the significance test, every invalid option named in
+/// one `ValueError`.
+#[allow(clippy::type_complexity)]
+pub(crate) fn resolve(
+    options_json: &str,
+) -> PyResult<(
+    MiningOptions,
+    crate::episode::MinerConfig,
+    crate::episode::GpuSettings,
+    Option<(SignificanceConfig, bool)>,
+)> {
+    let options = options(options_json)?;
     let (config, settings) = options.resolve().map_err(|errors| {
         let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
         PyValueError::new_err(lines.join("\n"))
@@ -256,6 +256,22 @@ fn mine_stream<'py>(
         })?),
         None => None,
     };
+    Ok((options, config, settings, significance))
+}
+
+/// Mines the stream `read` gives with the options (JSON) on a thread of its own (GIL
+/// released, Ctrl-C answered, `progress(level, done, total)` called on this thread as levels
+/// advance), and returns the `synfire mine` JSON document without its episodes, the
+/// episodes as [`Columns`] (with `type_labels`) and, with `occurrences`, the
+/// [`OccurrenceColumns`] (or None).
+fn mine_stream<'py>(
+    py: Python<'py>,
+    read: impl FnOnce() -> PyResult<(EventStream, String)> + Send + 'static,
+    json: &str,
+    progress: Option<Bound<'py, PyAny>>,
+    occurrences: bool,
+) -> PyResult<(String, Bound<'py, PyDict>, Option<Bound<'py, PyDict>>)> {
+    let (options, config, settings, significance) = resolve(json)?;
     let cancel = Arc::new(AtomicBool::new(false));
     let watch = Arc::new(MineProgress::new(cancel.clone()));
     let (worker_watch, worker_cancel) = (watch.clone(), cancel.clone());
