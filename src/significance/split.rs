@@ -413,12 +413,7 @@ impl FirstPart {
     ) -> Result<Self, SignificanceError> {
         let w: FirstWire = from_json(text, "first-pass part")?;
         check_version(w.version, "first-pass part")?;
-        let units = stream.alphabet().len();
-        let episodes = w
-            .episodes
-            .iter()
-            .map(|code| decode(code, units, &config.intervals))
-            .collect::<Result<Vec<_>, _>>()?;
+        let episodes = decode_all(&w.episodes, stream, config)?;
         let mut selections = Vec::with_capacity(w.selections.len());
         for (ids, counts) in w.selections {
             if ids.len() != counts.len() || ids.iter().any(|&i| i as usize >= episodes.len()) {
@@ -500,12 +495,7 @@ impl Union {
     ) -> Result<Self, SignificanceError> {
         let w: UnionWire = from_json(text, "union")?;
         check_version(w.version, "union")?;
-        let units = stream.alphabet().len();
-        let episodes = w
-            .episodes
-            .iter()
-            .map(|code| decode(code, units, &config.intervals))
-            .collect::<Result<Vec<_>, _>>()?;
+        let episodes = decode_all(&w.episodes, stream, config)?;
         if w.recording.len() != episodes.len() {
             return Err(bad_part(
                 "union",
@@ -1447,6 +1437,19 @@ fn encode(e: &Episode, intervals: &[Interval]) -> Result<EpisodeCode, Significan
         })
         .collect::<Result<_, _>>()?;
     Ok(EpisodeCode(e.types().iter().map(|t| t.0).collect(), gaps))
+}
+
+/// Every episode of a part, decoded against `stream`'s units and `config`'s intervals.
+fn decode_all(
+    codes: &[EpisodeCode],
+    stream: &EventStream,
+    config: &MinerConfig,
+) -> Result<Vec<Episode>, SignificanceError> {
+    let units = stream.alphabet().len();
+    codes
+        .iter()
+        .map(|code| decode(code, units, &config.intervals))
+        .collect()
 }
 
 fn decode(
