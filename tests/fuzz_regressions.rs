@@ -211,17 +211,15 @@ fn peak_rss_bytes() -> u64 {
 }
 
 /// Fuzz targets `nwb_unit_column` and `nwb_epochs` (out-of-memory at libFuzzer's 2 GiB
-/// limit; the real fixture with 4 bytes changed reproduces them): a variable-length string
-/// whose on-disk length (a `u32` before its global heap reference) says 4 GB. HDF5 2.0.0's
-/// `H5T__conv_vlen` allocates and zero-fills a conversion buffer of that length before it reads
-/// the heap object and finds it too short, so `unit_column` touches ~4 GB for a 442 KB file,
-/// then returns a named error (`cannot read the strings`). Upstream (the allocation is inside
-/// HDF5's type conversion, sized from the file before any check synfire could make short of
-/// parsing HDF5's raw storage), so ignored here: it allocates 4 GB when run.
+/// limit, and in CI at 5 GiB on 2026-11-25; the real fixture with 4 bytes changed reproduces
+/// them): a variable-length string whose on-disk length (a `u32` before its global heap
+/// reference) says 4 GB. HDF5 2.0.0's `H5T__conv_vlen` allocates and zero-fills a conversion
+/// buffer of that length (two of them for two such strings) before it reads the heap object
+/// and finds it too short, so a 442 KB file made `unit_column` touch ~4 GB before its error.
+/// The reader now checks every stored length against the file's size before HDF5 converts
+/// (`check_string_lengths` in `src/ingest/nwb/tables.rs`): a named error, no allocation.
 #[test]
-#[ignore = "upstream HDF5 2.0.0: H5T__conv_vlen allocates the on-disk length of a variable-length \
-            string (up to 4 GiB) before checking it; allocates 4 GB when run"]
-fn nwb_string_with_a_4_gb_length_allocates_4_gb_in_hdf5() {
+fn nwb_string_with_a_4_gb_length_is_refused_before_hdf5_allocates_it() {
     let fixture =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/spikes/A8604-211122/A8604-211122.nwb");
     let offset = {
@@ -239,9 +237,12 @@ fn nwb_string_with_a_4_gb_length_allocates_4_gb_in_hdf5() {
     std::fs::write(&path, &bytes).unwrap();
 
     let result = synfire::ingest::nwb::unit_column(&path, "location");
+    let message = result
+        .expect_err("a 4 GB string in a 442 KB file")
+        .to_string();
     assert!(
-        result.is_err(),
-        "a 4 GB string in a 442 KB file: {result:?}"
+        message.contains("string 0 has a stored length of 4026531840 bytes"),
+        "{message}"
     );
     let peak = peak_rss_bytes();
     assert!(
@@ -283,4 +284,77 @@ fn phy_cluster_tsv_with_its_id_in_a_later_column_reads() {
         (3, "mua")
     );
     assert_eq!(read.stream.len(), 1);
+}
+
+/// The same damage in a chunked, unfiltered string column (h5py writes one for a resizable
+/// column): `epochs` reads the table intact, and with the third tag's stored length set to
+/// 4 GB refuses it by name, without the allocation.
+#[test]
+fn nwb_chunked_string_with_a_4_gb_length_is_refused_before_hdf5_allocates_it() {
+    use hdf5::types::VarLenUnicode;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chunked-tags.nwb");
+    {
+        let file = hdf5::File::create(&path).unwrap();
+        let epochs = file
+            .create_group("intervals")
+            .and_then(|g| g.create_group("epochs"))
+            .unwrap();
+        let write_f64 = |name: &str, v: &[f64]| {
+            epochs
+                .new_dataset_builder()
+                .with_data(v)
+                .create(name)
+                .unwrap();
+        };
+        write_f64("start_time", &[0.0, 10.0, 20.0, 30.0, 40.0]);
+        write_f64("stop_time", &[5.0, 15.0, 25.0, 35.0, 45.0]);
+        let tags: Vec<VarLenUnicode> = ["wake", "sleep", "wake", "sleep", "wake"]
+            .iter()
+            .map(|t| t.parse().unwrap())
+            .collect();
+        epochs
+            .new_dataset_builder()
+            .chunk(2)
+            .with_data(&tags)
+            .create("tags")
+            .unwrap();
+        epochs
+            .new_dataset_builder()
+            .with_data(&[1u64, 2, 3, 4, 5])
+            .create("tags_index")
+            .unwrap();
+    }
+    let wake = ["wake".to_owned()];
+    let intact = synfire::ingest::nwb::epochs(&path, "epochs", &wake).unwrap();
+    assert_eq!(intact, vec![(0.0, 5.0), (20.0, 25.0), (40.0, 45.0)]);
+
+    // The second chunk (elements 2 and 3): its first descriptor is element 2's.
+    let addr = {
+        let file = hdf5::File::open(&path).unwrap();
+        let tags = file.dataset("intervals/epochs/tags").unwrap();
+        assert!(tags.is_chunked() && tags.filters().is_empty());
+        let mut second = None;
+        tags.chunks_visit(|c| {
+            if c.offset == [2] {
+                second = Some(c.addr);
+            }
+            0
+        })
+        .unwrap();
+        second.expect("a chunk at element 2")
+    };
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = usize::try_from(addr).unwrap();
+    bytes[at..at + 4].copy_from_slice(&0xF000_0000u32.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let message = synfire::ingest::nwb::epochs(&path, "epochs", &wake)
+        .expect_err("a 4 GB tag in a small file")
+        .to_string();
+    assert!(
+        message.contains("string 2 has a stored length of 4026531840 bytes"),
+        "{message}"
+    );
+    let peak = peak_rss_bytes();
+    assert!(peak < 1 << 30, "peaked at {} MB of memory", peak >> 20);
 }

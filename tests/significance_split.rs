@@ -290,3 +290,46 @@ fn batches_cover_the_surrogates_once() {
     assert_eq!(plan.batches(100), vec![0..11]);
     assert_eq!(plan.passes(), 2);
 }
+
+/// A tester with a cancel flag gives the unsplit result while the flag is clear, and once it
+/// is set stops every procedure's pass with `Cancelled` (Ctrl-C in Python sets it; the
+/// Python test `test_ctrl_c_stops_the_significance_test` checks the work stops).
+#[test]
+fn a_cancelled_tester_stops_before_the_next_surrogate() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use synfire::device::DeviceChoice;
+    use synfire::episode::GpuSettings;
+
+    let stream = recording();
+    let config = config();
+    let data = mine(&stream, &config).unwrap();
+    for correction in [
+        Correction::MaxT,
+        Correction::Spectrum,
+        Correction::Bonferroni,
+    ] {
+        let sig = sig(correction, 7);
+        let flag = Arc::new(AtomicBool::new(false));
+        let tester = Tester::new(&stream, &config, DeviceChoice::Cpu, &GpuSettings::default())
+            .unwrap()
+            .cancel_on(flag.clone());
+        let plan = tester.plan(&data, &sig).unwrap();
+        // Clear: the same as the unsplit test.
+        let whole = tester.run(&data, &sig).unwrap();
+        assert_eq!(
+            bits(&whole),
+            bits(&test_episodes(&stream, &config, &data, &sig).unwrap())
+        );
+        // Set: nothing counted, a named error.
+        flag.store(true, Ordering::SeqCst);
+        match tester.first_pass(&plan, 0..plan.n_surrogates() as u64) {
+            Err(SignificanceError::Cancelled) => {}
+            other => panic!("{correction:?}: {other:?}"),
+        }
+        assert_eq!(
+            SignificanceError::Cancelled.to_string(),
+            "the significance test was cancelled"
+        );
+    }
+}

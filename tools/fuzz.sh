@@ -36,8 +36,9 @@
 #   SYNFIRE_FUZZ_RSS_MB      peak memory of one process before it counts as out-of-memory
 #                            (2048; NWB targets 5120: HDF5 allocates and zero-fills the on-disk
 #                            length of a variable-length string, up to 4 GiB, before checking
-#                            it, an upstream behaviour in tests/fuzz_regressions.rs; a finding
-#                            is what goes past that)
+#                            it; synfire refuses such lengths first where the storage is plain,
+#                            but compact and compressed columns reach HDF5 unchecked; see
+#                            fuzz/README.md, "Known upstream bugs")
 #   CARGO_TARGET_DIR         the build folder (default fuzz/target)
 #
 # Output: the growing corpora in fuzz/corpus/TARGET/ (started from fuzz/seeds/ and the real

@@ -102,6 +102,21 @@ def wait_idle(limit_s):
         assert time.monotonic() < deadline, f"still working {limit_s} s later"
 
 
+def test_ctrl_c_stops_the_significance_test():
+    """Ctrl-C during the surrogates (3,000 max-t surrogates, each mined: about 50 s on two
+    cores, of which mining the recording is 0.03 s) raises KeyboardInterrupt within 0.5 s, and
+    the test's own threads stop at their next surrogate or batch of candidates: the process
+    is idle within 5 s, where the remaining surrogates would take most of a minute. The next
+    call works."""
+    want = rows(synfire.mine(A2929, IVS[:2], **SMALL))
+    sig = {"surrogates": "dither:0.015", "n_surrogates": 3000, "seed": 3, "correction": "max-t"}
+    latency = interrupted(
+        lambda: synfire.mine(A2929, IVS[:2], significance=sig, progress=False, **SMALL), 1.0)
+    assert latency < 0.5, f"KeyboardInterrupt {latency:.3f} s after SIGINT"
+    wait_idle(5)
+    assert rows(synfire.mine(A2929, IVS[:2], **SMALL)) == want
+
+
 def test_ctrl_c_interrupts_the_sensor_stages():
     """Motif search and a soft-DTW batch (3-5 s each on two cores) raise KeyboardInterrupt
     within 0.5 s; having no cancellation hook, their work ends on its own thread soon after,

@@ -27,7 +27,8 @@ use pyo3::types::PyDict;
 use crate::episode::{MiningOptions, mine_with, select_counter};
 use crate::event::{Alphabet, EventStream, EventType, Ordering};
 use crate::report::MineReport;
-use crate::significance::{SignificanceConfig, listing, test_episodes_on};
+use crate::significance::split::Tester;
+use crate::significance::{SignificanceConfig, listing};
 use interrupt::{MineProgress, interruptible};
 
 pyo3::create_exception!(
@@ -287,7 +288,9 @@ fn mine_stream<'py>(
         let report = MineReport::new(&input, &stream, &config, &result);
         let tested = match &significance {
             Some((sig, _)) => Some(
-                test_episodes_on(&stream, &config, &result, sig, device, &settings)
+                Tester::new(&stream, &config, device, &settings)
+                    .map(|t| t.cancel_on(worker_cancel.clone()))
+                    .and_then(|t| t.run(&result, sig))
                     .map_err(|e| err(&e))?,
             ),
             None => None,

@@ -10,14 +10,15 @@
 //! counts of the tested union run on the device.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
 use crate::device::{DeviceChoice, DeviceError};
 use crate::episode::{
-    CountKind, Counter, CpuCounter, Episode, GpuCounter, GpuSettings, MinerConfig, NoProgress,
-    mine_with, select_gpu,
+    CountKind, Counter, CpuCounter, Episode, GpuCounter, GpuSettings, MineError, MinerConfig,
+    Progress, mine_with, select_gpu,
 };
 use crate::event::EventStream;
 
@@ -68,6 +69,18 @@ pub(crate) struct Engine<'g> {
     kind: Kind<'g>,
     /// Candidates counted so far (after the bounds) and episodes recounted.
     counted: AtomicU64,
+    /// Set by the caller to stop the test (checked before each surrogate and between the
+    /// batches of candidates of a surrogate's mining).
+    cancel: Option<Arc<AtomicBool>>,
+}
+
+/// The mining progress of a surrogate: nothing to report, only the cancel flag to answer.
+struct CancelOnly<'a>(Option<&'a AtomicBool>);
+
+impl Progress for CancelOnly<'_> {
+    fn cancelled(&self) -> bool {
+        self.0.is_some_and(|c| c.load(Ordering::Relaxed))
+    }
 }
 
 enum Kind<'g> {
@@ -82,6 +95,21 @@ impl<'g> Engine<'g> {
         Self {
             kind,
             counted: AtomicU64::new(0),
+            cancel: None,
+        }
+    }
+
+    /// Stops the work at the next surrogate (or batch of candidates) once `flag` is set.
+    pub(crate) fn cancel_on(&mut self, flag: Arc<AtomicBool>) {
+        self.cancel = Some(flag);
+    }
+
+    /// [`SignificanceError::Cancelled`] once the cancel flag is set.
+    fn check_cancel(&self) -> Result<(), SignificanceError> {
+        if CancelOnly(self.cancel.as_deref()).cancelled() {
+            Err(SignificanceError::Cancelled)
+        } else {
+            Ok(())
         }
     }
 
@@ -206,8 +234,12 @@ impl<'g> Engine<'g> {
         config: &MinerConfig,
         list: &[Episode],
     ) -> Result<(Mined, Vec<u64>), SignificanceError> {
+        let progress = CancelOnly(self.cancel.as_deref());
         let (result, counts) = self.on_counter(x, |counter| {
-            let result = mine_with(x, config, counter, &NoProgress)?;
+            let result = mine_with(x, config, counter, &progress).map_err(|e| match e {
+                MineError::Cancelled => SignificanceError::Cancelled,
+                e => e.into(),
+            })?;
             let counts = if list.is_empty() {
                 Vec::new()
             } else {
@@ -263,6 +295,7 @@ impl Engine<'_> {
         f: impl Fn(u64) -> Result<T, SignificanceError> + Sync + Send,
     ) -> Result<Vec<T>, SignificanceError> {
         use rayon::prelude::*;
+        let f = |s| self.check_cancel().and_then(|()| f(s));
         let Kind::Gpu(slots) = &self.kind else {
             return range.into_par_iter().map(f).collect();
         };
@@ -299,6 +332,7 @@ impl Engine<'_> {
         merge: impl Fn(A, A) -> A + Sync + Send,
     ) -> Result<A, SignificanceError> {
         use rayon::prelude::*;
+        let f = |s| self.check_cancel().and_then(|()| f(s));
         let Kind::Gpu(slots) = &self.kind else {
             return range
                 .into_par_iter()

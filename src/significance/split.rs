@@ -48,6 +48,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -603,6 +604,15 @@ impl<'a> Tester<'a> {
         gpus: &'a mut [GpuCounter],
     ) -> Self {
         Self::of(stream, config, Engine::lent(gpus.iter_mut()))
+    }
+
+    /// The tester stopping at its next surrogate (or, while mining one, its next batch of
+    /// candidates) with [`SignificanceError::Cancelled`] once `flag` is set: Ctrl-C in a
+    /// Python call, say. A phase that returns normally is unaffected.
+    #[must_use]
+    pub fn cancel_on(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.engine.cancel_on(flag);
+        self
     }
 
     fn of(stream: &'a EventStream, config: &'a MinerConfig, engine: Engine<'a>) -> Self {

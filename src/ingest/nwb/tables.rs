@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use hdf5::dataset::Layout;
 use hdf5::types::{TypeDescriptor, VarLenAscii, VarLenUnicode};
 use hdf5::{Dataset, File};
 
@@ -27,8 +28,15 @@ impl Reader<'_> {
     /// decimal (`3`, `0.5`).
     fn read_text(&self, ds: &Dataset, name: &str) -> Result<Vec<String>, IngestError> {
         const EXPECTED: &str = "strings or numbers";
-        self.len_1d(ds, name)?;
-        match self.descriptor(ds, name, EXPECTED)? {
+        let n = self.len_1d(ds, name)?;
+        let descriptor = self.descriptor(ds, name, EXPECTED)?;
+        if matches!(
+            descriptor,
+            TypeDescriptor::VarLenUnicode | TypeDescriptor::VarLenAscii
+        ) {
+            self.check_string_lengths(ds, name, n)?;
+        }
+        match descriptor {
             TypeDescriptor::VarLenUnicode => Ok(ds
                 .read_raw::<VarLenUnicode>()
                 .map_err(|e| self.hdf5(name, "cannot read the strings", &e))?
@@ -54,6 +62,105 @@ impl Reader<'_> {
                 .collect()),
             other => Err(self.bad_dtype(name, other.to_string(), EXPECTED)),
         }
+    }
+
+    /// Checks the stored length of every variable-length string of the 1-D dataset `ds`
+    /// (`n` elements) against the file's size, before HDF5 converts them.
+    ///
+    /// HDF5 (2.0, `H5T__conv_vlen`) converts a variable-length element by allocating and
+    /// zeroing a buffer of the length stored in the element, and only then reads its bytes
+    /// from the global heap: a damaged length (up to 4 GiB per element) costs that much
+    /// memory before the read fails. The bytes of a string live in the file's global heap,
+    /// so no length can exceed the file's size: this bound is sound for every valid file.
+    ///
+    /// The element descriptors are read from the file as the HDF5 file format specification
+    /// (version 3, section IV.A.2.d, datatype class 9, and III.E, global heap IDs) lays them
+    /// out: a little-endian 4-byte length, the heap collection's address ("Size of Offsets"
+    /// bytes) and a 4-byte object index. They are read where the layout stores them
+    /// verbatim: contiguous storage and unfiltered chunks. Compact (at most 64 KiB in the
+    /// object header) and filtered (compressed) storage are left to HDF5 unchecked.
+    ///
+    /// # Errors
+    /// [`IngestError::BadValue`] naming the element, its stored length and the file's size;
+    /// [`IngestError::Hdf5`] when the storage cannot be located or read.
+    fn check_string_lengths(&self, ds: &Dataset, name: &str, n: usize) -> Result<(), IngestError> {
+        use std::io::{Read, Seek, SeekFrom};
+        if n == 0 {
+            return Ok(());
+        }
+        let io = |what: &str, e: std::io::Error| IngestError::Hdf5 {
+            path: self.path.into(),
+            dataset: name.into(),
+            message: format!("{what}: {e}"),
+        };
+        let mut file =
+            std::fs::File::open(self.path).map_err(|e| io("cannot reopen the file", e))?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| io("cannot read the file's size", e))?
+            .len();
+        let sizeof_addr = ds
+            .file()
+            .and_then(|f| f.create_plist())
+            .map_err(|e| self.hdf5(name, "cannot read the file's address size", &e))?
+            .sizes()
+            .sizeof_addr as u64;
+        let descriptor = 4 + sizeof_addr + 4;
+        // (absolute file offset, first element, elements) of each stored run of descriptors.
+        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+        match ds.layout() {
+            Layout::Contiguous => match ds.offset() {
+                Some(addr) => runs.push((addr, 0, n as u64)),
+                None => return Ok(()), // never written: HDF5 gives fill values
+            },
+            Layout::Chunked if ds.filters().is_empty() => {
+                let Some(&chunk) = ds.chunk().as_deref().and_then(<[usize]>::first) else {
+                    return Ok(());
+                };
+                let chunk = chunk as u64;
+                ds.chunks_visit(|c| {
+                    let first = c.offset.first().copied().unwrap_or(0);
+                    if first < n as u64 {
+                        runs.push((c.addr, first, chunk.min(n as u64 - first)));
+                    }
+                    0
+                })
+                .map_err(|e| self.hdf5(name, "cannot list the chunks", &e))?;
+            }
+            _ => return Ok(()),
+        }
+        let mut bytes = Vec::new();
+        for (addr, first, count) in runs {
+            let len = count.saturating_mul(descriptor);
+            if addr.checked_add(len).is_none_or(|end| end > file_len) {
+                return Err(self.bad_value(
+                    name,
+                    format!(
+                        "elements {first}..{} are stored at bytes {addr}..+{len}, past the \
+                         end of the {file_len}-byte file",
+                        first + count
+                    ),
+                ));
+            }
+            bytes.clear();
+            file.seek(SeekFrom::Start(addr))
+                .and_then(|_| (&mut file).take(len).read_to_end(&mut bytes))
+                .map_err(|e| io("cannot read the string descriptors", e))?;
+            for (i, d) in bytes.chunks_exact(descriptor as usize).enumerate() {
+                let stored = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+                if u64::from(stored) > file_len {
+                    return Err(self.bad_value(
+                        name,
+                        format!(
+                            "string {} has a stored length of {stored} bytes, more than the \
+                             {file_len}-byte file holds (a damaged file)",
+                            first + i as u64
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A ragged column's cumulative end offsets (`<column>_index`), checked against the
