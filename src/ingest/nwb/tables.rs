@@ -77,8 +77,10 @@ impl Reader<'_> {
     /// (version 3, section IV.A.2.d, datatype class 9, and III.E, global heap IDs) lays them
     /// out: a little-endian 4-byte length, the heap collection's address ("Size of Offsets"
     /// bytes) and a 4-byte object index. They are read where the layout stores them
-    /// verbatim: contiguous storage and unfiltered chunks. Compact (at most 64 KiB in the
-    /// object header) and filtered (compressed) storage are left to HDF5 unchecked.
+    /// verbatim: contiguous storage and chunks. HDF5 refuses required filters on
+    /// variable-length strings ("not suitable for filters", `H5Z_set_local`), so a filtered
+    /// string column comes only from an old or foreign writer; that and compact storage (at
+    /// most 64 KiB in the object header) are left to HDF5 unchecked.
     ///
     /// # Errors
     /// [`IngestError::BadValue`] naming the element, its stored length and the file's size;
