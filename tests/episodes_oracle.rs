@@ -9,6 +9,8 @@
 //! order (time, type); a zero delay fits only a gap that admits it and only from a smaller
 //! type id to a larger one.
 
+mod common;
+
 use proptest::prelude::*;
 use synfire::episode::bound::{
     ReachPath, SuccessorTable, and_count, end_bits, pair_successor_counts, successor_bits,
@@ -19,7 +21,7 @@ use synfire::episode::{
     Strategy as MineStrategy, Threshold, TypeIndex, count_by_ends, count_exact, count_preelim,
     mine_with, occurrences as listed_occurrences,
 };
-use synfire::event::{Alphabet, EventStream, EventType, Ordering};
+use synfire::event::{EventStream, EventType};
 
 /// An interval as given: `(lo, hi, closed, rate_hz)`, seconds when `rate_hz` is 0, else whole
 /// samples of that clock.
@@ -152,14 +154,7 @@ fn episode_strategy(k: u32) -> impl Strategy<Value = (Vec<u32>, Vec<usize>)> {
 }
 
 fn build(times: &[f64], types: &[u32], k: u32) -> EventStream {
-    let alphabet = Alphabet::from_labels((0..k).map(|i| format!("u{i}"))).unwrap();
-    EventStream::new(
-        times.to_vec(),
-        types.iter().map(|&t| EventType(t)).collect(),
-        alphabet,
-        Ordering::RequireSorted,
-    )
-    .unwrap()
+    common::stream(times, types, k)
 }
 
 fn episode(ep_types: &[u32], ivs: &[usize]) -> Episode {

@@ -12,6 +12,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
@@ -23,6 +24,7 @@ use crate::episode::{
 use crate::event::EventStream;
 
 use super::error::SignificanceError;
+use super::spectrum::max_count_by_size;
 use super::surrogate::Surrogates;
 
 /// A GPU counter and whether the recording is the stream it was last loaded with (so that
@@ -60,6 +62,18 @@ impl GpuSlot<'_> {
 
 /// A surrogate's frequent episodes of two or more nodes, with their counts.
 pub(crate) type Mined = Vec<(Episode, u64)>;
+
+/// What [`Engine::spectrum_and_count`] finds in one surrogate.
+pub(crate) struct SpectrumCounts {
+    /// The largest count among its frequent episodes of each size. Shape `[max_level + 1]`.
+    pub(crate) max_by_size: Vec<u64>,
+    /// The exact counts of the list asked for. Shape `[list]`.
+    pub(crate) counts: Vec<u64>,
+    /// Seconds of the search for `max_by_size`.
+    pub(crate) search_s: f64,
+    /// Seconds of the counts of the list.
+    pub(crate) count_s: f64,
+}
 
 /// GPU counters (each on every GPU) working on different surrogates at once.
 pub const GPU_COUNTERS: usize = 4;
@@ -261,6 +275,42 @@ impl<'g> Engine<'g> {
             .map(|f| (f.episode, f.count))
             .collect();
         Ok((mined, counts))
+    }
+
+    /// The largest count among the frequent episodes of each size of `x` (as mining `x` with
+    /// `config` finds them; [`max_count_by_size`]) and the exact counts of `list` in `x`, on
+    /// one counter.
+    pub(crate) fn spectrum_and_count(
+        &self,
+        x: &EventStream,
+        config: &MinerConfig,
+        list: &[Episode],
+    ) -> Result<SpectrumCounts, SignificanceError> {
+        let progress = CancelOnly(self.cancel.as_deref());
+        let (found, out) = self.on_counter(x, |counter| {
+            let started = Instant::now();
+            let found = max_count_by_size(x, config, counter, &progress).map_err(|e| match e {
+                MineError::Cancelled => SignificanceError::Cancelled,
+                e => e.into(),
+            })?;
+            let search_s = started.elapsed().as_secs_f64();
+            let started = Instant::now();
+            let counts = if list.is_empty() {
+                Vec::new()
+            } else {
+                counter.count(CountKind::Exact, list)?
+            };
+            let out = SpectrumCounts {
+                max_by_size: found.max_by_size.clone(),
+                counts,
+                search_s,
+                count_s: started.elapsed().as_secs_f64(),
+            };
+            Ok((found, out))
+        })?;
+        self.counted
+            .fetch_add(found.counted + list.len() as u64, Ordering::Relaxed);
+        Ok(out)
     }
 
     /// The frequent episodes of two or more nodes of `x` mined with `config`, with counts.

@@ -3,11 +3,14 @@
 //! the tests that compare the recording's counts with the surrogates' ([`testing`]: what is
 //! tested and how it is adjusted), and their computation in phases over ranges of surrogates
 //! ([`split`]: one process runs them over every surrogate at once; a cluster splits the
-//! surrogates and gets the same p-values).
+//! surrogates and gets the same p-values); [`spectrum`]: the `spectrum` procedure's
+//! per-surrogate statistic (the largest count per episode size) by an exact threshold search
+//! instead of mining each surrogate.
 
 mod engine;
 mod error;
 pub mod philox;
+pub mod spectrum;
 pub mod split;
 pub mod surrogate;
 pub mod testing;

@@ -13,7 +13,7 @@
 //! | procedure | first pass, per range ([`Tester::first_pass`]) | between ([`Tester::union`]) | second pass, per range ([`Tester::second_pass`]) |
 //! |---|---|---|---|
 //! | `max-t` | mine each surrogate: its frequent episodes and counts | `U`, the union of every dataset's frequent episodes, and their counts in the recording | count every episode of `U` in each surrogate (exactly where it was not frequent there): sums, sums of squares, exceedances |
-//! | `spectrum` | mine each surrogate: its largest count per episode size; count the tested episodes: sums, sums of squares | — | — |
+//! | `spectrum` | each surrogate's largest count per episode size, by the exact search of [`super::spectrum`] (equal to mining it); count the tested episodes: sums, sums of squares | — | — |
 //! | `fdr-bh`, `holm`, `bonferroni`, `none` | count the tested episodes in each surrogate: sums, sums of squares, exceedances | — | — |
 //!
 //! [`finish`] combines the parts (the first pass's of every range; for `max-t` also the union
@@ -71,9 +71,10 @@ use crate::event::{EventStream, EventType};
 const WIRE_VERSION: u32 = 1;
 
 /// Tests the episodes of `data` (the result of mining `stream` with `config`) against
-/// surrogates of `stream`. Surrogates are mined (`max-t`, `spectrum`) with `config` at the
-/// recording's minimum count, or only counted (per-episode procedures), on the CPU
-/// (surrogates in parallel).
+/// surrogates of `stream`. Surrogates are mined (`max-t`) with `config` at the recording's
+/// minimum count, searched for their largest count per episode size at that minimum count
+/// (`spectrum`, [`super::spectrum`]: the same maxima as mining them), or only counted
+/// (per-episode procedures), on the CPU (surrogates in parallel).
 ///
 /// # Errors
 /// [`SignificanceError::Config`] for `n_surrogates = 0` or α outside (0, 1); surrogate and
@@ -803,23 +804,29 @@ impl<'a> Tester<'a> {
                 let levels = fixed.max_level + 1;
                 let list: Vec<Episode> = plan.tested.iter().map(|(e, _)| e.clone()).collect();
                 let recording: Vec<u64> = plan.tested.iter().map(|(_, c)| *c).collect();
-                let per = engine.map_surrogates(range, |s| {
-                    let (mined, counts) =
-                        engine.mine_and_count(&surrogates.generate(s)?, &fixed, &list)?;
-                    let mut max = vec![0u64; levels];
-                    for (e, c) in mined {
-                        if let Some(m) = max.get_mut(e.len()) {
-                            *m = (*m).max(c);
-                        }
-                    }
-                    Ok((max, counts))
+                let started = std::time::Instant::now();
+                let per = engine.map_surrogates(range.clone(), |s| {
+                    engine.spectrum_and_count(&surrogates.generate(s)?, &fixed, &list)
                 })?;
                 let mut sums = Sums::zero(list.len());
-                for (max, counts) in per {
-                    part.max_by_size.push(max);
-                    sums = sums.add(&counts, &recording);
+                let mut seconds = [0.0f64; 2];
+                for found in per {
+                    debug_assert_eq!(found.max_by_size.len(), levels);
+                    part.max_by_size.push(found.max_by_size);
+                    sums = sums.add(&found.counts, &recording);
+                    seconds[0] += found.search_s;
+                    seconds[1] += found.count_s;
                 }
                 part.sums = sums;
+                tracing::debug!(
+                    surrogates = range.end - range.start,
+                    wall_s = started.elapsed().as_secs_f64(),
+                    search_s = seconds[0],
+                    sums_s = seconds[1],
+                    tested = list.len(),
+                    "Spectrum first pass: seconds summed over surrogates in the search for the \
+                     largest counts and in the counts of the tested episodes."
+                );
             }
             _ => {
                 let list: Vec<Episode> = plan.tested.iter().map(|(e, _)| e.clone()).collect();

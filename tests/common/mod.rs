@@ -48,3 +48,19 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("a free port")
 }
+
+/// The stream of `times` (seconds, sorted) and `types` (`0..k`, labelled `u0`, `u1`, …).
+///
+/// # Panics
+/// On unsorted times or a type outside `0..k`.
+pub fn stream(times: &[f64], types: &[u32], k: u32) -> synfire::event::EventStream {
+    use synfire::event::{Alphabet, EventStream, EventType, Ordering};
+    let alphabet = Alphabet::from_labels((0..k).map(|i| format!("u{i}"))).unwrap();
+    EventStream::new(
+        times.to_vec(),
+        types.iter().map(|&t| EventType(t)).collect(),
+        alphabet,
+        Ordering::RequireSorted,
+    )
+    .unwrap()
+}

@@ -1,0 +1,492 @@
+//! The per-surrogate statistic of SPADE's pattern spectrum filtering without mining the
+//! surrogate: the largest non-overlapped count among the frequent episodes of each size,
+//! found by an exact threshold search that counts only the candidates whose upper bound can
+//! still beat (or tie) the largest count it must certify.
+//!
+//! [`max_count_by_size`] returns, for a stream and a [`MinerConfig`], exactly what
+//! [`mine`](crate::episode::mine) followed by "largest count per size" returns: `M_k`, the
+//! largest count among the episodes of `k` nodes that mining finds frequent (0 when it finds
+//! none), for `k = 2..=max_level`. `tests/significance_spectrum.rs` checks the equality against
+//! full mining on random and synthetic streams, lag-0 intervals included.
+//!
+//! # What mining finds frequent
+//! Write `c(e)` for the exact non-overlapped count ([`crate::episode::count`]) and `m` for the
+//! minimum count the configuration's threshold resolves to. The miner ([`crate::episode::miner`],
+//! [`crate::episode::candidates`]) builds `F₁` = the single types with `c ≥ m`, `F₂` = the pairs
+//! `a –iv→ b` of types of `F₁` (repeats allowed) with every configured interval and `c ≥ m`,
+//! and `F_{k+1}` = the joins `α ⋈ β` of `α, β ∈ F_k` whose suffix and prefix agree (types and
+//! intervals; self-joins included) with `c ≥ m`, up to `max_level`. Its bounds (the successor
+//! bounds of [`crate::episode::bound`], PreElim) only skip candidates with `c < m`, and the
+//! significance test mines surrogates without `max_candidates` or a time budget, so neither
+//! changes `F_k`.
+//!
+//! **Anti-monotonicity.** For an episode `e′ = e₁ … e_{k+1}` with prefix `p = e₁ … e_k` and
+//! suffix `s = e₂ … e_{k+1}` (the sub-episodes with the same types and gaps),
+//! `c(e′) ≤ min(c(p), c(s))`. *Proof.* Take a largest set of pairwise non-overlapped
+//! occurrences of `e′`. Dropping each one's last event gives an occurrence of `p`: the events
+//! stay in stream order and each kept gap keeps its delay, so every gap rule (its interval, a
+//! zero delay only where the interval admits it and only from a smaller to a larger type id,
+//! never between two events of one type; [`crate::episode::model`]) still holds. Its span
+//! `[t_first, t_k]` lies inside the occurrence's, so the later of two truncated occurrences
+//! still starts strictly after the earlier one ends: the truncations are pairwise
+//! non-overlapped and distinct, and `c(p)` (the largest such set) is at least as large.
+//! Dropping the first event instead gives occurrences of `s` whose spans also lie inside the
+//! originals'. ∎ A single node is the case `k = 1` (an occurrence of `a –iv→ b` holds one of
+//! `a` and one of `b`). Repeated types change nothing in the argument (it never compares
+//! types), nor do lag-0 gaps (it keeps each gap as it was).
+//!
+//! By induction on `k`, `F_k = {e : |e| = k, c(e) ≥ m}` over every episode of `k` nodes with
+//! gaps from the configured intervals: a `k`-episode with `c ≥ m` has a prefix and a suffix
+//! with `c ≥ m`, which are in `F_{k−1}` and join to it (and at `k = 2` its two types are in
+//! `F₁`). So `M_k = max{c(e) : |e| = k, c(e) ≥ m}`, 0 for the empty set.
+//!
+//! # The search
+//! Per size `k` the search keeps the episodes it has counted exactly and a **floor** `φ_k`
+//! with the invariant *every `k`-episode with `c ≥ φ_k` has been counted* (`φ_k ≥ m`).
+//! `ensure(k, x)` lowers the floor to `x ≥ m`:
+//!
+//! * `k = 2`: count every pair `a –iv→ b` whose bound
+//!   `u(a, iv, b) = min(c(a), c(b), |Succ(a, iv, b)|)` is at least `x` (and below the old
+//!   floor, the rest having been counted before). `|Succ|`, the number of events of `a`
+//!   followed by some `b` within the gap, bounds the count ([`pair_successor_counts`], proof in
+//!   [`crate::episode::bound`]); the successor rows of a type are computed only once
+//!   `c(a) ≥ x` makes it a possible first or second type. A pair with `c ≥ x` has
+//!   `u ≥ c ≥ x` and is counted.
+//! * `k ≥ 3`: `ensure(k − 1, x)`, then count every join `e = α ⋈ β` of counted
+//!   `(k − 1)`-episodes whose bound `u(e) = min(c(α), c(β), |Ends(α) ∩ Succ(a, iv, y)|)` is at
+//!   least `x`, where `a –iv→ y` is `e`'s last pair and the third term is the miner's join
+//!   bound ([`crate::episode::bound`], proof there). A join is examined once, in the round
+//!   whose `[x, old floor)` holds `min(c(α), c(β))`; one whose `u` is below `x` is set aside
+//!   with `u` and counted in the first later round whose floor reaches it. A `k`-episode with
+//!   `c ≥ x` has prefix and suffix with `c ≥ x` (anti-monotonicity), which the floor of
+//!   `k − 1` guarantees are counted, so it is one of these joins, and `u ≥ c ≥ x` counts it.
+//!
+//! For `k = 2, 3, …` in turn, `x` starts at an upper bound of `M_k` (the largest single count
+//! for `k = 2`, `M_{k−1}` after: a largest `k`-episode's prefix is a frequent `(k − 1)`-episode
+//! at least as large) and falls geometrically, never below `m` nor below `best + 1`, where
+//! `best` is the largest count `≥ m` counted at size `k`. It stops when
+//!
+//! * `best ≥ m` and `best ≥ x − 1`: every uncounted `k`-episode has `c < x`, so `c ≤ best`, and
+//!   `M_k = best`; or
+//! * `x = m`: every frequent `k`-episode is counted, `M_k = best` (0 when none reached `m`).
+//!
+//! When `M_k = 0` no larger size has a frequent episode (its prefix would be one) and the
+//! search stops. Every count is the counter's exact count (through [`Counter`], in batches of
+//! [`Counter::preferred_batch`], so a GPU counter counts them), and every skipped episode is
+//! skipped by one of the bounds above, so the result equals full mining's.
+//!
+//! **What it costs.** Every episode the search counts is one that mining with bounds counts
+//! too (a single type; a pair of frequent types whose successor bound reaches `m`; a join of
+//! frequent episodes whose join bound reaches `m`), and each once, so it never counts more
+//! than mining. Certifying `M_k` needs every `(k − 1)`-episode with `c > M_k` counted, so it
+//! counts about what mining at the threshold `M_K + 1` instead of `m` counts. On dithered
+//! surrogates the largest counts (fast units, self-episodes) lie far above `m` and that is a
+//! small part of mining; on streams whose deepest maximum is close to `m` it approaches
+//! mining. The successor rows of the pair bound are computed only for types whose single count
+//! reaches the floor.
+//!
+//! # References
+//! Torre, Picado-Muiño, Denker, Borgelt, Grün, "Statistical evaluation of synchronous spike
+//! patterns extracted by frequent item set mining", Front. Comput. Neurosci. 7:132 (2013)
+//! (pattern spectrum filtering: a pattern's significance from its (size, count) signature
+//! against the surrogates' largest counts); Quaglio, Yegenoglu, Torre, Endres, Grün, "Detection
+//! and evaluation of spatio-temporal spike patterns in massively parallel spike train data with
+//! SPADE", Front. Comput. Neurosci. 11:41 (2017) (the spectrum for patterns with delays);
+//! Cao et al., "Towards real-time data mining of spike train datasets using GPUs"
+//! (`papers/frequent-episodes-gpu-spike-trains.txt`), §5 (anti-monotone candidate generation).
+
+use std::collections::{BinaryHeap, HashMap};
+
+use crate::episode::bound::{
+    ReachPath, and_count, index_bits, pair_successor_counts, successor_bits,
+};
+use crate::episode::candidates::level_one;
+use crate::episode::count::TypeIndex;
+use crate::episode::{CountKind, Counter, Episode, MineError, MinerConfig, Progress};
+use crate::event::{EventStream, EventType};
+
+/// The result of [`max_count_by_size`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct SpectrumMax {
+    /// The minimum count the configuration's threshold resolved to, occurrences.
+    pub min_count: u64,
+    /// `M_k` at index `k`: the largest count among the frequent episodes of `k` nodes, 0 when
+    /// none is frequent; indices 0 and 1 are 0. Shape `[max_level + 1]`, occurrences.
+    pub max_by_size: Vec<u64>,
+    /// Candidates counted exactly by the search (single types included): its work measure.
+    pub counted: u64,
+}
+
+/// The largest count among the frequent episodes of each size (2..=`config.max_level`) of
+/// `stream`, equal to the maxima of [`mine_with`](crate::episode::mine_with)`(stream, config,
+/// counter, ..)`'s episodes per size, by the exact threshold search of the module
+/// documentation. `counter` must have been built for `stream` (CPU or GPU: only its exact
+/// counts are used); `progress` is asked between batches whether to stop.
+///
+/// `max_level`, the intervals and the threshold of `config` are what change the result;
+/// `strategy`, `bounds`, `max_candidates` and `time_budget_s` are not used (full mining
+/// without limits is what is matched).
+///
+/// # Errors
+/// [`MineError`] for settings [`mine`](crate::episode::mine) refuses, a failing counter, or
+/// [`MineError::Cancelled`] when `progress` asks to stop.
+pub fn max_count_by_size(
+    stream: &EventStream,
+    config: &MinerConfig,
+    counter: &dyn Counter,
+    progress: &dyn Progress,
+) -> Result<SpectrumMax, MineError> {
+    config.validate()?;
+    let started = std::time::Instant::now();
+    let m = config.threshold.min_count(stream.len(), stream.span())?;
+    let max_level = config.max_level;
+    let mut out = SpectrumMax {
+        min_count: m,
+        max_by_size: vec![0; max_level + 1],
+        counted: 0,
+    };
+    if max_level < 2 {
+        return Ok(out);
+    }
+    let singles = level_one(stream.alphabet().len());
+    out.counted += singles.len() as u64;
+    let c1 = count_batched(counter, progress, singles)?
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect();
+    let mut search = Search::new(stream, config, counter, progress, m, c1);
+    let Some(mut upper) = search.pairs.c1.iter().copied().filter(|&c| c >= m).max() else {
+        return Ok(out);
+    };
+    for k in 2..=max_level {
+        let mut x = upper.max(m);
+        let found = loop {
+            search.ensure(k, x)?;
+            let best = search.best(k);
+            if best >= m && best + 1 >= x {
+                break best;
+            }
+            if x == m {
+                break 0;
+            }
+            x = lower(x).max(best + 1).max(m);
+        };
+        out.max_by_size[k] = found;
+        if found == 0 {
+            break;
+        }
+        upper = found;
+    }
+    out.counted += search.counted;
+    tracing::trace!(
+        max_by_size = ?out.max_by_size,
+        min_count = m,
+        counted = out.counted,
+        counted_by_size = ?search.levels.iter().map(|l| l.episodes.len()).collect::<Vec<_>>(),
+        floors = ?search.levels.iter().map(|l| l.floor).collect::<Vec<_>>(),
+        set_aside = ?search.levels.iter().map(|l| l.pending.len()).collect::<Vec<_>>(),
+        active_types = search.pairs.active,
+        count_s = search.count_s,
+        seconds = started.elapsed().as_secs_f64(),
+        "Spectrum search done."
+    );
+    Ok(out)
+}
+
+/// The next floor to try below `x`: about three quarters of it.
+fn lower(x: u64) -> u64 {
+    x - (x / 4).max(1)
+}
+
+/// A hashable key of a run of types and gaps (gaps by bit pattern: they all come from the
+/// configuration's intervals).
+type Key = (Vec<u32>, Vec<(u64, u64)>);
+
+fn key(types: &[EventType], intervals: &[crate::episode::Interval]) -> Key {
+    (
+        types.iter().map(|t| t.0).collect(),
+        intervals.iter().map(|iv| iv.bits()).collect(),
+    )
+}
+
+/// The counted episodes of one size and their floor (module documentation).
+#[derive(Default)]
+struct Level {
+    /// Episodes counted exactly, in the order counted.
+    episodes: Vec<Episode>,
+    /// Their counts. Shape `[episodes]`, occurrences.
+    counts: Vec<u64>,
+    /// Every episode of this size with a count ≥ `floor` is in `episodes` (`u64::MAX`: none
+    /// counted yet).
+    floor: u64,
+    /// Indices into `episodes` by prefix (all nodes but the last), for the joins of the next
+    /// size.
+    by_prefix: HashMap<Key, Vec<u32>>,
+    /// The largest count ≥ the minimum count among `episodes`; 0 when none.
+    best: u64,
+    /// Joins seen but not counted, as (bound, α, β) with α and β indices into the previous
+    /// size's episodes, largest bound first (below the floor; counted once the floor falls
+    /// to it).
+    pending: BinaryHeap<(u64, u32, u32)>,
+}
+
+impl Level {
+    fn new() -> Self {
+        Self {
+            floor: u64::MAX,
+            ..Self::default()
+        }
+    }
+
+    fn push(&mut self, episode: Episode, count: u64, min_count: u64) {
+        let k = episode.len();
+        let id = u32::try_from(self.episodes.len()).unwrap_or(u32::MAX);
+        self.by_prefix
+            .entry(key(
+                &episode.types()[..k - 1],
+                &episode.intervals()[..k - 2],
+            ))
+            .or_default()
+            .push(id);
+        if count >= min_count {
+            self.best = self.best.max(count);
+        }
+        self.episodes.push(episode);
+        self.counts.push(count);
+    }
+}
+
+/// Level 2's inputs: the single counts, the types by count, the successor rows computed so
+/// far.
+struct Pairs {
+    /// Exact single-type counts. Shape `[types]`.
+    c1: Vec<u64>,
+    /// The types with a count ≥ the minimum count, largest count first.
+    order: Vec<EventType>,
+    /// `order[..active]` have their successor rows.
+    active: usize,
+    /// Per active type (as in `order`): `|Succ(a, iv, x)|` for every interval and type.
+    /// Shape `[active][intervals][types]`, flattened per type.
+    rows: Vec<Vec<u32>>,
+}
+
+struct Search<'a> {
+    stream: &'a EventStream,
+    config: &'a MinerConfig,
+    counter: &'a dyn Counter,
+    progress: &'a dyn Progress,
+    index: TypeIndex,
+    min_count: u64,
+    pairs: Pairs,
+    /// `levels[k]` for size `k` (0 and 1 unused).
+    levels: Vec<Level>,
+    /// `Succ(a, iv, x)` as bits over the events of `a`, per pair asked for, by
+    /// `(a, interval bits, x)`.
+    successors: HashMap<(u32, (u64, u64), u32), Vec<u64>>,
+    /// Per size, per counted episode (as in its level's `episodes`), the bit set of the events
+    /// ending an occurrence of it, over its last type's events, once asked for.
+    ends_bits: Vec<Vec<Option<Vec<u64>>>>,
+    counted: u64,
+    /// Seconds spent in the counter.
+    count_s: f64,
+}
+
+impl<'a> Search<'a> {
+    fn new(
+        stream: &'a EventStream,
+        config: &'a MinerConfig,
+        counter: &'a dyn Counter,
+        progress: &'a dyn Progress,
+        min_count: u64,
+        c1: Vec<u64>,
+    ) -> Self {
+        let mut order: Vec<EventType> = (0..c1.len())
+            .filter(|&t| c1[t] >= min_count)
+            .map(|t| EventType(u32::try_from(t).unwrap_or(u32::MAX)))
+            .collect();
+        order.sort_by_key(|t| (std::cmp::Reverse(c1[t.index()]), t.0));
+        Self {
+            stream,
+            config,
+            counter,
+            progress,
+            index: TypeIndex::new(stream),
+            min_count,
+            pairs: Pairs {
+                c1,
+                order,
+                active: 0,
+                rows: Vec::new(),
+            },
+            levels: (0..=config.max_level).map(|_| Level::new()).collect(),
+            successors: HashMap::new(),
+            ends_bits: (0..=config.max_level).map(|_| Vec::new()).collect(),
+            counted: 0,
+            count_s: 0.0,
+        }
+    }
+
+    fn best(&self, k: usize) -> u64 {
+        self.levels[k].best
+    }
+
+    /// Lowers the floor of size `k` to `x` (module documentation).
+    fn ensure(&mut self, k: usize, x: u64) -> Result<(), MineError> {
+        debug_assert!(x >= self.min_count);
+        let old = self.levels[k].floor;
+        if x >= old {
+            return Ok(());
+        }
+        let candidates = if k == 2 {
+            self.pair_candidates(x, old)
+        } else {
+            self.ensure(k - 1, x)?;
+            self.join_candidates(k, x, old)
+        };
+        self.count_into(k, candidates)?;
+        self.levels[k].floor = x;
+        Ok(())
+    }
+
+    /// The pairs with bound in `[x, old)`, after computing the successor rows of the types
+    /// whose count reached `x`.
+    fn pair_candidates(&mut self, x: u64, old: u64) -> Vec<Episode> {
+        let p = &mut self.pairs;
+        let from = p.active;
+        while p.active < p.order.len() && p.c1[p.order[p.active].index()] >= x {
+            p.active += 1;
+        }
+        if p.active > from {
+            let rows = pair_successor_counts(
+                self.stream,
+                &self.index,
+                &p.order[from..p.active],
+                &self.config.intervals,
+            );
+            let width = self.config.intervals.len() * self.stream.alphabet().len();
+            p.rows
+                .extend(rows.chunks(width.max(1)).map(<[u32]>::to_vec));
+        }
+        let n_types = self.stream.alphabet().len();
+        let mut out = Vec::new();
+        for (i, &a) in p.order[..p.active].iter().enumerate() {
+            let ca = p.c1[a.index()];
+            for (v, &iv) in self.config.intervals.iter().enumerate() {
+                let row = &p.rows[i][v * n_types..(v + 1) * n_types];
+                for &b in &p.order[..p.active] {
+                    let bound = ca.min(p.c1[b.index()]).min(u64::from(row[b.index()]));
+                    if bound >= x && bound < old {
+                        out.push(Episode::new(vec![a, b], vec![iv]));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The joins to count for the floor `x` (the old floor `old`): those set aside earlier
+    /// whose bound reached `x`, and the new joins `α ⋈ β` of counted `(k − 1)`-episodes
+    /// whose smaller count lies in `[x, old)` and whose successor bound reaches `x` (the
+    /// others are set aside with their bound). Each prefix's joins come together (the CPU
+    /// counter shares a prefix's ends among them).
+    fn join_candidates(&mut self, k: usize, x: u64, old: u64) -> Vec<Episode> {
+        let (below, above) = self.levels.split_at_mut(k);
+        let (prev, level) = (&below[k - 1], &mut above[0]);
+        // The joins set aside earlier whose bound reaches `x`, as (α, β) indices into `prev`.
+        let mut joins: Vec<(u32, u32)> = Vec::new();
+        while let Some(&(bound, a, b)) = level.pending.peek() {
+            if bound < x {
+                break;
+            }
+            level.pending.pop();
+            joins.push((a, b));
+        }
+        let index = &self.index;
+        let mut path = ReachPath::default();
+        let ends_bits = &mut self.ends_bits[k - 1];
+        ends_bits.resize_with(prev.episodes.len(), || None);
+        for (i, (alpha, &ca)) in prev.episodes.iter().zip(&prev.counts).enumerate() {
+            if ca < x {
+                continue;
+            }
+            let Some(partners) = prev
+                .by_prefix
+                .get(&key(&alpha.types()[1..], &alpha.intervals()[1..]))
+            else {
+                continue;
+            };
+            let last = alpha.types()[k - 2];
+            for &j in partners {
+                let by_counts = ca.min(prev.counts[j as usize]);
+                if by_counts < x || by_counts >= old {
+                    continue;
+                }
+                let beta = &prev.episodes[j as usize];
+                let (iv, next) = (beta.intervals()[k - 3], beta.types()[k - 2]);
+                let bits = ends_bits[i].get_or_insert_with(|| {
+                    let mut bits = Vec::new();
+                    index_bits(path.ends(index, alpha), index.times(last).len(), &mut bits);
+                    bits
+                });
+                let succ = self
+                    .successors
+                    .entry((last.0, iv.bits(), next.0))
+                    .or_insert_with(|| successor_bits(index, last, iv, next));
+                let bound = by_counts.min(and_count(bits, succ));
+                let ids = (u32::try_from(i).unwrap_or(u32::MAX), j);
+                if bound >= x {
+                    joins.push(ids);
+                } else {
+                    level.pending.push((bound, ids.0, ids.1));
+                }
+            }
+        }
+        // Each prefix's joins together, in a fixed order.
+        joins.sort_unstable();
+        joins
+            .into_iter()
+            .map(|(a, b)| {
+                let (alpha, beta) = (&prev.episodes[a as usize], &prev.episodes[b as usize]);
+                let mut types = alpha.types().to_vec();
+                types.push(beta.types()[k - 2]);
+                let mut intervals = alpha.intervals().to_vec();
+                intervals.push(beta.intervals()[k - 3]);
+                Episode::new(types, intervals)
+            })
+            .collect()
+    }
+
+    /// Counts `candidates` exactly, in the counter's batches, into size `k`.
+    fn count_into(&mut self, k: usize, candidates: Vec<Episode>) -> Result<(), MineError> {
+        self.counted += candidates.len() as u64;
+        let started = std::time::Instant::now();
+        let counted = count_batched(self.counter, self.progress, candidates)?;
+        self.count_s += started.elapsed().as_secs_f64();
+        for (e, c) in counted {
+            self.levels[k].push(e, c, self.min_count);
+        }
+        Ok(())
+    }
+}
+
+/// The exact counts of `episodes`, in batches of [`Counter::preferred_batch`], each episode
+/// with its count; `progress` is asked before each batch whether to stop.
+fn count_batched(
+    counter: &dyn Counter,
+    progress: &dyn Progress,
+    episodes: Vec<Episode>,
+) -> Result<Vec<(Episode, u64)>, MineError> {
+    let batch = counter.preferred_batch().max(1);
+    let mut out = Vec::with_capacity(episodes.len());
+    let mut rest = episodes.into_iter().peekable();
+    while rest.peek().is_some() {
+        if progress.cancelled() {
+            return Err(MineError::Cancelled);
+        }
+        let chunk: Vec<Episode> = rest.by_ref().take(batch).collect();
+        let counts = counter.count(CountKind::Exact, &chunk)?;
+        out.extend(chunk.into_iter().zip(counts));
+    }
+    Ok(out)
+}
