@@ -428,8 +428,8 @@ def mine(
 
     The work runs on a thread of its own with the GIL released (other Python threads go on);
     Ctrl-C raises ``KeyboardInterrupt`` within about 0.1 s and stops the mining at its next
-    batch of candidates (a significance test already under way finishes in the background,
-    its result dropped); a later call is unaffected.
+    batch of candidates, or a significance test under way at its next surrogate or batch;
+    a later call is unaffected.
 
     Args:
         spikes: a path to an NWB units table, a CSV, a phy/Kilosort folder or an Open Ephys
