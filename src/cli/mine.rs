@@ -75,7 +75,8 @@ pub struct SignificanceArgs {
     /// and ISI methods (default 0.002), e.g. `dither:0.015`, `shift:2.0`.
     #[arg(long, value_name = "METHOD[:Δ[:d]]")]
     surrogates: Option<String>,
-    /// Number of surrogates S (`max-t` and `spectrum` mine each one as the recording).
+    /// Number of surrogates S (`max-t` mines each one as the recording; `spectrum` searches
+    /// each for its largest count per episode size).
     #[arg(long, default_value_t = 200, requires = "surrogates")]
     n_surrogates: usize,
     /// Level α of the test.
