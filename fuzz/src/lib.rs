@@ -208,6 +208,7 @@ pub const HDF5_SIGNATURES: &[&[u8]] = &[
 unsafe extern "C" {
     fn synfire_fuzz_hdf5_signatures(d: *const u8, n: usize, out: *mut usize, cap: usize) -> usize;
     fn synfire_fuzz_gcol_hang(d: *const u8, n: usize) -> std::ffi::c_int;
+    fn synfire_fuzz_local_heap_cycle(d: *const u8, n: usize) -> std::ffi::c_int;
 }
 
 /// Offsets of every HDF5 metadata signature in `data` (a C scan, `src/scan.c`: not
@@ -286,20 +287,31 @@ pub fn hdf5_mutate(data: &mut [u8], size: usize, max_size: usize, seed: u32) -> 
     size
 }
 
-/// Whether `data` holds an HDF5 global heap collection (`GCOL`) that makes HDF5 2.0.0 (the
-/// library hdf5-metno-src 0.10.1 builds) loop forever: `H5HG__cache_heap_deserialize` walks
-/// the collection's objects with `p = begin + need`, and an object whose `need` is 0 (index 0
-/// with size 0, or a size whose 8-byte alignment wraps `16 + size` to 0) never advances.
-/// Upstream and not synfire's to fix (`tests/fuzz_regressions.rs`,
-/// `nwb_global_heap_zero_size_object_hangs_hdf5`), so the NWB targets skip such inputs and
-/// keep looking for other bugs. Assumes 8-byte lengths (the superblock's "size of lengths",
-/// 8 in every file h5py and hdf5-metno write).
+/// Whether `data` holds one of two damaged HDF5 structures that HDF5 2.0.0 (the library
+/// hdf5-metno-src 0.10.1 builds) never finishes reading. Both are upstream and not synfire's to
+/// fix, each kept as an ignored test in `tests/fuzz_regressions.rs`, so the NWB targets skip
+/// such inputs and keep looking for other bugs:
 ///
-/// The walk is the C function `synfire_fuzz_gcol_hang` (`src/scan.c`), uninstrumented.
+/// - a global heap collection (`GCOL`) that loops forever: `H5HG__cache_heap_deserialize`
+///   walks the collection's objects with `p = begin + need`, and an object whose `need` is 0
+///   (index 0 with size 0, or a size whose 8-byte alignment wraps `16 + size` to 0) never
+///   advances (`nwb_global_heap_zero_size_object_hangs_hdf5`);
+/// - a local heap (`HEAP`) whose free list returns to a block it has visited:
+///   `H5HL__fl_deserialize` follows the list with no cycle check and allocates a node per step
+///   until memory runs out (`nwb_local_heap_free_list_damage_exhausts_memory_in_hdf5`; the
+///   `nwb_epochs` run past 10^7 inputs found it).
+///
+/// Assumes 8-byte lengths and addresses and base address 0 (the superblock's sizes in every
+/// file h5py and hdf5-metno write). The walks are the C functions `synfire_fuzz_gcol_hang`
+/// and `synfire_fuzz_local_heap_cycle` (`src/scan.c`), uninstrumented; the free-list walk is
+/// Brent's cycle detection over HDF5's own steps and stops wherever HDF5 reports an error.
 #[must_use]
 pub fn hdf5_known_hang(data: &[u8]) -> bool {
-    // SAFETY: `data` is valid for `data.len()` bytes, which is all the scan reads.
-    unsafe { synfire_fuzz_gcol_hang(data.as_ptr(), data.len()) != 0 }
+    // SAFETY: `data` is valid for `data.len()` bytes, which is all either scan reads.
+    unsafe {
+        synfire_fuzz_gcol_hang(data.as_ptr(), data.len()) != 0
+            || synfire_fuzz_local_heap_cycle(data.as_ptr(), data.len()) != 0
+    }
 }
 
 // ------------------------------------------------------------------------------------------

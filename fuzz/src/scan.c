@@ -72,3 +72,52 @@ int synfire_fuzz_gcol_hang(const uint8_t *d, size_t n) {
     }
     return 0;
 }
+
+/* One step of HDF5 2.0.0's H5HL__fl_deserialize over a local heap's free list: the next
+ * free-block offset after `off`, or 1 (H5HL_FREE_NULL, HDF5's end of list) where HDF5 stops,
+ * whether at the list's end or with an error. */
+static uint64_t fl_next(const uint8_t *blk, uint64_t dblk_size, uint64_t off) {
+    if (off == 1) return 1;
+    if (off > UINT64_MAX - 16 || off + 16 > dblk_size) return 1; /* "bad heap free list" */
+    uint64_t next = le64(blk + off);
+    uint64_t size = le64(blk + off + 8);
+    if (next == 0) return 1;                                /* "free block size is zero?" */
+    if (off + size < off || off + size > dblk_size) return 1; /* "bad heap free list" */
+    return next;
+}
+
+/* 1 when a local heap ("HEAP", version 0) of d[0..n) has a free list that returns to a block
+ * it has visited: HDF5 2.0.0's H5HL__fl_deserialize (H5HLcache.c) follows it with no cycle
+ * check, allocating a node per step, until memory runs out (src/lib.rs hdf5_known_hang).
+ * Brent's cycle detection over the same steps, so the walk is bounded by the list's length.
+ * Assumes 8-byte lengths and addresses and base address 0, as the GCOL scan does. */
+int synfire_fuzz_local_heap_cycle(const uint8_t *d, size_t n) {
+    const uint8_t *p = d;
+    const uint8_t *end_of_data = d + n;
+    while ((p = memmem(p, (size_t)(end_of_data - p), "HEAP", 4)) != NULL) {
+        size_t start = (size_t)(p - d);
+        p += 4;
+        if (start + 32 > n || d[start + 4] != 0) continue;
+        uint64_t dblk_size = le64(d + start + 8);
+        uint64_t head = le64(d + start + 16);
+        uint64_t dblk_addr = le64(d + start + 24);
+        if (head == 1) continue;
+        if (head >= dblk_size) continue;                   /* HDF5 refuses the header */
+        if (dblk_addr > n || dblk_size > n - dblk_addr) continue; /* HDF5 cannot read it */
+        const uint8_t *blk = d + dblk_addr;
+        /* Brent: power-of-two windows; a cycle shows as the hare meeting the tortoise. */
+        uint64_t tortoise = head, hare = fl_next(blk, dblk_size, head);
+        uint64_t power = 1, lam = 1;
+        while (hare != 1) {
+            if (hare == tortoise) return 1;
+            if (power == lam) {
+                tortoise = hare;
+                power *= 2;
+                lam = 0;
+            }
+            hare = fl_next(blk, dblk_size, hare);
+            lam++;
+        }
+    }
+    return 0;
+}
