@@ -101,21 +101,34 @@ impl CpuCounter {
     /// the ends of its prefix ([`Ends`]), computed once per run of consecutive candidates
     /// with the same prefix (the join yields a prefix's candidates together) along a prefix
     /// path shared by the runs a worker takes in turn. Equal to [`count_exact_merged`].
+    ///
+    /// A list whose runs are short (fewer than two candidates a run on average: a list in
+    /// report order, such as a significance test's tested episodes ordered by count) is
+    /// counted in prefix order instead ([`prefix_order`]) and the counts are put back in the
+    /// caller's order, so that episodes sharing a prefix share its ends.
     fn count_exact_by_ends(&self, candidates: &[Episode]) -> Vec<u64> {
-        let index = &self.index;
-        // Runs of consecutive candidates with one prefix (all but the last node).
-        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-        for (i, e) in candidates.iter().enumerate() {
-            match runs.last_mut() {
-                Some(r) if same_prefix(&candidates[r.start], e) => r.end = i + 1,
-                _ => runs.push(i..i + 1),
+        let runs = prefix_runs(candidates);
+        if runs.len() * 2 > candidates.len() && candidates.len() > 2 {
+            let order = prefix_order(candidates);
+            let sorted: Vec<Episode> = order.iter().map(|&i| candidates[i].clone()).collect();
+            let counts = self.count_runs(&sorted, &prefix_runs(&sorted));
+            let mut out = vec![0u64; candidates.len()];
+            for (&i, c) in order.iter().zip(counts) {
+                out[i] = c;
             }
+            return out;
         }
+        self.count_runs(candidates, &runs)
+    }
+
+    /// [`CpuCounter::count_exact_by_ends`] over the given runs of `candidates`.
+    fn count_runs(&self, candidates: &[Episode], runs: &[std::ops::Range<usize>]) -> Vec<u64> {
+        let index = &self.index;
         let counted: Vec<Vec<u64>> = runs
             .par_iter()
             .map_init(
-                || (EndsPath::new(), Ends::default(), VecDeque::new()),
-                |(path, out, deque), run| {
+                || (EndsPath::new(), VecDeque::new()),
+                |(path, deque), run| {
                     let members = &candidates[run.clone()];
                     let first = &members[0];
                     let n = first.len();
@@ -138,8 +151,7 @@ impl CpuCounter {
                         // `ends` is there whenever the first arm applies (`needs_ends`).
                         counts.push(match ends {
                             Some(ends) if n > 2 || prefix_last == x => {
-                                ends.extend_into(index, prefix_last, iv, x, out, deque);
-                                out.count(index.times(x))
+                                ends.count_extension(index, prefix_last, iv, x, deque)
                             }
                             _ => count_pair(
                                 index.times(prefix_last),
@@ -155,6 +167,44 @@ impl CpuCounter {
             .collect();
         counted.into_iter().flatten().collect()
     }
+}
+
+/// Runs of consecutive candidates with one prefix (all but the last node).
+fn prefix_runs(candidates: &[Episode]) -> Vec<std::ops::Range<usize>> {
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, e) in candidates.iter().enumerate() {
+        match runs.last_mut() {
+            Some(r) if same_prefix(&candidates[r.start], e) => r.end = i + 1,
+            _ => runs.push(i..i + 1),
+        }
+    }
+    runs
+}
+
+/// The positions of `candidates` ordered by size, then node by node (type, then the gap's
+/// interval by bit pattern): candidates with one prefix become consecutive, and neighbouring
+/// runs share their longest common prefixes, which [`EndsPath`] reuses.
+fn prefix_order(candidates: &[Episode]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (a, b) = (&candidates[a], &candidates[b]);
+        a.len().cmp(&b.len()).then_with(|| {
+            let (ta, tb) = (a.types(), b.types());
+            let (ia, ib) = (a.intervals(), b.intervals());
+            (0..a.len())
+                .map(|k| {
+                    let gap = if k == 0 {
+                        std::cmp::Ordering::Equal
+                    } else {
+                        ia[k - 1].bits().cmp(&ib[k - 1].bits())
+                    };
+                    gap.then(ta[k].cmp(&tb[k]))
+                })
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+    });
+    order
 }
 
 /// Same types and intervals but for the last node (intervals by bit pattern).

@@ -135,6 +135,60 @@ impl Ends {
         }
     }
 
+    /// The exact non-overlapped count of `α·x` (as [`Ends::extend`] then [`Ends::count`]) in
+    /// the same sweep, without building the ends of `α·x`: the count of a candidate needs
+    /// only whether each event of `x` ends an occurrence and its latest start, which the
+    /// sweep has at hand. `deque` is scratch. `O(|self| + |x|)`, no allocation beyond
+    /// `deque`'s.
+    #[must_use]
+    pub fn count_extension(
+        &self,
+        index: &TypeIndex,
+        last: EventType,
+        iv: Interval,
+        x: EventType,
+        deque: &mut VecDeque<usize>,
+    ) -> u64 {
+        deque.clear();
+        if self.is_empty() || x.index() >= index.num_types() || last.index() >= index.num_types() {
+            return 0;
+        }
+        let from = index.times(last);
+        let to = index.times(x);
+        let t_end = |i: usize| from[self.index[i] as usize];
+        let (low, high) = (iv.low_by_time(last < x), iv.high());
+        let (mut lo, mut hi) = (0usize, 0usize);
+        let n = self.len();
+        let mut count = 0u64;
+        let mut last_end = f64::NEG_INFINITY;
+        for &y in to {
+            while hi < n && y - t_end(hi) > low {
+                let s = self.latest_start[hi];
+                while deque.back().is_some_and(|&b| self.latest_start[b] <= s) {
+                    deque.pop_back();
+                }
+                deque.push_back(hi);
+                hi += 1;
+            }
+            while lo < hi && y - t_end(lo) > high {
+                lo += 1;
+            }
+            while deque.front().is_some_and(|&f| f < lo) {
+                deque.pop_front();
+            }
+            // `y` ends an occurrence (the window is not empty) whose latest start is the
+            // window's largest; take it when that start is after the last taken end, exactly
+            // as `count` walks the ends `extend_into` would have built.
+            if let Some(&best) = deque.front()
+                && self.latest_start[best] > last_end
+            {
+                count += 1;
+                last_end = y;
+            }
+        }
+        count
+    }
+
     /// The maximum number of non-overlapped occurrences (greedy earliest end; see the module
     /// documentation). `times` are the last type's event times ([`TypeIndex::times`]).
     #[must_use]
@@ -299,5 +353,52 @@ mod tests {
         assert_eq!(path.ends(&idx, &ab), &Ends::of(&idx, &ab));
         let abb = Episode::new(vec![a, b, b], vec![iv(0.0, 100.0), iv(0.0, 20.0)]);
         assert_eq!(path.ends(&idx, &abb), &Ends::of(&idx, &abb));
+    }
+
+    /// `count_extension` equals building the ends and counting them, and Algorithm 1, on
+    /// seeded random streams with ties (times on a 1 ms grid), lag-0 intervals and repeated
+    /// types, for every prefix and last node.
+    #[test]
+    fn count_extension_equals_extend_then_count() {
+        use crate::event::{Alphabet, EventStream, Ordering};
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        let alphabet = Alphabet::from_labels(["A", "B", "C", "D"]).unwrap();
+        let intervals = [
+            iv(0.0, 0.005),
+            iv(0.005, 0.01),
+            Interval::closed(0.0, 0.002).unwrap(),
+            iv(0.0, 0.05),
+        ];
+        let mut deque = VecDeque::new();
+        let mut checked = 0;
+        for _ in 0..40 {
+            let n = 50 + next(400) as usize;
+            let mut times: Vec<f64> = (0..n).map(|_| next(2000) as f64 * 1e-3).collect();
+            times.sort_by(f64::total_cmp);
+            let types = (0..n).map(|_| EventType(next(4) as u32)).collect();
+            let stream =
+                EventStream::new(times, types, alphabet.clone(), Ordering::SortIfNeeded).unwrap();
+            let idx = TypeIndex::new(&stream);
+            for _ in 0..20 {
+                let len = 2 + next(3) as usize;
+                let ty: Vec<EventType> = (0..len).map(|_| EventType(next(4) as u32)).collect();
+                let ivs: Vec<Interval> = (1..len).map(|_| intervals[next(4) as usize]).collect();
+                let episode = Episode::new(ty.clone(), ivs.clone());
+                let prefix = Episode::new(ty[..len - 1].to_vec(), ivs[..len - 2].to_vec());
+                let ends = Ends::of(&idx, &prefix);
+                let fused =
+                    ends.count_extension(&idx, ty[len - 2], ivs[len - 2], ty[len - 1], &mut deque);
+                assert_eq!(fused, count_by_ends(&idx, &episode), "{episode:?}");
+                assert_eq!(fused, count_exact(&idx, &episode), "{episode:?}");
+                checked += u64::from(fused > 0);
+            }
+        }
+        assert!(checked > 100, "only {checked} episodes occurred");
     }
 }
