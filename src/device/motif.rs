@@ -416,9 +416,16 @@ impl GpuWorker {
     }
 
     /// Projects every subsequence onto the `dims` (at most `MAX_PROJECTION_DIMS`) rows of
-    /// `basis` (`[dims][m]`, the DCT-II vectors of `motif::join`), keeps the f32 coordinates `[dims][N]` on the device and
-    /// returns them.
-    pub fn motif_project(&self, dims: usize, basis: Arc<Vec<f64>>) -> Ticket<Vec<f32>> {
+    /// `basis` (`[dims][m]`, the DCT-II vectors of `motif::join`), keeps the f32 coordinates
+    /// `[dims][N]` on the device and returns the first `host_dims` rows (`[host_dims][N]`,
+    /// `host_dims` clamped to `1..=dims`): the host builds grids from the first few, and the
+    /// device bounds with all of them.
+    pub fn motif_project(
+        &self,
+        dims: usize,
+        host_dims: usize,
+        basis: Arc<Vec<f64>>,
+    ) -> Ticket<Vec<f32>> {
         self.run(move |d| {
             let f = d.function(&MOTIF, "motif_project")?;
             let st = d.stream.clone();
@@ -444,7 +451,10 @@ impl GpuWorker {
             // n_sub u32, m i32, dims i32 <= 16, basis f64* [dims*m], coords f32* [dims*N]);
             // threads with i >= N return first.
             unsafe { l.launch(grid(b.n_sub)) }.map_err(drv("cuLaunchKernel"))?;
-            let host = st.clone_dtoh(&coords).map_err(drv("cuMemcpyDtoH"))?;
+            let rows = host_dims.clamp(1, dims) * b.n_sub as usize;
+            let host = st
+                .clone_dtoh(&coords.slice(..rows))
+                .map_err(drv("cuMemcpyDtoH"))?;
             b.coords = Some(coords);
             b.dims = dims_i;
             Ok(host)

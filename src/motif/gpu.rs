@@ -27,7 +27,7 @@ use rayon::prelude::*;
 
 use super::join::{
     GPU_PAIRS_PER_POINT, Grid, PROJECTION_DIMS, Projection, constant_pair, dct_basis,
-    distance_budget, initial_width, join_points, next_width, projection_dims,
+    distance_budget, host_dims, initial_width, join_points, next_width, projection_dims,
 };
 use super::mk::{Mk, OFFSET_MAJOR, choose_references};
 use super::profile::scamp_terms;
@@ -235,11 +235,13 @@ impl GpuMotifSearch<'_> {
             let started = std::time::Instant::now();
             let m = self.subs.m;
             let dims = projection_dims(m);
+            // Only the grid's coordinates come back: the device bounds with all `dims`.
+            let host = host_dims(dims);
             let coords = self
                 .worker
-                .motif_project(dims, Arc::new(dct_basis(m, dims)))
+                .motif_project(dims, host, Arc::new(dct_basis(m, dims)))
                 .wait()?;
-            self.projection = Some(Projection::from_coords(coords, dims, m));
+            self.projection = Some(Projection::from_leading_coords(coords, host, dims, m));
             tracing::debug!(
                 ms = started.elapsed().as_secs_f64() * 1e3,
                 "GPU projection (kernel and download)"

@@ -61,9 +61,14 @@ const SAMPLE: usize = 8192;
 /// The first `K` DCT-II coefficients of every z-normalised subsequence.
 #[derive(Clone, Debug)]
 pub struct Projection {
-    /// Coefficients per subsequence `K`.
+    /// Coefficients per subsequence `K` (what the bounds use, and the rounding slack of
+    /// [`Projection::radius`]).
     pub dims: usize,
-    /// Coordinates, dimension-major: `coords[f * N + i]` (0 for invalid subsequences).
+    /// Coefficients held in `coords` per subsequence: `K`, or only the grid's first ones
+    /// where the device keeps the rest ([`Projection::from_leading_coords`]).
+    pub stored: usize,
+    /// Coordinates, dimension-major: `coords[f * N + i]` for `f < stored` (0 for invalid
+    /// subsequences).
     pub coords: Vec<f32>,
     /// Bound on `|coords - exact|` per coordinate.
     pub coord_error: f64,
@@ -126,15 +131,24 @@ impl Projection {
     /// From dimension-major coordinates `[K][N]`.
     #[must_use]
     pub fn from_coords(coords: Vec<f32>, dims: usize, m: usize) -> Self {
+        Self::from_leading_coords(coords, dims, dims, m)
+    }
+
+    /// From the first `stored` of `dims` coefficients, dimension-major `[stored][N]`: enough
+    /// to build grids (their first [`GRID_DIMS`] coordinates) when the device holds all `dims`
+    /// and computes the bounds. `stored` is clamped to `1..=dims`.
+    #[must_use]
+    pub fn from_leading_coords(coords: Vec<f32>, stored: usize, dims: usize, m: usize) -> Self {
         Self {
             dims,
+            stored: stored.clamp(1, dims.max(1)),
             coords,
             coord_error: (m as f64).sqrt() * f64::from(f32::EPSILON),
         }
     }
 
     fn count(&self) -> usize {
-        self.coords.len() / self.dims.max(1)
+        self.coords.len() / self.stored.max(1)
     }
 
     /// Coordinate `f` of subsequence `i`.
@@ -220,9 +234,85 @@ fn add(a: &Key, b: &Key) -> Key {
     k
 }
 
+/// Cell keys packed into a `u64`: coordinate `f` minus its smallest value over the points,
+/// in `bits[f]` bits, the first coordinate highest, so that packed keys order as the keys do
+/// (lexicographically). Each field keeps one spare value above the largest so that a
+/// neighbour one step beyond either end is recognised as absent, never wrapped.
+struct Packing {
+    min: [i64; GRID_DIMS],
+    max: [i64; GRID_DIMS],
+    shift: [u32; GRID_DIMS],
+}
+
+impl Packing {
+    /// A packing of `keyed`'s keys, or `None` when their ranges need more than 64 bits.
+    fn of(keyed: &[(Key, u32)]) -> Option<Self> {
+        let (min, max) = keyed
+            .par_iter()
+            .map(|(k, _)| (k.map(i64::from), k.map(i64::from)))
+            .reduce(
+                || ([i64::MAX; GRID_DIMS], [i64::MIN; GRID_DIMS]),
+                |(a_lo, a_hi), (b_lo, b_hi)| {
+                    (
+                        std::array::from_fn(|f| a_lo[f].min(b_lo[f])),
+                        std::array::from_fn(|f| a_hi[f].max(b_hi[f])),
+                    )
+                },
+            );
+        if keyed.is_empty() {
+            return None;
+        }
+        let mut shift = [0u32; GRID_DIMS];
+        let mut used = 0u32;
+        for f in (0..GRID_DIMS).rev() {
+            // Values 0..=range, plus one spare.
+            let range = u64::try_from(max[f] - min[f]).ok()? + 1;
+            let bits = 64 - range.leading_zeros();
+            shift[f] = used;
+            used += bits;
+        }
+        (used <= 64).then_some(Self { min, max, shift })
+    }
+
+    fn field(&self, f: usize) -> u64 {
+        let bits = if f == 0 { 64 } else { self.shift[f - 1] } - self.shift[f];
+        if bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        }
+    }
+
+    fn pack(&self, k: &Key) -> u64 {
+        (0..GRID_DIMS).fold(0u64, |code, f| {
+            code | (((i64::from(k[f]) - self.min[f]) as u64) << self.shift[f])
+        })
+    }
+
+    /// The packed key of the cell at `o` from the cell `code`; `None` when a coordinate
+    /// leaves the points' range (no point lies there).
+    fn neighbour(&self, code: u64, o: &Key) -> Option<u64> {
+        let mut out = 0u64;
+        for f in 0..GRID_DIMS {
+            let v = ((code >> self.shift[f]) & self.field(f)) as i64 + i64::from(o[f]);
+            if v < 0 || v > self.max[f] - self.min[f] {
+                return None;
+            }
+            out |= (v as u64) << self.shift[f];
+        }
+        Some(out)
+    }
+}
+
 /// Grid dimensions for a projection of `dims` coordinates.
-fn grid_dims(proj: &Projection) -> usize {
+pub(crate) fn grid_dims(proj: &Projection) -> usize {
     GRID_DIMS.min(proj.dims)
+}
+
+/// The coefficients the host needs of a projection computed elsewhere: the grid's.
+#[must_use]
+pub fn host_dims(dims: usize) -> usize {
+    GRID_DIMS.min(dims)
 }
 
 impl Grid {
@@ -231,15 +321,43 @@ impl Grid {
     /// the same or adjacent cells).
     #[must_use]
     pub fn build(proj: &Projection, points: &[u32], width: f64) -> Self {
+        Self::build_packed(proj, points, width, true)
+    }
+
+    /// [`Grid::build`], with cell keys packed into a `u64` when `pack` and they fit.
+    fn build_packed(proj: &Projection, points: &[u32], width: f64, pack: bool) -> Self {
         let d = grid_dims(proj);
         let width = width * (1.0 + 1e-9);
-        let mut keyed: Vec<(Key, u32)> = points
+        let keyed: Vec<(Key, u32)> = points
             .par_iter()
             .map(|&p| (key_of(proj, p as usize, d, width), p))
             .collect();
+        // Cells packed into one u64 sort several times faster than `[i32; 4]` keys, in the
+        // same order (the first coordinate in the highest bits), so the grid is the same.
+        if let Some(packing) = Packing::of(&keyed).filter(|_| pack) {
+            let mut packed: Vec<(u64, u32)> = keyed
+                .par_iter()
+                .map(|(k, p)| (packing.pack(k), *p))
+                .collect();
+            drop(keyed);
+            packed.par_sort_unstable();
+            return Self::from_sorted(width, packed, d, |code, o| packing.neighbour(*code, o));
+        }
+        let mut keyed = keyed;
         keyed.par_sort_unstable();
+        Self::from_sorted(width, keyed, d, |k, o| Some(add(k, o)))
+    }
+
+    /// The grid of points sorted by cell key; `neighbour(key, offset)` is the key of the cell
+    /// at `offset` from `key` (`None`: no point can be there).
+    fn from_sorted<K: Ord + Copy + Send + Sync>(
+        width: f64,
+        keyed: Vec<(K, u32)>,
+        d: usize,
+        neighbour: impl Fn(&K, &Key) -> Option<K> + Sync,
+    ) -> Self {
         let mut cell_start = Vec::new();
-        let mut keys: Vec<Key> = Vec::new();
+        let mut keys: Vec<K> = Vec::new();
         for (pos, (k, _)) in keyed.iter().enumerate() {
             if keys.last() != Some(k) {
                 keys.push(*k);
@@ -252,9 +370,9 @@ impl Grid {
             .par_iter()
             .enumerate()
             .flat_map_iter(|(c, k)| {
-                let keys = &keys;
+                let (keys, offsets, neighbour) = (&keys, &offsets, &neighbour);
                 std::iter::once((c as u32, c as u32)).chain(offsets.iter().filter_map(move |o| {
-                    let want = add(k, o);
+                    let want = neighbour(k, o)?;
                     keys.binary_search(&want)
                         .ok()
                         .map(|nc| (c as u32, nc as u32))
@@ -307,7 +425,7 @@ impl Grid {
             .par_iter()
             .map(|&i| {
                 let mut row = [0f32; PROJECTION_DIMS];
-                for (f, v) in row.iter_mut().enumerate().take(proj.dims) {
+                for (f, v) in row.iter_mut().enumerate().take(proj.stored) {
                     *v = proj.coords[f * n + i as usize];
                 }
                 row
@@ -653,5 +771,59 @@ mod tests {
             }
         }
         assert!(close > 0, "the test needs some close pairs");
+    }
+
+    /// Packed cell keys give the same grid as `[i32; 4]` keys (order, cells, neighbour
+    /// lists, pairs), at widths from a few cells to thousands, on a walk and a series with a
+    /// long flat stretch and a jump (a wide key range in one coordinate).
+    #[test]
+    fn packed_keys_build_the_same_grid() {
+        let mut jumpy = crate::synth::random_walk(3000, 4);
+        for (t, v) in jumpy.iter_mut().enumerate() {
+            if (1000..1400).contains(&t) {
+                *v = 0.0;
+            } else if t >= 1400 {
+                *v += 1e4;
+            }
+        }
+        for x in [crate::synth::random_walk(3000, 11), jumpy] {
+            let subs = Subsequences::new(&x, 40);
+            let p = Projection::new(&subs);
+            let points: Vec<u32> = (0..subs.count() as u32).step_by(2).collect();
+            for w in [0.01, 0.2, 1.0, 3.0, 20.0] {
+                let r = p.radius(w);
+                let keyed: Vec<(Key, u32)> = points
+                    .iter()
+                    .map(|&i| (key_of(&p, i as usize, grid_dims(&p), r * (1.0 + 1e-9)), i))
+                    .collect();
+                assert!(Packing::of(&keyed).is_some(), "width {w} should pack");
+                let packed = Grid::build_packed(&p, &points, r, true);
+                let plain = Grid::build_packed(&p, &points, r, false);
+                assert_eq!(packed.order, plain.order, "width {w}");
+                assert_eq!(packed.cell_start, plain.cell_start, "width {w}");
+                assert_eq!(packed.nb_start, plain.nb_start, "width {w}");
+                assert_eq!(packed.nb_cell, plain.nb_cell, "width {w}");
+                assert_eq!(packed.pairs, plain.pairs, "width {w}");
+                assert!(plain.cells() > 1, "width {w}");
+            }
+        }
+    }
+
+    /// Keys spanning more than 64 bits in all do not pack (the plain keys are used).
+    #[test]
+    fn wide_key_ranges_do_not_pack() {
+        let keyed = vec![
+            ([i32::MIN / 2, 0, 0, 0], 0u32),
+            ([i32::MAX / 2, 1 << 30, -(1 << 30), 7], 1),
+        ];
+        assert!(Packing::of(&keyed).is_none());
+        let narrow = vec![([-3, 0, 0, 0], 0u32), ([5, 2, -1, 7], 1)];
+        let p = Packing::of(&narrow).expect("narrow keys pack");
+        assert!(p.pack(&narrow[0].0) < p.pack(&narrow[1].0));
+        assert_eq!(p.neighbour(p.pack(&narrow[0].0), &[-1, 0, 0, 0]), None);
+        assert_eq!(
+            p.neighbour(p.pack(&narrow[0].0), &[1, 1, 0, 0]),
+            Some(p.pack(&[-2, 1, 0, 0]))
+        );
     }
 }
