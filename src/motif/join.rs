@@ -293,8 +293,8 @@ impl Packing {
     /// leaves the points' range (no point lies there).
     fn neighbour(&self, code: u64, o: &Key) -> Option<u64> {
         let mut out = 0u64;
-        for f in 0..GRID_DIMS {
-            let v = ((code >> self.shift[f]) & self.field(f)) as i64 + i64::from(o[f]);
+        for (f, &step) in o.iter().enumerate() {
+            let v = ((code >> self.shift[f]) & self.field(f)) as i64 + i64::from(step);
             if v < 0 || v > self.max[f] - self.min[f] {
                 return None;
             }
