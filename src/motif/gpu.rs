@@ -91,6 +91,7 @@ impl<'s> GpuMotifSearch<'s> {
         gpu: Option<usize>,
     ) -> Result<Self, DeviceError> {
         let worker = crate::device::shared_worker(gpu)?;
+        let started = std::time::Instant::now();
         let (df, dg) = scamp_terms(subs);
         let series = MotifSeries {
             x: subs.x.to_vec(),
@@ -101,7 +102,13 @@ impl<'s> GpuMotifSearch<'s> {
             dg,
             valid: subs.valid.iter().map(|&v| u8::from(v)).collect(),
         };
+        let built_ms = started.elapsed().as_secs_f64() * 1e3;
         worker.motif_load(Arc::new(series)).wait()?;
+        tracing::debug!(
+            host_ms = built_ms,
+            total_ms = started.elapsed().as_secs_f64() * 1e3,
+            "GPU motif start: series terms and copies on the host, then the upload"
+        );
         let mut me = Self {
             subs,
             cfg: cfg.clone(),
@@ -312,8 +319,14 @@ impl GpuMotifSearch<'_> {
             match next_width(w, found, max_distance) {
                 Some(next) => w = next,
                 None => {
+                    let resolving = std::time::Instant::now();
                     let c = self.worker.motif_candidates().wait()?;
                     let best = Motif::best(self.resolve(&c.pairs, report.bsf), constant);
+                    tracing::debug!(
+                        candidates = c.pairs.len(),
+                        ms = resolving.elapsed().as_secs_f64() * 1e3,
+                        "GPU projection join: candidates downloaded and resolved"
+                    );
                     return Ok(JoinEnd::Done(best, c));
                 }
             }

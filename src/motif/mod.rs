@@ -354,6 +354,11 @@ pub fn find_motifs_on(
     validate(x.len(), cfg)?;
     let started = Instant::now();
     let subs = Subsequences::new(x, cfg.m);
+    tracing::debug!(
+        ms = started.elapsed().as_secs_f64() * 1e3,
+        n = x.len(),
+        "motif: subsequence statistics"
+    );
     let gpu = if cfg.method == MethodChoice::BruteForce {
         None
     } else {
