@@ -107,10 +107,11 @@ impl CpuCounter {
     /// counted in prefix order instead ([`prefix_order`]) and the counts are put back in the
     /// caller's order, so that episodes sharing a prefix share its ends.
     fn count_exact_by_ends(&self, candidates: &[Episode]) -> Vec<u64> {
-        let runs = prefix_runs(candidates);
+        let listed: Vec<&Episode> = candidates.iter().collect();
+        let runs = prefix_runs(&listed);
         if runs.len() * 2 > candidates.len() && candidates.len() > 2 {
             let order = prefix_order(candidates);
-            let sorted: Vec<Episode> = order.iter().map(|&i| candidates[i].clone()).collect();
+            let sorted: Vec<&Episode> = order.iter().map(|&i| &candidates[i]).collect();
             let counts = self.count_runs(&sorted, &prefix_runs(&sorted));
             let mut out = vec![0u64; candidates.len()];
             for (&i, c) in order.iter().zip(counts) {
@@ -118,11 +119,11 @@ impl CpuCounter {
             }
             return out;
         }
-        self.count_runs(candidates, &runs)
+        self.count_runs(&listed, &runs)
     }
 
     /// [`CpuCounter::count_exact_by_ends`] over the given runs of `candidates`.
-    fn count_runs(&self, candidates: &[Episode], runs: &[std::ops::Range<usize>]) -> Vec<u64> {
+    fn count_runs(&self, candidates: &[&Episode], runs: &[std::ops::Range<usize>]) -> Vec<u64> {
         let index = &self.index;
         let counted: Vec<Vec<u64>> = runs
             .par_iter()
@@ -130,7 +131,7 @@ impl CpuCounter {
                 || (EndsPath::new(), VecDeque::new()),
                 |(path, deque), run| {
                     let members = &candidates[run.clone()];
-                    let first = &members[0];
+                    let first = members[0];
                     let n = first.len();
                     if n == 1 {
                         return members.iter().map(|e| count_by_ends(index, e)).collect();
@@ -170,11 +171,11 @@ impl CpuCounter {
 }
 
 /// Runs of consecutive candidates with one prefix (all but the last node).
-fn prefix_runs(candidates: &[Episode]) -> Vec<std::ops::Range<usize>> {
+fn prefix_runs(candidates: &[&Episode]) -> Vec<std::ops::Range<usize>> {
     let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-    for (i, e) in candidates.iter().enumerate() {
+    for (i, &e) in candidates.iter().enumerate() {
         match runs.last_mut() {
-            Some(r) if same_prefix(&candidates[r.start], e) => r.end = i + 1,
+            Some(r) if same_prefix(candidates[r.start], e) => r.end = i + 1,
             _ => runs.push(i..i + 1),
         }
     }

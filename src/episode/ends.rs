@@ -100,6 +100,51 @@ impl Ends {
     ) {
         out.index.clear();
         out.latest_start.clear();
+        self.sweep(index, last, iv, x, deque, |j, _, start| {
+            out.index.push(u32::try_from(j).unwrap_or(u32::MAX));
+            out.latest_start.push(start);
+        });
+    }
+
+    /// The exact non-overlapped count of `α·x` (as [`Ends::extend`] then [`Ends::count`]) in
+    /// the same sweep, without building the ends of `α·x`: the count of a candidate needs
+    /// only whether each event of `x` ends an occurrence and its latest start, which the
+    /// sweep has at hand. `deque` is scratch. `O(|self| + |x|)`, no allocation beyond
+    /// `deque`'s.
+    #[must_use]
+    pub fn count_extension(
+        &self,
+        index: &TypeIndex,
+        last: EventType,
+        iv: Interval,
+        x: EventType,
+        deque: &mut VecDeque<usize>,
+    ) -> u64 {
+        let mut count = 0u64;
+        let mut last_end = f64::NEG_INFINITY;
+        // Taken exactly as `count` walks the ends `extend_into` would have built.
+        self.sweep(index, last, iv, x, deque, |_, y, start| {
+            if start > last_end {
+                count += 1;
+                last_end = y;
+            }
+        });
+        count
+    }
+
+    /// The extension's sweep (module documentation): calls `on_end(j, t, start)` for each
+    /// event `j` of `x` (at time `t`, seconds) that ends an occurrence of `α·x`, in stream
+    /// order, with the latest start of those occurrences. `deque` is scratch.
+    #[inline]
+    fn sweep(
+        &self,
+        index: &TypeIndex,
+        last: EventType,
+        iv: Interval,
+        x: EventType,
+        deque: &mut VecDeque<usize>,
+        mut on_end: impl FnMut(usize, f64, f64),
+    ) {
         deque.clear();
         if self.is_empty() || x.index() >= index.num_types() || last.index() >= index.num_types() {
             return;
@@ -129,64 +174,9 @@ impl Ends {
                 deque.pop_front();
             }
             if let Some(&best) = deque.front() {
-                out.index.push(u32::try_from(j).unwrap_or(u32::MAX));
-                out.latest_start.push(self.latest_start[best]);
+                on_end(j, y, self.latest_start[best]);
             }
         }
-    }
-
-    /// The exact non-overlapped count of `α·x` (as [`Ends::extend`] then [`Ends::count`]) in
-    /// the same sweep, without building the ends of `α·x`: the count of a candidate needs
-    /// only whether each event of `x` ends an occurrence and its latest start, which the
-    /// sweep has at hand. `deque` is scratch. `O(|self| + |x|)`, no allocation beyond
-    /// `deque`'s.
-    #[must_use]
-    pub fn count_extension(
-        &self,
-        index: &TypeIndex,
-        last: EventType,
-        iv: Interval,
-        x: EventType,
-        deque: &mut VecDeque<usize>,
-    ) -> u64 {
-        deque.clear();
-        if self.is_empty() || x.index() >= index.num_types() || last.index() >= index.num_types() {
-            return 0;
-        }
-        let from = index.times(last);
-        let to = index.times(x);
-        let t_end = |i: usize| from[self.index[i] as usize];
-        let (low, high) = (iv.low_by_time(last < x), iv.high());
-        let (mut lo, mut hi) = (0usize, 0usize);
-        let n = self.len();
-        let mut count = 0u64;
-        let mut last_end = f64::NEG_INFINITY;
-        for &y in to {
-            while hi < n && y - t_end(hi) > low {
-                let s = self.latest_start[hi];
-                while deque.back().is_some_and(|&b| self.latest_start[b] <= s) {
-                    deque.pop_back();
-                }
-                deque.push_back(hi);
-                hi += 1;
-            }
-            while lo < hi && y - t_end(lo) > high {
-                lo += 1;
-            }
-            while deque.front().is_some_and(|&f| f < lo) {
-                deque.pop_front();
-            }
-            // `y` ends an occurrence (the window is not empty) whose latest start is the
-            // window's largest; take it when that start is after the last taken end, exactly
-            // as `count` walks the ends `extend_into` would have built.
-            if let Some(&best) = deque.front()
-                && self.latest_start[best] > last_end
-            {
-                count += 1;
-                last_end = y;
-            }
-        }
-        count
     }
 
     /// The maximum number of non-overlapped occurrences (greedy earliest end; see the module
