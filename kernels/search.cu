@@ -75,3 +75,128 @@ __global__ void search_lower_bounds(const uint4* __restrict__ sax,
 }
 
 }  // extern "C"
+
+// ---------------------------------------------------------------------------------------------
+// Batched queries (src/search/batch.rs, src/device/search.rs): every series of the index
+// against a batch of queries, on a GPU that holds the series' PAA (16 f32 per series, leaf
+// order) and, when they fit, the series themselves.
+//
+// search_batch_filter: the PAA lower bound (Keogh et al. 2001; the bound iSAX's MINDIST
+// relaxes) of every (query, series) pair, in f32 with explicit round-to-nearest operations
+// (no fused multiply-add), so the host's model (search::batch::lb_f32) computes the same bits:
+//   acc = 0; for j in 0..16: d = q[j] - x[j]; acc = acc + w[j] * (d * d)
+// A pair survives when acc <= thresh[query]; the host rounds the threshold up from the query's
+// BSF by the proven error bound of these operations (batch.rs, filter_threshold), so no series
+// whose distance is within the BSF is ever dropped.
+#define SYNFIRE_BATCH_QUERY_TILE 64
+
+__device__ __forceinline__ float synfire_paa_lb(const float* q, const float* x, const float* w) {
+    float acc = 0.0f;
+    for (int j = 0; j < SYNFIRE_SEGMENTS; ++j) {
+        const float d = __fsub_rn(q[j], x[j]);
+        acc = __fadd_rn(acc, __fmul_rn(w[j], __fmul_rn(d, d)));
+    }
+    return acc;
+}
+
+extern "C" {
+
+// Grid-stride over series positions (uniform per block, so every thread meets every
+// __syncthreads); queries in tiles of 64 through shared memory. Survivors (query, position)
+// go to out_q/out_pos[atomicAdd(count)] while the slot is below cap (count keeps counting, so
+// the host sees an overflow); per_query[q] counts each query's survivors.
+__global__ void search_batch_filter(const float* __restrict__ paa, unsigned count,
+                                    const float* __restrict__ weights,
+                                    const float* __restrict__ qpaa,
+                                    const float* __restrict__ thresh, unsigned nq,
+                                    unsigned* __restrict__ out_q, unsigned* __restrict__ out_pos,
+                                    unsigned cap, unsigned* __restrict__ out_count,
+                                    unsigned* __restrict__ per_query) {
+    __shared__ float qs[SYNFIRE_BATCH_QUERY_TILE * SYNFIRE_SEGMENTS];
+    __shared__ float th[SYNFIRE_BATCH_QUERY_TILE];
+    __shared__ float w[SYNFIRE_SEGMENTS];
+    const unsigned stride = gridDim.x * blockDim.x;
+    for (unsigned base = blockIdx.x * blockDim.x; base < count; base += stride) {
+        const unsigned pos = base + threadIdx.x;
+        const bool valid = pos < count;
+        float x[SYNFIRE_SEGMENTS];
+        for (int j = 0; j < SYNFIRE_SEGMENTS; ++j) {
+            x[j] = valid ? paa[(size_t)pos * SYNFIRE_SEGMENTS + j] : 0.0f;
+        }
+        for (unsigned q0 = 0; q0 < nq; q0 += SYNFIRE_BATCH_QUERY_TILE) {
+            const unsigned nt =
+                nq - q0 < SYNFIRE_BATCH_QUERY_TILE ? nq - q0 : SYNFIRE_BATCH_QUERY_TILE;
+            __syncthreads();
+            for (unsigned k = threadIdx.x; k < nt * SYNFIRE_SEGMENTS; k += blockDim.x) {
+                qs[k] = qpaa[(size_t)q0 * SYNFIRE_SEGMENTS + k];
+            }
+            for (unsigned k = threadIdx.x; k < nt; k += blockDim.x) th[k] = thresh[q0 + k];
+            for (unsigned k = threadIdx.x; k < SYNFIRE_SEGMENTS; k += blockDim.x) w[k] = weights[k];
+            __syncthreads();
+            if (!valid) continue;
+            for (unsigned t = 0; t < nt; ++t) {
+                if (synfire_paa_lb(qs + t * SYNFIRE_SEGMENTS, x, w) <= th[t]) {
+                    const unsigned slot = atomicAdd(out_count, 1u);
+                    if (slot < cap) {
+                        out_q[slot] = q0 + t;
+                        out_pos[slot] = pos;
+                    }
+                    atomicAdd(per_query + q0 + t, 1u);
+                }
+            }
+        }
+    }
+}
+
+// The exact squared distance of each surviving pair, computed as search::collection::sq_dist
+// computes it (eight f64 accumulators, sample t into accumulator t % 8 in sample order, then
+// ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))), so the bits are the host's; a pair whose
+// distance is within its query's limit (the BSF, f64) goes to out_*[atomicAdd(out_count)]. The
+// host sizes out_* to n, so the list never overflows. rows: [count * len] leaf order; qrows:
+// [nq * len].
+__global__ void search_batch_refine(const float* __restrict__ rows, unsigned len,
+                                    const float* __restrict__ qrows,
+                                    const unsigned* __restrict__ pair_q,
+                                    const unsigned* __restrict__ pair_pos, unsigned n,
+                                    const double* __restrict__ limit,
+                                    unsigned* __restrict__ out_q, unsigned* __restrict__ out_pos,
+                                    double* __restrict__ out_sq,
+                                    unsigned* __restrict__ out_count) {
+    const unsigned stride = gridDim.x * blockDim.x;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const unsigned q = pair_q[i], pos = pair_pos[i];
+        const float* a = qrows + (size_t)q * len;
+        const float* b = rows + (size_t)pos * len;
+        double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+        unsigned t = 0;
+        if (len % 8 == 0) {
+            // Rows start on 32-byte boundaries here (len a multiple of 8 floats).
+            for (; t < len; t += 8) {
+                const float4 a0 = *reinterpret_cast<const float4*>(a + t);
+                const float4 a1 = *reinterpret_cast<const float4*>(a + t + 4);
+                const float4 b0 = *reinterpret_cast<const float4*>(b + t);
+                const float4 b1 = *reinterpret_cast<const float4*>(b + t + 4);
+                const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+                const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+                for (int l = 0; l < 8; ++l) {
+                    const double d = __dsub_rn((double)av[l], (double)bv[l]);
+                    acc[l] = __dadd_rn(acc[l], __dmul_rn(d, d));
+                }
+            }
+        }
+        for (; t < len; ++t) {
+            const double d = __dsub_rn((double)a[t], (double)b[t]);
+            acc[t % 8] = __dadd_rn(acc[t % 8], __dmul_rn(d, d));
+        }
+        const double s = __dadd_rn(__dadd_rn(__dadd_rn(acc[0], acc[1]), __dadd_rn(acc[2], acc[3])),
+                                   __dadd_rn(__dadd_rn(acc[4], acc[5]), __dadd_rn(acc[6], acc[7])));
+        if (s <= limit[q]) {
+            const unsigned slot = atomicAdd(out_count, 1u);
+            out_q[slot] = q;
+            out_pos[slot] = pos;
+            out_sq[slot] = s;
+        }
+    }
+}
+
+}  // extern "C"

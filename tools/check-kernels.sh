@@ -20,7 +20,7 @@ g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-misleadi
 "${TMPDIR:-/tmp}/synfire-kernel-emulation"
 g++ -std=c++20 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -pthread -o "${TMPDIR:-/tmp}/synfire-softdtw-emulation" tools/softdtw-emulation.cpp
 "${TMPDIR:-/tmp}/synfire-softdtw-emulation"
-g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -o "${TMPDIR:-/tmp}/synfire-search-emulation" tools/search-emulation.cpp
+g++ -std=c++17 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -o "${TMPDIR:-/tmp}/synfire-search-emulation" tools/search-emulation.cpp
 "${TMPDIR:-/tmp}/synfire-search-emulation"
 g++ -std=c++20 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -o "${TMPDIR:-/tmp}/synfire-shapelet-emulation" tools/shapelet-emulation.cpp
 "${TMPDIR:-/tmp}/synfire-shapelet-emulation"

@@ -10,7 +10,91 @@
 #include <cstdio>
 #include <random>
 #include <utility>
+#include <tuple>
 #include <vector>
+// The batched kernels: search_batch_filter keeps exactly the (query, position) pairs a plain
+// loop with the same f32 operations keeps (and counts past cap without writing past it);
+// search_batch_refine gives exactly the bits of search::collection::sq_dist (written out here
+// as in Rust: 32-sample chunks, eight lanes, the pairwise combine) for pairs within the limit.
+static double sq_dist_rust(const float* q, const float* x, unsigned len) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  unsigned full = len / 32 * 32;
+  for (unsigned c = 0; c < full; c += 32)
+    for (int blk = 0; blk < 4; ++blk)
+      for (int l = 0; l < 8; ++l) { double d = (double)q[c + blk * 8 + l] - (double)x[c + blk * 8 + l]; acc[l] += d * d; }
+  for (unsigned i = 0; full + i < len; ++i) { double d = (double)q[full + i] - (double)x[full + i]; acc[i % 8] += d * d; }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+static int check_batch() {
+  std::mt19937_64 rng(23);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  long filters = 0, refines = 0, bad = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const unsigned count = 1 + rng() % 700, nq = 1 + rng() % 150;
+    std::vector<float> paa(16 * (size_t)count), qpaa(16 * (size_t)nq), w(16), thresh(nq);
+    for (auto& v : paa) v = normal(rng);
+    for (auto& v : qpaa) v = normal(rng);
+    for (auto& v : w) v = (float)(rng() % 20);
+    for (auto& v : thresh) v = (float)(rng() % 400) * 0.25f;
+    // Half the thresholds equal some pair's bound exactly (a survivor at the boundary).
+    for (unsigned q = 0; q < nq; ++q)
+      if (rng() % 2) {
+        const unsigned p = rng() % count;
+        float acc = 0.0f;
+        for (int j = 0; j < 16; ++j) { float d = qpaa[16 * q + j] - paa[16 * p + j]; float dd = d * d; float t = w[j] * dd; acc = acc + t; }
+        thresh[q] = acc;
+      }
+    std::vector<std::pair<unsigned, unsigned>> want;
+    std::vector<unsigned> want_per(nq, 0);
+    for (unsigned q = 0; q < nq; ++q)
+      for (unsigned p = 0; p < count; ++p) {
+        float acc = 0.0f;
+        for (int j = 0; j < 16; ++j) { float d = qpaa[16 * q + j] - paa[16 * p + j]; float dd = d * d; float t = w[j] * dd; acc = acc + t; }
+        if (acc <= thresh[q]) { want.push_back({q, p}); ++want_per[q]; }
+      }
+    const unsigned cap = (trial % 4 == 3) ? (unsigned)(want.size() / 2) : (unsigned)want.size() + 1;
+    std::vector<unsigned> out_q(cap + 1), out_pos(cap + 1), per(nq, 0);
+    unsigned n = 0;
+    gridDim = {1u + (unsigned)(rng() % 5), 1, 1}; blockDim = {1, 1, 1}; threadIdx = {0, 0, 0};
+    for (unsigned b = 0; b < gridDim.x; ++b) {
+      blockIdx = {b, 0, 0};
+      search_batch_filter(paa.data(), count, w.data(), qpaa.data(), thresh.data(), nq, out_q.data(), out_pos.data(), cap, &n, per.data());
+    }
+    ++filters;
+    std::vector<std::pair<unsigned, unsigned>> got;
+    for (unsigned k = 0; k < std::min(n, cap); ++k) got.push_back({out_q[k], out_pos[k]});
+    std::sort(got.begin(), got.end()); std::sort(want.begin(), want.end());
+    bool ok = n == want.size() && per == want_per && out_q[cap] == 0 &&
+              (cap >= n ? got == want : std::includes(want.begin(), want.end(), got.begin(), got.end()));
+    if (!ok) { ++bad; if (bad < 5) printf("filter trial %d: %u survivors, expected %zu\n", trial, n, want.size()); }
+    // Refine: rows of a length that may or may not be a multiple of 8.
+    const unsigned len = 1 + rng() % 300, rowsn = 1 + rng() % 50, qn = 1 + rng() % 10, pairs = 1 + rng() % 200;
+    std::vector<float> rows((size_t)rowsn * len), qrows((size_t)qn * len);
+    for (auto& v : rows) v = normal(rng);
+    for (auto& v : qrows) v = normal(rng);
+    std::vector<unsigned> pq(pairs), pp(pairs);
+    for (unsigned i = 0; i < pairs; ++i) { pq[i] = rng() % qn; pp[i] = rng() % rowsn; }
+    std::vector<double> limit(qn);
+    for (auto& l : limit) l = 2.0 * len * (double)(rng() % 100) / 100.0;
+    std::vector<unsigned> rq(pairs), rp(pairs); std::vector<double> rs(pairs); unsigned rn = 0;
+    gridDim = {1u + (unsigned)(rng() % 5), 1, 1};
+    for (unsigned b = 0; b < gridDim.x; ++b) {
+      blockIdx = {b, 0, 0};
+      search_batch_refine(rows.data(), len, qrows.data(), pq.data(), pp.data(), pairs, limit.data(), rq.data(), rp.data(), rs.data(), &rn);
+    }
+    ++refines;
+    std::vector<std::tuple<unsigned, unsigned, double>> rg, rw;
+    for (unsigned k = 0; k < rn; ++k) rg.push_back({rq[k], rp[k], rs[k]});
+    for (unsigned i = 0; i < pairs; ++i) {
+      double s = sq_dist_rust(&qrows[(size_t)pq[i] * len], &rows[(size_t)pp[i] * len], len);
+      if (s <= limit[pq[i]]) rw.push_back({pq[i], pp[i], s});
+    }
+    std::sort(rg.begin(), rg.end()); std::sort(rw.begin(), rw.end());
+    if (rg != rw) { ++bad; if (bad < 5) printf("refine trial %d: %zu kept, expected %zu\n", trial, rg.size(), rw.size()); }
+  }
+  printf("search batch: checked %ld filters and %ld refines, mismatches %ld\n", filters, refines, bad);
+  return bad != 0;
+}
 int main() {
   std::mt19937_64 rng(11);
   long checked = 0, bad = 0;
@@ -58,5 +142,5 @@ int main() {
     if (got != want) { ++bad; if (bad < 5) printf("trial %d: %zu survivors, expected %zu\n", trial, got.size(), want.size()); }
   }
   printf("search: checked %ld chunks, mismatches %ld\n", checked, bad);
-  return bad != 0;
+  return (bad != 0) | check_batch();
 }

@@ -14,7 +14,7 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::DeviceError;
 use super::kernels::SEARCH;
-use super::launch::{self, drv};
+use super::launch::{self, Timer, drv};
 use super::worker::{Device, GpuWorker, Ticket};
 
 /// Threads per block of `search_lower_bounds`.
@@ -228,6 +228,350 @@ impl GpuWorker {
                 (job.publish)(c as usize, pos, lb);
             }
             report.millis = started.elapsed().as_secs_f64() * 1e3;
+            Ok(report)
+        })
+    }
+}
+
+/// Threads per block of the batched kernels.
+const BATCH_BLOCK: u32 = 256;
+/// Blocks per multiprocessor the batched kernels' grids are capped at (grid-stride beyond).
+const BATCH_BLOCKS_PER_SM: u32 = 16;
+/// Most queries one filter launch takes (a larger batch is cut into ranges of this size).
+pub const BATCH_QUERIES_PER_LAUNCH: usize = 2048;
+/// Surviving pairs one filter launch may hold (8 bytes each, plus 16 for the refined pairs):
+/// 2^25 pairs, 768 MiB.
+pub const BATCH_PAIR_CAPACITY: usize = 1 << 25;
+/// Device memory left free when deciding whether the series fit beside the PAA.
+const BATCH_RESERVE_BYTES: usize = 2 << 30;
+
+/// Device buffers of batched queries (the device thread's `Option<BatchBuffers>` slot).
+struct BatchBuffers {
+    tag: u64,
+    count: u32,
+    len: u32,
+    paa: CudaSlice<f32>,
+    weights: CudaSlice<f32>,
+    rows: Option<CudaSlice<f32>>,
+    rows_filled: usize,
+    pairs: Option<PairBuffers>,
+}
+
+/// The survivors' lists, allocated at the first batch.
+struct PairBuffers {
+    q: CudaSlice<u32>,
+    pos: CudaSlice<u32>,
+    out_q: CudaSlice<u32>,
+    out_pos: CudaSlice<u32>,
+    out_sq: CudaSlice<f64>,
+    count: CudaSlice<u32>,
+}
+
+/// What [`GpuWorker::search_batch_load`] uploads: the PAA of every series in leaf order and
+/// the segment weights, and whether to hold the series too.
+#[derive(Debug)]
+pub struct BatchLoad {
+    /// The index the data belongs to.
+    pub tag: u64,
+    /// Series.
+    pub count: usize,
+    /// Samples per series.
+    pub len: usize,
+    /// PAA values, f32, shape `[count * 16]`, leaf order.
+    pub paa: Vec<f32>,
+    /// Segment lengths `l_j` as f32, shape `[16]`.
+    pub weights: Vec<f32>,
+    /// Whether to allocate room for the series (`[count * len]` f32), filled by
+    /// [`GpuWorker::search_batch_rows`]; refused (the load answers `false`) when they would
+    /// not leave 2 GiB of device memory free.
+    pub rows: bool,
+}
+
+/// One batch of queries for [`GpuWorker::search_batch`].
+#[derive(Debug)]
+pub struct BatchJob {
+    /// The index the job is for (must match the loaded data).
+    pub tag: u64,
+    /// Query PAA values, f32, shape `[nq * 16]`.
+    pub qpaa: Vec<f32>,
+    /// Filter thresholds (f32, rounded up from the BSF), shape `[nq]`.
+    pub thresh: Vec<f32>,
+    /// The z-normalised queries, shape `[nq * len]`; used when the device holds the series.
+    pub qrows: Vec<f32>,
+    /// Each query's squared BSF (f64), shape `[nq]`; used when the device holds the series.
+    pub limit: Vec<f64>,
+}
+
+/// What a batch did. With the series on the device, `(q, pos, sq)` are the pairs whose exact
+/// squared distance is within the query's limit; without them, `(q, pos)` are every filter
+/// survivor and `sq` is empty (the host computes the distances).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BatchReport {
+    /// Query numbers (into the job's queries).
+    pub q: Vec<u32>,
+    /// Leaf-order positions.
+    pub pos: Vec<u32>,
+    /// Exact squared distances (empty when the host refines).
+    pub sq: Vec<f64>,
+    /// Filter survivors per query, shape `[nq]` (0 for an overflowed query).
+    pub survivors: Vec<u32>,
+    /// Queries whose survivors alone overflowed the pair list: not answered here.
+    pub overflowed: Vec<u32>,
+    /// Filter launches (more than the ranges when a range overflowed and was split).
+    pub filter_launches: u64,
+    /// Device time from the first launch to the last download (CUDA events), milliseconds.
+    pub device_ms: f64,
+}
+
+/// The device thread's batch buffers.
+fn batch_buffers(d: &mut Device) -> &mut Option<BatchBuffers> {
+    d.slot::<Option<BatchBuffers>>()
+}
+
+impl GpuWorker {
+    /// The tag of the batch data on the device and whether it holds every series.
+    pub fn search_batch_tag(&self) -> Ticket<Option<(u64, bool)>> {
+        self.run(|d| {
+            Ok(batch_buffers(d).as_ref().map(|b| {
+                let full = b.rows.is_some() && b.rows_filled == b.count as usize;
+                (b.tag, full)
+            }))
+        })
+    }
+
+    /// Uploads the PAA array of an index (replacing any previous batch data) and, when asked
+    /// and when they fit, allocates room for its series. Answers whether the series will be
+    /// held.
+    pub fn search_batch_load(&self, load: BatchLoad) -> Ticket<bool> {
+        self.run(move |d| {
+            *batch_buffers(d) = None;
+            let count = launch::u32_of("series", load.count)?;
+            let len = launch::u32_of("series length", load.len)?;
+            if load.count == 0
+                || load.paa.len() != load.count * 16
+                || load.weights.len() != 16
+                || load.len == 0
+            {
+                return Err(DeviceError::Unsupported("a malformed batch upload".into()));
+            }
+            let st = d.stream.clone();
+            let paa = st.clone_htod(&load.paa[..]).map_err(drv("cuMemcpyHtoD"))?;
+            let weights = st
+                .clone_htod(&load.weights[..])
+                .map_err(drv("cuMemcpyHtoD"))?;
+            let rows = if load.rows {
+                let (free, _) = d.ctx.mem_get_info().map_err(drv("cuMemGetInfo"))?;
+                let need = load.count * load.len * 4 + BATCH_PAIR_CAPACITY * 24;
+                if need + BATCH_RESERVE_BYTES <= free {
+                    Some(
+                        st.alloc_zeros::<f32>(load.count * load.len)
+                            .map_err(drv("cuMemAlloc"))?,
+                    )
+                } else {
+                    None
+                }
+            } else {
+                None
+            };
+            let held = rows.is_some();
+            *batch_buffers(d) = Some(BatchBuffers {
+                tag: load.tag,
+                count,
+                len,
+                paa,
+                weights,
+                rows,
+                rows_filled: 0,
+                pairs: None,
+            });
+            st.synchronize().map_err(drv("cuStreamSynchronize"))?;
+            Ok(held)
+        })
+    }
+
+    /// Copies series `first_row..first_row + rows.len() / len` (leaf order) into the device's
+    /// series; chunks must arrive in order.
+    pub fn search_batch_rows(&self, tag: u64, first_row: usize, rows: Vec<f32>) -> Ticket<()> {
+        self.run(move |d| {
+            let st = d.stream.clone();
+            let b = batch_buffers(d)
+                .as_mut()
+                .filter(|b| b.tag == tag)
+                .ok_or_else(|| DeviceError::Unsupported("series before their PAA".into()))?;
+            let len = b.len as usize;
+            let dev = b
+                .rows
+                .as_mut()
+                .ok_or_else(|| DeviceError::Unsupported("no room for the series".into()))?;
+            let end = first_row * len + rows.len();
+            if first_row != b.rows_filled || !rows.len().is_multiple_of(len) || end > dev.len() {
+                return Err(DeviceError::Unsupported(format!(
+                    "series chunk at row {first_row} out of order or out of bounds"
+                )));
+            }
+            st.memcpy_htod(&rows[..], &mut dev.slice_mut(first_row * len..end))
+                .map_err(drv("cuMemcpyHtoD"))?;
+            st.synchronize().map_err(drv("cuStreamSynchronize"))?;
+            b.rows_filled = end / len;
+            Ok(())
+        })
+    }
+
+    /// Runs one batch (see [`BatchReport`]): the queries in ranges of at most
+    /// [`BATCH_QUERIES_PER_LAUNCH`]; a range whose survivors overflow the pair list is split
+    /// in halves, down to single queries, which are reported in `overflowed`.
+    pub fn search_batch(&self, job: BatchJob) -> Ticket<BatchReport> {
+        self.run(move |d| {
+            let filter = d.function(&SEARCH, "search_batch_filter")?;
+            let refine_f = d.function(&SEARCH, "search_batch_refine")?;
+            let sms = d.info.multiprocessors.max(1);
+            let st = d.stream.clone();
+            let b = batch_buffers(d)
+                .as_mut()
+                .filter(|b| b.tag == job.tag)
+                .ok_or_else(|| {
+                    DeviceError::Unsupported("a batch before its index's upload".into())
+                })?;
+            let nq = job.thresh.len();
+            let refine = b.rows.is_some() && b.rows_filled == b.count as usize;
+            if nq == 0
+                || job.qpaa.len() != nq * 16
+                || (refine && (job.qrows.len() != nq * b.len as usize || job.limit.len() != nq))
+            {
+                return Err(DeviceError::Unsupported("a malformed batch job".into()));
+            }
+            let alloc = drv("cuMemAlloc");
+            if b.pairs.is_none() {
+                let cap = BATCH_PAIR_CAPACITY;
+                b.pairs = Some(PairBuffers {
+                    q: st.alloc_zeros::<u32>(cap).map_err(&alloc)?,
+                    pos: st.alloc_zeros::<u32>(cap).map_err(&alloc)?,
+                    out_q: st.alloc_zeros::<u32>(cap).map_err(&alloc)?,
+                    out_pos: st.alloc_zeros::<u32>(cap).map_err(&alloc)?,
+                    out_sq: st.alloc_zeros::<f64>(cap).map_err(&alloc)?,
+                    count: st.alloc_zeros::<u32>(2).map_err(&alloc)?,
+                });
+            }
+            let up = drv("cuMemcpyHtoD");
+            let down = drv("cuMemcpyDtoH");
+            let qpaa = st.clone_htod(&job.qpaa[..]).map_err(&up)?;
+            let thresh = st.clone_htod(&job.thresh[..]).map_err(&up)?;
+            let mut per_query = st.alloc_zeros::<u32>(nq).map_err(&alloc)?;
+            let (qrows, limit) = if refine {
+                (
+                    Some(st.clone_htod(&job.qrows[..]).map_err(&up)?),
+                    Some(st.clone_htod(&job.limit[..]).map_err(&up)?),
+                )
+            } else {
+                (None, None)
+            };
+            let Some(p) = b.pairs.as_mut() else {
+                return Err(DeviceError::Unsupported("no pair buffers".into()));
+            };
+            let cap = launch::u32_of("pair capacity", BATCH_PAIR_CAPACITY)?;
+            let mut report = BatchReport {
+                survivors: vec![0; nq],
+                ..BatchReport::default()
+            };
+            let mut ranges: Vec<(usize, usize)> = (0..nq)
+                .step_by(BATCH_QUERIES_PER_LAUNCH)
+                .map(|a| (a, (a + BATCH_QUERIES_PER_LAUNCH).min(nq)))
+                .rev()
+                .collect();
+            let grid_cap = sms * BATCH_BLOCKS_PER_SM;
+            let timer = Timer::start(&st)?;
+            while let Some((a, z)) = ranges.pop() {
+                let n_here = launch::u32_of("queries", z - a)?;
+                st.memset_zeros(&mut p.count).map_err(drv("cuMemsetD8"))?;
+                st.memset_zeros(&mut per_query.slice_mut(a..z))
+                    .map_err(drv("cuMemsetD8"))?;
+                let blocks = b.count.div_ceil(BATCH_BLOCK).clamp(1, grid_cap);
+                {
+                    let (qp, th) = (qpaa.slice(a * 16..z * 16), thresh.slice(a..z));
+                    let mut pq = per_query.slice_mut(a..z);
+                    let mut l = st.launch_builder(&filter);
+                    l.arg(&b.paa)
+                        .arg(&b.count)
+                        .arg(&b.weights)
+                        .arg(&qp)
+                        .arg(&th);
+                    l.arg(&n_here).arg(&mut p.q).arg(&mut p.pos).arg(&cap);
+                    l.arg(&mut p.count).arg(&mut pq);
+                    // SAFETY: matches `search_batch_filter` (paa f32* [count * 16], count u32,
+                    // weights f32* [16], qpaa f32* [nq * 16], thresh f32* [nq], nq u32, out_q and
+                    // out_pos u32* [cap], cap u32, out_count u32* [1], per_query u32* [nq]);
+                    // the kernel writes a slot only below cap and reads queries below nq.
+                    unsafe { l.launch(launch::blocks(blocks, BATCH_BLOCK)) }
+                        .map_err(drv("cuLaunchKernel"))?;
+                }
+                report.filter_launches += 1;
+                let n = st.clone_dtoh(&p.count.slice(..1)).map_err(&down)?[0];
+                if n > cap {
+                    if z - a > 1 {
+                        let mid = a + (z - a) / 2;
+                        ranges.push((mid, z));
+                        ranges.push((a, mid));
+                    } else {
+                        report.overflowed.push(a as u32);
+                    }
+                    continue;
+                }
+                let survivors = st.clone_dtoh(&per_query.slice(a..z)).map_err(&down)?;
+                report.survivors[a..z].copy_from_slice(&survivors);
+                if n == 0 {
+                    continue;
+                }
+                let n_us = n as usize;
+                if let (true, Some(rows), Some(qrows), Some(limit)) =
+                    (refine, b.rows.as_ref(), qrows.as_ref(), limit.as_ref())
+                {
+                    let (qr, lim) = (
+                        qrows.slice(a * b.len as usize..z * b.len as usize),
+                        limit.slice(a..z),
+                    );
+                    let mut kept = p.count.slice_mut(1..2);
+                    let blocks = n.div_ceil(BATCH_BLOCK).clamp(1, grid_cap);
+                    let mut l = st.launch_builder(&refine_f);
+                    l.arg(rows)
+                        .arg(&b.len)
+                        .arg(&qr)
+                        .arg(&p.q)
+                        .arg(&p.pos)
+                        .arg(&n);
+                    l.arg(&lim)
+                        .arg(&mut p.out_q)
+                        .arg(&mut p.out_pos)
+                        .arg(&mut p.out_sq);
+                    l.arg(&mut kept);
+                    // SAFETY: matches `search_batch_refine` (rows f32* [count * len], len u32,
+                    // qrows f32* [nq * len], pair_q and pair_pos u32* [n], n u32, limit f64*
+                    // [nq], out_q and out_pos u32* [cap], out_sq f64* [cap], out_count u32*
+                    // [1]); the pairs were written by the filter (q < nq, pos < count) and at
+                    // most n <= cap are kept.
+                    unsafe { l.launch(launch::blocks(blocks, BATCH_BLOCK)) }
+                        .map_err(drv("cuLaunchKernel"))?;
+                    let kept = st.clone_dtoh(&p.count.slice(1..2)).map_err(&down)?[0] as usize;
+                    if kept > 0 {
+                        let q = st.clone_dtoh(&p.out_q.slice(..kept)).map_err(&down)?;
+                        report.q.extend(q.into_iter().map(|q| q + a as u32));
+                        report
+                            .pos
+                            .extend(st.clone_dtoh(&p.out_pos.slice(..kept)).map_err(&down)?);
+                        report
+                            .sq
+                            .extend(st.clone_dtoh(&p.out_sq.slice(..kept)).map_err(&down)?);
+                    }
+                } else {
+                    let q = st.clone_dtoh(&p.q.slice(..n_us)).map_err(&down)?;
+                    report.q.extend(q.into_iter().map(|q| q + a as u32));
+                    report
+                        .pos
+                        .extend(st.clone_dtoh(&p.pos.slice(..n_us)).map_err(&down)?);
+                }
+            }
+            let timed = timer.stop(&st)?;
+            st.synchronize().map_err(drv("cuStreamSynchronize"))?;
+            report.device_ms = f64::from(timed.ms()?);
             Ok(report)
         })
     }

@@ -22,15 +22,18 @@
 //!   bounds chunk by chunk from a [`bounds::LowerBounds`] producer, CPU workers with priority
 //!   queues and a shared BSF).
 //! * [`brute`]: the multi-threaded brute-force scan (the oracle).
+//! * [`batch`]: batched queries: SING per query in parallel on the CPU; on a GPU the PAA
+//!   bound of every (query, series) pair, then exact distances of the survivors.
 //! * [`gpu`]: the GPU lower-bound producer (`device::search`).
 //! * [`store`]: the on-disk index directory (versioned, memory-mapped reload).
 //! * [`incremental`]: an index that grows (the pipeline stage's past windows).
 //!
-//! Every path — SING on the CPU, SING with GPU lower bounds, brute force — reports the same
+//! Every path — SING on the CPU, SING with GPU lower bounds, GPU batches, brute force — reports the same
 //! neighbours: the `k` smallest `(squared distance, id)` pairs, distances computed by
 //! [`collection::sq_dist`] (f32 data, f64 accumulation, one summation order), so ties go to
 //! the smallest id and distances agree bit for bit.
 
+pub mod batch;
 pub mod bounds;
 pub mod brute;
 pub mod collection;
@@ -45,6 +48,7 @@ pub mod tree;
 
 use std::path::PathBuf;
 
+pub use batch::{BatchAnswer, BatchStats};
 pub use collection::{Collection, CollectionKind};
 pub use incremental::IncrementalIndex;
 pub use index::{BuildOptions, Index};

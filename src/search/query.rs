@@ -522,6 +522,27 @@ impl Index {
         })
     }
 
+    /// The approximate search alone, for a z-normalised query of the index's length and
+    /// `1 <= k <= count`: the squared k-th best distance among at least `k.max(want)` series
+    /// (the first BSF of [`Index::knn_normalized`], an upper bound of the exact k-th
+    /// neighbour's) and the real distances it computed.
+    pub(crate) fn first_bsf(&self, q: &[f32], k: usize, want: usize) -> (f64, u64) {
+        let paa = self.segments.paa(q);
+        let word = self.breakpoints.word(&paa);
+        let roots = RootBounds::new(&paa, &self.segments, &self.breakpoints);
+        let root_lbs: Vec<(f64, u32)> = self
+            .tree
+            .keys
+            .iter()
+            .map(|&key| (roots.lb_sq(key), self.tree.roots[usize::from(key)]))
+            .collect();
+        let (top, approx) = self.approximate(q, &word, &root_lbs, k, k.max(want));
+        (
+            top.bsf_sq(),
+            approx.iter().map(|&(_, l)| u64::from(l)).sum(),
+        )
+    }
+
     /// The approximate search: the k best among at least `want` series, and the leaf-order
     /// ranges it measured. From the query's own root subtree, then from root subtrees by
     /// ascending MINDIST, it takes the smallest node on the query's path (the query's leaf,
@@ -596,6 +617,8 @@ impl Index {
 pub struct Searcher<'a> {
     index: &'a Index,
     gpu: Option<super::gpu::GpuLowerBounds<'a>>,
+    batch: Option<super::batch::GpuBatch<'a>>,
+    ordinal: Option<usize>,
     required: bool,
     options: QueryOptions,
 }
@@ -642,6 +665,8 @@ impl<'a> Searcher<'a> {
         Ok(Self {
             index,
             gpu,
+            batch: None,
+            ordinal: target.gpu,
             required: target.choice == DeviceChoice::Gpu,
             options,
         })
@@ -674,6 +699,61 @@ impl<'a> Searcher<'a> {
         self.knn_normalized(&q, k)
     }
 
+    /// Readies the GPU for [`Searcher::query_batch`] (uploads the index's PAA array and, when
+    /// they fit, its series: 4 bytes per sample, e.g. 10.2 GB for 10^7 series of 256), so the
+    /// first batch does not pay for it. Does nothing on the CPU or when already done.
+    ///
+    /// # Errors
+    /// [`SearchError::Device`] when the upload fails and the GPU was demanded (with `Auto` a
+    /// failure logs once and batches run on the CPU).
+    pub fn prepare_batch(&mut self) -> Result<(), SearchError> {
+        if self.gpu.is_none() || self.batch.is_some() {
+            return Ok(());
+        }
+        match super::batch::GpuBatch::new(self.index, self.ordinal, true) {
+            Ok(b) => {
+                self.batch = Some(b);
+                Ok(())
+            }
+            Err(e) => self.gpu_failed(e),
+        }
+    }
+
+    fn gpu_failed(&mut self, e: SearchError) -> Result<(), SearchError> {
+        if self.required {
+            return Err(e);
+        }
+        tracing::warn!(error = %e, "GPU batches failed; searching on the CPU from now on.");
+        self.gpu = None;
+        self.batch = None;
+        Ok(())
+    }
+
+    /// Exact k-NN of each z-normalised query of `qs` (each of the index's length), answered
+    /// together ([`super::batch`]): on the GPU by the PAA filter and exact refinement over the
+    /// whole collection, on the CPU by SING per query with the queries in parallel. The
+    /// answers, in query order, are the same as [`Searcher::knn_normalized`]'s, ids and
+    /// distances.
+    ///
+    /// # Errors
+    /// [`SearchError::ZeroK`], [`SearchError::Input`] naming a query of the wrong length, and
+    /// [`SearchError::Device`] when the GPU fails and was demanded.
+    pub fn query_batch(
+        &mut self,
+        qs: &[Vec<f32>],
+        k: usize,
+    ) -> Result<super::BatchAnswer, SearchError> {
+        self.prepare_batch()?;
+        if let Some(b) = &self.batch {
+            match b.knn_batch(qs, k, &self.options) {
+                Ok(a) => return Ok(a),
+                Err(e @ SearchError::Device(_)) => self.gpu_failed(e)?,
+                Err(e) => return Err(e),
+            }
+        }
+        self.index.knn_batch_cpu(qs, k, &self.options)
+    }
+
     /// Exact k-NN of a z-normalised query.
     ///
     /// # Errors
@@ -687,6 +767,7 @@ impl<'a> Searcher<'a> {
             }
             tracing::warn!(error = %e, "GPU lower bounds failed; searching on the CPU from now on.");
             self.gpu = None;
+            self.batch = None;
         }
         Ok(answer)
     }

@@ -44,6 +44,18 @@ pub struct BenchSearchArgs {
     /// Series per leaf.
     #[arg(long, default_value_t = BuildOptions::default().leaf_capacity)]
     leaf_capacity: usize,
+    /// Also time batched queries (`Searcher::query_batch`) at these batch sizes,
+    /// comma-separated (e.g. `1,100,10000`), on the same devices: the query set is extended
+    /// to the largest size with the same generator, each size runs `max(1, 1000 / size)`
+    /// batches after a warm-up batch, and every batch answer must equal the CPU's batch
+    /// answer (and, for the first `--queries`, brute force).
+    #[arg(long, value_delimiter = ',')]
+    batch: Vec<usize>,
+    /// Write the collection (`series.f32`, `[series, length]` little-endian f32 in id order),
+    /// the batch queries (`queries.f32`) and the answers (`answers.json`) to this directory,
+    /// for an independent brute force on the same data (`tools/bench-search-torch.py`).
+    #[arg(long)]
+    save_dir: Option<std::path::PathBuf>,
     #[command(flatten)]
     output: OutputArg,
 }
@@ -139,7 +151,11 @@ pub fn run(args: &BenchSearchArgs) -> Result<()> {
     // Queries: noisy copies of members and fresh walks (streams past the collection).
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
     let mut x = vec![0.0; len];
-    let queries: Vec<(&str, Vec<f32>)> = (0..args.queries)
+    let largest_batch = args.batch.iter().copied().max().unwrap_or(0);
+    if args.batch.contains(&0) {
+        anyhow::bail!("`--batch`: batch sizes must be at least 1");
+    }
+    let mut queries: Vec<(&str, Vec<f32>)> = (0..args.queries.max(largest_batch))
         .map(|j| {
             if j % 2 == 0 {
                 let member = rng.random_range(0..args.series as u64);
@@ -159,6 +175,8 @@ pub fn run(args: &BenchSearchArgs) -> Result<()> {
             }
         })
         .collect();
+    let batch_queries: Vec<Vec<f32>> = queries.iter().map(|(_, q)| q.clone()).collect();
+    queries.truncate(args.queries);
     // Brute force: the reference answers and the baseline times.
     let mut brute_ms = Vec::with_capacity(queries.len());
     let mut reference = Vec::with_capacity(queries.len());
@@ -186,6 +204,7 @@ pub fn run(args: &BenchSearchArgs) -> Result<()> {
         }
     }
     devices.dedup();
+    let batch_devices = devices.clone();
     writeln!(out)?;
     writeln!(
         out,
@@ -296,6 +315,187 @@ pub fn run(args: &BenchSearchArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join("; ")
     )?;
+    if !args.batch.is_empty() {
+        batches(
+            &mut out,
+            args,
+            &index,
+            &batch_queries,
+            &reference,
+            &batch_devices,
+        )?;
+    }
     out.flush()?;
+    Ok(())
+}
+
+/// The batched-query table (`--batch`), and the saved data (`--save-dir`).
+fn batches(
+    out: &mut impl Write,
+    args: &BenchSearchArgs,
+    index: &Index,
+    qs: &[Vec<f32>],
+    reference: &[Vec<synfire::search::Neighbor>],
+    devices: &[Mode],
+) -> Result<()> {
+    let key = |a: &synfire::search::QueryAnswer| {
+        a.neighbors
+            .iter()
+            .map(|n| (n.id, n.squared.to_bits()))
+            .collect::<Vec<_>>()
+    };
+    let mut sizes = args.batch.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Batched queries ({} queries: the first {} as above, then the same generator), k = {}:",
+        qs.len(),
+        reference.len(),
+        args.k
+    )?;
+    // The CPU batch answers of every query: the reference of every other batch.
+    let t = Instant::now();
+    let cpu_answers = index.knn_batch_cpu(qs, args.k, &QueryOptions::default())?;
+    writeln!(
+        out,
+        "reference: every query by the CPU batch path in {:.2} s; the first {} equal brute force",
+        t.elapsed().as_secs_f64(),
+        reference.len()
+    )?;
+    for (j, (a, want)) in cpu_answers.answers.iter().zip(reference).enumerate() {
+        let want: Vec<_> = want.iter().map(|n| (n.id, n.squared.to_bits())).collect();
+        anyhow::ensure!(
+            key(a) == want,
+            "batch query {j} on the cpu differs from brute force"
+        );
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "| device | batch | batches | median batch ms | p99 batch ms | median ms/query | queries/s | filter survivors/query | verified |"
+    )?;
+    writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---|")?;
+    for &mode in devices.iter().filter(|m| **m != Mode::CpuStream) {
+        let device = if mode == Mode::Gpu {
+            DeviceChoice::Gpu
+        } else {
+            DeviceChoice::Cpu
+        };
+        let mut searcher = Searcher::new(index, device, QueryOptions::default())?;
+        let t = Instant::now();
+        searcher.prepare_batch()?;
+        if mode == Mode::Gpu {
+            writeln!(
+                out,
+                "gpu: PAA array{} uploaded in {:.2} s",
+                if searcher
+                    .query_batch(&qs[..1], args.k)?
+                    .stats
+                    .series_on_device
+                {
+                    " and series"
+                } else {
+                    " (series refined on the host: they do not fit)"
+                },
+                t.elapsed().as_secs_f64()
+            )?;
+        }
+        for &b in &sizes {
+            let runs = (1000 / b).max(1);
+            let _ = searcher.query_batch(&qs[..b.min(qs.len())], args.k)?; // warm-up
+            let mut ms = Vec::with_capacity(runs);
+            let mut survivors = 0u64;
+            let mut answered = 0usize;
+            for r in 0..runs {
+                let first = (r * b) % qs.len();
+                let chunk = &qs[first..(first + b).min(qs.len())];
+                let t = Instant::now();
+                let a = searcher.query_batch(chunk, args.k)?;
+                ms.push(t.elapsed().as_secs_f64() * 1e3);
+                survivors += a.stats.filter_survivors;
+                answered += chunk.len();
+                anyhow::ensure!(
+                    a.stats.cpu_fallbacks == 0 || mode == Mode::Cpu,
+                    "{} queries fell back to the CPU",
+                    a.stats.cpu_fallbacks
+                );
+                for (i, got) in a.answers.iter().enumerate() {
+                    anyhow::ensure!(
+                        key(got) == key(&cpu_answers.answers[first + i]),
+                        "batch query {} on the {} differs from the CPU's answer",
+                        first + i,
+                        mode.label()
+                    );
+                }
+            }
+            let total_s = ms.iter().sum::<f64>() / 1e3;
+            ms.sort_by(f64::total_cmp);
+            let med = percentile(&ms, 50.0);
+            writeln!(
+                out,
+                "| {} | {b} | {runs} | {med:.3} | {:.3} | {:.4} | {:.0} | {} | yes |",
+                mode.label(),
+                percentile(&ms, 99.0),
+                med / b as f64,
+                answered as f64 / total_s,
+                if mode == Mode::Gpu {
+                    format!("{:.0}", survivors as f64 / answered as f64)
+                } else {
+                    "-".into()
+                }
+            )?;
+        }
+    }
+    if let Some(dir) = &args.save_dir {
+        save(dir, index, qs, &cpu_answers)?;
+        writeln!(
+            out,
+            "saved the collection, queries and answers to {}",
+            dir.display()
+        )?;
+    }
+    Ok(())
+}
+
+/// `--save-dir`: raw little-endian f32 arrays and the answers, for another brute force.
+fn save(
+    dir: &std::path::Path,
+    index: &Index,
+    qs: &[Vec<f32>],
+    answers: &synfire::search::BatchAnswer,
+) -> Result<()> {
+    use std::io::BufWriter;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write_f32 = |name: &str, rows: &mut dyn Iterator<Item = &[f32]>| -> Result<()> {
+        let path = dir.join(name);
+        let mut w = BufWriter::new(
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        for row in rows {
+            for v in row {
+                w.write_all(&v.to_le_bytes())?;
+            }
+        }
+        w.flush()?;
+        Ok(())
+    };
+    // Series in id order (ids are 0..count here): leaf position of each id.
+    let mut pos_of = vec![0u32; index.count()];
+    for (pos, &id) in index.ids().iter().enumerate() {
+        pos_of[id as usize] = pos as u32;
+    }
+    write_f32(
+        "series.f32",
+        &mut pos_of.iter().map(|&p| index.row(p as usize)),
+    )?;
+    write_f32("queries.f32", &mut qs.iter().map(Vec::as_slice))?;
+    let doc = serde_json::json!({
+        "series": index.count(), "length": index.series_len(), "queries": qs.len(),
+        "ids": answers.answers.iter().map(|a| a.neighbors.iter().map(|n| n.id).collect::<Vec<_>>()).collect::<Vec<_>>(),
+        "distances": answers.answers.iter().map(|a| a.neighbors.iter().map(|n| n.distance).collect::<Vec<_>>()).collect::<Vec<_>>(),
+    });
+    std::fs::write(dir.join("answers.json"), doc.to_string())?;
     Ok(())
 }

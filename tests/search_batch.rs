@@ -1,0 +1,308 @@
+//! Batched queries (`synfire::search::batch`) against the brute-force oracle: the `f32` PAA
+//! filter's threshold bounds the kernel's bound on adversarial pairs (so no neighbour is ever
+//! filtered out); batches on the CPU, through the CPU model of the device's filter and refine
+//! (series on the device or refined on the host, ranges split on overflow, overflowed
+//! queries answered on the CPU) and on a GPU give the brute force's ids and distances, bit
+//! for bit. The GPU variant prints why and skips without a GPU, and fails instead when
+//! `SYNFIRE_REQUIRE_GPU=1`.
+
+mod common;
+
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+use synfire::device::DeviceChoice;
+use synfire::search::batch::{
+    BatchJob, emulate_batch, filter_threshold, index_paa, knn_batch_with, lb_f32, paa_f32,
+    weights_f32,
+};
+use synfire::search::collection::{sq_dist, znormalize};
+use synfire::search::paa::Segments;
+use synfire::search::{BuildOptions, Collection, Index, Neighbor, QueryOptions, Searcher};
+
+fn walk(len: usize, rng: &mut ChaCha8Rng) -> Vec<f64> {
+    let mut acc = 0.0;
+    (0..len)
+        .map(|_| {
+            let s: f64 = StandardNormal.sample(rng);
+            acc += s;
+            acc
+        })
+        .collect()
+}
+
+/// Random walks with exact duplicates (ties) and near-copies among them.
+fn collection(n: usize, len: usize, seed: u64) -> Vec<Vec<f64>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut data: Vec<Vec<f64>> = Vec::with_capacity(n);
+    for i in 0..n {
+        let s = if i > 10 && i % 17 == 0 {
+            data[rng.random_range(0..i)].clone()
+        } else if i > 10 && i % 13 == 0 {
+            let src = data[rng.random_range(0..i)].clone();
+            src.iter()
+                .map(|v| {
+                    let e: f64 = StandardNormal.sample(&mut rng);
+                    v + 0.01 * e
+                })
+                .collect()
+        } else {
+            walk(len, &mut rng)
+        };
+        data.push(s);
+    }
+    data
+}
+
+/// Noisy copies of members, exact copies and fresh walks, z-normalised.
+fn queries(data: &[Vec<f64>], count: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let len = data[0].len();
+    (0..count)
+        .map(|i| {
+            let raw = match i % 3 {
+                0 => {
+                    let src = &data[rng.random_range(0..data.len())];
+                    src.iter()
+                        .map(|v| {
+                            let e: f64 = StandardNormal.sample(&mut rng);
+                            v + 0.1 * e
+                        })
+                        .collect()
+                }
+                1 => data[rng.random_range(0..data.len())].clone(),
+                _ => walk(len, &mut rng),
+            };
+            znormalize(&raw)
+        })
+        .collect()
+}
+
+fn build(data: &[Vec<f64>], leaf: usize) -> Index {
+    let c = Collection::from_series("test", data).unwrap();
+    Index::build(
+        &c,
+        BuildOptions {
+            leaf_capacity: leaf,
+        },
+    )
+    .unwrap()
+}
+
+fn opts() -> QueryOptions {
+    QueryOptions {
+        workers: 2,
+        queues: 3,
+        chunks: 4,
+        approximate: 0,
+    }
+}
+
+fn assert_same(got: &[Neighbor], want: &[Neighbor], what: &str) {
+    let key = |v: &[Neighbor]| {
+        v.iter()
+            .map(|n| (n.id, n.squared.to_bits()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(key(got), key(want), "{what}");
+    for n in got {
+        assert_eq!(n.distance.to_bits(), n.squared.sqrt().to_bits(), "{what}");
+    }
+}
+
+/// The filter's soundness on one pair: the kernel's bound never exceeds the threshold made
+/// from the pair's own distance (the tightest BSF under which the series must survive).
+fn check_pair(seg: &Segments, q: &[f32], x: &[f32], x_norm: f64) {
+    let w = weights_f32(seg);
+    let (qp, qn) = paa_f32(seg, q);
+    let (xp, xn) = paa_f32(seg, x);
+    assert!(xn <= x_norm);
+    let d = sq_dist(q, x, f64::INFINITY).unwrap();
+    let lb = lb_f32(&qp, &xp, &w);
+    let t = filter_threshold(d, qn, x_norm);
+    assert!(
+        lb <= t,
+        "len {}: f32 bound {lb} above the threshold {t} of distance² {d}",
+        q.len()
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_threshold_bounds_the_f32_paa_bound(
+        len in 1usize..300,
+        seed in any::<u64>(),
+        noise in prop_oneof![Just(0.0f64), Just(1e-7), Just(1e-4), Just(0.1), Just(10.0)],
+        spike in any::<bool>(),
+    ) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let seg = Segments::new(len);
+        let mut a = walk(len, &mut rng);
+        if spike {
+            // One huge sample: large PAA values in one segment, the worst case for E.
+            a[len / 2] += 1e6;
+        }
+        let b: Vec<f64> = a
+            .iter()
+            .map(|v| {
+                let e: f64 = StandardNormal.sample(&mut rng);
+                v + noise * e
+            })
+            .collect();
+        let (q, x) = (znormalize(&a), znormalize(&b));
+        let x_norm = paa_f32(&seg, &x).1;
+        check_pair(&seg, &q, &x, x_norm);
+        check_pair(&seg, &x, &q, paa_f32(&seg, &q).1);
+    }
+}
+
+#[test]
+fn threshold_is_infinite_for_an_infinite_bsf_and_tight_otherwise() {
+    assert_eq!(filter_threshold(f64::INFINITY, 16.0, 16.0), f32::INFINITY);
+    assert_eq!(filter_threshold(f64::NAN, 16.0, 16.0), f32::INFINITY);
+    // The margin is tiny next to a distance: within 1e-4 relative at distance² 1.
+    let t = f64::from(filter_threshold(1.0, 16.0, 16.0));
+    assert!((1.0..1.0001).contains(&t), "{t}");
+    assert!(filter_threshold(0.0, 16.0, 16.0) > 0.0);
+}
+
+/// Every query of `qs` through `knn_batch_with` on the CPU model equals brute force.
+#[allow(clippy::too_many_arguments)]
+fn check_emulated(
+    index: &Index,
+    qs: &[Vec<f32>],
+    k: usize,
+    series_on_device: bool,
+    per_launch: usize,
+    cap: usize,
+    what: &str,
+) -> (u64, u64, u64) {
+    let (paa, x_norm) = index_paa(index);
+    let mut launches = 0;
+    let mut overflowed = 0;
+    let mut run = |job: BatchJob| {
+        let r = emulate_batch(index, &paa, &job, series_on_device, per_launch, cap);
+        launches += r.filter_launches;
+        overflowed += r.overflowed.len() as u64;
+        Ok(r)
+    };
+    let got = knn_batch_with(index, qs, k, &opts(), x_norm, series_on_device, &mut run).unwrap();
+    assert_eq!(got.answers.len(), qs.len());
+    assert_eq!(
+        got.stats.cpu_fallbacks, overflowed,
+        "{what}: fallbacks counted"
+    );
+    for (i, (q, a)) in qs.iter().zip(&got.answers).enumerate() {
+        let want = index.brute_force_normalized(q, k).unwrap();
+        assert_same(&a.neighbors, &want.neighbors, &format!("{what} query {i}"));
+    }
+    (launches, overflowed, got.stats.filter_survivors)
+}
+
+#[test]
+fn emulated_gpu_batches_equal_brute_force() {
+    for (n, len, leaf, seed) in [(3000, 64, 64, 1u64), (1500, 37, 32, 2), (800, 9, 16, 3)] {
+        let data = collection(n, len, seed);
+        let index = build(&data, leaf);
+        let qs = queries(&data, 40, seed + 100);
+        for k in [1, 3, 10] {
+            for on_device in [true, false] {
+                let what = format!("n {n} len {len} k {k} on device {on_device}");
+                let (launches, overflowed, survivors) =
+                    check_emulated(&index, &qs, k, on_device, 16, usize::MAX, &what);
+                assert_eq!(launches, 3, "{what}");
+                assert_eq!(overflowed, 0);
+                // The filter is a filter: far fewer pairs than the whole cross product.
+                assert!(survivors < (qs.len() * n / 2) as u64, "{what}: {survivors}");
+            }
+        }
+    }
+}
+
+#[test]
+fn overflowing_ranges_are_split_and_single_overflows_fall_back_to_the_cpu() {
+    let data = collection(2000, 48, 9);
+    let index = build(&data, 64);
+    let qs = queries(&data, 24, 10);
+    // A capacity below some single queries' survivors: ranges are split down to single
+    // queries and those are answered on the CPU, every answer still exact.
+    let (launches, overflowed, _) = check_emulated(&index, &qs, 3, true, 8, 40, "cap 40");
+    assert!(launches > 3, "ranges were split: {launches} launches");
+    assert!(overflowed > 0, "some queries overflowed alone");
+    assert!(overflowed < qs.len() as u64);
+}
+
+#[test]
+fn cpu_batches_equal_brute_force_and_wrong_lengths_are_named() {
+    let data = collection(3000, 64, 5);
+    let index = build(&data, 64);
+    let qs = queries(&data, 30, 6);
+    let mut s = Searcher::new(&index, DeviceChoice::Cpu, opts()).unwrap();
+    let got = s.query_batch(&qs, 5).unwrap();
+    assert_eq!(got.stats.device, "cpu");
+    for (i, (q, a)) in qs.iter().zip(&got.answers).enumerate() {
+        let want = index.brute_force_normalized(q, 5).unwrap();
+        assert_same(
+            &a.neighbors,
+            &want.neighbors,
+            &format!("cpu batch query {i}"),
+        );
+    }
+    let mut bad = qs.clone();
+    bad[7].pop();
+    let e = s.query_batch(&bad, 1).unwrap_err().to_string();
+    assert!(e.contains("query 7") && e.contains("63 samples"), "{e}");
+    assert!(s.query_batch(&qs, 0).is_err());
+    assert!(s.query_batch(&[], 1).unwrap().answers.is_empty());
+}
+
+#[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
+fn gpu_batches_equal_brute_force() {
+    if !common::gpu_or_skip("gpu_batches_equal_brute_force") {
+        return;
+    }
+    let data = collection(40_000, 256, 31);
+    let index = build(&data, 256);
+    let qs = queries(&data, 300, 32);
+    let mut s = Searcher::new(&index, DeviceChoice::Gpu, QueryOptions::default()).unwrap();
+    for k in [1, 10] {
+        for batch in [1usize, 7, 300] {
+            for chunk in qs.chunks(batch).take(3) {
+                let got = s.query_batch(chunk, k).unwrap();
+                assert_eq!(got.stats.device, "gpu");
+                assert!(got.stats.series_on_device);
+                assert_eq!(got.stats.cpu_fallbacks, 0);
+                for (i, (q, a)) in chunk.iter().zip(&got.answers).enumerate() {
+                    let want = index.brute_force_normalized(q, k).unwrap();
+                    assert_same(
+                        &a.neighbors,
+                        &want.neighbors,
+                        &format!("gpu k {k} query {i}"),
+                    );
+                }
+            }
+        }
+    }
+    // The host refining the device's survivors (a second index of the same data, uploaded
+    // without its series) gives the same answers.
+    let index2 = build(&data, 256);
+    let host = synfire::search::batch::GpuBatch::new(&index2, None, false).unwrap();
+    assert!(!host.series_on_device());
+    let got = host.knn_batch(&qs, 3, &QueryOptions::default()).unwrap();
+    assert!(!got.stats.series_on_device);
+    for (i, (q, a)) in qs.iter().zip(&got.answers).enumerate() {
+        let want = index.brute_force_normalized(q, 3).unwrap();
+        assert_same(
+            &a.neighbors,
+            &want.neighbors,
+            &format!("gpu host-refined query {i}"),
+        );
+    }
+}
