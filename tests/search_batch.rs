@@ -181,10 +181,11 @@ fn check_emulated(
     what: &str,
 ) -> (u64, u64, u64) {
     let (paa, x_norm) = index_paa(index);
+    let x_norm = *x_norm;
     let mut launches = 0;
     let mut overflowed = 0;
     let mut run = |job: BatchJob| {
-        let r = emulate_batch(index, &paa, &job, series_on_device, per_launch, cap);
+        let r = emulate_batch(index, paa, &job, series_on_device, per_launch, cap);
         launches += r.filter_launches;
         overflowed += r.overflowed.len() as u64;
         Ok(r)

@@ -21,6 +21,8 @@ import json
 import os
 import statistics
 
+import time
+
 import numpy as np
 import torch
 
@@ -50,15 +52,18 @@ def main():
     ap.add_argument("--batch", default="1,100,10000")
     ap.add_argument("--k", type=int, default=1)
     ap.add_argument("--tf32", action="store_true", help="allow TF32 matrix products (inexact)")
+    ap.add_argument("--device", default="cuda", help="cuda (CUDA events) or cpu (wall clock; to try the script)")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     meta = json.load(open(os.path.join(a.dir, "answers.json")))
     n, length, nq = meta["series"], meta["length"], meta["queries"]
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
     x = torch.from_numpy(np.fromfile(os.path.join(a.dir, "series.f32"), dtype="<f4").reshape(n, length)).to(dev)
     xx = (x * x).sum(1)
     qs = torch.from_numpy(np.fromfile(os.path.join(a.dir, "queries.f32"), dtype="<f4").reshape(nq, length)).to(dev)
-    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}: {n} series of {length}, "
+    name = torch.cuda.get_device_name() if cuda else "the CPU"
+    print(f"torch {torch.__version__} on {name}: {n} series of {length}, "
           f"{nq} queries, k = {a.k}, TF32 {'on' if a.tf32 else 'off'}")
     print()
     print("| brute force | batch | batches | median batch ms | median ms/query | queries/s | answers equal synfire's |")
@@ -67,17 +72,23 @@ def main():
         chunk = max(1 << 16, min(n, (1 << 30) // b))
         runs = max(1, 1000 // b)
         knn(x, xx, qs[: min(b, nq)], a.k, chunk)  # warm-up
-        torch.cuda.synchronize()
+        if cuda:
+            torch.cuda.synchronize()
         ms, same, total, worst = [], 0, 0, 0.0
         for r in range(runs):
             first = (r * b) % nq
             q = qs[first : min(first + b, nq)]
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            d, i = knn(x, xx, q, a.k, chunk)
-            e.record()
-            torch.cuda.synchronize()
-            ms.append(s.elapsed_time(e))
+            if cuda:
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                d, i = knn(x, xx, q, a.k, chunk)
+                e.record()
+                torch.cuda.synchronize()
+                ms.append(s.elapsed_time(e))
+            else:
+                t = time.perf_counter()
+                d, i = knn(x, xx, q, a.k, chunk)
+                ms.append((time.perf_counter() - t) * 1e3)
             ids = i.cpu().tolist()
             for j, row in enumerate(ids):
                 want = meta["ids"][first + j]

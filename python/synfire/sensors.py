@@ -179,6 +179,26 @@ class Index:
         q = np.ascontiguousarray(np.asarray(q, dtype=np.float64).ravel())
         return self._inner.query(q, int(k), device)
 
+    def query_batch(self, qs: Any, k: int = 1, *, device: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+        """The exact ``k`` nearest series of each row of ``qs`` (``[B, N]``, each z-normalised
+        here), answered together: on a GPU the PAA bound of every (query, series) pair and
+        exact distances of the survivors (the GPU holds the index's PAA array and, when they
+        fit, its series, uploaded at the first batch of each call), on the CPU the queries in
+        parallel. The answers equal ``query``'s for each row.
+
+        Returns:
+            ``(ids, distances)``, each ``[B, min(k, len(self))]``, nearest first (ties:
+            smallest id).
+
+        Raises:
+            ValueError: ``qs`` not two-dimensional, a row of the wrong length or holding NaN,
+            ``k = 0``.
+        """
+        qs = np.asarray(qs, dtype=np.float64)
+        if qs.ndim != 2:
+            raise ValueError(f"qs: expected a [B, N] array, got {qs.ndim} dimensions")
+        return self._inner.query_batch(np.ascontiguousarray(qs), int(k), device)
+
 
 class ShapeletClassifier:
     """A shapelet-tree classifier (Ye & Keogh, KDD 2009; logical shapelets with

@@ -115,6 +115,23 @@ def test_index_answers_as_a_brute_force_and_survives_save_load(tmp_path):
         synfire.Index.build([np.arange(5.0), np.arange(6.0)])
 
 
+def test_query_batch_equals_query_row_by_row():
+    X, _ = read_ts(ITALY / "ItalyPowerDemand_TEST.ts")
+    index = synfire.Index.build(X, leaf_capacity=64)
+    rng = np.random.default_rng(4)
+    qs = np.stack([X[i] + rng.normal(scale=0.2, size=24) for i in range(0, 300, 7)])
+    ids, dist = index.query_batch(qs, k=4, device="cpu")
+    assert ids.shape == (len(qs), 4) and dist.shape == (len(qs), 4)
+    for row, q in enumerate(qs):
+        want_ids, want_d = index.query(q, k=4, device="cpu")
+        assert list(ids[row]) == list(want_ids)
+        np.testing.assert_array_equal(dist[row], want_d)
+    with pytest.raises(ValueError, match="dimensions"):
+        index.query_batch(qs[0], k=1)
+    with pytest.raises(ValueError, match="query 2"):
+        index.query_batch(np.stack([qs[0], qs[1], np.full(24, np.nan)]), k=1)
+
+
 def test_shapelet_classifier_matches_the_command_line():
     Xtr, ytr = read_ts(ITALY / "ItalyPowerDemand_TRAIN.ts")
     Xte, yte = read_ts(ITALY / "ItalyPowerDemand_TEST.ts")

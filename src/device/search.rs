@@ -418,7 +418,7 @@ impl GpuWorker {
     }
 
     /// Runs one batch (see [`BatchReport`]): the queries in ranges of at most
-    /// [`BATCH_QUERIES_PER_LAUNCH`]; a range whose survivors overflow the pair list is split
+    /// `BATCH_QUERIES_PER_LAUNCH` (2,048); a range whose survivors overflow the pair list is split
     /// in halves, down to single queries, which are reported in `overflowed`.
     pub fn search_batch(&self, job: BatchJob) -> Ticket<BatchReport> {
         self.run(move |d| {

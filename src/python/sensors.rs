@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -195,6 +195,7 @@ pub fn barycenter<'py>(
 
 /// Neighbour ids and distances.
 type Neighbours<'py> = (Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<f64>>);
+type BatchNeighbours<'py> = (Bound<'py, PyArray2<u32>>, Bound<'py, PyArray2<f64>>);
 
 /// A SING similarity-search index (Peng, Fatourou & Palpanas; iSAX tree, exact k-NN under the
 /// z-normalised Euclidean distance) over equal-length series.
@@ -289,6 +290,51 @@ impl SingIndex {
             .map_err(search_err)?;
         let ids: Vec<u32> = answer.neighbors.iter().map(|n| n.id).collect();
         let d: Vec<f64> = answer.neighbors.iter().map(|n| n.distance).collect();
+        Ok((ids.into_pyarray(py), d.into_pyarray(py)))
+    }
+
+    /// The exact `k` nearest series of each row of `qs` (`[B, len]`, each z-normalised
+    /// here), answered together (`Searcher::query_batch`): ids `[B, min(k, count)]` and
+    /// distances of the same shape, nearest first (ties: smallest id).
+    #[pyo3(signature = (qs, k = 1, device = "auto"))]
+    fn query_batch<'py>(
+        &self,
+        py: Python<'py>,
+        qs: PyReadonlyArray2<'py, f64>,
+        k: usize,
+        device: &str,
+    ) -> PyResult<BatchNeighbours<'py>> {
+        let qs = qs.as_array();
+        let rows: Vec<Vec<f64>> = qs.rows().into_iter().map(|r| r.to_vec()).collect();
+        let choice = choice(device)?;
+        let len = self.inner.series_len();
+        let answers = py
+            .detach(|| {
+                let normalized = rows
+                    .iter()
+                    .enumerate()
+                    .map(|(i, q)| crate::search::collection::normalize_query(i, q, len))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut searcher = crate::search::Searcher::new(
+                    &self.inner,
+                    choice,
+                    crate::search::QueryOptions::default(),
+                )?;
+                searcher.query_batch(&normalized, k)
+            })
+            .map_err(search_err)?;
+        let width = k.min(self.inner.count());
+        let b = answers.answers.len();
+        let mut ids = Vec::with_capacity(b * width);
+        let mut d = Vec::with_capacity(b * width);
+        for a in &answers.answers {
+            ids.extend(a.neighbors.iter().map(|n| n.id));
+            d.extend(a.neighbors.iter().map(|n| n.distance));
+        }
+        let shape = |v: Vec<u32>| numpy::ndarray::Array2::from_shape_vec((b, width), v);
+        let ids = shape(ids).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let d = numpy::ndarray::Array2::from_shape_vec((b, width), d)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok((ids.into_pyarray(py), d.into_pyarray(py)))
     }
 }

@@ -210,9 +210,13 @@ fn check_batch(index: &Index, qs: &[Vec<f32>], k: usize) -> Result<(), SearchErr
 }
 
 /// The PAA array of an index for the device: `[count * 16]` `f32` in leaf order, and the
-/// largest series norm ([`paa_f32`]).
+/// largest series norm ([`paa_f32`]); computed once per index (multi-threaded) and kept.
 #[must_use]
-pub fn index_paa(index: &Index) -> (Vec<f32>, f64) {
+pub fn index_paa(index: &Index) -> &(Vec<f32>, f64) {
+    index.batch_paa.0.get_or_init(|| compute_paa(index))
+}
+
+fn compute_paa(index: &Index) -> (Vec<f32>, f64) {
     let parts: Vec<(Vec<f32>, f64)> = (0..index.count)
         .into_par_iter()
         .chunks(1 << 14)
@@ -521,6 +525,7 @@ impl<'a> GpuBatch<'a> {
         let started = Instant::now();
         let worker = crate::device::shared_worker(ordinal).map_err(SearchError::Device)?;
         let (paa, x_norm) = index_paa(index);
+        let x_norm = *x_norm;
         let held = worker
             .search_batch_tag()
             .wait()
@@ -533,7 +538,7 @@ impl<'a> GpuBatch<'a> {
                         tag: index.tag(),
                         count: index.count,
                         len: index.len,
-                        paa,
+                        paa: paa.clone(),
                         weights: weights_f32(&index.segments).to_vec(),
                         rows: series,
                     })

@@ -18,7 +18,8 @@ use std::collections::VecDeque;
 use super::SearchError;
 use super::collection::{Collection, CollectionKind, sq_dist};
 use super::index::{BuildOptions, Index};
-use super::query::{Neighbor, QueryOptions, QueryStats, Searcher};
+use super::query::{Neighbor, QueryOptions, QueryStats};
+use super::searcher::Searcher;
 use crate::device::{DeviceChoice, DeviceTarget};
 
 /// Pending series that trigger the first build (and the least that trigger a rebuild).
@@ -188,7 +189,6 @@ impl IncrementalIndex {
         SearchError::check_request(k, q.len(), self.len)?;
         let mut best: Vec<(u64, u32)> = Vec::with_capacity(k + 1);
         let mut stats = QueryStats::default();
-        let indexed = self.main.as_ref().map_or(0, Index::count);
         if let Some(main) = &self.main {
             let answer = Searcher::on(main, target, options)?.knn_normalized(q, k)?;
             stats = answer.stats;
@@ -199,6 +199,67 @@ impl IncrementalIndex {
                     .map(|n: &Neighbor| (n.squared.to_bits(), n.id)),
             );
         }
+        Ok(self.with_pending(q, k, best, stats))
+    }
+
+    /// The exact k nearest held series of each z-normalised query of `qs`, answered together:
+    /// [`Searcher::query_batch`] on the index (batched GPU filter and refine, or the queries
+    /// in parallel on the CPU), then each query's scan of the pending series, as
+    /// [`IncrementalIndex::knn_on`] does for one.
+    ///
+    /// # Errors
+    /// As [`IncrementalIndex::knn`], naming the first query of the wrong length.
+    pub fn knn_batch_on(
+        &self,
+        qs: &[Vec<f32>],
+        k: usize,
+        target: DeviceTarget,
+        options: QueryOptions,
+    ) -> Result<Vec<(Vec<IncrementalNeighbor>, QueryStats)>, SearchError> {
+        if k == 0 {
+            return Err(SearchError::ZeroK);
+        }
+        if let Some((i, q)) = qs.iter().enumerate().find(|(_, q)| q.len() != self.len) {
+            return Err(SearchError::QueryLength {
+                query: i,
+                got: q.len(),
+                expected: self.len,
+            });
+        }
+        let main: Vec<(Vec<(u64, u32)>, QueryStats)> = match &self.main {
+            Some(main) if !qs.is_empty() => Searcher::on(main, target, options)?
+                .query_batch(qs, k)?
+                .answers
+                .into_iter()
+                .map(|a| {
+                    let best = a
+                        .neighbors
+                        .iter()
+                        .map(|n| (n.squared.to_bits(), n.id))
+                        .collect();
+                    (best, a.stats)
+                })
+                .collect(),
+            _ => vec![(Vec::new(), QueryStats::default()); qs.len()],
+        };
+        use rayon::prelude::*;
+        Ok(qs
+            .par_iter()
+            .zip(main)
+            .map(|(q, (best, stats))| self.with_pending(q, k, best, stats))
+            .collect())
+    }
+
+    /// Merges the index's answer `best` (the k smallest `(distance² bits, internal id)`) with
+    /// an early-abandoning scan of the pending series, and maps the ids back.
+    fn with_pending(
+        &self,
+        q: &[f32],
+        k: usize,
+        mut best: Vec<(u64, u32)>,
+        mut stats: QueryStats,
+    ) -> (Vec<IncrementalNeighbor>, QueryStats) {
+        let indexed = self.main.as_ref().map_or(0, Index::count);
         let started = std::time::Instant::now();
         for (i, row) in self.pending.chunks_exact(self.len).enumerate() {
             let limit = if best.len() >= k {
@@ -222,6 +283,6 @@ impl IncrementalIndex {
                 distance: f64::from_bits(b).sqrt(),
             })
             .collect();
-        Ok((out, stats))
+        (out, stats)
     }
 }

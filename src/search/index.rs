@@ -60,6 +60,20 @@ pub(crate) fn next_tag() -> u64 {
     (u64::from(std::process::id()) << 32) ^ NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
+/// An index's PAA array for batched GPU queries (`[count * 16]` f32 in leaf order, and the
+/// largest series norm), computed by [`super::batch::index_paa`] at the first use and kept
+/// (64 bytes per series).
+#[derive(Default)]
+pub struct PaaCache(pub(crate) std::sync::OnceLock<(Vec<f32>, f64)>);
+
+impl std::fmt::Debug for PaaCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PaaCache")
+            .field("computed", &self.0.get().is_some())
+            .finish()
+    }
+}
+
 /// A SING/MESSI index over a collection of z-normalised series of one length.
 #[derive(Debug)]
 pub struct Index {
@@ -74,6 +88,8 @@ pub struct Index {
     pub(crate) ids: Data<u32>,
     pub(crate) series: Data<f32>,
     pub(crate) tag: u64,
+    /// The PAA array of batched GPU queries, computed once ([`super::batch::index_paa`]).
+    pub(crate) batch_paa: PaaCache,
 }
 
 impl Index {
@@ -184,6 +200,7 @@ impl Index {
             ids: Data::Owned(ids),
             series: Data::Owned(series),
             tag: next_tag(),
+            batch_paa: PaaCache::default(),
         })
     }
 

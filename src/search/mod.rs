@@ -21,6 +21,8 @@
 //! * [`query`]: SING's exact k-NN (approximate search → BSF, active root subtrees, lower
 //!   bounds chunk by chunk from a [`bounds::LowerBounds`] producer, CPU workers with priority
 //!   queues and a shared BSF).
+//! * [`searcher`]: [`Searcher`], the path `--device` picks (CPU, GPU lower bounds, GPU
+//!   batches) and the fall-back from a failed GPU.
 //! * [`brute`]: the multi-threaded brute-force scan (the oracle).
 //! * [`batch`]: batched queries: SING per query in parallel on the CPU; on a GPU the PAA
 //!   bound of every (query, series) pair, then exact distances of the survivors.
@@ -43,6 +45,7 @@ pub mod index;
 pub mod isax;
 pub mod paa;
 pub mod query;
+pub mod searcher;
 pub mod store;
 pub mod tree;
 
@@ -52,7 +55,8 @@ pub use batch::{BatchAnswer, BatchStats};
 pub use collection::{Collection, CollectionKind};
 pub use incremental::IncrementalIndex;
 pub use index::{BuildOptions, Index};
-pub use query::{Neighbor, QueryAnswer, QueryOptions, QueryStats, Searcher};
+pub use query::{Neighbor, QueryAnswer, QueryOptions, QueryStats};
+pub use searcher::Searcher;
 
 /// Errors of the search module. Every message names the input it is about.
 #[derive(Debug, thiserror::Error)]

@@ -286,6 +286,7 @@ impl Index {
             ids: Data::Mapped(ids),
             series: Data::Mapped(series),
             tag: next_tag(),
+            batch_paa: super::index::PaaCache::default(),
         })
     }
 }

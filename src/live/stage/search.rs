@@ -54,6 +54,14 @@ pub struct SearchStageConfig {
     /// (default 1,000,000).
     #[serde(default = "default_search_capacity")]
     pub capacity: usize,
+    /// Subsequences only: also query the window's subsequences ending `query_stride`,
+    /// `2 × query_stride`, … samples before its end (those lying inside the window), all in
+    /// one batch ([`crate::search::Searcher::query_batch`]; on a GPU the batched filter and
+    /// refine). Every query of the window then searches the subsequences that end before the
+    /// window's earliest query starts (none overlaps any query of the window). Absent: the
+    /// last `m` samples alone.
+    #[serde(default)]
+    pub query_stride: Option<usize>,
 }
 
 fn one() -> usize {
@@ -85,6 +93,14 @@ impl StageConfig for SearchStageConfig {
         }
         if self.m == Some(0) {
             errors.push(ConfigError::new("m", "must be at least 1"));
+        }
+        match (self.query_stride, self.m) {
+            (Some(0), _) => errors.push(ConfigError::new("query_stride", "must be at least 1")),
+            (Some(_), None) => errors.push(ConfigError::new(
+                "query_stride",
+                "needs `m` (it queries subsequences of the window)",
+            )),
+            _ => {}
         }
         if let (Some(m), Some(len)) = (self.m, window.length_samples)
             && m as u64 > len
@@ -147,8 +163,26 @@ pub struct SearchWindowResult {
     /// was indexed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub neighbors: Option<Vec<SearchNeighbor>>,
+    /// With `query_stride`: every query of the window, earliest first (the last is the one
+    /// `query_start_sample` and `neighbors` give).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queries: Option<Vec<SearchQuery>>,
+    /// With `query_stride`: the window's queries left out because they hold a NaN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_queries: Option<usize>,
     /// Windows or subsequences held by the index after this window.
     pub indexed: usize,
+}
+
+/// One query of a window (`query_stride`) and its nearest earlier subsequences.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchQuery {
+    /// Stream sample number of the query's first sample.
+    pub start_sample: u64,
+    /// Its start, seconds (on the window's clock).
+    pub start_s: f64,
+    /// Up to `k` nearest earlier subsequences, nearest first.
+    pub neighbors: Vec<SearchNeighbor>,
 }
 
 /// One earlier occurrence found for a window.
@@ -340,6 +374,9 @@ impl SearchStage {
         }
         // Insert every subsequence that ends before the query (the last m samples) starts.
         let query_start = end - m as u64;
+        if let Some(stride) = self.opts.query_stride {
+            return self.batch(w, s, x, m, stride, out);
+        }
         if let Some(last) = query_start.checked_sub(m as u64) {
             self.insert_until(last, m)?;
         }
@@ -361,6 +398,84 @@ impl SearchStage {
             .collect();
         out.query_start_sample = Some(query_start);
         out.neighbors = Some(neighbors);
+        Ok(())
+    }
+}
+
+impl SearchStage {
+    /// `query_stride`: the window's subsequences ending at its end, `stride`, `2 × stride`, …
+    /// samples before it, answered in one batch against the subsequences ending before the
+    /// earliest of them starts.
+    fn batch(
+        &mut self,
+        w: &Window,
+        s: &Samples<'_>,
+        x: &[f64],
+        m: usize,
+        stride: usize,
+        out: &mut SearchWindowResult,
+    ) -> Result<(), StageError> {
+        let start = s.start_sample;
+        let mut offsets = vec![x.len() - m];
+        while let Some(o) = offsets.last().and_then(|o| o.checked_sub(stride)) {
+            offsets.push(o);
+        }
+        offsets.reverse();
+        let earliest = start + offsets[0] as u64;
+        if let Some(last) = earliest.checked_sub(m as u64) {
+            self.insert_until(last, m)?;
+        }
+        let (mut starts, mut qs) = (Vec::new(), Vec::new());
+        for &o in &offsets {
+            let q = &x[o..o + m];
+            if q.iter().all(|v| v.is_finite()) {
+                starts.push(start + o as u64);
+                qs.push(znormalize(q));
+            }
+        }
+        let skipped = offsets.len() - qs.len();
+        let answers = match self.index.as_ref().filter(|i| !i.is_empty()) {
+            None => vec![Vec::new(); qs.len()],
+            Some(index) => index
+                .knn_batch_on(
+                    &qs,
+                    self.opts.k,
+                    self.device.into(),
+                    QueryOptions::default(),
+                )
+                .map_err(search_error)?
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect(),
+        };
+        let rate = s.rate_hz;
+        let at = |p: u64| w.start_s + (p as f64 - start as f64) / rate;
+        let queries: Vec<SearchQuery> = starts
+            .iter()
+            .zip(answers)
+            .map(|(&p, ns)| SearchQuery {
+                start_sample: p,
+                start_s: at(p),
+                neighbors: ns
+                    .into_iter()
+                    .map(|n| SearchNeighbor {
+                        window_index: None,
+                        start_sample: n.id,
+                        start_s: at(n.id),
+                        distance: n.distance,
+                    })
+                    .collect(),
+            })
+            .collect();
+        let last_start = start + (x.len() - m) as u64;
+        if let Some(last) = queries.last().filter(|q| q.start_sample == last_start) {
+            out.query_start_sample = Some(last.start_sample);
+            out.neighbors = Some(last.neighbors.clone());
+        } else {
+            out.reason = Some("the query has missing (NaN) samples".into());
+        }
+        out.queries = Some(queries);
+        out.skipped_queries = Some(skipped);
         Ok(())
     }
 }
@@ -391,6 +506,8 @@ impl Stage for SearchStage {
             reason: None,
             query_start_sample: None,
             neighbors: None,
+            queries: None,
+            skipped_queries: None,
             indexed: 0,
         };
         match self.opts.m {
@@ -443,6 +560,7 @@ mod tests {
             device: DeviceChoice::Cpu,
             leaf_capacity: 8,
             capacity: usize::MAX,
+            query_stride: None,
         }
     }
 
@@ -492,6 +610,108 @@ mod tests {
         assert!(out.reason.unwrap().contains("NaN"));
         assert!(out.neighbors.is_none());
         assert_eq!(out.indexed, 1500);
+    }
+
+    #[test]
+    fn strided_queries_equal_brute_force_over_what_precedes_the_earliest_query() {
+        let m = 16;
+        let x = crate::synth::random_walk(4000, 12);
+        let mut stage = SearchStage::new(SearchStageConfig {
+            query_stride: Some(7),
+            ..opts(Some(m), 2)
+        });
+        let mut x_nan = x.clone();
+        x_nan[3010] = f64::NAN;
+        for n in 0..40u64 {
+            let s = n * 75;
+            let v = x_nan[s as usize..s as usize + 120].to_vec();
+            let out = stage.process(&window(n, s, v)).unwrap();
+            let queries = out.queries.as_ref().unwrap();
+            // Queries end at the window's end, 7, 14, … samples before, inside the window.
+            let want_starts: Vec<u64> = (0..=(120 - m) / 7)
+                .rev()
+                .map(|j| s + 120 - m as u64 - 7 * j as u64)
+                .filter(|&p| !(p..p + m as u64).contains(&3010))
+                .collect();
+            let got_starts: Vec<u64> = queries.iter().map(|q| q.start_sample).collect();
+            assert_eq!(got_starts, want_starts, "window {n}");
+            let skipped = (120 - m) / 7 + 1 - want_starts.len();
+            assert_eq!(out.skipped_queries, Some(skipped));
+            // The oracle: every NaN-free subsequence ending before the earliest query starts.
+            let earliest = s + (120 - m as u64) % 7;
+            let ids: Vec<u32> = (0..(earliest + 1).saturating_sub(m as u64))
+                .filter(|&p| !(p..p + m as u64).contains(&3010))
+                .map(|p| p as u32)
+                .collect();
+            let rows: Vec<f32> = ids
+                .iter()
+                .flat_map(|&p| znormalize(&x[p as usize..p as usize + m]))
+                .collect();
+            for q in queries {
+                if ids.is_empty() {
+                    assert!(q.neighbors.is_empty());
+                    continue;
+                }
+                let z = znormalize(&x[q.start_sample as usize..q.start_sample as usize + m]);
+                let want = knn_rows(&rows, &ids, m, &z, 2).unwrap().neighbors;
+                let got: Vec<(u64, f64)> = q
+                    .neighbors
+                    .iter()
+                    .map(|n| (n.start_sample, n.distance))
+                    .collect();
+                let want: Vec<(u64, f64)> =
+                    want.iter().map(|n| (u64::from(n.id), n.distance)).collect();
+                assert_eq!(got, want, "window {n} query {}", q.start_sample);
+            }
+            if want_starts.last() == Some(&(s + 120 - m as u64)) {
+                assert_eq!(out.neighbors.as_ref(), queries.last().map(|q| &q.neighbors));
+            } else {
+                assert!(out.reason.is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn query_stride_needs_m_and_a_positive_stride() {
+        let w = WindowConfig {
+            name: "w".into(),
+            source: "s".into(),
+            length_s: None,
+            hop_s: None,
+            allowed_lateness_s: None,
+            length_samples: Some(100),
+            hop_samples: Some(50),
+        };
+        let fields = |c: SearchStageConfig| -> Vec<String> {
+            match c.validate(&w) {
+                Ok(_) => Vec::new(),
+                Err(e) => e
+                    .iter()
+                    .map(|e| format!("{}: {}", e.field, e.message))
+                    .collect(),
+            }
+        };
+        let none = fields(SearchStageConfig {
+            query_stride: Some(5),
+            ..opts(None, 1)
+        });
+        assert!(
+            none.iter()
+                .any(|e| e.contains("query_stride") && e.contains("needs `m`")),
+            "{none:?}"
+        );
+        let zero = fields(SearchStageConfig {
+            query_stride: Some(0),
+            ..opts(Some(10), 1)
+        });
+        assert!(zero.iter().any(|e| e.contains("query_stride")), "{zero:?}");
+        assert!(
+            fields(SearchStageConfig {
+                query_stride: Some(3),
+                ..opts(Some(10), 1)
+            })
+            .is_empty()
+        );
     }
 
     #[test]

@@ -352,6 +352,7 @@ fn search_config(m: Option<usize>) -> SearchStageConfig {
         device: DeviceChoice::Cpu,
         leaf_capacity: 8,
         capacity: 1000,
+        query_stride: None,
     }
 }
 
