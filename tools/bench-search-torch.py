@@ -15,6 +15,11 @@ Usage (on a GPU host with torch):
 
 Prints one Markdown row per batch size: batches, median batch ms, median ms per query,
 queries/s, and how many answers equal synfire's.
+
+Collections larger than the GPU (`--stream N`): the collection lives in host memory (pinned
+when the host allows) and every pass streams it to the GPU in chunks of 2^22 series, copies
+overlapped with the products; synthetic random walks (the cost does not depend on the values):
+    python3 tools/bench-search-torch.py --stream 100000000 --batch 1,100,1000
 """
 import argparse
 import json
@@ -46,15 +51,84 @@ def knn(x, xx, q, k, chunk):
     return best_d, best_i
 
 
+def stream_bench(a, dev):
+    """--stream N: the brute force over a collection held in host memory (more than the GPU
+    holds), streamed to the GPU chunk by chunk each pass. The collection is synthetic (random
+    walks generated here, z-normalised): the brute force's cost does not depend on the values,
+    and the answers are not compared."""
+    n, length = a.stream, a.length
+    t = time.perf_counter()
+    try:
+        host = torch.empty((n, length), dtype=torch.float32, pin_memory=True)
+        pinned = True
+    except RuntimeError:
+        host = torch.empty((n, length), dtype=torch.float32)
+        pinned = False
+    step = 1 << 20
+    for s in range(0, n, step):
+        e = min(n, s + step)
+        w = torch.randn((e - s, length), device=dev).cumsum(1)
+        w = (w - w.mean(1, keepdim=True)) / w.std(1, unbiased=False, keepdim=True)
+        host[s:e].copy_(w.cpu())
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}: {n} series of {length} "
+          f"({n * length * 4 / 1e9:.0f} GB) in {'pinned' if pinned else 'pageable'} host memory "
+          f"(filled in {time.perf_counter() - t:.0f} s), k = {a.k}, TF32 {'on' if a.tf32 else 'off'}")
+    print()
+    print("| streaming brute force | batch | passes | median pass ms | median ms/query | queries/s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    chunk_rows = 1 << 22
+    bufs = [torch.empty((chunk_rows, length), device=dev) for _ in range(2)]
+    copy_stream = torch.cuda.Stream()
+    for b in [int(v) for v in a.batch.split(",")]:
+        q = torch.randn((b, length), device=dev).cumsum(1)
+        q = (q - q.mean(1, keepdim=True)) / q.std(1, unbiased=False, keepdim=True)
+        ms = []
+        for _ in range(a.stream_passes):
+            st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            st.record()
+            best_d = best_i = None
+            done = [None, None]  # per buffer: an event after the products that read it
+            for c, s in enumerate(range(0, n, chunk_rows)):
+                e = min(n, s + chunk_rows)
+                buf = bufs[c % 2][: e - s]
+                with torch.cuda.stream(copy_stream):
+                    if done[c % 2] is not None:
+                        copy_stream.wait_event(done[c % 2])
+                    buf.copy_(host[s:e], non_blocking=pinned)
+                torch.cuda.current_stream().wait_stream(copy_stream)
+                d, i = knn(buf, (buf * buf).sum(1), q, a.k, max(1 << 16, min(e - s, (1 << 30) // b)))
+                i = i + s
+                if best_d is None:
+                    best_d, best_i = d, i
+                else:
+                    cd, ci = torch.cat([best_d, d], 1), torch.cat([best_i, i], 1)
+                    v2, j = torch.topk(cd, a.k, dim=1, largest=False)
+                    best_d, best_i = v2, torch.gather(ci, 1, j)
+                done[c % 2] = torch.cuda.current_stream().record_event()
+            en.record()
+            torch.cuda.synchronize()
+            ms.append(st.elapsed_time(en))
+        med = statistics.median(ms)
+        print(f"| torch fp32, host -> GPU each pass | {b} | {len(ms)} | {med:.1f} | {med / b:.3f} | {b / (med / 1e3):.1f} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dir")
+    ap.add_argument("dir", nargs="?", help="what `synfire bench search --save-dir` wrote (not with --stream)")
+    ap.add_argument("--stream", type=int, default=0, help="streaming mode: this many synthetic series in host memory")
+    ap.add_argument("--length", type=int, default=256, help="--stream: samples per series")
+    ap.add_argument("--stream-passes", type=int, default=2, help="--stream: timed passes per batch size")
     ap.add_argument("--batch", default="1,100,10000")
     ap.add_argument("--k", type=int, default=1)
     ap.add_argument("--tf32", action="store_true", help="allow TF32 matrix products (inexact)")
     ap.add_argument("--device", default="cuda", help="cuda (CUDA events) or cpu (wall clock; to try the script)")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    if a.stream:
+        stream_bench(a, torch.device("cuda"))
+        return
+    if a.dir is None:
+        ap.error("give the directory `synfire bench search --save-dir` wrote, or --stream N")
     meta = json.load(open(os.path.join(a.dir, "answers.json")))
     n, length, nq = meta["series"], meta["length"], meta["queries"]
     dev = torch.device(a.device)

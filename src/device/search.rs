@@ -254,6 +254,7 @@ struct BatchBuffers {
     weights: CudaSlice<f32>,
     rows: Option<CudaSlice<f32>>,
     rows_filled: usize,
+    paa_filled: usize,
     pairs: Option<PairBuffers>,
 }
 
@@ -267,8 +268,9 @@ struct PairBuffers {
     count: CudaSlice<u32>,
 }
 
-/// What [`GpuWorker::search_batch_load`] uploads: the PAA of every series in leaf order and
-/// the segment weights, and whether to hold the series too.
+/// What [`GpuWorker::search_batch_load`] allocates: room for the PAA of every series (leaf
+/// order) and, when asked and when they fit, for the series; both are then filled in chunks
+/// ([`GpuWorker::search_batch_fill`]), so the host never holds a second copy.
 #[derive(Debug)]
 pub struct BatchLoad {
     /// The index the data belongs to.
@@ -277,14 +279,20 @@ pub struct BatchLoad {
     pub count: usize,
     /// Samples per series.
     pub len: usize,
-    /// PAA values, f32, shape `[count * 16]`, leaf order.
-    pub paa: Vec<f32>,
     /// Segment lengths `l_j` as f32, shape `[16]`.
     pub weights: Vec<f32>,
-    /// Whether to allocate room for the series (`[count * len]` f32), filled by
-    /// [`GpuWorker::search_batch_rows`]; refused (the load answers `false`) when they would
-    /// not leave 2 GiB of device memory free.
+    /// Whether to allocate room for the series (`[count * len]` f32); refused (the load
+    /// answers `false`) when they would not leave 2 GiB of device memory free.
     pub rows: bool,
+}
+
+/// Which array a [`GpuWorker::search_batch_fill`] chunk belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchArray {
+    /// PAA values, 16 f32 per series.
+    Paa,
+    /// The series, `len` f32 per series.
+    Series,
 }
 
 /// One batch of queries for [`GpuWorker::search_batch`].
@@ -329,33 +337,36 @@ fn batch_buffers(d: &mut Device) -> &mut Option<BatchBuffers> {
 }
 
 impl GpuWorker {
-    /// The tag of the batch data on the device and whether it holds every series.
+    /// The tag of the batch data on the device (once its PAA array is complete) and whether it
+    /// holds every series.
     pub fn search_batch_tag(&self) -> Ticket<Option<(u64, bool)>> {
         self.run(|d| {
-            Ok(batch_buffers(d).as_ref().map(|b| {
-                let full = b.rows.is_some() && b.rows_filled == b.count as usize;
-                (b.tag, full)
-            }))
+            Ok(batch_buffers(d)
+                .as_ref()
+                .filter(|b| b.paa_filled == b.count as usize)
+                .map(|b| {
+                    let full = b.rows.is_some() && b.rows_filled == b.count as usize;
+                    (b.tag, full)
+                }))
         })
     }
 
-    /// Uploads the PAA array of an index (replacing any previous batch data) and, when asked
-    /// and when they fit, allocates room for its series. Answers whether the series will be
-    /// held.
+    /// Allocates the batch data of an index (replacing any previous one): room for its PAA
+    /// array and, when asked and when they fit, for its series. Answers whether the series
+    /// will be held.
     pub fn search_batch_load(&self, load: BatchLoad) -> Ticket<bool> {
         self.run(move |d| {
             *batch_buffers(d) = None;
             let count = launch::u32_of("series", load.count)?;
             let len = launch::u32_of("series length", load.len)?;
-            if load.count == 0
-                || load.paa.len() != load.count * 16
-                || load.weights.len() != 16
-                || load.len == 0
-            {
-                return Err(DeviceError::Unsupported("a malformed batch upload".into()));
+            if load.count == 0 || load.weights.len() != 16 || load.len == 0 {
+                return Err(DeviceError::Unsupported(
+                    "a malformed batch upload".into(),
+                ));
             }
             let st = d.stream.clone();
-            let paa = st.clone_htod(&load.paa[..]).map_err(drv("cuMemcpyHtoD"))?;
+            let alloc = drv("cuMemAlloc");
+            let paa = st.alloc_zeros::<f32>(load.count * 16).map_err(&alloc)?;
             let weights = st
                 .clone_htod(&load.weights[..])
                 .map_err(drv("cuMemcpyHtoD"))?;
@@ -363,10 +374,7 @@ impl GpuWorker {
                 let (free, _) = d.ctx.mem_get_info().map_err(drv("cuMemGetInfo"))?;
                 let need = load.count * load.len * 4 + BATCH_PAIR_CAPACITY * 24;
                 if need + BATCH_RESERVE_BYTES <= free {
-                    Some(
-                        st.alloc_zeros::<f32>(load.count * load.len)
-                            .map_err(drv("cuMemAlloc"))?,
-                    )
+                    Some(st.alloc_zeros::<f32>(load.count * load.len).map_err(&alloc)?)
                 } else {
                     None
                 }
@@ -382,6 +390,7 @@ impl GpuWorker {
                 weights,
                 rows,
                 rows_filled: 0,
+                paa_filled: 0,
                 pairs: None,
             });
             st.synchronize().map_err(drv("cuStreamSynchronize"))?;
@@ -389,30 +398,38 @@ impl GpuWorker {
         })
     }
 
-    /// Copies series `first_row..first_row + rows.len() / len` (leaf order) into the device's
-    /// series; chunks must arrive in order.
-    pub fn search_batch_rows(&self, tag: u64, first_row: usize, rows: Vec<f32>) -> Ticket<()> {
+    /// Copies series `first_row..first_row + values.len() / width` (leaf order) of `array`
+    /// (width 16 for the PAA, `len` for the series) to the device; chunks of one array must
+    /// arrive in order.
+    pub fn search_batch_fill(
+        &self,
+        tag: u64,
+        array: BatchArray,
+        first_row: usize,
+        values: Vec<f32>,
+    ) -> Ticket<()> {
         self.run(move |d| {
             let st = d.stream.clone();
             let b = batch_buffers(d)
                 .as_mut()
                 .filter(|b| b.tag == tag)
-                .ok_or_else(|| DeviceError::Unsupported("series before their PAA".into()))?;
-            let len = b.len as usize;
-            let dev = b
-                .rows
-                .as_mut()
-                .ok_or_else(|| DeviceError::Unsupported("no room for the series".into()))?;
-            let end = first_row * len + rows.len();
-            if first_row != b.rows_filled || !rows.len().is_multiple_of(len) || end > dev.len() {
+                .ok_or_else(|| DeviceError::Unsupported("a chunk before its upload".into()))?;
+            let (width, dev, filled) = match array {
+                BatchArray::Paa => (16, Some(&mut b.paa), &mut b.paa_filled),
+                BatchArray::Series => (b.len as usize, b.rows.as_mut(), &mut b.rows_filled),
+            };
+            let dev =
+                dev.ok_or_else(|| DeviceError::Unsupported("no room for the series".into()))?;
+            let end = first_row * width + values.len();
+            if first_row != *filled || !values.len().is_multiple_of(width) || end > dev.len() {
                 return Err(DeviceError::Unsupported(format!(
-                    "series chunk at row {first_row} out of order or out of bounds"
+                    "{array:?} chunk at row {first_row} out of order or out of bounds"
                 )));
             }
-            st.memcpy_htod(&rows[..], &mut dev.slice_mut(first_row * len..end))
+            st.memcpy_htod(&values[..], &mut dev.slice_mut(first_row * width..end))
                 .map_err(drv("cuMemcpyHtoD"))?;
             st.synchronize().map_err(drv("cuStreamSynchronize"))?;
-            b.rows_filled = end / len;
+            *filled = end / width;
             Ok(())
         })
     }
@@ -428,7 +445,7 @@ impl GpuWorker {
             let st = d.stream.clone();
             let b = batch_buffers(d)
                 .as_mut()
-                .filter(|b| b.tag == job.tag)
+                .filter(|b| b.tag == job.tag && b.paa_filled == b.count as usize)
                 .ok_or_else(|| {
                     DeviceError::Unsupported("a batch before its index's upload".into())
                 })?;

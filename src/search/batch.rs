@@ -45,7 +45,7 @@ use super::index::Index;
 use super::paa::{SEGMENTS, Segments};
 use super::query::{Neighbor, QueryAnswer, QueryOptions, QueryStats};
 use crate::device::DeviceError;
-use crate::device::search::BatchLoad;
+use crate::device::search::{BatchArray, BatchLoad};
 pub use crate::device::search::{BatchJob, BatchReport};
 
 /// What a batch cost, over all its queries.
@@ -307,35 +307,41 @@ pub fn knn_batch_with(
             "a malformed batch report".into(),
         )));
     }
-    let mut per_query: Vec<Vec<(u64, u32)>> = vec![Vec::new(); nq];
-    for (i, (&q, &pos)) in report.q.iter().zip(&report.pos).enumerate() {
-        let (q, pos) = (q as usize, pos as usize);
-        if q >= nq || pos >= index.count {
-            return Err(SearchError::Device(DeviceError::Unsupported(format!(
-                "a batch report names query {q} or series position {pos}"
-            ))));
-        }
-        let sq = if refined_here {
-            // Filled below, in parallel.
-            f64::NAN
-        } else {
-            report.sq[i]
-        };
-        per_query[q].push((sq.to_bits(), pos as u32));
+    if let Some((&q, &pos)) = report
+        .q
+        .par_iter()
+        .zip(report.pos.par_iter())
+        .find_any(|&(&q, &pos)| q as usize >= nq || pos as usize >= index.count)
+    {
+        return Err(SearchError::Device(DeviceError::Unsupported(format!(
+            "a batch report names query {q} or series position {pos}"
+        ))));
     }
-    if refined_here {
-        per_query.par_iter_mut().enumerate().for_each(|(q, cands)| {
-            let limit = prepared[q].2;
-            cands.retain_mut(|(bits, pos)| {
-                match sq_dist(&qs[q], index.row(*pos as usize), limit) {
-                    Some(s) => {
-                        *bits = s.to_bits();
-                        true
-                    }
-                    None => false,
-                }
-            });
-        });
+    // Without the series on the device, every survivor's exact distance here, in parallel
+    // over the pairs (so a batch of one query uses every core too).
+    let kept: Vec<(u32, u64, u32)> = if refined_here {
+        report
+            .q
+            .par_iter()
+            .zip(report.pos.par_iter())
+            .filter_map(|(&q, &pos)| {
+                let limit = prepared[q as usize].2;
+                sq_dist(&qs[q as usize], index.row(pos as usize), limit)
+                    .map(|s| (q, s.to_bits(), pos))
+            })
+            .collect()
+    } else {
+        report
+            .q
+            .iter()
+            .zip(&report.pos)
+            .zip(&report.sq)
+            .map(|((&q, &pos), &s)| (q, s.to_bits(), pos))
+            .collect()
+    };
+    let mut per_query: Vec<Vec<(u64, u32)>> = vec![Vec::new(); nq];
+    for (q, bits, pos) in kept {
+        per_query[q as usize].push((bits, pos));
     }
     // 4. The k best of each query; overflowed queries by SING on the CPU.
     let overflowed: std::collections::HashSet<u32> = report.overflowed.iter().copied().collect();
@@ -500,9 +506,6 @@ pub struct GpuBatch<'a> {
     series_on_device: bool,
 }
 
-/// Series per upload chunk of the series (64 MiB of `f32` at length 256).
-const ROWS_PER_CHUNK: usize = 1 << 16;
-
 impl<'a> GpuBatch<'a> {
     /// Uploads `index`'s PAA array to GPU `ordinal` (`None`: the first GPU) and, when `series`
     /// is set and they fit beside it with 2 GiB to spare, its series (`count × len × 4`
@@ -533,23 +536,29 @@ impl<'a> GpuBatch<'a> {
         let series_on_device = match held {
             Some((tag, full)) if tag == index.tag() && (full || !series) => full,
             _ => {
+                let tag = index.tag();
                 let held = worker
                     .search_batch_load(BatchLoad {
-                        tag: index.tag(),
+                        tag,
                         count: index.count,
                         len: index.len,
-                        paa: paa.clone(),
                         weights: weights_f32(&index.segments).to_vec(),
                         rows: series,
                     })
                     .wait()
                     .map_err(SearchError::Device)?;
+                // Chunks of at most 64 MiB, two in flight.
+                let mut arrays = vec![(BatchArray::Paa, SEGMENTS, paa.as_slice())];
                 if held {
+                    arrays.push((BatchArray::Series, index.len, index.series()));
+                }
+                for (array, width, values) in arrays {
+                    let rows_per_chunk = ((1usize << 24) / width).max(1);
                     let mut pending = std::collections::VecDeque::new();
-                    for first in (0..index.count).step_by(ROWS_PER_CHUNK) {
-                        let end = (first + ROWS_PER_CHUNK).min(index.count);
-                        let rows = index.series()[first * index.len..end * index.len].to_vec();
-                        pending.push_back(worker.search_batch_rows(index.tag(), first, rows));
+                    for first in (0..index.count).step_by(rows_per_chunk) {
+                        let end = (first + rows_per_chunk).min(index.count);
+                        let chunk = values[first * width..end * width].to_vec();
+                        pending.push_back(worker.search_batch_fill(tag, array, first, chunk));
                         if pending.len() > 2
                             && let Some(t) = pending.pop_front()
                         {
