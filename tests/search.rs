@@ -594,6 +594,37 @@ fn cli_build_query_json_equals_brute_force_and_reports_bad_input() {
     for key in ["lower_bounds", "real_distances", "seconds"] {
         assert!(doc["stats"][key].is_number(), "stats.{key}");
     }
+    assert_eq!(doc["batch"].as_u64(), Some(256));
+    // One query at a time (SING) and batches of 7 give the same answers as the default batch.
+    for batch in ["1", "7"] {
+        let out = common::synfire([
+            "search",
+            "query",
+            "--index",
+            dir.to_str().unwrap(),
+            test.to_str().unwrap(),
+            "--k",
+            "3",
+            "--device",
+            "cpu",
+            "--batch",
+            batch,
+        ]);
+        assert!(out.status.success());
+        let other: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(other["results"], doc["results"], "--batch {batch}");
+    }
+    let out = common::synfire([
+        "search",
+        "query",
+        "--index",
+        dir.to_str().unwrap(),
+        test.to_str().unwrap(),
+        "--batch",
+        "0",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`--batch` must be at least 1"));
     // Sliding windows of the ECG, queried with windows of the ECG itself.
     let ecg = fixture("fixtures/sensors/mitbih-208-ecg/ecg.npy");
     let wdir = t.path().join("ecg");

@@ -360,9 +360,7 @@ impl GpuWorker {
             let count = launch::u32_of("series", load.count)?;
             let len = launch::u32_of("series length", load.len)?;
             if load.count == 0 || load.weights.len() != 16 || load.len == 0 {
-                return Err(DeviceError::Unsupported(
-                    "a malformed batch upload".into(),
-                ));
+                return Err(DeviceError::Unsupported("a malformed batch upload".into()));
             }
             let st = d.stream.clone();
             let alloc = drv("cuMemAlloc");
@@ -374,7 +372,10 @@ impl GpuWorker {
                 let (free, _) = d.ctx.mem_get_info().map_err(drv("cuMemGetInfo"))?;
                 let need = load.count * load.len * 4 + BATCH_PAIR_CAPACITY * 24;
                 if need + BATCH_RESERVE_BYTES <= free {
-                    Some(st.alloc_zeros::<f32>(load.count * load.len).map_err(&alloc)?)
+                    Some(
+                        st.alloc_zeros::<f32>(load.count * load.len)
+                            .map_err(&alloc)?,
+                    )
                 } else {
                     None
                 }
