@@ -199,4 +199,50 @@ __global__ void search_batch_refine(const float* __restrict__ rows, unsigned len
     }
 }
 
+// The exact value of an IEEE binary16 bit pattern (finite: the host writes no inf or NaN).
+__device__ __forceinline__ float synfire_half_to_float(unsigned short h) {
+    const unsigned sign = ((unsigned)h & 0x8000u) << 16;
+    const unsigned exp = ((unsigned)h >> 10) & 0x1fu;
+    const unsigned man = (unsigned)h & 0x3ffu;
+    if (exp == 0) {
+        // Zero or subnormal: man * 2^-24, exact in f32.
+        const float v = __fmul_rn((float)man, 5.9604644775390625e-8f);
+        return sign ? -v : v;
+    }
+    return __int_as_float((int)(sign | ((exp + 112u) << 23) | (man << 13)));
+}
+
+// The second filter when the GPU holds the series in half precision only: for each filter
+// survivor, the f32 squared distance between the query and the series' f16 copy,
+//   acc = 0; for t in 0..len: d = q[t] - x16[t]; acc = acc + d * d
+// (round-to-nearest operations, none fused: search::batch::half_sq_f32 computes the same
+// bits), kept when acc <= thresh2[query]; the host rounds thresh2 up from the BSF by the
+// proven bound of the f16 rounding and of these operations (batch.rs, half_threshold) and
+// computes the exact distances of the pairs kept. out_* are sized to n by the host.
+__global__ void search_batch_refine_half(const unsigned short* __restrict__ rows16, unsigned len,
+                                         const float* __restrict__ qrows,
+                                         const unsigned* __restrict__ pair_q,
+                                         const unsigned* __restrict__ pair_pos, unsigned n,
+                                         const float* __restrict__ thresh2,
+                                         unsigned* __restrict__ out_q,
+                                         unsigned* __restrict__ out_pos,
+                                         unsigned* __restrict__ out_count) {
+    const unsigned stride = gridDim.x * blockDim.x;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const unsigned q = pair_q[i], pos = pair_pos[i];
+        const float* a = qrows + (size_t)q * len;
+        const unsigned short* b = rows16 + (size_t)pos * len;
+        float acc = 0.0f;
+        for (unsigned t = 0; t < len; ++t) {
+            const float d = __fsub_rn(a[t], synfire_half_to_float(b[t]));
+            acc = __fadd_rn(acc, __fmul_rn(d, d));
+        }
+        if (acc <= thresh2[q]) {
+            const unsigned slot = atomicAdd(out_count, 1u);
+            out_q[slot] = q;
+            out_pos[slot] = pos;
+        }
+    }
+}
+
 }  // extern "C"

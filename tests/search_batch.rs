@@ -14,8 +14,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 use synfire::device::DeviceChoice;
 use synfire::search::batch::{
-    BatchJob, emulate_batch, filter_threshold, index_paa, knn_batch_with, lb_f32, paa_f32,
-    weights_f32,
+    BatchJob, SeriesOnDevice, emulate_batch, filter_threshold, half_sq_f32, half_threshold,
+    knn_batch_with, lb_f32, paa_f32, to_half, weights_f32,
 };
 use synfire::search::collection::{sq_dist, znormalize};
 use synfire::search::paa::Segments;
@@ -128,8 +128,52 @@ fn check_pair(seg: &Segments, q: &[f32], x: &[f32], x_norm: f64) {
     );
 }
 
+/// The half-precision filter's soundness on one pair: the kernel's f32 distance to the f16
+/// copy never exceeds the threshold made from the pair's own exact distance.
+fn check_half(q: &[f32], x: &[f32]) {
+    let d = sq_dist(q, x, f64::INFINITY).unwrap();
+    let norm = x
+        .iter()
+        .map(|&v| f64::from(v) * f64::from(v))
+        .sum::<f64>()
+        .sqrt()
+        * (1.0 + 1e-9);
+    let got = half_sq_f32(q, &to_half(x));
+    let t = half_threshold(d, norm, q.len());
+    assert!(
+        got <= t,
+        "len {}: f16 distance² {got} above {t} (exact {d})",
+        q.len()
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_half_threshold_bounds_the_f16_distance(
+        len in 1usize..300,
+        seed in any::<u64>(),
+        noise in prop_oneof![Just(0.0f64), Just(1e-7), Just(1e-4), Just(0.1), Just(10.0)],
+        spike in any::<bool>(),
+    ) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut a = walk(len, &mut rng);
+        if spike {
+            // One huge sample: the rest of the z-normalised series is tiny (f16 subnormals).
+            a[len / 2] += 1e6;
+        }
+        let b: Vec<f64> = a
+            .iter()
+            .map(|v| {
+                let e: f64 = StandardNormal.sample(&mut rng);
+                v + noise * e
+            })
+            .collect();
+        let (q, x) = (znormalize(&a), znormalize(&b));
+        check_half(&q, &x);
+        check_half(&x, &q);
+    }
 
     #[test]
     fn the_threshold_bounds_the_f32_paa_bound(
@@ -175,22 +219,25 @@ fn check_emulated(
     index: &Index,
     qs: &[Vec<f32>],
     k: usize,
-    series_on_device: bool,
+    held: SeriesOnDevice,
     per_launch: usize,
     cap: usize,
     what: &str,
 ) -> (u64, u64, u64) {
-    let (paa, x_norm) = index_paa(index);
-    let x_norm = *x_norm;
     let mut launches = 0;
     let mut overflowed = 0;
     let mut run = |job: BatchJob| {
-        let r = emulate_batch(index, paa, &job, series_on_device, per_launch, cap);
+        let r = emulate_batch(index, &job, held, per_launch, cap);
         launches += r.filter_launches;
         overflowed += r.overflowed.len() as u64;
         Ok(r)
     };
-    let got = knn_batch_with(index, qs, k, &opts(), x_norm, series_on_device, &mut run).unwrap();
+    let got = knn_batch_with(index, qs, k, &opts(), held, &mut run).unwrap();
+    assert_eq!(got.stats.series, held);
+    assert!(got.stats.half_survivors <= got.stats.filter_survivors);
+    if held != SeriesOnDevice::Half {
+        assert_eq!(got.stats.half_survivors, 0);
+    }
     assert_eq!(got.answers.len(), qs.len());
     assert_eq!(
         got.stats.cpu_fallbacks, overflowed,
@@ -210,10 +257,14 @@ fn emulated_gpu_batches_equal_brute_force() {
         let index = build(&data, leaf);
         let qs = queries(&data, 40, seed + 100);
         for k in [1, 3, 10] {
-            for on_device in [true, false] {
-                let what = format!("n {n} len {len} k {k} on device {on_device}");
+            for held in [
+                SeriesOnDevice::Exact,
+                SeriesOnDevice::Half,
+                SeriesOnDevice::No,
+            ] {
+                let what = format!("n {n} len {len} k {k} series on the device {held:?}");
                 let (launches, overflowed, survivors) =
-                    check_emulated(&index, &qs, k, on_device, 16, usize::MAX, &what);
+                    check_emulated(&index, &qs, k, held, 16, usize::MAX, &what);
                 assert_eq!(launches, 3, "{what}");
                 assert_eq!(overflowed, 0);
                 // The filter is a filter: far fewer pairs than the whole cross product.
@@ -230,7 +281,8 @@ fn overflowing_ranges_are_split_and_single_overflows_fall_back_to_the_cpu() {
     let qs = queries(&data, 24, 10);
     // A capacity below some single queries' survivors: ranges are split down to single
     // queries and those are answered on the CPU, every answer still exact.
-    let (launches, overflowed, _) = check_emulated(&index, &qs, 3, true, 8, 40, "cap 40");
+    let (launches, overflowed, _) =
+        check_emulated(&index, &qs, 3, SeriesOnDevice::Exact, 8, 40, "cap 40");
     assert!(launches > 3, "ranges were split: {launches} launches");
     assert!(overflowed > 0, "some queries overflowed alone");
     assert!(overflowed < qs.len() as u64);
@@ -278,7 +330,7 @@ fn gpu_batches_equal_brute_force() {
             for chunk in qs.chunks(batch).take(3) {
                 let got = s.query_batch(chunk, k).unwrap();
                 assert_eq!(got.stats.device, "gpu");
-                assert!(got.stats.series_on_device);
+                assert_eq!(got.stats.series, SeriesOnDevice::Exact);
                 assert_eq!(got.stats.cpu_fallbacks, 0);
                 for (i, (q, a)) in chunk.iter().zip(&got.answers).enumerate() {
                     let want = index.brute_force_normalized(q, k).unwrap();
@@ -291,19 +343,29 @@ fn gpu_batches_equal_brute_force() {
             }
         }
     }
-    // The host refining the device's survivors (a second index of the same data, uploaded
-    // without its series) gives the same answers.
-    let index2 = build(&data, 256);
-    let host = synfire::search::batch::GpuBatch::new(&index2, None, false).unwrap();
-    assert!(!host.series_on_device());
-    let got = host.knn_batch(&qs, 3, &QueryOptions::default()).unwrap();
-    assert!(!got.stats.series_on_device);
-    for (i, (q, a)) in qs.iter().zip(&got.answers).enumerate() {
-        let want = index.brute_force_normalized(q, 3).unwrap();
-        assert_same(
-            &a.neighbors,
-            &want.neighbors,
-            &format!("gpu host-refined query {i}"),
-        );
+    // The host refining the device's survivors (second indexes of the same data, uploaded
+    // without their series, and with their half-precision copy) gives the same answers.
+    for want in [SeriesOnDevice::No, SeriesOnDevice::Half] {
+        let index2 = build(&data, 256);
+        let host = synfire::search::batch::GpuBatch::new(&index2, None, want).unwrap();
+        assert_eq!(host.series(), want);
+        let got = host.knn_batch(&qs, 3, &QueryOptions::default()).unwrap();
+        assert_eq!(got.stats.series, want);
+        if want == SeriesOnDevice::Half {
+            // The second filter keeps far fewer pairs than the first.
+            assert!(
+                got.stats.half_survivors * 10 < got.stats.filter_survivors,
+                "{:?}",
+                got.stats
+            );
+        }
+        for (i, (q, a)) in qs.iter().zip(&got.answers).enumerate() {
+            let want_n = index.brute_force_normalized(q, 3).unwrap();
+            assert_same(
+                &a.neighbors,
+                &want_n.neighbors,
+                &format!("gpu {want:?} query {i}"),
+            );
+        }
     }
 }

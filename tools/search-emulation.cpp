@@ -92,7 +92,44 @@ static int check_batch() {
     std::sort(rg.begin(), rg.end()); std::sort(rw.begin(), rw.end());
     if (rg != rw) { ++bad; if (bad < 5) printf("refine trial %d: %zu kept, expected %zu\n", trial, rg.size(), rw.size()); }
   }
-  printf("search batch: checked %ld filters and %ld refines, mismatches %ld\n", filters, refines, bad);
+  // The half-precision refine: the conversion against ldexp, the kept pairs against a loop.
+  long halves = 0;
+  for (unsigned h = 0; h < 65536; ++h) {
+    if (((h >> 10) & 0x1f) == 0x1f) continue;  // inf and NaN are never written
+    const unsigned e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? std::ldexp((double)m, -24) : std::ldexp(1.0 + m / 1024.0, (int)e - 15);
+    if (h & 0x8000) v = -v;
+    if ((double)synfire_half_to_float((unsigned short)h) != v) { ++bad; if (bad < 5) printf("half %04x\n", h); }
+    ++halves;
+  }
+  for (int trial = 0; trial < 60; ++trial) {
+    const unsigned len = 1 + rng() % 300, rowsn = 1 + rng() % 40, qn = 1 + rng() % 8, pairs = 1 + rng() % 150;
+    std::vector<unsigned short> rows16((size_t)rowsn * len);
+    for (auto& h : rows16) { do h = (unsigned short)(rng() & 0xffff); while (((h >> 10) & 0x1f) > 17); }
+    std::vector<float> qrows((size_t)qn * len);
+    for (auto& v : qrows) v = normal(rng);
+    std::vector<unsigned> pq(pairs), pp(pairs);
+    for (unsigned i = 0; i < pairs; ++i) { pq[i] = rng() % qn; pp[i] = rng() % rowsn; }
+    auto plain = [&](unsigned q, unsigned p) {
+      float acc = 0.0f;
+      for (unsigned t = 0; t < len; ++t) { float d = qrows[(size_t)q * len + t] - synfire_half_to_float(rows16[(size_t)p * len + t]); float dd = d * d; acc = acc + dd; }
+      return acc;
+    };
+    std::vector<float> th(qn);
+    for (unsigned q = 0; q < qn; ++q) th[q] = (rng() % 2) ? plain(q, pp[rng() % pairs]) : (float)(rng() % 1000);
+    std::vector<unsigned> oq(pairs), op(pairs); unsigned on = 0;
+    gridDim = {1u + (unsigned)(rng() % 5), 1, 1};
+    for (unsigned b = 0; b < gridDim.x; ++b) {
+      blockIdx = {b, 0, 0};
+      search_batch_refine_half(rows16.data(), len, qrows.data(), pq.data(), pp.data(), pairs, th.data(), oq.data(), op.data(), &on);
+    }
+    std::vector<std::pair<unsigned, unsigned>> got, want;
+    for (unsigned k = 0; k < on; ++k) got.push_back({oq[k], op[k]});
+    for (unsigned i = 0; i < pairs; ++i) if (plain(pq[i], pp[i]) <= th[pq[i]]) want.push_back({pq[i], pp[i]});
+    std::sort(got.begin(), got.end()); std::sort(want.begin(), want.end());
+    if (got != want) { ++bad; if (bad < 5) printf("half refine trial %d: %zu kept, expected %zu\n", trial, got.size(), want.size()); }
+  }
+  printf("search batch: checked %ld filters, %ld refines, %ld half values and 60 half refines, mismatches %ld\n", filters, refines, halves, bad);
   return bad != 0;
 }
 int main() {

@@ -256,8 +256,36 @@ struct BatchBuffers {
     weights: CudaSlice<f32>,
     rows: Option<CudaSlice<f32>>,
     rows_filled: usize,
+    half: Option<CudaSlice<u16>>,
+    half_filled: usize,
     paa_filled: usize,
     pairs: Option<PairBuffers>,
+}
+
+impl BatchBuffers {
+    /// What the device holds of the series, complete.
+    fn held(&self) -> SeriesOnDevice {
+        let n = self.count as usize;
+        if self.rows.is_some() && self.rows_filled == n {
+            SeriesOnDevice::Exact
+        } else if self.half.is_some() && self.half_filled == n {
+            SeriesOnDevice::Half
+        } else {
+            SeriesOnDevice::No
+        }
+    }
+}
+
+/// What the GPU holds of an index's series for batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeriesOnDevice {
+    /// The series as stored (`f32`): exact distances are computed on the device.
+    Exact,
+    /// A half-precision copy (2 bytes per sample): a second, sound filter on the device; the
+    /// host computes exact distances of what it keeps.
+    Half,
+    /// Nothing: the host computes exact distances of every filter survivor.
+    No,
 }
 
 /// The survivors' lists, allocated at the first batch.
@@ -271,8 +299,9 @@ struct PairBuffers {
 }
 
 /// What [`GpuWorker::search_batch_load`] allocates: room for the PAA of every series (leaf
-/// order) and, when asked and when they fit, for the series; both are then filled in chunks
-/// ([`GpuWorker::search_batch_fill`]), so the host never holds a second copy.
+/// order) and, when asked and when they fit, for the series (else, when asked, for their
+/// half-precision copy); each is then filled in chunks ([`GpuWorker::search_batch_fill`],
+/// [`GpuWorker::search_batch_fill_half`]), so the host never holds a second copy.
 #[derive(Debug)]
 pub struct BatchLoad {
     /// The index the data belongs to.
@@ -283,9 +312,12 @@ pub struct BatchLoad {
     pub len: usize,
     /// Segment lengths `l_j` as f32, shape `[16]`.
     pub weights: Vec<f32>,
-    /// Whether to allocate room for the series (`[count * len]` f32); refused (the load
-    /// answers `false`) when they would not leave 2 GiB of device memory free.
+    /// Whether to allocate room for the series (`[count * len]` f32), when they leave 2 GiB
+    /// of device memory free.
     pub rows: bool,
+    /// Whether to allocate room for a half-precision copy (`[count * len]` binary16) when the
+    /// series themselves do not fit (or were not asked for) and it does.
+    pub half: bool,
 }
 
 /// Which array a [`GpuWorker::search_batch_fill`] chunk belongs to.
@@ -310,11 +342,15 @@ pub struct BatchJob {
     pub qrows: Vec<f32>,
     /// Each query's squared BSF (f64), shape `[nq]`; used when the device holds the series.
     pub limit: Vec<f64>,
+    /// Each query's threshold of the half-precision filter (f32), shape `[nq]`; used when the
+    /// device holds the half-precision copy (`qrows` too).
+    pub thresh2: Vec<f32>,
 }
 
 /// What a batch did. With the series on the device, `(q, pos, sq)` are the pairs whose exact
-/// squared distance is within the query's limit; without them, `(q, pos)` are every filter
-/// survivor and `sq` is empty (the host computes the distances).
+/// squared distance is within the query's limit; with their half-precision copy, `(q, pos)`
+/// are the pairs the second filter kept; without either, every filter survivor; in both
+/// latter cases `sq` is empty (the host computes the distances).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BatchReport {
     /// Query numbers (into the job's queries).
@@ -329,6 +365,8 @@ pub struct BatchReport {
     pub overflowed: Vec<u32>,
     /// Filter launches (more than the ranges when a range overflowed and was split).
     pub filter_launches: u64,
+    /// Pairs the half-precision filter kept (0 unless the device holds that copy).
+    pub half_survivors: u64,
     /// Device time from the first launch to the last download (CUDA events), milliseconds.
     pub device_ms: f64,
 }
@@ -339,24 +377,21 @@ fn batch_buffers(d: &mut Device) -> &mut Option<BatchBuffers> {
 }
 
 impl GpuWorker {
-    /// The tag of the batch data on the device (once its PAA array is complete) and whether it
-    /// holds every series.
-    pub fn search_batch_tag(&self) -> Ticket<Option<(u64, bool)>> {
+    /// The tag of the batch data on the device (once its PAA array is complete) and what it
+    /// holds of the series.
+    pub fn search_batch_tag(&self) -> Ticket<Option<(u64, SeriesOnDevice)>> {
         self.run(|d| {
             Ok(batch_buffers(d)
                 .as_ref()
                 .filter(|b| b.paa_filled == b.count as usize)
-                .map(|b| {
-                    let full = b.rows.is_some() && b.rows_filled == b.count as usize;
-                    (b.tag, full)
-                }))
+                .map(|b| (b.tag, b.held())))
         })
     }
 
     /// Allocates the batch data of an index (replacing any previous one): room for its PAA
-    /// array and, when asked and when they fit, for its series. Answers whether the series
-    /// will be held.
-    pub fn search_batch_load(&self, load: BatchLoad) -> Ticket<bool> {
+    /// array and, when asked and when they fit, for its series or their half-precision copy.
+    /// Answers what of the series will be held.
+    pub fn search_batch_load(&self, load: BatchLoad) -> Ticket<SeriesOnDevice> {
         self.run(move |d| {
             *batch_buffers(d) = None;
             let count = launch::u32_of("series", load.count)?;
@@ -370,21 +405,36 @@ impl GpuWorker {
             let weights = st
                 .clone_htod(&load.weights[..])
                 .map_err(drv("cuMemcpyHtoD"))?;
-            let rows = if load.rows {
-                let (free, _) = d.ctx.mem_get_info().map_err(drv("cuMemGetInfo"))?;
-                let need = load.count * load.len * 4 + BATCH_PAIR_CAPACITY * 24;
-                if need + BATCH_RESERVE_BYTES <= free {
-                    Some(
-                        st.alloc_zeros::<f32>(load.count * load.len)
-                            .map_err(&alloc)?,
-                    )
-                } else {
-                    None
-                }
+            let (free, _) = d.ctx.mem_get_info().map_err(drv("cuMemGetInfo"))?;
+            let fits = |bytes_per_sample: usize| {
+                load.count * load.len * bytes_per_sample
+                    + BATCH_PAIR_CAPACITY * 24
+                    + BATCH_RESERVE_BYTES
+                    <= free
+            };
+            let rows = if load.rows && fits(4) {
+                Some(
+                    st.alloc_zeros::<f32>(load.count * load.len)
+                        .map_err(&alloc)?,
+                )
             } else {
                 None
             };
-            let held = rows.is_some();
+            let half = if rows.is_none() && load.half && fits(2) {
+                Some(
+                    st.alloc_zeros::<u16>(load.count * load.len)
+                        .map_err(&alloc)?,
+                )
+            } else {
+                None
+            };
+            let held = if rows.is_some() {
+                SeriesOnDevice::Exact
+            } else if half.is_some() {
+                SeriesOnDevice::Half
+            } else {
+                SeriesOnDevice::No
+            };
             *batch_buffers(d) = Some(BatchBuffers {
                 tag: load.tag,
                 count,
@@ -393,6 +443,8 @@ impl GpuWorker {
                 weights,
                 rows,
                 rows_filled: 0,
+                half,
+                half_filled: 0,
                 paa_filled: 0,
                 pairs: None,
             });
@@ -437,6 +489,39 @@ impl GpuWorker {
         })
     }
 
+    /// Copies the half-precision series `first_row..` (leaf order, binary16 bit patterns) to
+    /// the device; chunks must arrive in order.
+    pub fn search_batch_fill_half(
+        &self,
+        tag: u64,
+        first_row: usize,
+        values: Vec<u16>,
+    ) -> Ticket<()> {
+        self.run(move |d| {
+            let st = d.stream.clone();
+            let b = batch_buffers(d)
+                .as_mut()
+                .filter(|b| b.tag == tag)
+                .ok_or_else(|| DeviceError::Unsupported("a chunk before its upload".into()))?;
+            let width = b.len as usize;
+            let dev = b.half.as_mut().ok_or_else(|| {
+                DeviceError::Unsupported("no room for the half-precision series".into())
+            })?;
+            let end = first_row * width + values.len();
+            if first_row != b.half_filled || !values.len().is_multiple_of(width) || end > dev.len()
+            {
+                return Err(DeviceError::Unsupported(format!(
+                    "half-precision chunk at row {first_row} out of order or out of bounds"
+                )));
+            }
+            st.memcpy_htod(&values[..], &mut dev.slice_mut(first_row * width..end))
+                .map_err(drv("cuMemcpyHtoD"))?;
+            st.synchronize().map_err(drv("cuStreamSynchronize"))?;
+            b.half_filled = end / width;
+            Ok(())
+        })
+    }
+
     /// Runs one batch (see [`BatchReport`]): the queries in ranges of at most
     /// `BATCH_QUERIES_PER_LAUNCH` (2,048); a range whose survivors overflow the pair list is split
     /// in halves, down to single queries, which are reported in `overflowed`.
@@ -444,6 +529,7 @@ impl GpuWorker {
         self.run(move |d| {
             let filter = d.function(&SEARCH, "search_batch_filter")?;
             let refine_f = d.function(&SEARCH, "search_batch_refine")?;
+            let half_f = d.function(&SEARCH, "search_batch_refine_half")?;
             let sms = d.info.multiprocessors.max(1);
             let st = d.stream.clone();
             let b = batch_buffers(d)
@@ -453,10 +539,14 @@ impl GpuWorker {
                     DeviceError::Unsupported("a batch before its index's upload".into())
                 })?;
             let nq = job.thresh.len();
-            let refine = b.rows.is_some() && b.rows_filled == b.count as usize;
+            let held = b.held();
+            let refine = held == SeriesOnDevice::Exact;
+            let half = held == SeriesOnDevice::Half;
             if nq == 0
                 || job.qpaa.len() != nq * 16
-                || (refine && (job.qrows.len() != nq * b.len as usize || job.limit.len() != nq))
+                || ((refine || half) && job.qrows.len() != nq * b.len as usize)
+                || (refine && job.limit.len() != nq)
+                || (half && job.thresh2.len() != nq)
             {
                 return Err(DeviceError::Unsupported("a malformed batch job".into()));
             }
@@ -479,13 +569,20 @@ impl GpuWorker {
             let qpaa = st.clone_htod(&job.qpaa[..]).map_err(&up)?;
             let thresh = st.clone_htod(&job.thresh[..]).map_err(&up)?;
             let mut per_query = st.alloc_zeros::<u32>(nq).map_err(&alloc)?;
-            let (qrows, limit) = if refine {
-                (
-                    Some(st.clone_htod(&job.qrows[..]).map_err(&up)?),
-                    Some(st.clone_htod(&job.limit[..]).map_err(&up)?),
-                )
+            let qrows = if refine || half {
+                Some(st.clone_htod(&job.qrows[..]).map_err(&up)?)
             } else {
-                (None, None)
+                None
+            };
+            let limit = if refine {
+                Some(st.clone_htod(&job.limit[..]).map_err(&up)?)
+            } else {
+                None
+            };
+            let thresh2 = if half {
+                Some(st.clone_htod(&job.thresh2[..]).map_err(&up)?)
+            } else {
+                None
             };
             let Some(p) = b.pairs.as_mut() else {
                 return Err(DeviceError::Unsupported("no pair buffers".into()));
@@ -582,6 +679,42 @@ impl GpuWorker {
                         report
                             .sq
                             .extend(st.clone_dtoh(&p.out_sq.slice(..kept)).map_err(&down)?);
+                    }
+                } else if let (true, Some(rows16), Some(qrows), Some(thresh2)) =
+                    (half, b.half.as_ref(), qrows.as_ref(), thresh2.as_ref())
+                {
+                    let (qr, th2) = (
+                        qrows.slice(a * b.len as usize..z * b.len as usize),
+                        thresh2.slice(a..z),
+                    );
+                    let mut kept = p.count.slice_mut(1..2);
+                    let blocks = n.div_ceil(BATCH_BLOCK).clamp(1, grid_cap);
+                    let mut l = st.launch_builder(&half_f);
+                    l.arg(rows16)
+                        .arg(&b.len)
+                        .arg(&qr)
+                        .arg(&p.q)
+                        .arg(&p.pos)
+                        .arg(&n);
+                    l.arg(&th2)
+                        .arg(&mut p.out_q)
+                        .arg(&mut p.out_pos)
+                        .arg(&mut kept);
+                    // SAFETY: matches `search_batch_refine_half` (rows16 u16* [count * len],
+                    // len u32, qrows f32* [nq * len], pair_q and pair_pos u32* [n], n u32,
+                    // thresh2 f32* [nq], out_q and out_pos u32* [cap], out_count u32* [1]); the
+                    // pairs were written by the filter (q < nq, pos < count) and at most
+                    // n <= cap are kept.
+                    unsafe { l.launch(launch::blocks(blocks, BATCH_BLOCK)) }
+                        .map_err(drv("cuLaunchKernel"))?;
+                    let kept = st.clone_dtoh(&p.count.slice(1..2)).map_err(&down)?[0] as usize;
+                    report.half_survivors += kept as u64;
+                    if kept > 0 {
+                        let q = st.clone_dtoh(&p.out_q.slice(..kept)).map_err(&down)?;
+                        report.q.extend(q.into_iter().map(|q| q + a as u32));
+                        report
+                            .pos
+                            .extend(st.clone_dtoh(&p.out_pos.slice(..kept)).map_err(&down)?);
                     }
                 } else {
                     let q = st.clone_dtoh(&p.q.slice(..n_us)).map_err(&down)?;

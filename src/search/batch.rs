@@ -37,29 +37,32 @@
 use std::time::Instant;
 
 use rayon::prelude::*;
-use serde::Serialize;
 
 use super::SearchError;
 use super::collection::sq_dist;
+pub use super::index::BatchPaa;
 use super::index::Index;
 use super::paa::{SEGMENTS, Segments};
 use super::query::{Neighbor, QueryAnswer, QueryOptions, QueryStats};
 use crate::device::DeviceError;
 use crate::device::search::{BatchArray, BatchLoad};
-pub use crate::device::search::{BatchJob, BatchReport};
+pub use crate::device::search::{BatchJob, BatchReport, SeriesOnDevice};
 
 /// What a batch cost, over all its queries.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BatchStats {
     /// Queries answered.
     pub queries: u64,
     /// `"gpu"` or `"cpu"`.
     pub device: &'static str,
-    /// Whether the GPU held the series (distances refined on the device) or the host
-    /// refined them.
-    pub series_on_device: bool,
+    /// What the GPU held of the series: `Exact` (distances on the device), `Half` (a
+    /// second filter on the device, exact distances on the host) or `No` (exact distances of
+    /// every filter survivor on the host); `No` on the CPU.
+    pub series: SeriesOnDevice,
     /// (Query, series) pairs that passed the GPU's PAA filter.
     pub filter_survivors: u64,
+    /// Of those, the pairs the half-precision filter kept (`Half` only).
+    pub half_survivors: u64,
     /// Queries answered by SING on the CPU because their survivors overflowed the device's
     /// pair list.
     pub cpu_fallbacks: u64,
@@ -189,8 +192,12 @@ impl Index {
             stats: BatchStats {
                 queries: qs.len() as u64,
                 device: "cpu",
+                series: SeriesOnDevice::No,
+                filter_survivors: 0,
+                half_survivors: 0,
+                cpu_fallbacks: 0,
+                device_ms: 0.0,
                 seconds,
-                ..BatchStats::default()
             },
         })
     }
@@ -209,35 +216,114 @@ fn check_batch(index: &Index, qs: &[Vec<f32>], k: usize) -> Result<(), SearchErr
     Ok(())
 }
 
-/// The PAA array of an index for the device: `[count * 16]` `f32` in leaf order, and the
-/// largest series norm ([`paa_f32`]); computed once per index (multi-threaded) and kept.
+/// The PAA array of an index for the device and the norms the thresholds need
+/// ([`BatchPaa`]); computed at the first call and kept with the index.
 #[must_use]
-pub fn index_paa(index: &Index) -> &(Vec<f32>, f64) {
+pub fn index_paa(index: &Index) -> &BatchPaa {
     index.batch_paa.0.get_or_init(|| compute_paa(index))
 }
 
-fn compute_paa(index: &Index) -> (Vec<f32>, f64) {
-    let parts: Vec<(Vec<f32>, f64)> = (0..index.count)
+fn compute_paa(index: &Index) -> BatchPaa {
+    let parts: Vec<(Vec<f32>, f64, f64)> = (0..index.count)
         .into_par_iter()
         .chunks(1 << 14)
         .map(|positions| {
             let mut v = Vec::with_capacity(positions.len() * SEGMENTS);
-            let mut max = 0.0f64;
+            let (mut max, mut row_max) = (0.0f64, 0.0f64);
             for pos in positions {
-                let (p, n) = paa_f32(&index.segments, index.row(pos));
+                let row = index.row(pos);
+                let (p, n) = paa_f32(&index.segments, row);
                 v.extend_from_slice(&p);
                 max = max.max(n);
+                let r = row
+                    .iter()
+                    .map(|&x| f64::from(x) * f64::from(x))
+                    .sum::<f64>();
+                row_max = row_max.max(r.sqrt() * (1.0 + 1e-9));
             }
-            (v, max)
+            (v, max, row_max)
         })
         .collect();
-    let mut out = Vec::with_capacity(index.count * SEGMENTS);
-    let mut max = 0.0f64;
-    for (v, m) in parts {
-        out.extend_from_slice(&v);
-        max = max.max(m);
+    let mut out = BatchPaa {
+        paa: Vec::with_capacity(index.count * SEGMENTS),
+        paa_norm: 0.0,
+        row_norm: 0.0,
+    };
+    for (v, m, r) in parts {
+        out.paa.extend_from_slice(&v);
+        out.paa_norm = out.paa_norm.max(m);
+        out.row_norm = out.row_norm.max(r);
     }
-    (out, max)
+    out
+}
+
+/// [`to_half`] of many samples, in parallel.
+fn to_half_par(x: &[f32]) -> Vec<u16> {
+    let mut out = vec![0u16; x.len()];
+    out.par_chunks_mut(1 << 16)
+        .zip(x.par_chunks(1 << 16))
+        .for_each(|(o, v)| {
+            for (o, &v) in o.iter_mut().zip(v) {
+                *o = half::f16::from_f32(v).to_bits();
+            }
+        });
+    out
+}
+
+/// A series rounded to IEEE binary16 (round to nearest, ties to even; the `half` crate), as
+/// bit patterns: the GPU's half-precision copy.
+#[must_use]
+pub fn to_half(x: &[f32]) -> Vec<u16> {
+    x.iter()
+        .map(|&v| half::f16::from_f32(v).to_bits())
+        .collect()
+}
+
+/// The kernel's `f32` squared distance between a query and a half-precision series
+/// (`synfire_half_to_float` and `search_batch_refine_half` in `kernels/search.cu`), operation
+/// for operation: `acc = 0; for t: d = q_t - x16_t; acc = acc + d * d`, each rounded to
+/// nearest, none fused.
+///
+/// # Panics
+/// When the lengths differ.
+#[must_use]
+pub fn half_sq_f32(q: &[f32], x16: &[u16]) -> f32 {
+    assert_eq!(
+        q.len(),
+        x16.len(),
+        "half_sq_f32 of series of different lengths"
+    );
+    let mut acc = 0.0f32;
+    for (&a, &h) in q.iter().zip(x16) {
+        let d = a - half::f16::from_bits(h).to_f32();
+        acc += d * d;
+    }
+    acc
+}
+
+/// The `f32` threshold of the half-precision filter for a query whose squared BSF is
+/// `bsf_sq`, over series of `len` samples whose Euclidean norms are at most `row_norm`: a
+/// series whose [`sq_dist`] is at most `bsf_sq` always has [`half_sq_f32`] at most this
+/// value.
+///
+/// Proof (`u = 2^-24`): binary16 rounding moves each sample by at most `2^-11 |x_t|` (normal
+/// range) or `2^-25` (subnormal range), so `‖x − x̃‖ <= ε = 2^-11 row_norm + 2^-25 sqrt(len)`
+/// and `‖q − x̃‖ <= D + ε`, `D` the exact distance. The kernel's difference, square and
+/// sequential sum of `len` non-negative terms raise the computed value by at most a factor
+/// `(1 + u)^(len + 2)`. `D² <= bsf_sq (1 + (len + 2) 2^-52)` covers [`sq_dist`]'s own `f64`
+/// rounding. The value is computed in `f64` with a further relative 1e-12 and rounded up to
+/// `f32`; infinite or NaN inputs give `+inf`.
+#[must_use]
+pub fn half_threshold(bsf_sq: f64, row_norm: f64, len: usize) -> f32 {
+    if !(bsf_sq.is_finite() && row_norm.is_finite()) {
+        return f32::INFINITY;
+    }
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let n = len as f64;
+    let eps = row_norm * 2f64.powi(-11) + 2f64.powi(-25) * n.sqrt();
+    let d = (bsf_sq.max(0.0) * (1.0 + (n + 2.0) * 2f64.powi(-52))).sqrt();
+    let growth = (1.0 + u).powi(i32::try_from(len + 2).unwrap_or(i32::MAX));
+    round_up_f32((d + eps).powi(2) * growth * (1.0 + 1e-12))
 }
 
 /// The device's work on one batch, as [`crate::device::GpuWorker::search_batch`] does it; the
@@ -245,9 +331,9 @@ fn compute_paa(index: &Index) -> (Vec<f32>, f64) {
 pub type RunBatch<'r> = dyn FnMut(BatchJob) -> Result<BatchReport, DeviceError> + 'r;
 
 /// Answers a batch through `run` (the device, or [`emulate_batch`]): steps 1 and 4 of the
-/// module documentation around `run`'s filter and refine. `x_norm` is the index's largest
-/// series norm ([`index_paa`]); `series_on_device` says whether `run` refines (else the host
-/// computes the survivors' distances).
+/// module documentation around `run`'s filter and refine. `held` says what `run` holds of
+/// the series: with `Exact` it returns exact distances, else the host computes those of the
+/// pairs it returns.
 ///
 /// # Errors
 /// As [`Index::knn_batch_cpu`], and [`SearchError::Device`] when `run` fails.
@@ -256,11 +342,12 @@ pub fn knn_batch_with(
     qs: &[Vec<f32>],
     k: usize,
     options: &QueryOptions,
-    x_norm: f64,
-    series_on_device: bool,
+    held: SeriesOnDevice,
     run: &mut RunBatch<'_>,
 ) -> Result<BatchAnswer, SearchError> {
     let started = Instant::now();
+    let norms = index_paa(index);
+    let (x_norm, row_norm) = (norms.paa_norm, norms.row_norm);
     check_batch(index, qs, k)?;
     let k = k.min(index.count);
     let nq = qs.len();
@@ -268,9 +355,14 @@ pub fn knn_batch_with(
         return Ok(BatchAnswer {
             answers: Vec::new(),
             stats: BatchStats {
+                queries: 0,
                 device: "gpu",
-                series_on_device,
-                ..BatchStats::default()
+                series: held,
+                filter_survivors: 0,
+                half_survivors: 0,
+                cpu_fallbacks: 0,
+                device_ms: 0.0,
+                seconds: started.elapsed().as_secs_f64(),
             },
         });
     }
@@ -287,12 +379,20 @@ pub fn knn_batch_with(
         tag: index.tag(),
         qpaa: prepared.iter().flat_map(|p| p.0).collect(),
         thresh: prepared.iter().map(|p| p.1).collect(),
-        qrows: if series_on_device {
+        qrows: if held == SeriesOnDevice::No {
+            Vec::new()
+        } else {
             qs.concat()
+        },
+        limit: prepared.iter().map(|p| p.2).collect(),
+        thresh2: if held == SeriesOnDevice::Half {
+            prepared
+                .iter()
+                .map(|p| half_threshold(p.2, row_norm, index.len))
+                .collect()
         } else {
             Vec::new()
         },
-        limit: prepared.iter().map(|p| p.2).collect(),
     };
     // 2–3. Filter and refine.
     let report = run(job).map_err(SearchError::Device)?;
@@ -301,7 +401,7 @@ pub fn knn_batch_with(
             "a malformed batch report".into(),
         )));
     }
-    let refined_here = !series_on_device;
+    let refined_here = held != SeriesOnDevice::Exact;
     if report.sq.len() != if refined_here { 0 } else { report.q.len() } {
         return Err(SearchError::Device(DeviceError::Unsupported(
             "a malformed batch report".into(),
@@ -420,8 +520,9 @@ pub fn knn_batch_with(
         stats: BatchStats {
             queries: nq as u64,
             device: "gpu",
-            series_on_device,
+            series: held,
             filter_survivors: report.survivors.iter().map(|&s| u64::from(s)).sum(),
+            half_survivors: report.half_survivors,
             cpu_fallbacks,
             device_ms: report.device_ms,
             seconds,
@@ -432,18 +533,19 @@ pub fn knn_batch_with(
 /// The device's filter and refine computed on the CPU with the kernels' operations (the
 /// model the tests run without a GPU; `tools/search-emulation.cpp` checks the kernels
 /// themselves against the same loops): every `(query, position)` with [`lb_f32`] within the
-/// threshold survives; with `series_on_device` the survivors within the limit come back with
-/// their [`sq_dist`]. `cap` is the pair list's capacity per range of queries, as on the
+/// threshold survives; with `Exact` the survivors within the limit come back with their
+/// [`sq_dist`], with `Half` those whose [`half_sq_f32`] is within the second threshold, with
+/// `No` all of them. `cap` is the pair list's capacity per range of queries, as on the
 /// device (queries in ranges of `per_launch`, split on overflow down to single queries).
 #[must_use]
 pub fn emulate_batch(
     index: &Index,
-    paa: &[f32],
     job: &BatchJob,
-    series_on_device: bool,
+    held: SeriesOnDevice,
     per_launch: usize,
     cap: usize,
 ) -> BatchReport {
+    let paa = &index_paa(index).paa;
     let w = weights_f32(&index.segments);
     let nq = job.thresh.len();
     let len = index.len;
@@ -480,16 +582,26 @@ pub fn emulate_batch(
         }
         for &(q, pos) in &pairs {
             report.survivors[q] += 1;
-            if series_on_device {
-                let qrow = &job.qrows[q * len..(q + 1) * len];
-                if let Some(s) = sq_dist(qrow, index.row(pos), job.limit[q]) {
+            let qrow = || &job.qrows[q * len..(q + 1) * len];
+            match held {
+                SeriesOnDevice::Exact => {
+                    if let Some(s) = sq_dist(qrow(), index.row(pos), job.limit[q]) {
+                        report.q.push(q as u32);
+                        report.pos.push(pos as u32);
+                        report.sq.push(s);
+                    }
+                }
+                SeriesOnDevice::Half => {
+                    if half_sq_f32(qrow(), &to_half(index.row(pos))) <= job.thresh2[q] {
+                        report.half_survivors += 1;
+                        report.q.push(q as u32);
+                        report.pos.push(pos as u32);
+                    }
+                }
+                SeriesOnDevice::No => {
                     report.q.push(q as u32);
                     report.pos.push(pos as u32);
-                    report.sq.push(s);
                 }
-            } else {
-                report.q.push(q as u32);
-                report.pos.push(pos as u32);
             }
         }
     }
@@ -502,14 +614,24 @@ pub fn emulate_batch(
 pub struct GpuBatch<'a> {
     index: &'a Index,
     ordinal: Option<usize>,
-    x_norm: f64,
-    series_on_device: bool,
+    held: SeriesOnDevice,
+}
+
+/// A rank of what the device holds: `Exact` > `Half` > `No`.
+fn rank(h: SeriesOnDevice) -> u8 {
+    match h {
+        SeriesOnDevice::Exact => 2,
+        SeriesOnDevice::Half => 1,
+        SeriesOnDevice::No => 0,
+    }
 }
 
 impl<'a> GpuBatch<'a> {
-    /// Uploads `index`'s PAA array to GPU `ordinal` (`None`: the first GPU) and, when `series`
-    /// is set and they fit beside it with 2 GiB to spare, its series (`count × len × 4`
-    /// bytes); reuses what the GPU already holds of this index.
+    /// Uploads `index`'s PAA array to GPU `ordinal` (`None`: the first GPU) and, as `want`
+    /// asks and memory allows (2 GiB left free): `Exact`, its series (`count × len × 4`
+    /// bytes), or when they do not fit their half-precision copy (`count × len × 2` bytes);
+    /// `Half`, the copy only; `No`, neither. Reuses what the GPU already holds of this index
+    /// when that is at least what `want` asks.
     ///
     /// # Errors
     /// [`SearchError::Device`]: no driver or GPU, a failed upload; [`SearchError::Input`] for
@@ -517,7 +639,7 @@ impl<'a> GpuBatch<'a> {
     pub fn new(
         index: &'a Index,
         ordinal: Option<usize>,
-        series: bool,
+        want: SeriesOnDevice,
     ) -> Result<Self, SearchError> {
         if (0..SEGMENTS).any(|j| index.segments.weight(j) > f64::from(1u32 << 24)) {
             return Err(SearchError::input(
@@ -527,14 +649,13 @@ impl<'a> GpuBatch<'a> {
         }
         let started = Instant::now();
         let worker = crate::device::shared_worker(ordinal).map_err(SearchError::Device)?;
-        let (paa, x_norm) = index_paa(index);
-        let x_norm = *x_norm;
-        let held = worker
+        let paa = &index_paa(index).paa;
+        let now = worker
             .search_batch_tag()
             .wait()
             .map_err(SearchError::Device)?;
-        let series_on_device = match held {
-            Some((tag, full)) if tag == index.tag() && (full || !series) => full,
+        let held = match now {
+            Some((tag, held)) if tag == index.tag() && rank(held) >= rank(want) => held,
             _ => {
                 let tag = index.tag();
                 let held = worker
@@ -543,22 +664,41 @@ impl<'a> GpuBatch<'a> {
                         count: index.count,
                         len: index.len,
                         weights: weights_f32(&index.segments).to_vec(),
-                        rows: series,
+                        rows: want == SeriesOnDevice::Exact,
+                        half: want != SeriesOnDevice::No,
                     })
                     .wait()
                     .map_err(SearchError::Device)?;
                 // Chunks of at most 64 MiB, two in flight.
                 let mut arrays = vec![(BatchArray::Paa, SEGMENTS, paa.as_slice())];
-                if held {
+                if held == SeriesOnDevice::Exact {
                     arrays.push((BatchArray::Series, index.len, index.series()));
                 }
+                let rows_per_chunk = |width: usize| ((1usize << 24) / width).max(1);
                 for (array, width, values) in arrays {
-                    let rows_per_chunk = ((1usize << 24) / width).max(1);
                     let mut pending = std::collections::VecDeque::new();
-                    for first in (0..index.count).step_by(rows_per_chunk) {
-                        let end = (first + rows_per_chunk).min(index.count);
+                    for first in (0..index.count).step_by(rows_per_chunk(width)) {
+                        let end = (first + rows_per_chunk(width)).min(index.count);
                         let chunk = values[first * width..end * width].to_vec();
                         pending.push_back(worker.search_batch_fill(tag, array, first, chunk));
+                        if pending.len() > 2
+                            && let Some(t) = pending.pop_front()
+                        {
+                            t.wait().map_err(SearchError::Device)?;
+                        }
+                    }
+                    for t in pending {
+                        t.wait().map_err(SearchError::Device)?;
+                    }
+                }
+                if held == SeriesOnDevice::Half {
+                    let step = rows_per_chunk(index.len * 2);
+                    let mut pending = std::collections::VecDeque::new();
+                    for first in (0..index.count).step_by(step) {
+                        let end = (first + step).min(index.count);
+                        let chunk =
+                            to_half_par(&index.series()[first * index.len..end * index.len]);
+                        pending.push_back(worker.search_batch_fill_half(tag, first, chunk));
                         if pending.len() > 2
                             && let Some(t) = pending.pop_front()
                         {
@@ -573,22 +713,21 @@ impl<'a> GpuBatch<'a> {
             }
         };
         tracing::debug!(
-            series_on_device,
+            series = ?held,
             seconds = started.elapsed().as_secs_f64(),
             "Prepared the GPU for batched queries."
         );
         Ok(Self {
             index,
             ordinal,
-            x_norm,
-            series_on_device,
+            held,
         })
     }
 
-    /// Whether the GPU holds the series (else the host computes the survivors' distances).
+    /// What the GPU holds of the series ([`SeriesOnDevice`]).
     #[must_use]
-    pub fn series_on_device(&self) -> bool {
-        self.series_on_device
+    pub fn series(&self) -> SeriesOnDevice {
+        self.held
     }
 
     /// Exact k-NN of every z-normalised query of `qs` (module documentation). Returns
@@ -605,14 +744,6 @@ impl<'a> GpuBatch<'a> {
     ) -> Result<BatchAnswer, SearchError> {
         let worker = crate::device::shared_worker(self.ordinal).map_err(SearchError::Device)?;
         let mut run = |job: BatchJob| worker.search_batch(job).wait();
-        knn_batch_with(
-            self.index,
-            qs,
-            k,
-            options,
-            self.x_norm,
-            self.series_on_device,
-            &mut run,
-        )
+        knn_batch_with(self.index, qs, k, options, self.held, &mut run)
     }
 }

@@ -60,11 +60,22 @@ pub(crate) fn next_tag() -> u64 {
     (u64::from(std::process::id()) << 32) ^ NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
+/// What batches need of an index, computed once per index (multi-threaded) and kept.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchPaa {
+    /// PAA values, `[count * 16]` `f32` in leaf order ([`super::batch::paa_f32`]).
+    pub paa: Vec<f32>,
+    /// The largest PAA norm of a series ([`super::batch::paa_f32`]'s second value).
+    pub paa_norm: f64,
+    /// The largest Euclidean norm of a series (rounded up by a relative 1e-9).
+    pub row_norm: f64,
+}
+
 /// An index's PAA array for batched GPU queries (`[count * 16]` f32 in leaf order, and the
 /// largest series norm), computed by [`super::batch::index_paa`] at the first use and kept
 /// (64 bytes per series).
 #[derive(Default)]
-pub struct PaaCache(pub(crate) std::sync::OnceLock<(Vec<f32>, f64)>);
+pub struct PaaCache(pub(crate) std::sync::OnceLock<BatchPaa>);
 
 impl std::fmt::Debug for PaaCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -3,7 +3,7 @@
 //! back from a failed GPU.
 
 use super::SearchError;
-use super::batch::{BatchAnswer, GpuBatch};
+use super::batch::{BatchAnswer, GpuBatch, SeriesOnDevice};
 use super::bounds::LowerBounds;
 use super::collection::normalize_query;
 use super::gpu::GpuLowerBounds;
@@ -106,7 +106,7 @@ impl<'a> Searcher<'a> {
         if self.gpu.is_none() || self.batch.is_some() {
             return Ok(());
         }
-        match GpuBatch::new(self.index, self.ordinal, true) {
+        match GpuBatch::new(self.index, self.ordinal, SeriesOnDevice::Exact) {
             Ok(b) => {
                 self.batch = Some(b);
                 Ok(())

@@ -9,6 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 use synfire::device::DeviceChoice;
+use synfire::search::batch::SeriesOnDevice;
 use synfire::search::collection::{znormalize, znormalize_into};
 use synfire::search::query::CpuLowerBounds;
 use synfire::search::{BuildOptions, CollectionKind, Index, QueryOptions, Searcher};
@@ -390,14 +391,14 @@ fn batches(
             writeln!(
                 out,
                 "gpu: PAA array{} uploaded in {:.2} s",
-                if searcher
-                    .query_batch(&qs[..1], args.k)?
-                    .stats
-                    .series_on_device
-                {
-                    " and series"
-                } else {
-                    " (series refined on the host: they do not fit)"
+                match searcher.query_batch(&qs[..1], args.k)?.stats.series {
+                    SeriesOnDevice::Exact => " and series",
+                    SeriesOnDevice::Half => {
+                        " and the series' half-precision copy (the series do not fit: exact distances on the host)"
+                    }
+                    SeriesOnDevice::No => {
+                        " (neither the series nor a half-precision copy fit: exact distances on the host)"
+                    }
                 },
                 t.elapsed().as_secs_f64()
             )?;
