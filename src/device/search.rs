@@ -260,6 +260,10 @@ struct BatchBuffers {
     half_filled: usize,
     paa_filled: usize,
     pairs: Option<PairBuffers>,
+    /// Filter survivors and queries of this index so far (ranges that did not overflow): later
+    /// ranges are sized so that the mean fills at most half the pair list (outliers are
+    /// handled by the split).
+    seen: (u64, u64),
 }
 
 impl BatchBuffers {
@@ -447,6 +451,7 @@ impl GpuWorker {
                 half_filled: 0,
                 paa_filled: 0,
                 pairs: None,
+                seen: (0, 0),
             });
             st.synchronize().map_err(drv("cuStreamSynchronize"))?;
             Ok(held)
@@ -523,8 +528,10 @@ impl GpuWorker {
     }
 
     /// Runs one batch (see [`BatchReport`]): the queries in ranges of at most
-    /// `BATCH_QUERIES_PER_LAUNCH` (2,048); a range whose survivors overflow the pair list is split
-    /// in halves, down to single queries, which are reported in `overflowed`.
+    /// `BATCH_QUERIES_PER_LAUNCH` (2,048), fewer once earlier ranges of the index showed how
+    /// many survivors a query has on average (a range is sized to fill half the pair list); a
+    /// range whose survivors overflow the pair list is split in halves, down to single
+    /// queries, which are reported in `overflowed`.
     pub fn search_batch(&self, job: BatchJob) -> Ticket<BatchReport> {
         self.run(move |d| {
             let filter = d.function(&SEARCH, "search_batch_filter")?;
@@ -592,9 +599,17 @@ impl GpuWorker {
                 survivors: vec![0; nq],
                 ..BatchReport::default()
             };
+            // Ranges of queries expected to fill at most half the pair list (from what earlier
+            // ranges of this index kept), at most BATCH_QUERIES_PER_LAUNCH.
+            let per_launch = if b.seen.0 > 0 {
+                let mean = b.seen.0 as f64 / b.seen.1 as f64;
+                ((f64::from(cap) / 2.0 / mean) as usize).clamp(1, BATCH_QUERIES_PER_LAUNCH)
+            } else {
+                BATCH_QUERIES_PER_LAUNCH
+            };
             let mut ranges: Vec<(usize, usize)> = (0..nq)
-                .step_by(BATCH_QUERIES_PER_LAUNCH)
-                .map(|a| (a, (a + BATCH_QUERIES_PER_LAUNCH).min(nq)))
+                .step_by(per_launch)
+                .map(|a| (a, (a + per_launch).min(nq)))
                 .rev()
                 .collect();
             let grid_cap = sms * BATCH_BLOCKS_PER_SM;
@@ -637,6 +652,7 @@ impl GpuWorker {
                 }
                 let survivors = st.clone_dtoh(&per_query.slice(a..z)).map_err(&down)?;
                 report.survivors[a..z].copy_from_slice(&survivors);
+                b.seen = (b.seen.0 + u64::from(n), b.seen.1 + (z - a) as u64);
                 if n == 0 {
                     continue;
                 }
