@@ -35,9 +35,10 @@ pub struct MotifSeries {
     pub mean: Vec<f64>,
     /// `1 / sigma` per subsequence (0: constant or invalid).
     pub inv_std: Vec<f64>,
-    /// SCAMP's `df` per subsequence.
+    /// SCAMP's `df` per subsequence (empty: not uploaded now; the matrix profile needs them,
+    /// [`GpuWorker::motif_load_terms`]).
     pub df: Vec<f64>,
-    /// SCAMP's `dg` per subsequence.
+    /// SCAMP's `dg` per subsequence (empty with `df`).
     pub dg: Vec<f64>,
     /// 1 where the subsequence is finite.
     pub valid: Vec<u8>,
@@ -118,8 +119,8 @@ struct MotifBuffers {
     x: CudaSlice<f64>,
     mean: CudaSlice<f64>,
     inv_std: CudaSlice<f64>,
-    df: CudaSlice<f64>,
-    dg: CudaSlice<f64>,
+    /// SCAMP's terms, once uploaded (only the matrix profile reads them).
+    terms: Option<(CudaSlice<f64>, CudaSlice<f64>)>,
     valid: CudaSlice<u8>,
     allowed: CudaSlice<u8>,
     rows: Option<CudaSlice<f64>>,
@@ -172,6 +173,26 @@ fn grid(n: u32) -> cudarc::driver::LaunchConfig {
 }
 
 impl GpuWorker {
+    /// Uploads SCAMP's terms of the loaded series (`[N]` each), which the matrix profile
+    /// reads; a series loaded with them needs none.
+    pub fn motif_load_terms(&self, df: Vec<f64>, dg: Vec<f64>) -> Ticket<()> {
+        self.run(move |d| {
+            let st = d.stream.clone();
+            let b = buffers(d)?;
+            if df.len() != b.n_sub as usize || dg.len() != b.n_sub as usize {
+                return Err(DeviceError::Unsupported(
+                    "SCAMP terms of another length".into(),
+                ));
+            }
+            let up = drv("cuMemcpyHtoD");
+            b.terms = Some((
+                st.clone_htod(&df).map_err(&up)?,
+                st.clone_htod(&dg).map_err(&up)?,
+            ));
+            st.synchronize().map_err(drv("cuStreamSynchronize"))
+        })
+    }
+
     /// Uploads a series and its statistics, replacing any previous one.
     pub fn motif_load(&self, s: Arc<MotifSeries>) -> Ticket<()> {
         self.run(move |d| {
@@ -187,8 +208,19 @@ impl GpuWorker {
                 x: st.clone_htod(&s.x).map_err(&up)?,
                 mean: st.clone_htod(&s.mean).map_err(&up)?,
                 inv_std: st.clone_htod(&s.inv_std).map_err(&up)?,
-                df: st.clone_htod(&s.df).map_err(&up)?,
-                dg: st.clone_htod(&s.dg).map_err(&up)?,
+                terms: if s.df.is_empty() {
+                    None
+                } else {
+                    if s.df.len() != s.mean.len() || s.dg.len() != s.mean.len() {
+                        return Err(DeviceError::Unsupported(
+                            "SCAMP terms of another length".into(),
+                        ));
+                    }
+                    Some((
+                        st.clone_htod(&s.df).map_err(&up)?,
+                        st.clone_htod(&s.dg).map_err(&up)?,
+                    ))
+                },
                 valid: st.clone_htod(&s.valid).map_err(&up)?,
                 allowed: st.clone_htod(&s.valid).map_err(&up)?,
                 rows: None,
@@ -395,7 +427,10 @@ impl GpuWorker {
                     let ys = (tiles - y0).min(65_535);
                     let offset_rows = y0 * tile;
                     let mut l = st.launch_builder(&f);
-                    l.arg(&b.x).arg(&b.mean).arg(&state_d).arg(&b.df).arg(&b.dg);
+                    let (df, dg) = b.terms.as_ref().ok_or_else(|| {
+                        DeviceError::Unsupported("the matrix profile before its SCAMP terms".into())
+                    })?;
+                    l.arg(&b.x).arg(&b.mean).arg(&state_d).arg(df).arg(dg);
                     l.arg(&b.n_sub)
                         .arg(&b.m)
                         .arg(&first)

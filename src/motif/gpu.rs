@@ -66,6 +66,8 @@ pub struct GpuMotifSearch<'s> {
     reference0: Option<usize>,
     /// The projection join's coordinates (host copy for building grids), once projected.
     projection: Option<Projection>,
+    /// Whether the device holds SCAMP's terms (the matrix profile's).
+    terms: bool,
     /// Kernel milliseconds (CUDA events) of the last search.
     pub kernel_ms: f64,
 }
@@ -92,7 +94,14 @@ impl<'s> GpuMotifSearch<'s> {
     ) -> Result<Self, DeviceError> {
         let worker = crate::device::shared_worker(gpu)?;
         let started = std::time::Instant::now();
-        let (df, dg) = scamp_terms(subs);
+        // SCAMP's terms only when the matrix profile is what was asked for; the projection
+        // join uploads them if it falls back to the profile (`ensure_terms`).
+        let terms = cfg.method == MethodChoice::MatrixProfile;
+        let (df, dg) = if terms {
+            scamp_terms(subs)
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let series = MotifSeries {
             x: subs.x.to_vec(),
             m: subs.m,
@@ -116,6 +125,7 @@ impl<'s> GpuMotifSearch<'s> {
             row0: Vec::new(),
             reference0: None,
             projection: None,
+            terms,
             kernel_ms: 0.0,
         };
         if cfg.method == MethodChoice::Mk {
@@ -194,6 +204,11 @@ impl<'s> GpuMotifSearch<'s> {
         bsf: f64,
         mut earlier: MotifCandidates,
     ) -> Result<(Option<Motif>, bool, MotifCandidates), DeviceError> {
+        if !self.terms {
+            let (df, dg) = scamp_terms(self.subs);
+            self.worker.motif_load_terms(df, dg).wait()?;
+            self.terms = true;
+        }
         self.worker.motif_begin(mask.clone(), bsf).wait()?;
         let excl = self.cfg.exclusion as u32;
         let sm = (self.subs.m as f64).sqrt();
