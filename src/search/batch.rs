@@ -6,7 +6,8 @@
 //!   the workers shared out among them): with more queries than cores, parallelism across
 //!   queries wastes nothing on a query's synchronisation.
 //! * **GPU** ([`GpuBatch`]): the device holds the PAA of every series (16 `f32`, 64 bytes per
-//!   series) and, when they fit, the series themselves. For a batch:
+//!   series) and, when they fit, the series themselves, else, when it fits, their binary16
+//!   copy ([`SeriesOnDevice`]). For a batch:
 //!   1. the host runs each query's approximate search (the first BSF of SING, paper
 //!      Algorithm 6 line 76: the k-th best real distance among at least 1,024 series near
 //!      the query in the tree) and rounds the BSF up to an `f32` filter threshold
@@ -18,7 +19,10 @@
 //!      keeps the pairs within the threshold;
 //!   3. `search_batch_refine` computes the survivors' exact squared distances with
 //!      [`sq_dist`]'s operations in [`sq_dist`]'s order (the same bits) and returns the pairs
-//!      within the query's BSF; without the series on the device the host computes them;
+//!      within the query's BSF; with the binary16 copy instead, `search_batch_refine_half`
+//!      keeps the survivors whose `f32` distance to the copy is within a second threshold
+//!      ([`half_threshold`]) and the host computes their exact distances; with neither, the
+//!      host computes those of every survivor;
 //!   4. the host takes, per query, the k smallest `(distance², id)`.
 //!
 //! **Exactness.** Let `D²` be a series' exact squared distance as [`sq_dist`] computes it. The
@@ -26,13 +30,14 @@
 //! series the PAA bound `LB <= D` (Cauchy–Schwarz within each segment), and the `f32` bound
 //! the kernel computes is at most [`filter_threshold`]`(BSF)` (the error analysis is in that
 //! function's documentation and `tests/search_batch.rs` checks it on adversarial pairs), so it
-//! survives the filter; its refined distance is exact and `<= BSF`, so it is returned. The
+//! survives the filter; likewise its distance to the binary16 copy is within
+//! [`half_threshold`]`(BSF)`; its refined distance is exact and `<= BSF`, so it is returned. The
 //! answer is therefore the k smallest `(D², id)` over all series: the brute force's answer,
 //! ids and distances, ties to the smallest id.
 //!
-//! A query whose survivors alone overflow the device's pair list (2^25 pairs: an extremely
-//! poor first BSF, e.g. a collection of near-copies of the query) is answered by SING on the
-//! CPU and counted in [`BatchStats::cpu_fallbacks`].
+//! A query whose survivors alone overflow the device's pair list (16 pairs per series, from
+//! 2^20 to 2^25: an extremely poor first BSF, e.g. a collection of near-copies of the query)
+//! is answered by SING on the CPU and counted in [`BatchStats::cpu_fallbacks`].
 
 use std::time::Instant;
 
