@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
 
 use super::DeviceError;
 use super::kernels::SEARCH;
@@ -375,6 +375,25 @@ pub struct BatchReport {
     pub device_ms: f64,
 }
 
+/// Appends the first `n` pairs of the device lists `q`, `pos` to `report`, query numbers
+/// shifted by `first` (the range's first query).
+fn append_pairs(
+    st: &Arc<CudaStream>,
+    q: &CudaSlice<u32>,
+    pos: &CudaSlice<u32>,
+    n: usize,
+    first: usize,
+    report: &mut BatchReport,
+) -> Result<(), DeviceError> {
+    let down = drv("cuMemcpyDtoH");
+    let q = st.clone_dtoh(&q.slice(..n)).map_err(&down)?;
+    report.q.extend(q.into_iter().map(|q| q + first as u32));
+    report
+        .pos
+        .extend(st.clone_dtoh(&pos.slice(..n)).map_err(&down)?);
+    Ok(())
+}
+
 /// The device thread's batch buffers.
 fn batch_buffers(d: &mut Device) -> &mut Option<BatchBuffers> {
     d.slot::<Option<BatchBuffers>>()
@@ -687,11 +706,7 @@ impl GpuWorker {
                         .map_err(drv("cuLaunchKernel"))?;
                     let kept = st.clone_dtoh(&p.count.slice(1..2)).map_err(&down)?[0] as usize;
                     if kept > 0 {
-                        let q = st.clone_dtoh(&p.out_q.slice(..kept)).map_err(&down)?;
-                        report.q.extend(q.into_iter().map(|q| q + a as u32));
-                        report
-                            .pos
-                            .extend(st.clone_dtoh(&p.out_pos.slice(..kept)).map_err(&down)?);
+                        append_pairs(&st, &p.out_q, &p.out_pos, kept, a, &mut report)?;
                         report
                             .sq
                             .extend(st.clone_dtoh(&p.out_sq.slice(..kept)).map_err(&down)?);
@@ -726,18 +741,10 @@ impl GpuWorker {
                     let kept = st.clone_dtoh(&p.count.slice(1..2)).map_err(&down)?[0] as usize;
                     report.half_survivors += kept as u64;
                     if kept > 0 {
-                        let q = st.clone_dtoh(&p.out_q.slice(..kept)).map_err(&down)?;
-                        report.q.extend(q.into_iter().map(|q| q + a as u32));
-                        report
-                            .pos
-                            .extend(st.clone_dtoh(&p.out_pos.slice(..kept)).map_err(&down)?);
+                        append_pairs(&st, &p.out_q, &p.out_pos, kept, a, &mut report)?;
                     }
                 } else {
-                    let q = st.clone_dtoh(&p.q.slice(..n_us)).map_err(&down)?;
-                    report.q.extend(q.into_iter().map(|q| q + a as u32));
-                    report
-                        .pos
-                        .extend(st.clone_dtoh(&p.pos.slice(..n_us)).map_err(&down)?);
+                    append_pairs(&st, &p.q, &p.pos, n_us, a, &mut report)?;
                 }
             }
             let timed = timer.stop(&st)?;

@@ -262,6 +262,28 @@ fn compute_paa(index: &Index) -> BatchPaa {
     out
 }
 
+/// Sends rows `0..count` in chunks of `rows_per_chunk` through `send(first, end)` (a device
+/// job), keeping at most two chunks in flight, and waits for all of them.
+fn upload_chunks(
+    count: usize,
+    rows_per_chunk: usize,
+    mut send: impl FnMut(usize, usize) -> crate::device::worker::Ticket<()>,
+) -> Result<(), SearchError> {
+    let mut pending = std::collections::VecDeque::new();
+    for first in (0..count).step_by(rows_per_chunk.max(1)) {
+        pending.push_back(send(first, (first + rows_per_chunk).min(count)));
+        if pending.len() > 2
+            && let Some(t) = pending.pop_front()
+        {
+            t.wait().map_err(SearchError::Device)?;
+        }
+    }
+    for t in pending {
+        t.wait().map_err(SearchError::Device)?;
+    }
+    Ok(())
+}
+
 /// [`to_half`] of many samples, in parallel.
 fn to_half_par(x: &[f32]) -> Vec<u16> {
     let mut out = vec![0u16; x.len()];
@@ -675,44 +697,26 @@ impl<'a> GpuBatch<'a> {
                     .wait()
                     .map_err(SearchError::Device)?;
                 // Chunks of at most 64 MiB, two in flight.
-                let mut arrays = vec![(BatchArray::Paa, SEGMENTS, paa.as_slice())];
-                if held == SeriesOnDevice::Exact {
-                    arrays.push((BatchArray::Series, index.len, index.series()));
-                }
-                let rows_per_chunk = |width: usize| ((1usize << 24) / width).max(1);
-                for (array, width, values) in arrays {
-                    let mut pending = std::collections::VecDeque::new();
-                    for first in (0..index.count).step_by(rows_per_chunk(width)) {
-                        let end = (first + rows_per_chunk(width)).min(index.count);
-                        let chunk = values[first * width..end * width].to_vec();
-                        pending.push_back(worker.search_batch_fill(tag, array, first, chunk));
-                        if pending.len() > 2
-                            && let Some(t) = pending.pop_front()
-                        {
-                            t.wait().map_err(SearchError::Device)?;
-                        }
+                let rows_per_chunk = |bytes_per_row: usize| ((1usize << 26) / bytes_per_row).max(1);
+                let (count, len) = (index.count, index.len);
+                upload_chunks(count, rows_per_chunk(SEGMENTS * 4), |first, end| {
+                    let chunk = paa[first * SEGMENTS..end * SEGMENTS].to_vec();
+                    worker.search_batch_fill(tag, BatchArray::Paa, first, chunk)
+                })?;
+                match held {
+                    SeriesOnDevice::Exact => {
+                        upload_chunks(count, rows_per_chunk(len * 4), |first, end| {
+                            let chunk = index.series()[first * len..end * len].to_vec();
+                            worker.search_batch_fill(tag, BatchArray::Series, first, chunk)
+                        })?;
                     }
-                    for t in pending {
-                        t.wait().map_err(SearchError::Device)?;
+                    SeriesOnDevice::Half => {
+                        upload_chunks(count, rows_per_chunk(len * 2), |first, end| {
+                            let chunk = to_half_par(&index.series()[first * len..end * len]);
+                            worker.search_batch_fill_half(tag, first, chunk)
+                        })?;
                     }
-                }
-                if held == SeriesOnDevice::Half {
-                    let step = rows_per_chunk(index.len * 2);
-                    let mut pending = std::collections::VecDeque::new();
-                    for first in (0..index.count).step_by(step) {
-                        let end = (first + step).min(index.count);
-                        let chunk =
-                            to_half_par(&index.series()[first * index.len..end * index.len]);
-                        pending.push_back(worker.search_batch_fill_half(tag, first, chunk));
-                        if pending.len() > 2
-                            && let Some(t) = pending.pop_front()
-                        {
-                            t.wait().map_err(SearchError::Device)?;
-                        }
-                    }
-                    for t in pending {
-                        t.wait().map_err(SearchError::Device)?;
-                    }
+                    SeriesOnDevice::No => {}
                 }
                 held
             }

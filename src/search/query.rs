@@ -400,13 +400,7 @@ impl Index {
         let paa = self.segments.paa(q);
         let word = self.breakpoints.word(&paa);
         let table = QueryTable::new(&paa, &self.segments, &self.breakpoints);
-        let roots = RootBounds::new(&paa, &self.segments, &self.breakpoints);
-        let root_lbs: Vec<(f64, u32)> = self
-            .tree
-            .keys
-            .iter()
-            .map(|&key| (roots.lb_sq(key), self.tree.roots[usize::from(key)]))
-            .collect();
+        let root_lbs = self.root_lbs(&paa);
 
         // Approximate search: the first BSF.
         let (top, approx) = self.approximate(q, &word, &root_lbs, k, k.max(options.approximate));
@@ -522,6 +516,16 @@ impl Index {
         })
     }
 
+    /// MINDIST² of the query (its PAA) to every existing root child, with the child's node.
+    fn root_lbs(&self, paa: &[f64; super::paa::SEGMENTS]) -> Vec<(f64, u32)> {
+        let roots = RootBounds::new(paa, &self.segments, &self.breakpoints);
+        self.tree
+            .keys
+            .iter()
+            .map(|&key| (roots.lb_sq(key), self.tree.roots[usize::from(key)]))
+            .collect()
+    }
+
     /// The approximate search alone, for a z-normalised query of the index's length and
     /// `1 <= k <= count`: the squared k-th best distance among at least `k.max(want)` series
     /// (the first BSF of [`Index::knn_normalized`], an upper bound of the exact k-th
@@ -529,13 +533,7 @@ impl Index {
     pub(crate) fn first_bsf(&self, q: &[f32], k: usize, want: usize) -> (f64, u64) {
         let paa = self.segments.paa(q);
         let word = self.breakpoints.word(&paa);
-        let roots = RootBounds::new(&paa, &self.segments, &self.breakpoints);
-        let root_lbs: Vec<(f64, u32)> = self
-            .tree
-            .keys
-            .iter()
-            .map(|&key| (roots.lb_sq(key), self.tree.roots[usize::from(key)]))
-            .collect();
+        let root_lbs = self.root_lbs(&paa);
         let (top, approx) = self.approximate(q, &word, &root_lbs, k, k.max(want));
         (
             top.bsf_sq(),
