@@ -24,10 +24,10 @@
 // - Marginals (the fast path): E(i, j) = 2^(r(n, m) - alpha(i, j) - beta(i, j) + d(i, j)),
 //   the forward-backward form of Cuturi & Blondel's E: alpha is the forward pass, beta the
 //   same recursion run from (n, m) backwards. The forward pass stores alpha in 4 bytes a cell
-//   (f32 offsets from a base per lane and step, coalesced), the backward pass runs beta in f64
-//   and forms each E on its own, so rounding does not build up along paths. When a relevant
-//   cell's f32 terms exceed SDTW_ALPHA_SAFE (small gamma with costs in the thousands of base-2
-//   units between neighbouring rows), the pair is redone by weights.
+//   (fixed-point offsets from a base per lane and step, coalesced), the backward pass runs beta
+//   in f64 and forms each E on its own, so rounding does not build up along paths. When a
+//   relevant cell's offset exceeds the fixed-point range (2^19 base-2 units: gamma far below
+//   0.01 with costs in the thousands), the pair is redone by weights.
 // - Weights (exact at any magnitude): the forward pass stores each cell's three incoming
 //   soft-min weights (8 bytes, laid out [step][lane][row]: the two smaller ones, the largest as
 //   1 - their sum, its index in the low mantissa bits of the first), and the backward pass is
@@ -214,6 +214,34 @@ struct SdtwRows {
     }
 };
 
+// The marginal path's forward values: alpha - base in fixed point, SDTW_FIX_BITS fractional
+// bits in an int (range +-2^(31 - SDTW_FIX_BITS) base-2 units, absolute error at most
+// 2^-(SDTW_FIX_BITS + 1)). Offsets at or beyond the range are stored as SDTW_FIX_FAR, +inf
+// (unreachable cells) as SDTW_FIX_INF: the backward pass gives both E = 0, and sends the pair
+// to the weights path if a far cell might be relevant. Fixed point, not f32: an f32 offset of
+// size 2^k keeps only 23 - k fractional bits, and at small gamma relevant cells lie 10^4-10^5
+// units above their lane's smallest (soft-DTW of random walks, gamma = 0.01).
+#define SDTW_FIX_BITS 12
+#define SDTW_FIX_FAR 0x7fffffff
+#define SDTW_FIX_INF 0x7ffffffe
+// Offsets below this are stored; 2^(31 - SDTW_FIX_BITS) - 2 units, so rounding stays below the
+// sentinels.
+#define SDTW_FIX_MAX 524286.0
+__device__ __forceinline__ int sdtw_fix(double d) {
+    if (!(d < SDTW_FIX_MAX)) return d < SDTW_INF_D ? SDTW_FIX_FAR : SDTW_FIX_INF;
+    // d >= -2^18 (alpha >= base - ulp(base) / 2): round to nearest through the 1.5 * 2^52
+    // magic number, whose low word is then the two's complement integer.
+    const double t = fma(d, (double)(1 << SDTW_FIX_BITS), 6755399441055744.0);
+    return (int)(unsigned)__double_as_longlong(t);
+}
+// The offset back in base-2 units, exactly (an int times a power of two): the double with
+// the bits of 2^52 + (a + 2^31), minus 2^52 + 2^31, on the f64 pipe rather than the
+// conversion unit (which the soft-min's exponentials keep busy).
+__device__ __forceinline__ double sdtw_unfix(int a) {
+    const double t = __hiloint2double(0x43300000, a ^ (int)0x80000000);
+    return (t - 4503601774854144.0) * (1.0 / (double)(1 << SDTW_FIX_BITS));
+}
+
 // One strip of 32 * ROWS rows (1-based rows i0 + 1 ..) against columns j0 + 1 .. j0 + ncols
 // of a pair of lengths n x m. Boundaries, all in base-2 units:
 //   top[c]  = r(i0, j0 + 1 + c) for c < ncols (null: row 0, all +inf);
@@ -223,7 +251,7 @@ struct SdtwRows {
 // r(i0 + 1 + k, j0 + ncols), *last = r(n, j0 + ncols) if row n lies in the strip. `store`
 // (STORE, per strip, indexed by step t and the lane's row k):
 //   SDTW_STORE_WEIGHTS: float2 [(t * 32 + lane) * ROWS + k], packed incoming weights;
-//   SDTW_STORE_ALPHA:   float  [(t * ROWS + k) * 32 + lane], r - base as f32 (+inf:
+//   SDTW_STORE_ALPHA:   int    [(t * ROWS + k) * 32 + lane], r - base by sdtw_fix (+inf:
 //                       unreachable or beyond row n), then float [t * 32 + lane], base: the
 //                       smallest r of the lane's rows at step t rounded to f32 (0 if none is
 //                       finite); both coalesced across the warp in both passes.
@@ -302,15 +330,17 @@ __device__ void sdtw_strip(const float* __restrict__ xs, int n, const float* __r
             }
             if (STORE == SDTW_STORE_ALPHA) {
                 // r relative to the smallest of the lane's rows at this step, rounded to f32
-                // (0 when none is finite): the offsets of cells near the alignment stay small.
+                // (0 when none is finite), as fixed point: the offsets of cells near the
+                // alignment stay small.
                 Acc lo = prev[0];
 #pragma unroll
                 for (int k = 1; k < ROWS; ++k) lo = sdtw_min(lo, prev[k]);
                 const float b = sdtw_finite(lo) ? (float)lo : 0.f;
                 alpha_base[t * 32 + lane] = b;
-                float* out = alpha + (sdtw_i64)t * ROWS * 32 + lane;
+                int* out = (int*)alpha + (sdtw_i64)t * ROWS * 32 + lane;
 #pragma unroll
-                for (int k = 0; k < ROWS; ++k) out[k * 32] = sdtw_diff(prev[k], (Acc)b);
+                for (int k = 0; k < ROWS; ++k)
+                    out[k * 32] = sdtw_fix(sdtw_to_double(prev[k]) - (double)b);
             }
             diag0 = up0;
             mine = prev[ROWS - 1];
@@ -419,16 +449,11 @@ __device__ void sdtw_strip_backward(const float* __restrict__ xs, int n, const f
     }
 }
 
-// Largest |alpha - base| and |r(n, m) - base - beta| (base-2 units) whose f32 rounding the
-// marginals below accept: f32 keeps them to 2^-13 there, so a marginal's exponent is off by at
-// most about 2^-12 and E by a factor within 2^(+-2^-12), 1.7e-4 relative. Relevant cells
-// beyond it send the pair to the weights path.
-#define SDTW_ALPHA_SAFE 2048.0f
 // Marginals below 2^-40 are negligible (a pair has far fewer than 2^20 cells).
 #define SDTW_RELEVANT 40.0f
 
 // The backward pass over one strip by marginals (after sdtw_strip with SDTW_STORE_ALPHA stored
-// r = alpha as f32 in `alpha`). beta(i, j) = cost(i, j) + softmin(beta(i + 1, j), beta(i, j + 1),
+// alpha in `alpha`). beta(i, j) = cost(i, j) + softmin(beta(i + 1, j), beta(i, j + 1),
 // beta(i + 1, j + 1)), beta(n, m) = cost(n, m), runs in f64 as the mirror image of the forward
 // pass (columns right to left, lane 31 first), and the alignment marginal of every cell is
 //   E(i, j) = 2^(r(n, m) - alpha(i, j) - beta(i, j) + cost(i, j))
@@ -438,15 +463,15 @@ __device__ void sdtw_strip_backward(const float* __restrict__ xs, int n, const f
 // go into gx (this strip's rows, stored) and gy as in sdtw_strip_backward. `below` holds
 // beta of the row under the strip (null: +inf), `above` receives beta of its first row (may
 // alias `below`). `alpha` is the strip's SDTW_STORE_ALPHA store (offsets, then bases).
-// Returns true in a lane that met a relevant cell (E above 2^-40) whose f32 offset or
-// exponent term exceeded SDTW_ALPHA_SAFE: the caller then redoes the pair by weights.
+// Returns true in a lane that met a cell beyond the fixed-point range that may be relevant (E
+// above 2^-40): the caller then redoes the pair by weights.
 // One cell of sdtw_strip_beta: beta(i, c) from its successors, the marginal E and its
-// gradient terms, the f32 range check (`unsafe`). Returns beta.
+// gradient terms, the range check (`unsafe`). Returns beta.
 template <int ROWS, int DIMS>
 __device__ __forceinline__ double sdtw_beta_cell(const SdtwRows<ROWS, DIMS>& rows, int k,
                                                  const float* y, float yv, float scale,
                                                  double diag, double down, double right,
-                                                 double rb, float a, int lane, int c, int dims,
+                                                 double rb, int a, int lane, int c, int dims,
                                                  float* accx, float& sumy, float* gx, float* gy,
                                                  bool& unsafe) {
     const float cost = rows.cost(k, y, yv) * scale;
@@ -454,14 +479,17 @@ __device__ __forceinline__ double sdtw_beta_cell(const SdtwRows<ROWS, DIMS>& row
     float l;
     const double r = sdtw_cell_parts<double>(diag, down, right, cost, &mu, &l);
     // The exponent of E relative to the base b of the forward pass:
-    //   r_nm - alpha - beta + cost = (r_nm - b - mu) + l - (alpha - b)
-    // with beta = mu + cost - l; near the alignment both f32 terms are small, whatever the
-    // magnitude of r and of the cell's cost.
-    const float v = (float)(rb - mu);
-    const float ex = (v + l) - a;
-    const float e = sdtw_ex2(ex);
-    const float big = fmaxf(fabsf(a), fabsf(v));
-    if (big > SDTW_ALPHA_SAFE && ex > -(SDTW_RELEVANT + big * 2.384185791015625e-7f)) unsafe = true;
+    //   r_nm - alpha - beta + cost = ((r_nm - b - mu) - (alpha - b)) + l
+    // with beta = mu + cost - l: the large terms cancel in f64, whatever the magnitude of r and
+    // of the cell's cost; alpha - b is exact (fixed point), so the exponent is off by at most
+    // 2^-13 plus the f64 and f32 roundings.
+    const float ex = (float)((rb - mu) - sdtw_unfix(a)) + l;
+    // Offsets beyond the fixed-point range: the sentinel is below the true offset, so ex is an
+    // upper bound of the true exponent; if that bound says the cell may be relevant, the pair
+    // goes to the weights path.
+    const bool far = a >= SDTW_FIX_INF;
+    const float e = far ? 0.f : sdtw_ex2(ex);
+    if (a == SDTW_FIX_FAR && ex > -SDTW_RELEVANT) unsafe = true;
     if (DIMS == 1) {
         const float diff = rows.x[k] - yv;
         accx[k] = fmaf(e, diff, accx[k]);
@@ -503,22 +531,24 @@ __device__ bool sdtw_strip_beta(const float* __restrict__ xs, int n, const float
     // At step t every lane reads the forward pass's step m + 30 - t (the step at which it
     // handled the same column); the next step's offsets and base are loaded one step ahead.
     const float* alpha_base = alpha + (sdtw_i64)steps * 32 * ROWS;
-    float a_next[ROWS], b_next;
+    const int* alpha_fix = (const int*)alpha;
+    int a_next[ROWS];
+    float b_next;
     {
-        const float* in = alpha + (sdtw_i64)(steps - 1) * ROWS * 32 + lane;
+        const int* in = alpha_fix + (sdtw_i64)(steps - 1) * ROWS * 32 + lane;
 #pragma unroll
         for (int k = 0; k < ROWS; ++k) a_next[k] = in[k * 32];
         b_next = alpha_base[(steps - 1) * 32 + lane];
     }
     for (int t = 0; t < steps; ++t) {
         const int c = m - 1 - (t - (31 - lane));  // column, 0-based, going left
-        float a_cur[ROWS];
+        int a_cur[ROWS];
 #pragma unroll
         for (int k = 0; k < ROWS; ++k) a_cur[k] = a_next[k];
         const float b_cur = b_next;
         if (t + 1 < steps) {
             const int tf = steps - 2 - t;
-            const float* in = alpha + (sdtw_i64)tf * ROWS * 32 + lane;
+            const int* in = alpha_fix + (sdtw_i64)tf * ROWS * 32 + lane;
 #pragma unroll
             for (int k = 0; k < ROWS; ++k) a_next[k] = in[k * 32];
             b_next = alpha_base[tf * 32 + lane];
@@ -617,9 +647,9 @@ __device__ __forceinline__ sdtw_i64 sdtw_align(sdtw_i64 b) { return (b + 15) & ~
 // 1) into ga / gb, shaped like ax / bx.
 //
 // Gradients take one of two paths per pair, both with r in f64:
-//   marginals (sdtw_strip_beta): the forward pass stores alpha as f32 offsets from a base per
-//     lane and step (4.5 bytes a cell for 8 rows), the backward pass runs beta and forms each E
-//     directly. Taken when every relevant cell's f32 terms lie within SDTW_ALPHA_SAFE;
+//   marginals (sdtw_strip_beta): the forward pass stores alpha as fixed-point offsets from a
+//     base per lane and step (4.5 bytes a cell for 8 rows), the backward pass runs beta and
+//     forms each E directly. Taken when every relevant cell's offset is within range;
 //   weights (sdtw_strip_backward): the forward pass stores each cell's soft-min weights (8
 //     bytes), the backward pass runs the recursion over E. Accurate at any magnitude (small
 //     gamma with large costs), with almost twice the memory traffic.
@@ -785,6 +815,14 @@ __device__ void sdtw_tile(const float* __restrict__ xs, int n, const float* __re
         c == blocks - 1 ? last : (float*)0, (void*)0);
 }
 
+// The gradient kernels are capped at 128 registers a thread (blocks of SDTW_GRAD_BLOCK = the
+// host's BLOCK threads, 4 blocks an SM: 16 warps instead of 12 at the 146 registers the compiler
+// chose on its own). The kernel is latency-bound, and the extra warps hide more of it: 1.195e11
+// -> 1.369e11 cells/s forward+backward on an H100 (1024 x 1024 pairs of length 256; caps of 96,
+// 104, 112 and 120 registers gave 1.26, 1.28, 1.34 and 1.36e11).
+#define SDTW_GRAD_BLOCK 128
+#define SDTW_GRAD_MIN_BLOCKS 4
+
 #define SDTW_BATCH(R, D)                                                                          \
     extern "C" __global__ void softdtw_values_r##R##_d##D(                                        \
         const float* ax, const sdtw_u32* aoff, const float* bx, const sdtw_u32* boff,             \
@@ -793,7 +831,8 @@ __device__ void sdtw_tile(const float* __restrict__ xs, int n, const float* __re
         sdtw_batch<float, R, D, false>(ax, aoff, bx, boff, na, nb, pairs, mode, dims, scale, band,    \
                                        values, (float*)0, (float*)0, scratch, stride, m_max, 0);  \
     }                                                                                             \
-    extern "C" __global__ void softdtw_grad_r##R##_d##D(                                          \
+    extern "C" __global__ void __launch_bounds__(SDTW_GRAD_BLOCK, SDTW_GRAD_MIN_BLOCKS)         \
+        softdtw_grad_r##R##_d##D(                                                                 \
         const float* ax, const sdtw_u32* aoff, const float* bx, const sdtw_u32* boff,             \
         sdtw_u32 na, sdtw_u32 nb, sdtw_u32 pairs, sdtw_u32 mode, int dims, float scale,           \
         sdtw_i64 band, double* values, float* ga, float* gb, char* scratch, sdtw_i64 stride,      \

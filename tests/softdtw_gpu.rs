@@ -143,6 +143,44 @@ fn paired_and_divergence_match_cpu() {
     }
 }
 
+/// Pairs like `synfire bench softdtw`'s (length-256 walks), one gradient per pair: at
+/// γ = 0.01 the marginal path's forward values reach 10^5–10^6 base-2 units, and walks 100×
+/// as steep push relevant cells beyond its fixed-point range onto the weights path; both must
+/// hold the accuracy bound.
+#[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
+fn benchmark_walks_at_small_gamma_match_cpu() {
+    let Some(w) = worker_or_skip("benchmark_walks_at_small_gamma_match_cpu") else {
+        return;
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    for (gamma, steep) in [(0.01, 1.0), (0.1, 1.0), (0.01, 100.0)] {
+        let mut scaled = |count| {
+            set(&mut rng, count, 256..257, 1)
+                .into_iter()
+                .map(|s| Series {
+                    dims: 1,
+                    values: s.values.iter().map(|v| v * steep).collect(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let a = scaled(12);
+        let b = scaled(12);
+        let opts = Options::new(gamma);
+        let what = format!("gamma {gamma}, walks x{steep}");
+        let cpu = softdtw::paired_gradient(&a, &b, &opts, Measure::SoftDtw).unwrap();
+        let g = gpu::paired_gradient(&w, &a, &b, &opts, Measure::SoftDtw).unwrap();
+        for (i, (x, y)) in g.iter().zip(&cpu).enumerate() {
+            assert_values(&[x.value], &[y.value], &what);
+            assert_grad(&x.dx, &y.dx, &format!("{what}: dx[{i}]"));
+            assert_grad(&x.dy, &y.dy, &format!("{what}: dy[{i}]"));
+        }
+    }
+}
+
 #[test]
 #[cfg_attr(
     not(synfire_gpu),

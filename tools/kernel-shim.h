@@ -8,6 +8,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 #define __restrict__
 struct synfire_dim3 { unsigned x, y, z; };
 static thread_local synfire_dim3 blockIdx, blockDim, threadIdx, gridDim;
@@ -21,6 +22,7 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 // Atomics and intrinsics of kernels/motif.cu (sequential stand-ins).
 inline long long __double_as_longlong(double d) { long long v; std::memcpy(&v, &d, 8); return v; }
 inline double __longlong_as_double(long long v) { double d; std::memcpy(&d, &v, 8); return d; }
+inline double __hiloint2double(int hi, int lo) { return __longlong_as_double((long long)(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo)); }
 inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) { auto o = *p; if (v < o) *p = v; return o; }
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { auto o = *p; *p += v; return o; }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { auto o = *p; *p += v; return o; }

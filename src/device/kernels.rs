@@ -87,10 +87,45 @@ fn process_cache() -> &'static Cache {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-fn source_hash(file: &KernelFile) -> u64 {
+fn source_hash(source: &str, extra_options: &[String]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    file.source.hash(&mut h);
+    source.hash(&mut h);
+    extra_options.hash(&mut h);
     h.finish()
+}
+
+/// The text NVRTC compiles for `file`: the embedded source, or, for kernel development,
+/// `$SYNFIRE_KERNEL_SOURCES/<name>` when that variable names a directory holding the file (a
+/// warning says so, so that a tuned variant is never mistaken for the shipped kernel; one
+/// binary can then time two versions of a kernel side by side).
+///
+/// # Errors
+/// [`DeviceError::Nvrtc`] when the override file exists but cannot be read.
+fn kernel_source(file: &KernelFile) -> Result<std::borrow::Cow<'static, str>, DeviceError> {
+    let Some(dir) = std::env::var_os("SYNFIRE_KERNEL_SOURCES") else {
+        return Ok(file.source.into());
+    };
+    let path = PathBuf::from(dir).join(file.name);
+    if !path.exists() {
+        return Ok(file.source.into());
+    }
+    tracing::warn!(path = %path.display(), "Kernel source overridden by SYNFIRE_KERNEL_SOURCES.");
+    std::fs::read_to_string(&path)
+        .map(std::borrow::Cow::Owned)
+        .map_err(|e| DeviceError::Nvrtc {
+            kernel: file.name,
+            arch: String::new(),
+            message: format!("cannot read {}: {e}", path.display()),
+            log: String::new(),
+        })
+}
+
+/// Extra NVRTC options from `$SYNFIRE_NVRTC_OPTIONS` (whitespace-separated, e.g.
+/// `-maxrregcount=128`), for kernel tuning; they are part of the cache key.
+fn extra_options() -> Vec<String> {
+    std::env::var("SYNFIRE_NVRTC_OPTIONS")
+        .map(|v| v.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 /// The on-disk cache directory: `$SYNFIRE_KERNEL_CACHE`, else `$XDG_CACHE_HOME/synfire/kernels`,
@@ -113,7 +148,9 @@ pub fn cache_dir() -> Option<PathBuf> {
 /// NVRTC compiles straight to the device's `sm_XY`, so loading needs no JIT by the driver
 /// (a PTX module of `episodes.cu` took the driver 34 s to load on an H100 the first time).
 /// Images are cached per process and on disk ([`cache_dir`]), keyed by variant, source hash,
-/// architecture and driver version.
+/// architecture and driver version. For kernel development, `$SYNFIRE_KERNEL_SOURCES` (a
+/// directory of `.cu` files replacing the embedded ones) and `$SYNFIRE_NVRTC_OPTIONS` (extra
+/// NVRTC options) change what is compiled; both enter the hash.
 ///
 /// # Errors
 /// [`DeviceError::Nvrtc`] with NVRTC's log when the source does not compile.
@@ -137,11 +174,13 @@ pub fn image_for(
     if let Some(image) = entry.as_ref() {
         return Ok(image.clone());
     }
+    let source = kernel_source(file)?;
+    let extra = extra_options();
     let stem = file.name.trim_end_matches(".cu");
     let disk = cache_dir().map(|d| {
         d.join(format!(
             "{stem}-v{variant}-{arch}-drv{driver_version}-{:016x}.cubin",
-            source_hash(file)
+            source_hash(&source, &extra)
         ))
     });
     let image = match disk.as_deref().and_then(|p| std::fs::read(p).ok()) {
@@ -158,13 +197,15 @@ pub fn image_for(
             if variant > 0 {
                 options.push(format!("-DSYNFIRE_ONLY_N={variant}"));
             }
-            let bytes =
-                compile_cubin(file, &options).map_err(|(message, log)| DeviceError::Nvrtc {
+            options.extend(extra);
+            let bytes = compile_cubin(file.name, &source, &options).map_err(|(message, log)| {
+                DeviceError::Nvrtc {
                     kernel: file.name,
                     arch: arch.clone(),
                     message,
                     log,
-                })?;
+                }
+            })?;
             tracing::debug!(
                 kernel = file.name,
                 variant,
@@ -233,11 +274,15 @@ pub fn prepare(
     results.into_iter().try_for_each(|r| r.map(drop))
 }
 
-/// NVRTC: `file` with `options` to a CUBIN; on failure NVRTC's status and log.
-fn compile_cubin(file: &KernelFile, options: &[String]) -> Result<Vec<u8>, (String, String)> {
+/// NVRTC: `source` (named `name`) with `options` to a CUBIN; on failure NVRTC's status and log.
+fn compile_cubin(
+    name: &str,
+    source: &str,
+    options: &[String],
+) -> Result<Vec<u8>, (String, String)> {
     use cudarc::nvrtc::{result, sys};
-    let src = std::ffi::CString::new(file.source).map_err(|e| (e.to_string(), String::new()))?;
-    let name = std::ffi::CString::new(file.name).map_err(|e| (e.to_string(), String::new()))?;
+    let src = std::ffi::CString::new(source).map_err(|e| (e.to_string(), String::new()))?;
+    let name = std::ffi::CString::new(name).map_err(|e| (e.to_string(), String::new()))?;
     let prog =
         result::create_program(&src, Some(&name)).map_err(|e| (e.to_string(), String::new()))?;
     let log = |prog| {

@@ -16,7 +16,8 @@ use super::kernels::SOFTDTW;
 use super::launch::{self, Timer, drv, u32_of};
 use super::worker::{Device, GpuWorker, Ticket};
 
-/// Threads per block of the batch and tile kernels (4 warps).
+/// Threads per block of the batch and tile kernels (4 warps); the gradient kernels' launch
+/// bounds (`SDTW_GRAD_BLOCK` in `kernels/softdtw.cu`) assume it.
 const BLOCK: u32 = 128;
 /// Columns per tile of the long-pair kernel (rows per tile: 32 × 8 = 256).
 pub const TILE_COLS: usize = 256;
@@ -123,8 +124,8 @@ fn warp_scratch(
     let strips = n_max.div_ceil(32 * rows).max(1);
     let mut b = align((m_max + 1) * acc) + align(2 * acc);
     if grad {
-        // Soft-min weights (8 bytes a cell) or, on the marginal path, forward values as f32
-        // offsets plus one base per lane and step (4 (rows + 1) / rows bytes a cell).
+        // Soft-min weights (8 bytes a cell) or, on the marginal path, forward values as
+        // fixed-point offsets plus one base per lane and step (4 (rows + 1) / rows bytes a cell).
         b += align(strips * (m_max + 31) * 32 * rows * 8);
         b += align(m_max * 8);
         b += align(m_max * dims * 4);
@@ -358,5 +359,21 @@ impl GpuWorker {
             let kernel_ms = f64::from(timed.ms()?);
             Ok((f64::from(r) / f64::from(scale), kernel_ms))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A launch with more threads than a kernel's `__launch_bounds__` fails: the kernel's
+    /// block size must be the host's.
+    #[test]
+    fn launch_bounds_match_the_block_size() {
+        let line = super::SOFTDTW
+            .source
+            .lines()
+            .find(|l| l.starts_with("#define SDTW_GRAD_BLOCK "))
+            .expect("SDTW_GRAD_BLOCK is defined");
+        let value: u32 = line.split_whitespace().nth(2).unwrap().parse().unwrap();
+        assert_eq!(value, super::BLOCK);
     }
 }
