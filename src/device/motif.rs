@@ -31,10 +31,10 @@ pub struct MotifSeries {
     pub x: Vec<f64>,
     /// Subsequence length.
     pub m: usize,
-    /// Mean per subsequence.
-    pub mean: Vec<f64>,
-    /// `1 / sigma` per subsequence (0: constant or invalid).
-    pub inv_std: Vec<f64>,
+    /// Mean per subsequence (shared with the host's statistics).
+    pub mean: Arc<[f64]>,
+    /// `1 / sigma` per subsequence (0: constant or invalid; shared like `mean`).
+    pub inv_std: Arc<[f64]>,
     /// SCAMP's `df` per subsequence (empty: not uploaded now; the matrix profile needs them,
     /// [`GpuWorker::motif_load_terms`]).
     pub df: Vec<f64>,
@@ -206,8 +206,8 @@ impl GpuWorker {
                 m: i32::try_from(s.m)
                     .map_err(|_| DeviceError::Unsupported(format!("m = {}", s.m)))?,
                 x: st.clone_htod(&s.x).map_err(&up)?,
-                mean: st.clone_htod(&s.mean).map_err(&up)?,
-                inv_std: st.clone_htod(&s.inv_std).map_err(&up)?,
+                mean: st.clone_htod(&*s.mean).map_err(&up)?,
+                inv_std: st.clone_htod(&*s.inv_std).map_err(&up)?,
                 terms: if s.df.is_empty() {
                     None
                 } else {

@@ -102,14 +102,16 @@ impl<'s> GpuMotifSearch<'s> {
         } else {
             (Vec::new(), Vec::new())
         };
+        // The statistics are shared; the series and validity are copied in parallel (fresh
+        // pages fault in on every core at once).
         let series = MotifSeries {
-            x: subs.x.to_vec(),
+            x: subs.x.par_iter().copied().collect(),
             m: subs.m,
             mean: subs.mean.clone(),
             inv_std: subs.inv_std.clone(),
             df,
             dg,
-            valid: subs.valid.iter().map(|&v| u8::from(v)).collect(),
+            valid: subs.valid.par_iter().map(|&v| u8::from(v)).collect(),
         };
         let built_ms = started.elapsed().as_secs_f64() * 1e3;
         worker.motif_load(Arc::new(series)).wait()?;
@@ -275,11 +277,16 @@ impl GpuMotifSearch<'_> {
     /// The projection join's rounds on the device (see [`super::join`]).
     fn join(&mut self, allowed: &[bool], mask: &Arc<Vec<u8>>) -> Result<JoinEnd, DeviceError> {
         let (subs, cfg) = (self.subs, self.cfg.clone());
+        let setup = std::time::Instant::now();
         let pairs = valid_pairs(allowed, cfg.exclusion);
         let points = join_points(subs, allowed);
         let constant = constant_pair(subs, allowed, cfg.exclusion);
         let budget = distance_budget(pairs, subs.m, cfg.method);
         let max_distance = 2.0 * (subs.m as f64).sqrt();
+        tracing::debug!(
+            ms = setup.elapsed().as_secs_f64() * 1e3,
+            "projection join: pairs, points and constant pairs"
+        );
         let started = std::time::Instant::now();
         let mut w = initial_width(self.projection()?, &points, subs.m, GPU_PAIRS_PER_POINT);
         tracing::debug!(
@@ -367,7 +374,12 @@ impl PairSearch for GpuMotifSearch<'_> {
         let started = std::time::Instant::now();
         self.kernel_ms = 0.0;
         let pairs = valid_pairs(allowed, self.cfg.exclusion);
-        let mask = Arc::new(allowed.iter().map(|&a| u8::from(a)).collect::<Vec<u8>>());
+        let mask = Arc::new(
+            allowed
+                .par_iter()
+                .map(|&a| u8::from(a))
+                .collect::<Vec<u8>>(),
+        );
         let excl = self.cfg.exclusion as u32;
         let join = matches!(
             self.cfg.method,

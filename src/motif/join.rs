@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
+pub use super::grid::{Grid, host_dims};
 use super::profile::MatrixProfile;
 use super::{
     Method, MethodChoice, Motif, MotifConfig, MotifError, PairSearch, SearchStats, Subsequences,
@@ -147,7 +148,7 @@ impl Projection {
         }
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.coords.len() / self.stored.max(1)
     }
 
@@ -178,262 +179,6 @@ impl Projection {
     }
 }
 
-/// A grid over the first `d` coordinates of some points, with each cell's forward
-/// neighbours: the work list of one join round (shared by the CPU and GPU joins).
-#[derive(Clone, Debug, Default)]
-pub struct Grid {
-    /// Cell width (the radius of the round).
-    pub width: f64,
-    /// Point ids (subsequence starts) sorted by cell.
-    pub order: Vec<u32>,
-    /// `cell_start[c]..cell_start[c + 1]` indexes `order`; `len = cells + 1`.
-    pub cell_start: Vec<u32>,
-    /// `nb_start[c]..nb_start[c + 1]` indexes `nb_cell`: cell `c` itself first, then its
-    /// forward neighbours.
-    pub nb_start: Vec<u32>,
-    /// Neighbour cell ids.
-    pub nb_cell: Vec<u32>,
-    /// Pairs the round will bound.
-    pub pairs: u64,
-}
-
-type Key = [i32; GRID_DIMS];
-
-fn key_of(proj: &Projection, i: usize, d: usize, width: f64) -> Key {
-    let mut k = [0i32; GRID_DIMS];
-    for (f, slot) in k.iter_mut().enumerate().take(d) {
-        // |p| <= sqrt(m) and width >= the rounding slack, so the quotient fits an i32.
-        *slot = (f64::from(proj.at(f, i)) / width).floor().clamp(-2e9, 2e9) as i32;
-    }
-    k
-}
-
-/// The forward half of the `3^d - 1` neighbour offsets (first non-zero component `+1`).
-fn forward_offsets(d: usize) -> Vec<Key> {
-    let mut out = Vec::new();
-    let total = 3usize.pow(d as u32);
-    for code in 0..total {
-        let mut k = [0i32; GRID_DIMS];
-        let mut c = code;
-        for slot in k.iter_mut().take(d) {
-            *slot = (c % 3) as i32 - 1;
-            c /= 3;
-        }
-        if k.iter().find(|&&v| v != 0) == Some(&1) {
-            out.push(k);
-        }
-    }
-    out
-}
-
-fn add(a: &Key, b: &Key) -> Key {
-    let mut k = *a;
-    for (x, y) in k.iter_mut().zip(b) {
-        *x = x.saturating_add(*y);
-    }
-    k
-}
-
-/// Cell keys packed into a `u64`: coordinate `f` minus its smallest value over the points,
-/// in `bits[f]` bits, the first coordinate highest, so that packed keys order as the keys do
-/// (lexicographically). Each field keeps one spare value above the largest so that a
-/// neighbour one step beyond either end is recognised as absent, never wrapped.
-struct Packing {
-    min: [i64; GRID_DIMS],
-    max: [i64; GRID_DIMS],
-    shift: [u32; GRID_DIMS],
-}
-
-impl Packing {
-    /// A packing of `keyed`'s keys, or `None` when their ranges need more than 64 bits.
-    fn of(keyed: &[(Key, u32)]) -> Option<Self> {
-        let (min, max) = keyed
-            .par_iter()
-            .map(|(k, _)| (k.map(i64::from), k.map(i64::from)))
-            .reduce(
-                || ([i64::MAX; GRID_DIMS], [i64::MIN; GRID_DIMS]),
-                |(a_lo, a_hi), (b_lo, b_hi)| {
-                    (
-                        std::array::from_fn(|f| a_lo[f].min(b_lo[f])),
-                        std::array::from_fn(|f| a_hi[f].max(b_hi[f])),
-                    )
-                },
-            );
-        if keyed.is_empty() {
-            return None;
-        }
-        let mut shift = [0u32; GRID_DIMS];
-        let mut used = 0u32;
-        for f in (0..GRID_DIMS).rev() {
-            // Values 0..=range, plus one spare.
-            let range = u64::try_from(max[f] - min[f]).ok()? + 1;
-            let bits = 64 - range.leading_zeros();
-            shift[f] = used;
-            used += bits;
-        }
-        (used <= 64).then_some(Self { min, max, shift })
-    }
-
-    fn field(&self, f: usize) -> u64 {
-        let bits = if f == 0 { 64 } else { self.shift[f - 1] } - self.shift[f];
-        if bits >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << bits) - 1
-        }
-    }
-
-    fn pack(&self, k: &Key) -> u64 {
-        (0..GRID_DIMS).fold(0u64, |code, f| {
-            code | (((i64::from(k[f]) - self.min[f]) as u64) << self.shift[f])
-        })
-    }
-
-    /// The packed key of the cell at `o` from the cell `code`; `None` when a coordinate
-    /// leaves the points' range (no point lies there).
-    fn neighbour(&self, code: u64, o: &Key) -> Option<u64> {
-        let mut out = 0u64;
-        for (f, &step) in o.iter().enumerate() {
-            let v = ((code >> self.shift[f]) & self.field(f)) as i64 + i64::from(step);
-            if v < 0 || v > self.max[f] - self.min[f] {
-                return None;
-            }
-            out |= (v as u64) << self.shift[f];
-        }
-        Some(out)
-    }
-}
-
-/// Grid dimensions for a projection of `dims` coordinates.
-pub(crate) fn grid_dims(proj: &Projection) -> usize {
-    GRID_DIMS.min(proj.dims)
-}
-
-/// The coefficients the host needs of a projection computed elsewhere: the grid's.
-#[must_use]
-pub fn host_dims(dims: usize) -> usize {
-    GRID_DIMS.min(dims)
-}
-
-impl Grid {
-    /// Builds the grid of `points` at cell width `width` (a radius from
-    /// [`Projection::radius`], widened by `1e-9` so two coordinates within it always fall in
-    /// the same or adjacent cells).
-    #[must_use]
-    pub fn build(proj: &Projection, points: &[u32], width: f64) -> Self {
-        Self::build_packed(proj, points, width, true)
-    }
-
-    /// [`Grid::build`], with cell keys packed into a `u64` when `pack` and they fit.
-    fn build_packed(proj: &Projection, points: &[u32], width: f64, pack: bool) -> Self {
-        let d = grid_dims(proj);
-        let width = width * (1.0 + 1e-9);
-        let keyed: Vec<(Key, u32)> = points
-            .par_iter()
-            .map(|&p| (key_of(proj, p as usize, d, width), p))
-            .collect();
-        // Cells packed into one u64 sort several times faster than `[i32; 4]` keys, in the
-        // same order (the first coordinate in the highest bits), so the grid is the same.
-        if let Some(packing) = Packing::of(&keyed).filter(|_| pack) {
-            let mut packed: Vec<(u64, u32)> = keyed
-                .par_iter()
-                .map(|(k, p)| (packing.pack(k), *p))
-                .collect();
-            drop(keyed);
-            packed.par_sort_unstable();
-            return Self::from_sorted(width, packed, d, |code, o| packing.neighbour(*code, o));
-        }
-        let mut keyed = keyed;
-        keyed.par_sort_unstable();
-        Self::from_sorted(width, keyed, d, |k, o| Some(add(k, o)))
-    }
-
-    /// The grid of points sorted by cell key; `neighbour(key, offset)` is the key of the cell
-    /// at `offset` from `key` (`None`: no point can be there).
-    fn from_sorted<K: Ord + Copy + Send + Sync>(
-        width: f64,
-        keyed: Vec<(K, u32)>,
-        d: usize,
-        neighbour: impl Fn(&K, &Key) -> Option<K> + Sync,
-    ) -> Self {
-        let mut cell_start = Vec::new();
-        let mut keys: Vec<K> = Vec::new();
-        for (pos, (k, _)) in keyed.iter().enumerate() {
-            if keys.last() != Some(k) {
-                keys.push(*k);
-                cell_start.push(pos as u32);
-            }
-        }
-        cell_start.push(keyed.len() as u32);
-        let offsets = forward_offsets(d);
-        let lists: Vec<(u32, u32)> = keys
-            .par_iter()
-            .enumerate()
-            .flat_map_iter(|(c, k)| {
-                let (keys, offsets, neighbour) = (&keys, &offsets, &neighbour);
-                std::iter::once((c as u32, c as u32)).chain(offsets.iter().filter_map(move |o| {
-                    let want = neighbour(k, o)?;
-                    keys.binary_search(&want)
-                        .ok()
-                        .map(|nc| (c as u32, nc as u32))
-                }))
-            })
-            .collect();
-        let size = |c: u32| u64::from(cell_start[c as usize + 1] - cell_start[c as usize]);
-        let pairs = lists
-            .par_iter()
-            .map(|&(c, nc)| {
-                let own = size(c);
-                if c == nc {
-                    own * own.saturating_sub(1) / 2
-                } else {
-                    own * size(nc)
-                }
-            })
-            .sum();
-        let mut nb_start = Vec::with_capacity(keys.len() + 1);
-        let mut nb_cell = Vec::with_capacity(lists.len());
-        for (e, &(c, nc)) in lists.iter().enumerate() {
-            if c == nc {
-                nb_start.push(e as u32);
-            }
-            nb_cell.push(nc);
-        }
-        nb_start.push(nb_cell.len() as u32);
-        Self {
-            width,
-            order: keyed.into_iter().map(|(_, p)| p).collect(),
-            cell_start,
-            nb_start,
-            nb_cell,
-            pairs,
-        }
-    }
-
-    /// Cells in the grid.
-    #[must_use]
-    pub fn cells(&self) -> usize {
-        self.cell_start.len().saturating_sub(1)
-    }
-
-    /// The points' coordinates in grid order, point-major, zero-padded to
-    /// [`PROJECTION_DIMS`] (zeros add nothing to a bound).
-    #[must_use]
-    pub fn gather(&self, proj: &Projection) -> Vec<[f32; PROJECTION_DIMS]> {
-        let n = proj.count();
-        self.order
-            .par_iter()
-            .map(|&i| {
-                let mut row = [0f32; PROJECTION_DIMS];
-                for (f, v) in row.iter_mut().enumerate().take(proj.stored) {
-                    *v = proj.coords[f * n + i as usize];
-                }
-                row
-            })
-            .collect()
-    }
-}
-
 /// Predicts the pairs a grid of `width` would bound over `points` from an evenly spaced
 /// sample (scaled by the squared sampling ratio).
 fn predicted_pairs(proj: &Projection, points: &[u32], width: f64) -> f64 {
@@ -453,13 +198,29 @@ pub(crate) fn initial_width(
     pairs_per_point: f64,
 ) -> f64 {
     let budget = pairs_per_point * points.len() as f64;
-    let mut w = 2.0 * (m as f64).sqrt();
+    let top = 2.0 * (m as f64).sqrt();
     // Steps of 2^(1/4): a grid's pairs grow about as w^3 here, so each step is a factor ~1.7.
+    // Rungs k = 0, 1, ..: w = top / 2^(k/4), down to 1e-6. The predicted pairs shrink with
+    // the width, so the first rung within the budget is found by bisection (a handful of
+    // sample grids instead of one per rung).
     let step = 2f64.powf(0.25);
-    while w > 1e-6 && predicted_pairs(proj, points, proj.radius(w)) > budget {
-        w /= step;
+    let rungs = ((top / 1e-6).ln() / step.ln()).ceil().max(0.0) as u32;
+    let width = |k: u32| top / step.powi(k as i32);
+    let fits = |k: u32| predicted_pairs(proj, points, proj.radius(width(k))) <= budget;
+    if fits(0) {
+        return top;
     }
-    w
+    // fits(lo) is false; fits(hi) is taken as true at the last rung.
+    let (mut lo, mut hi) = (0u32, rungs);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    width(hi)
 }
 
 /// Pairs of two allowed constant subsequences (distance 0): the smallest `(i, j)` with
@@ -470,6 +231,7 @@ pub(crate) fn constant_pair(
     exclusion: usize,
 ) -> Option<Motif> {
     let constants: Vec<usize> = (0..subs.count())
+        .into_par_iter()
         .filter(|&i| allowed[i] && subs.valid[i] && subs.inv_std[i] == 0.0)
         .collect();
     constants.iter().find_map(|&i| {
@@ -606,6 +368,7 @@ fn exceeds(a: &[f32; PROJECTION_DIMS], b: &[f32; PROJECTION_DIMS], r2: f32) -> b
 /// The points a search joins: valid and allowed.
 pub(crate) fn join_points(subs: &Subsequences<'_>, allowed: &[bool]) -> Vec<u32> {
     (0..subs.count())
+        .into_par_iter()
         .filter(|&i| allowed[i] && subs.valid[i])
         .map(|i| i as u32)
         .collect()
@@ -739,91 +502,5 @@ mod tests {
                 lb2.sqrt()
             );
         }
-    }
-
-    #[test]
-    fn grid_neighbours_cover_every_close_pair() {
-        let x = crate::synth::random_walk(2000, 9);
-        let subs = Subsequences::new(&x, 30);
-        let p = Projection::new(&subs);
-        let points: Vec<u32> = (0..subs.count() as u32).collect();
-        let w = 1.5;
-        let g = Grid::build(&p, &points, p.radius(w));
-        let mut cell_of = vec![0u32; subs.count()];
-        for c in 0..g.cells() {
-            for pos in g.cell_start[c]..g.cell_start[c + 1] {
-                cell_of[g.order[pos as usize] as usize] = c as u32;
-            }
-        }
-        let listed = |a: u32, b: u32| {
-            let l =
-                &g.nb_cell[g.nb_start[a as usize] as usize..g.nb_start[a as usize + 1] as usize];
-            l.contains(&b)
-        };
-        let mut close = 0;
-        for i in (0..subs.count()).step_by(7) {
-            for j in (i + 8..subs.count()).step_by(3) {
-                if subs.distance(i, j) <= w {
-                    close += 1;
-                    let (a, b) = (cell_of[i], cell_of[j]);
-                    assert!(listed(a, b) || listed(b, a), "pair ({i}, {j}) not covered");
-                }
-            }
-        }
-        assert!(close > 0, "the test needs some close pairs");
-    }
-
-    /// Packed cell keys give the same grid as `[i32; 4]` keys (order, cells, neighbour
-    /// lists, pairs), at widths from a few cells to thousands, on a walk and a series with a
-    /// long flat stretch and a jump (a wide key range in one coordinate).
-    #[test]
-    fn packed_keys_build_the_same_grid() {
-        let mut jumpy = crate::synth::random_walk(3000, 4);
-        for (t, v) in jumpy.iter_mut().enumerate() {
-            if (1000..1400).contains(&t) {
-                *v = 0.0;
-            } else if t >= 1400 {
-                *v += 1e4;
-            }
-        }
-        for x in [crate::synth::random_walk(3000, 11), jumpy] {
-            let subs = Subsequences::new(&x, 40);
-            let p = Projection::new(&subs);
-            let points: Vec<u32> = (0..subs.count() as u32).step_by(2).collect();
-            for w in [0.01, 0.2, 1.0, 3.0, 20.0] {
-                let r = p.radius(w);
-                let keyed: Vec<(Key, u32)> = points
-                    .iter()
-                    .map(|&i| (key_of(&p, i as usize, grid_dims(&p), r * (1.0 + 1e-9)), i))
-                    .collect();
-                assert!(Packing::of(&keyed).is_some(), "width {w} should pack");
-                let packed = Grid::build_packed(&p, &points, r, true);
-                let plain = Grid::build_packed(&p, &points, r, false);
-                assert_eq!(packed.order, plain.order, "width {w}");
-                assert_eq!(packed.cell_start, plain.cell_start, "width {w}");
-                assert_eq!(packed.nb_start, plain.nb_start, "width {w}");
-                assert_eq!(packed.nb_cell, plain.nb_cell, "width {w}");
-                assert_eq!(packed.pairs, plain.pairs, "width {w}");
-                assert!(plain.cells() > 1, "width {w}");
-            }
-        }
-    }
-
-    /// Keys spanning more than 64 bits in all do not pack (the plain keys are used).
-    #[test]
-    fn wide_key_ranges_do_not_pack() {
-        let keyed = vec![
-            ([i32::MIN / 2, 0, 0, 0], 0u32),
-            ([i32::MAX / 2, 1 << 30, -(1 << 30), 7], 1),
-        ];
-        assert!(Packing::of(&keyed).is_none());
-        let narrow = vec![([-3, 0, 0, 0], 0u32), ([5, 2, -1, 7], 1)];
-        let p = Packing::of(&narrow).expect("narrow keys pack");
-        assert!(p.pack(&narrow[0].0) < p.pack(&narrow[1].0));
-        assert_eq!(p.neighbour(p.pack(&narrow[0].0), &[-1, 0, 0, 0]), None);
-        assert_eq!(
-            p.neighbour(p.pack(&narrow[0].0), &[1, 1, 0, 0]),
-            Some(p.pack(&[-2, 1, 0, 0]))
-        );
     }
 }

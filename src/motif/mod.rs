@@ -30,6 +30,7 @@
 
 pub mod brute;
 pub(crate) mod gpu;
+pub mod grid;
 pub mod join;
 pub mod mk;
 pub mod profile;
@@ -315,16 +316,21 @@ pub(crate) fn best_exact(
 /// Valid pairs among `allowed` outside the exclusion zone (for [`SearchStats::pairs`]).
 #[must_use]
 pub fn valid_pairs(allowed: &[bool], exclusion: usize) -> u64 {
-    // Pairs (i, j), j > i + exclusion, both allowed: a prefix count of allowed starts.
+    // Pairs (i, j), j > i + exclusion, both allowed: going down from the end, `later` counts
+    // the allowed starts at or after i + exclusion + 1 (no array, so no page faults on a
+    // large series).
     let n = allowed.len();
-    let mut suffix = vec![0u64; n + 1];
+    let mut later = 0u64;
+    let mut pairs = 0u64;
     for i in (0..n).rev() {
-        suffix[i] = suffix[i + 1] + u64::from(allowed[i]);
+        if let Some(&a) = allowed.get(i + exclusion + 1) {
+            later += u64::from(a);
+        }
+        if allowed[i] {
+            pairs += later;
+        }
     }
-    (0..n)
-        .filter(|&i| allowed[i])
-        .map(|i| suffix[(i + exclusion + 1).min(n)])
-        .sum()
+    pairs
 }
 
 /// Finds the top-k motifs of `x` on `device` (`Auto`: the GPU when one is usable, else the

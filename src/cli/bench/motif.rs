@@ -9,6 +9,7 @@ use synfire::device::DeviceChoice;
 use synfire::motif::{MethodChoice, MotifConfig, MotifResult, find_motifs};
 
 use crate::cli::args::OutputArg;
+use crate::cli::motif::MethodArg;
 
 /// `synfire bench motif`.
 #[derive(Debug, Args)]
@@ -16,13 +17,28 @@ pub struct BenchMotifArgs {
     /// log2 of the random-walk length.
     #[arg(long, default_value_t = 21)]
     log2_n: u32,
+    /// The random-walk length in samples (instead of `--log2-n`; e.g. 100000000).
+    #[arg(long)]
+    n: Option<usize>,
+    /// The GPU paths to time, comma-separated (the CPU runs `auto`).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "auto,projection-join,mk,matrix-profile"
+    )]
+    methods: Vec<MethodArg>,
+    /// Skip the ECG (time the walk only).
+    #[arg(long)]
+    no_ecg: bool,
     /// Subsequence length.
     #[arg(long, default_value_t = 100)]
     m: usize,
     /// Devices to time: cpu, gpu or all.
     #[arg(long, default_value = "all")]
     device: String,
-    /// Timed repetitions after one warm-up (the median is reported).
+    /// Timed repetitions after one warm-up (the median is reported); 0: one timed run after a
+    /// warm-up on the input's first 4,096 samples (for inputs too long to search twice).
     #[arg(long, default_value_t = 3)]
     repeat: usize,
     /// The ECG to time as the real input.
@@ -53,19 +69,37 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Unreadable ECG, a GPU failure, or a result that differs from the reference (`--verify`).
 pub fn run(args: &BenchMotifArgs) -> Result<()> {
     let mut out = args.output.line_writer()?;
-    anyhow::ensure!(args.repeat >= 1, "`--repeat` must be at least 1");
     anyhow::ensure!(
         (8..=31).contains(&args.log2_n),
         "`--log2-n` must be between 8 and 31 (got {})",
         args.log2_n
     );
-    let walk = synfire::synth::random_walk(1usize << args.log2_n, 2026);
-    let ecg = synfire::series::read_series(&args.ecg)
-        .with_context(|| format!("reading `{}`", args.ecg))?;
-    let inputs = [
-        (format!("random walk 2^{}", args.log2_n), walk),
-        ("ECG MIT-BIH 208".to_owned(), ecg),
-    ];
+    anyhow::ensure!(
+        args.n.is_none_or(|n| (256..=1 << 33).contains(&n)),
+        "`--n` must be between 256 and 2^33 (got {:?})",
+        args.n
+    );
+    anyhow::ensure!(!args.methods.is_empty(), "`--methods` is empty");
+    let (walk_n, walk_name) = match args.n {
+        Some(n) => (n, format!("random walk {n}")),
+        None => (
+            1usize << args.log2_n,
+            format!("random walk 2^{}", args.log2_n),
+        ),
+    };
+    let generated = Instant::now();
+    let walk = synfire::synth::random_walk(walk_n, 2026);
+    tracing::info!(
+        n = walk_n,
+        seconds = generated.elapsed().as_secs_f64(),
+        "Random walk generated."
+    );
+    let mut inputs = vec![(walk_name, walk)];
+    if !args.no_ecg {
+        let ecg = synfire::series::read_series(&args.ecg)
+            .with_context(|| format!("reading `{}`", args.ecg))?;
+        inputs.push(("ECG MIT-BIH 208".to_owned(), ecg));
+    }
     let mut devices = Vec::new();
     if args.device == "all" || args.device == "cpu" {
         devices.push(DeviceChoice::Cpu);
@@ -76,7 +110,7 @@ pub fn run(args: &BenchMotifArgs) -> Result<()> {
     writeln!(
         out,
         "| input | n | m | device | method | seconds (median of {}) | pairs | lower bounds | true distances | pruned | i | j | distance | verified |",
-        args.repeat
+        args.repeat.max(1)
     )?;
     writeln!(
         out,
@@ -93,12 +127,7 @@ pub fn run(args: &BenchMotifArgs) -> Result<()> {
                 continue;
             }
             let configs: Vec<MethodChoice> = if device == DeviceChoice::Gpu {
-                vec![
-                    MethodChoice::Auto,
-                    MethodChoice::ProjectionJoin,
-                    MethodChoice::Mk,
-                    MethodChoice::MatrixProfile,
-                ]
+                args.methods.iter().map(|&m| m.into()).collect()
             } else {
                 vec![MethodChoice::Auto]
             };
@@ -109,13 +138,20 @@ pub fn run(args: &BenchMotifArgs) -> Result<()> {
                 };
                 let mut times = Vec::new();
                 let mut last = None;
-                for _ in 0..=args.repeat {
+                if args.repeat == 0 {
+                    // Warm-up (device start, NVRTC) on a prefix, then one timed run.
+                    find_motifs(&x[..x.len().min(4096)], &c, device)?;
+                }
+                let runs = if args.repeat == 0 { 1 } else { args.repeat + 1 };
+                for _ in 0..runs {
                     let t = Instant::now();
                     let r = find_motifs(x, &c, device)?;
                     times.push(t.elapsed().as_secs_f64());
                     last = Some(r);
                 }
-                times.remove(0); // warm-up: device start, NVRTC, caches
+                if args.repeat > 0 {
+                    times.remove(0); // warm-up: device start, NVRTC, caches
+                }
                 let r = last.expect("at least one run");
                 let verified = if args.verify {
                     let want = match &reference {
