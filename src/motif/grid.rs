@@ -15,7 +15,10 @@
 
 use rayon::prelude::*;
 
-use super::join::{GRID_DIMS, PROJECTION_DIMS, Projection};
+use super::projection::{PROJECTION_DIMS, Projection};
+
+/// Coordinates the grid is built on `d` (the first, highest-energy ones).
+pub const GRID_DIMS: usize = 4;
 
 /// How [`Grid::build_by`] sorts the points into cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -34,6 +34,7 @@ pub mod grid;
 pub mod join;
 pub mod mk;
 pub mod profile;
+pub mod projection;
 pub mod znorm;
 
 use std::time::Instant;

@@ -38,7 +38,7 @@ impl<'a> Subsequences<'a> {
     /// in parallel. Requires `1 <= m <= x.len()` (checked by the callers).
     ///
     /// Each window's sums run over its samples in order, exactly as a sequential sum would;
-    /// [`WINDOW_LANES`] neighbouring windows are summed side by side (window `i + l` at step
+    /// Eight neighbouring windows are summed side by side (window `i + l` at step
     /// `t` reads `x[i + l + t]`, one contiguous load for all lanes), which the compiler turns
     /// into vector adds without changing any window's order of operations.
     #[must_use]
