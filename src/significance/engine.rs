@@ -1,5 +1,5 @@
 //! Where surrogates are mined and counted: on the CPU ([`CpuCounter`], several surrogates at
-//! once on rayon's pool), or on the GPUs ([`GpuCounter`]s, [`GPU_COUNTERS`] surrogates at once,
+//! once on rayon's pool), or on the GPUs ([`GpuCounter`]s, [`gpu_counters`] surrogates at once,
 //! each on a thread of its own with a counter of its own, each batch of candidates split
 //! across every GPU, so one surrogate's host work (candidate generation, bounds) overlaps
 //! another's counting on the device). Counts are exact either way, so the p-values do not
@@ -75,8 +75,18 @@ pub(crate) struct SpectrumCounts {
     pub(crate) count_s: f64,
 }
 
-/// GPU counters (each on every GPU) working on different surrogates at once.
-pub const GPU_COUNTERS: usize = 4;
+/// GPU counters (each on every GPU) working on different surrogates at once: one per host
+/// core, at least 4 and at most 32. Each counter's thread does its surrogate's host work
+/// (bounds, candidate generation, the spectrum's threshold search) while the others count on
+/// the device, so the host's cores, not the GPU, set how many pay off: on one H100 with 16
+/// host cores, the dense preset's `spectrum` to level 4 with 100 surrogates took 19.3 s with
+/// 4 counters, 7.3 s with 16 and 7.0 s with 32 (`docs/benchmarks.md`).
+#[must_use]
+pub fn gpu_counters() -> usize {
+    std::thread::available_parallelism()
+        .map_or(4, std::num::NonZeroUsize::get)
+        .clamp(4, 32)
+}
 
 /// The counters surrogates are mined and counted with, and the work done.
 pub(crate) struct Engine<'g> {
@@ -163,7 +173,7 @@ impl<'g> Engine<'g> {
             return Ok(Self::of(Kind::Cpu));
         };
         let mut slots = vec![Mutex::new(Slot::new(GpuSlot::Owned(Box::new(first))))];
-        for _ in 1..GPU_COUNTERS {
+        for _ in 1..gpu_counters() {
             if let Some(more) = select_gpu(stream, &config.intervals, DeviceChoice::Gpu, settings)?
             {
                 slots.push(Mutex::new(Slot::new(GpuSlot::Owned(Box::new(more)))));

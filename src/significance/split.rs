@@ -53,7 +53,7 @@ use std::sync::atomic::AtomicBool;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use super::engine::{Engine, GPU_COUNTERS};
+use super::engine::{Engine, gpu_counters};
 use super::error::SignificanceError;
 use super::surrogate::{SurrogateMethod, Surrogates, Trials};
 use super::testing::{
@@ -96,8 +96,8 @@ pub fn test_episodes(
 }
 
 /// [`test_episodes`] with the surrogates mined and counted on `device` (`auto`: the GPUs when
-/// there are any; four GPU counters work on different surrogates at once). The counts, and so
-/// every p-value, are the same on either.
+/// there are any; GPU counters, one per host core, work on different surrogates at once). The
+/// counts, and so every p-value, are the same on either.
 ///
 /// # Errors
 /// As [`test_episodes`], and [`SignificanceError::Device`] for `gpu` without a usable GPU.
@@ -582,7 +582,7 @@ type SurrogateCache = ((String, u64, Option<Vec<(f64, f64)>>), Arc<Surrogates>);
 
 impl<'a> Tester<'a> {
     /// A tester of `stream` (mined with `config`) counting on `device` (`auto`: the GPUs when
-    /// there are any, four GPU counters working on different surrogates at once).
+    /// there are any, GPU counters, one per host core, working on different surrogates at once).
     ///
     /// # Errors
     /// [`SignificanceError::Device`] for `gpu` without a usable GPU.
@@ -1365,7 +1365,7 @@ impl WarmCounters {
             let mut counters = Vec::new();
             if let Some(first) = select_gpu(stream, &config.intervals, choice, settings)? {
                 counters.push(first);
-                for _ in 1..GPU_COUNTERS {
+                for _ in 1..gpu_counters() {
                     if let Some(more) =
                         select_gpu(stream, &config.intervals, DeviceChoice::Gpu, settings)?
                     {
