@@ -224,13 +224,19 @@ struct SdtwRows {
 #define SDTW_FIX_BITS 12
 #define SDTW_FIX_FAR 0x7fffffff
 #define SDTW_FIX_INF 0x7ffffffe
+// Offsets are never below -|base| 2^-24 (alpha >= the lane's smallest, of which the base is
+// the f32 rounding), so within range while |base| < SDTW_FIX_BASE_MAX = 2^41; the backward
+// pass sends a pair whose base reaches it to the weights path (once per lane and step, not
+// per cell).
+#define SDTW_FIX_BASE_MAX 2199023255552.0f
 // Offsets below this are stored; 2^(31 - SDTW_FIX_BITS) - 2 units, so rounding stays below the
 // sentinels.
 #define SDTW_FIX_MAX 524286.0
 __device__ __forceinline__ int sdtw_fix(double d) {
     if (!(d < SDTW_FIX_MAX)) return d < SDTW_INF_D ? SDTW_FIX_FAR : SDTW_FIX_INF;
-    // d >= -2^18 (alpha >= base - ulp(base) / 2): round to nearest through the 1.5 * 2^52
-    // magic number, whose low word is then the two's complement integer.
+    // d > -2^17 while the base is below SDTW_FIX_BASE_MAX (else the pair is redone by
+    // weights): round to nearest through the 1.5 * 2^52 magic number, whose low word is then
+    // the two's complement integer.
     const double t = fma(d, (double)(1 << SDTW_FIX_BITS), 6755399441055744.0);
     return (int)(unsigned)__double_as_longlong(t);
 }
@@ -484,12 +490,13 @@ __device__ __forceinline__ double sdtw_beta_cell(const SdtwRows<ROWS, DIMS>& row
     // of the cell's cost; alpha - b is exact (fixed point), so the exponent is off by at most
     // 2^-13 plus the f64 and f32 roundings.
     const float ex = (float)((rb - mu) - sdtw_unfix(a)) + l;
-    // Offsets beyond the fixed-point range: the sentinel is below the true offset, so ex is an
-    // upper bound of the true exponent; if that bound says the cell may be relevant, the pair
-    // goes to the weights path.
+    // Offsets beyond the fixed-point range: SDTW_FIX_FAR decodes to 2^19 - 2^-12, at most 2
+    // units above the true offset (stored as FAR from SDTW_FIX_MAX = 2^19 - 2 up), so the
+    // true exponent is at most ex + 2; if that may make the cell relevant, the pair goes to
+    // the weights path.
     const bool far = a >= SDTW_FIX_INF;
     const float e = far ? 0.f : sdtw_ex2(ex);
-    if (a == SDTW_FIX_FAR && ex > -SDTW_RELEVANT) unsafe = true;
+    if (a == SDTW_FIX_FAR && ex > -(SDTW_RELEVANT + 2.0f)) unsafe = true;
     if (DIMS == 1) {
         const float diff = rows.x[k] - yv;
         accx[k] = fmaf(e, diff, accx[k]);
@@ -565,6 +572,7 @@ __device__ bool sdtw_strip_beta(const float* __restrict__ xs, int n, const float
         if (c >= 0 && c < m) {
             const float* y = ys + (sdtw_i64)c * dims;
             const double rb = r_nm - (double)b_cur;
+            if (!(fabsf(b_cur) < SDTW_FIX_BASE_MAX)) unsafe = true;
             double down = down0, diag = diag0;
             if (full) {
                 // All of the lane's rows exist and there is no band: no checks per cell.

@@ -309,28 +309,47 @@ impl Grid {
         }
         let cols = columns(proj, d);
         let t0 = std::time::Instant::now();
-        let (lo, hi) = points
+        // Coordinate bounds; a NaN (which `min`/`max` would skip while its key is 0) sends the
+        // build to the keyed path, which handles any key.
+        let (lo, hi, nan) = points
             .par_iter()
             .fold(
-                || ([f32::INFINITY; GRID_DIMS], [f32::NEG_INFINITY; GRID_DIMS]),
-                |(mut lo, mut hi), &p| {
+                || {
+                    (
+                        [f32::INFINITY; GRID_DIMS],
+                        [f32::NEG_INFINITY; GRID_DIMS],
+                        false,
+                    )
+                },
+                |(mut lo, mut hi, mut nan), &p| {
                     for f in 0..d {
                         let v = cols[f][p as usize];
                         lo[f] = lo[f].min(v);
                         hi[f] = hi[f].max(v);
+                        nan |= v.is_nan();
                     }
-                    (lo, hi)
+                    (lo, hi, nan)
                 },
             )
             .reduce(
-                || ([f32::INFINITY; GRID_DIMS], [f32::NEG_INFINITY; GRID_DIMS]),
-                |(a, b), (c, e)| {
+                || {
+                    (
+                        [f32::INFINITY; GRID_DIMS],
+                        [f32::NEG_INFINITY; GRID_DIMS],
+                        false,
+                    )
+                },
+                |(a, b, x), (c, e, y)| {
                     (
                         std::array::from_fn(|f| a[f].min(c[f])),
                         std::array::from_fn(|f| b[f].max(e[f])),
+                        x || y,
                     )
                 },
             );
+        if nan {
+            return None;
+        }
         let mut min = [0i64; GRID_DIMS];
         let mut max = [0i64; GRID_DIMS];
         for f in 0..d {

@@ -66,8 +66,10 @@ fn predicted_pairs(proj: &Projection, points: &[u32], width: f64) -> f64 {
     g.pairs as f64 * ratio * ratio
 }
 
-/// The first width: the largest of a geometric ladder whose grid predicts at most
-/// `pairs_per_point` pairs per point.
+/// The first width: a rung of a geometric ladder whose grid predicts at most
+/// `pairs_per_point` pairs per point, found by bisection (the largest such rung when the
+/// prediction shrinks with the width, as it does but for sampling noise; the width only
+/// changes the cost, never the answer).
 pub(crate) fn initial_width(
     proj: &Projection,
     points: &[u32],

@@ -227,6 +227,19 @@ pub enum MotifError {
         /// Samples needed.
         needed: usize,
     },
+    /// More subsequences than 32-bit ids address (the searches index subsequences by `u32`).
+    #[error(
+        "the series has {n} samples, {subsequences} subsequences of m = {m}; at most \
+         4,294,967,295 subsequences are supported"
+    )]
+    SeriesTooLong {
+        /// Samples in the series.
+        n: usize,
+        /// Subsequence length.
+        m: usize,
+        /// Subsequences `n - m + 1`.
+        subsequences: usize,
+    },
     /// `top_k` or `references` is 0.
     #[error("{what} must be at least 1")]
     Zero {
@@ -259,6 +272,14 @@ pub fn validate(n: usize, cfg: &MotifConfig) -> Result<(), MotifError> {
             m: cfg.m,
             exclusion: cfg.exclusion,
             needed,
+        });
+    }
+    let subsequences = n + 1 - cfg.m;
+    if u32::try_from(subsequences).is_err() {
+        return Err(MotifError::SeriesTooLong {
+            n,
+            m: cfg.m,
+            subsequences,
         });
     }
     Ok(())

@@ -146,11 +146,15 @@ fn window_lanes(
     mean: &mut [f64; WINDOW_LANES],
     var: &mut [f64; WINDOW_LANES],
 ) {
+    // Sample t of the lanes' windows, one contiguous load (the caller passes full lanes).
+    let lanes_at = |t: usize| -> &[f64; WINDOW_LANES] {
+        x[i + t..i + t + WINDOW_LANES]
+            .try_into()
+            .expect("the caller passes WINDOW_LANES whole windows")
+    };
     let mut s = [-0.0; WINDOW_LANES];
     for t in 0..m {
-        let xs: &[f64; WINDOW_LANES] = x[i + t..i + t + WINDOW_LANES]
-            .try_into()
-            .expect("the block holds WINDOW_LANES windows");
+        let xs = lanes_at(t);
         for l in 0..WINDOW_LANES {
             s[l] += xs[l];
         }
@@ -160,9 +164,7 @@ fn window_lanes(
     }
     let mut q = [-0.0; WINDOW_LANES];
     for t in 0..m {
-        let xs: &[f64; WINDOW_LANES] = x[i + t..i + t + WINDOW_LANES]
-            .try_into()
-            .expect("the block holds WINDOW_LANES windows");
+        let xs = lanes_at(t);
         for l in 0..WINDOW_LANES {
             let d = xs[l] - mean[l];
             q[l] += d * d;

@@ -88,6 +88,28 @@ pub fn gpu_counters() -> usize {
         .clamp(4, 32)
 }
 
+/// The counters after the first, up to [`gpu_counters`] in all: a counter that cannot start
+/// (the GPU's memory full, say) ends the list with a warning instead of failing the test,
+/// which the first counter alone can run.
+pub(crate) fn more_counters(
+    stream: &EventStream,
+    config: &MinerConfig,
+    settings: &GpuSettings,
+) -> Vec<GpuCounter> {
+    let mut out = Vec::new();
+    for _ in 1..gpu_counters() {
+        match select_gpu(stream, &config.intervals, DeviceChoice::Gpu, settings) {
+            Ok(Some(c)) => out.push(c),
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, counters = out.len() + 1, "Could not start another GPU counter; going on with those started.");
+                break;
+            }
+        }
+    }
+    out
+}
+
 /// The counters surrogates are mined and counted with, and the work done.
 pub(crate) struct Engine<'g> {
     kind: Kind<'g>,
@@ -173,11 +195,8 @@ impl<'g> Engine<'g> {
             return Ok(Self::of(Kind::Cpu));
         };
         let mut slots = vec![Mutex::new(Slot::new(GpuSlot::Owned(Box::new(first))))];
-        for _ in 1..gpu_counters() {
-            if let Some(more) = select_gpu(stream, &config.intervals, DeviceChoice::Gpu, settings)?
-            {
-                slots.push(Mutex::new(Slot::new(GpuSlot::Owned(Box::new(more)))));
-            }
+        for more in more_counters(stream, config, settings) {
+            slots.push(Mutex::new(Slot::new(GpuSlot::Owned(Box::new(more)))));
         }
         Ok(Self::of(Kind::Gpu(slots)))
     }

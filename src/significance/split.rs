@@ -53,7 +53,7 @@ use std::sync::atomic::AtomicBool;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use super::engine::{Engine, gpu_counters};
+use super::engine::{Engine, more_counters};
 use super::error::SignificanceError;
 use super::surrogate::{SurrogateMethod, Surrogates, Trials};
 use super::testing::{
@@ -1365,13 +1365,7 @@ impl WarmCounters {
             let mut counters = Vec::new();
             if let Some(first) = select_gpu(stream, &config.intervals, choice, settings)? {
                 counters.push(first);
-                for _ in 1..gpu_counters() {
-                    if let Some(more) =
-                        select_gpu(stream, &config.intervals, DeviceChoice::Gpu, settings)?
-                    {
-                        counters.push(more);
-                    }
-                }
+                counters.extend(more_counters(stream, config, settings));
             }
             self.kept = Some((want, counters));
         }

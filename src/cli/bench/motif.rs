@@ -38,7 +38,8 @@ pub struct BenchMotifArgs {
     #[arg(long, default_value = "all")]
     device: String,
     /// Timed repetitions after one warm-up (the median is reported); 0: one timed run after a
-    /// warm-up on the input's first 4,096 samples (for inputs too long to search twice).
+    /// warm-up on the input's first max(4,096, 4m) samples (for inputs too long to search
+    /// twice).
     #[arg(long, default_value_t = 3)]
     repeat: usize,
     /// The ECG to time as the real input.
@@ -75,8 +76,9 @@ pub fn run(args: &BenchMotifArgs) -> Result<()> {
         args.log2_n
     );
     anyhow::ensure!(
-        args.n.is_none_or(|n| (256..=1 << 33).contains(&n)),
-        "`--n` must be between 256 and 2^33 (got {:?})",
+        args.n
+            .is_none_or(|n| (256..=u32::MAX as usize).contains(&n)),
+        "`--n` must be between 256 and 2^32 - 1 (got {:?})",
         args.n
     );
     anyhow::ensure!(!args.methods.is_empty(), "`--methods` is empty");
@@ -140,7 +142,7 @@ pub fn run(args: &BenchMotifArgs) -> Result<()> {
                 let mut last = None;
                 if args.repeat == 0 {
                     // Warm-up (device start, NVRTC) on a prefix, then one timed run.
-                    find_motifs(&x[..x.len().min(4096)], &c, device)?;
+                    find_motifs(&x[..x.len().min(4096.max(4 * args.m))], &c, device)?;
                 }
                 let runs = if args.repeat == 0 { 1 } else { args.repeat + 1 };
                 for _ in 0..runs {
