@@ -20,6 +20,21 @@ use super::projection::{PROJECTION_DIMS, Projection};
 /// Coordinates the grid is built on `d` (the first, highest-energy ones).
 pub const GRID_DIMS: usize = 4;
 
+/// Pairs a grid bounds: within each cell, and between each cell and its listed forward
+/// neighbours (`nb_cell[nb_start[c]]` is the cell itself).
+fn pairs_of(cell_start: &[u32], nb_start: &[u32], nb_cell: &[u32]) -> u64 {
+    let size = |c: usize| u64::from(cell_start[c + 1] - cell_start[c]);
+    (0..nb_start.len().saturating_sub(1))
+        .into_par_iter()
+        .map(|c| {
+            let own = size(c);
+            let list = &nb_cell[nb_start[c] as usize + 1..nb_start[c + 1] as usize];
+            own * own.saturating_sub(1) / 2
+                + list.iter().map(|&nc| own * size(nc as usize)).sum::<u64>()
+        })
+        .sum()
+}
+
 /// How [`Grid::build_by`] sorts the points into cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Build {
@@ -396,7 +411,6 @@ impl Grid {
                 out
             })
             .collect();
-        let size = |c: usize| u64::from(cell_start[c + 1] - cell_start[c]);
         let mut nb_start = Vec::with_capacity(keys.len() + 1);
         let mut nb_cell = Vec::with_capacity(keys.len() * 4);
         for c in 0..keys.len() {
@@ -405,15 +419,7 @@ impl Grid {
             nb_cell.extend(found.iter().map(|f| f[c]).filter(|&nc| nc != u32::MAX));
         }
         nb_start.push(nb_cell.len() as u32);
-        let pairs = (0..keys.len())
-            .into_par_iter()
-            .map(|c| {
-                let own = size(c);
-                let list = &nb_cell[nb_start[c] as usize + 1..nb_start[c + 1] as usize];
-                own * own.saturating_sub(1) / 2
-                    + list.iter().map(|&nc| own * size(nc as usize)).sum::<u64>()
-            })
-            .sum();
+        let pairs = pairs_of(&cell_start, &nb_start, &nb_cell);
         let order = items.par_iter().map(|&v| v as u32).collect();
         tracing::trace!(
             points = points.len(),
@@ -463,18 +469,6 @@ impl Grid {
                 }))
             })
             .collect();
-        let size = |c: u32| u64::from(cell_start[c as usize + 1] - cell_start[c as usize]);
-        let pairs = lists
-            .par_iter()
-            .map(|&(c, nc)| {
-                let own = size(c);
-                if c == nc {
-                    own * own.saturating_sub(1) / 2
-                } else {
-                    own * size(nc)
-                }
-            })
-            .sum();
         let mut nb_start = Vec::with_capacity(keys.len() + 1);
         let mut nb_cell = Vec::with_capacity(lists.len());
         for (e, &(c, nc)) in lists.iter().enumerate() {
@@ -484,6 +478,7 @@ impl Grid {
             nb_cell.push(nc);
         }
         nb_start.push(nb_cell.len() as u32);
+        let pairs = pairs_of(&cell_start, &nb_start, &nb_cell);
         Self {
             width,
             order: keyed.into_iter().map(|(_, p)| p).collect(),
@@ -604,6 +599,25 @@ mod tests {
                     assert_eq!(g.pairs, plain.pairs, "{name}, width {w}");
                 }
                 assert!(plain.cells() > 1, "width {w}");
+                // `pairs` against a count over the point pairs themselves.
+                let mut cell_of = std::collections::HashMap::new();
+                for c in 0..plain.cells() {
+                    for pos in plain.cell_start[c]..plain.cell_start[c + 1] {
+                        cell_of.insert(plain.order[pos as usize], c);
+                    }
+                }
+                let listed = |a: usize, b: usize| {
+                    plain.nb_cell[plain.nb_start[a] as usize..plain.nb_start[a + 1] as usize]
+                        .contains(&(b as u32))
+                };
+                let mut want = 0u64;
+                for (k, &a) in points.iter().enumerate() {
+                    for &b in &points[k + 1..] {
+                        let (ca, cb) = (cell_of[&a], cell_of[&b]);
+                        want += u64::from(listed(ca, cb) || (ca != cb && listed(cb, ca)));
+                    }
+                }
+                assert_eq!(plain.pairs, want, "width {w}");
             }
         }
     }
