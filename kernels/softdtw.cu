@@ -824,8 +824,8 @@ __device__ void sdtw_tile(const float* __restrict__ xs, int n, const float* __re
 }
 
 // The gradient kernels are capped at 128 registers a thread (blocks of SDTW_GRAD_BLOCK = the
-// host's BLOCK threads, 4 blocks an SM: 16 warps instead of 12 at the 146 registers the compiler
-// chose on its own). The kernel is latency-bound, and the extra warps hide more of it: 1.195e11
+// host's BLOCK threads, 4 blocks an SM: 16 warps instead of the 12 that the 146 registers of the
+// kernel's last profile allowed). The kernel is latency-bound, and the extra warps hide more of it: 1.195e11
 // -> 1.369e11 cells/s forward+backward on an H100 (1024 x 1024 pairs of length 256; caps of 96,
 // 104, 112 and 120 registers gave 1.26, 1.28, 1.34 and 1.36e11).
 #define SDTW_GRAD_BLOCK 128
