@@ -113,6 +113,24 @@ fn assert_same(got: &[Neighbor], want: &[Neighbor], what: &str) {
 
 /// The filter's soundness on one pair: the kernel's bound never exceeds the threshold made
 /// from the pair's own distance (the tightest BSF under which the series must survive).
+/// A walk of `len` samples (with one huge sample in the middle when `spike`) and a copy with
+/// Gaussian noise of spread `noise`: the adversarial pairs of the margin proptests.
+fn noisy_pair(len: usize, seed: u64, noise: f64, spike: bool) -> (Vec<f64>, Vec<f64>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut a = walk(len, &mut rng);
+    if spike {
+        a[len / 2] += 1e6;
+    }
+    let b = a
+        .iter()
+        .map(|v| {
+            let e: f64 = StandardNormal.sample(&mut rng);
+            v + noise * e
+        })
+        .collect();
+    (a, b)
+}
+
 fn check_pair(seg: &Segments, q: &[f32], x: &[f32], x_norm: f64) {
     let w = weights_f32(seg);
     let (qp, qn) = paa_f32(seg, q);
@@ -157,19 +175,8 @@ proptest! {
         noise in prop_oneof![Just(0.0f64), Just(1e-7), Just(1e-4), Just(0.1), Just(10.0)],
         spike in any::<bool>(),
     ) {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut a = walk(len, &mut rng);
-        if spike {
-            // One huge sample: the rest of the z-normalised series is tiny (f16 subnormals).
-            a[len / 2] += 1e6;
-        }
-        let b: Vec<f64> = a
-            .iter()
-            .map(|v| {
-                let e: f64 = StandardNormal.sample(&mut rng);
-                v + noise * e
-            })
-            .collect();
+        // A spike leaves the rest of the z-normalised series tiny (f16 subnormals).
+        let (a, b) = noisy_pair(len, seed, noise, spike);
         let (q, x) = (znormalize(&a), znormalize(&b));
         check_half(&q, &x);
         check_half(&x, &q);
@@ -182,20 +189,9 @@ proptest! {
         noise in prop_oneof![Just(0.0f64), Just(1e-7), Just(1e-4), Just(0.1), Just(10.0)],
         spike in any::<bool>(),
     ) {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let seg = Segments::new(len);
-        let mut a = walk(len, &mut rng);
-        if spike {
-            // One huge sample: large PAA values in one segment, the worst case for E.
-            a[len / 2] += 1e6;
-        }
-        let b: Vec<f64> = a
-            .iter()
-            .map(|v| {
-                let e: f64 = StandardNormal.sample(&mut rng);
-                v + noise * e
-            })
-            .collect();
+        // A spike gives large PAA values in one segment, the worst case for E.
+        let (a, b) = noisy_pair(len, seed, noise, spike);
         let (q, x) = (znormalize(&a), znormalize(&b));
         let x_norm = paa_f32(&seg, &x).1;
         check_pair(&seg, &q, &x, x_norm);

@@ -275,17 +275,21 @@ impl GpuMotifSearch<'_> {
     }
 
     /// The projection join's rounds on the device (see [`super::join`]).
-    fn join(&mut self, allowed: &[bool], mask: &Arc<Vec<u8>>) -> Result<JoinEnd, DeviceError> {
+    fn join(
+        &mut self,
+        allowed: &[bool],
+        mask: &Arc<Vec<u8>>,
+        pairs: u64,
+    ) -> Result<JoinEnd, DeviceError> {
         let (subs, cfg) = (self.subs, self.cfg.clone());
         let setup = std::time::Instant::now();
-        let pairs = valid_pairs(allowed, cfg.exclusion);
         let points = join_points(subs, allowed);
         let constant = constant_pair(subs, allowed, cfg.exclusion);
         let budget = distance_budget(pairs, subs.m, cfg.method);
         let max_distance = 2.0 * (subs.m as f64).sqrt();
         tracing::debug!(
             ms = setup.elapsed().as_secs_f64() * 1e3,
-            "projection join: pairs, points and constant pairs"
+            "projection join: points and constant pairs"
         );
         let started = std::time::Instant::now();
         let mut w = initial_width(self.projection()?, &points, subs.m, GPU_PAIRS_PER_POINT);
@@ -386,7 +390,7 @@ impl PairSearch for GpuMotifSearch<'_> {
             MethodChoice::Auto | MethodChoice::ProjectionJoin
         );
         let (best, method, overflow, c) = if join {
-            match self.join(allowed, &mask)? {
+            match self.join(allowed, &mask, pairs)? {
                 JoinEnd::Done(b, c) => (b, Method::ProjectionJoin, false, c),
                 JoinEnd::Overflow => (
                     None,
