@@ -3,8 +3,8 @@
 //! filtered out); batches on the CPU, through the CPU model of the device's filter and refine
 //! (series on the device or refined on the host, ranges split on overflow, overflowed
 //! queries answered on the CPU) and on a GPU give the brute force's ids and distances, bit
-//! for bit. The GPU variant prints why and skips without a GPU, and fails instead when
-//! `SYNFIRE_REQUIRE_GPU=1`.
+//! for bit, on random walks and on the real UCR and ECG fixtures. The GPU variants print why
+//! and skip without a GPU, and fail instead when `SYNFIRE_REQUIRE_GPU=1`.
 
 mod common;
 
@@ -362,6 +362,192 @@ fn gpu_batches_equal_brute_force() {
                 &want_n.neighbors,
                 &format!("gpu {want:?} query {i}"),
             );
+        }
+    }
+}
+
+fn fixture(rel: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn read_ucr(rel: &str) -> Vec<Vec<f64>> {
+    let d = synfire::series::read_dataset(&fixture(rel)).unwrap();
+    d.series.into_iter().map(|s| s.values).collect()
+}
+
+/// Checks one real collection on the GPU: every query batched (batches of 1, 7 and all),
+/// one at a time through the single-query GPU path, and through the host-refined variants
+/// (series not on the device, and their half-precision copy), each equal to the brute force.
+fn check_real_on_gpu(index: &Index, qs: &[Vec<f32>], what: &str) {
+    let mut s = Searcher::new(index, DeviceChoice::Gpu, QueryOptions::default()).unwrap();
+    assert_eq!(s.device(), "gpu");
+    for k in [1, 5] {
+        let want: Vec<_> = qs
+            .iter()
+            .map(|q| index.brute_force_normalized(q, k).unwrap())
+            .collect();
+        for batch in [1usize, 7, qs.len()] {
+            for (c, chunk) in qs.chunks(batch).enumerate().take(4) {
+                let got = s.query_batch(chunk, k).unwrap();
+                assert_eq!(got.stats.device, "gpu");
+                assert_eq!(got.stats.cpu_fallbacks, 0, "{what}: {:?}", got.stats);
+                for (i, a) in got.answers.iter().enumerate() {
+                    let j = c * batch + i;
+                    assert_same(
+                        &a.neighbors,
+                        &want[j].neighbors,
+                        &format!("{what}: gpu batch of {batch}, k {k}, query {j}"),
+                    );
+                }
+            }
+        }
+        for (j, q) in qs.iter().enumerate().take(10) {
+            let f64q: Vec<f64> = q.iter().map(|&v| v as f64).collect();
+            let a = s.knn(j, &f64q, k).unwrap();
+            let w = index.brute_force(&f64q, k).unwrap();
+            assert_same(
+                &a.neighbors,
+                &w.neighbors,
+                &format!("{what}: gpu single query {j}, k {k}"),
+            );
+        }
+    }
+    for series in [SeriesOnDevice::No, SeriesOnDevice::Half] {
+        let host = synfire::search::batch::GpuBatch::new(index, None, series).unwrap();
+        let got = host.knn_batch(qs, 3, &QueryOptions::default()).unwrap();
+        for (j, (q, a)) in qs.iter().zip(&got.answers).enumerate() {
+            let want = index.brute_force_normalized(q, 3).unwrap();
+            assert_same(
+                &a.neighbors,
+                &want.neighbors,
+                &format!("{what}: gpu {series:?} query {j}"),
+            );
+        }
+    }
+}
+
+/// The real inputs: each UCR fixture's training set as the collection and its test set as the
+/// queries (lengths 24 to 286 samples, leaves of 2 and 16), and every window of 128 and of
+/// 256 samples of the MIT-BIH ECG with 200 queries: windows of the record itself (their own
+/// nearest neighbour at distance 0, with overlapping near-copies around them) and noisy
+/// copies of windows.
+fn real_inputs() -> Vec<(String, Index, Vec<Vec<f32>>)> {
+    let mut out = Vec::new();
+    for (train, test) in [
+        (
+            "fixtures/ucr/Coffee/Coffee_TRAIN.txt",
+            "fixtures/ucr/Coffee/Coffee_TEST.txt",
+        ),
+        (
+            "fixtures/ucr/ECG200/ECG200_TRAIN.tsv",
+            "fixtures/ucr/ECG200/ECG200_TEST.tsv",
+        ),
+        (
+            "fixtures/ucr/GunPoint/GunPoint_TRAIN.ts",
+            "fixtures/ucr/GunPoint/GunPoint_TEST.ts",
+        ),
+        (
+            "fixtures/ucr/ItalyPowerDemand/ItalyPowerDemand_TRAIN.ts",
+            "fixtures/ucr/ItalyPowerDemand/ItalyPowerDemand_TEST.ts",
+        ),
+    ] {
+        let data = read_ucr(train);
+        let qs: Vec<Vec<f32>> = read_ucr(test).iter().map(|s| znormalize(s)).collect();
+        for leaf in [2, 16] {
+            out.push((
+                format!("{train} leaf {leaf}"),
+                build(&data, leaf),
+                qs.clone(),
+            ));
+        }
+    }
+    let x = synfire::series::read_series(
+        &fixture("fixtures/sensors/mitbih-208-ecg/ecg.npy").to_string_lossy(),
+    )
+    .unwrap();
+    for m in [128usize, 256] {
+        let c = Collection::sliding_windows("ecg", &x, m).unwrap();
+        let index = Index::build(&c, BuildOptions { leaf_capacity: 256 }).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(90 + m as u64);
+        let qs: Vec<Vec<f32>> = (0..200)
+            .map(|i| {
+                let s = rng.random_range(0..x.len() - m);
+                let w = &x[s..s + m];
+                if i % 2 == 0 {
+                    znormalize(w)
+                } else {
+                    let noisy: Vec<f64> = w
+                        .iter()
+                        .map(|v| {
+                            let e: f64 = StandardNormal.sample(&mut rng);
+                            v + 0.05 * e
+                        })
+                        .collect();
+                    znormalize(&noisy)
+                }
+            })
+            .collect();
+        out.push((format!("ecg windows of {m}"), index, qs));
+    }
+    out
+}
+
+#[test]
+fn emulated_batches_on_real_series_equal_brute_force() {
+    for (what, index, qs) in real_inputs() {
+        for held in [
+            SeriesOnDevice::Exact,
+            SeriesOnDevice::Half,
+            SeriesOnDevice::No,
+        ] {
+            for k in [1, 5] {
+                check_emulated(
+                    &index,
+                    &qs,
+                    k,
+                    held,
+                    64,
+                    usize::MAX,
+                    &format!("{what} k {k} {held:?}"),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
+fn gpu_batches_on_real_series_equal_brute_force() {
+    if !common::gpu_or_skip("gpu_batches_on_real_series_equal_brute_force") {
+        return;
+    }
+    let inputs = real_inputs();
+    for (what, index, qs) in &inputs {
+        check_real_on_gpu(index, qs, what);
+    }
+    // Several indexes' searchers used in turn on one GPU (the device keeps each one's data):
+    // every answer still equals the brute force, with no reload error.
+    let mut searchers: Vec<Searcher> = inputs
+        .iter()
+        .map(|(_, index, _)| {
+            Searcher::new(index, DeviceChoice::Gpu, QueryOptions::default()).unwrap()
+        })
+        .collect();
+    for round in 0..2 {
+        for ((what, index, qs), s) in inputs.iter().zip(&mut searchers) {
+            let got = s.query_batch(&qs[..qs.len().min(20)], 3).unwrap();
+            assert_eq!(got.stats.device, "gpu");
+            for (j, a) in got.answers.iter().enumerate() {
+                let want = index.brute_force_normalized(&qs[j], 3).unwrap();
+                assert_same(
+                    &a.neighbors,
+                    &want.neighbors,
+                    &format!("{what}: in turn, round {round}, query {j}"),
+                );
+            }
         }
     }
 }

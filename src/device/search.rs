@@ -247,7 +247,8 @@ pub const BATCH_PAIR_CAPACITY: usize = 1 << 25;
 /// Device memory left free when deciding whether the series fit beside the PAA.
 const BATCH_RESERVE_BYTES: usize = 2 << 30;
 
-/// Device buffers of batched queries (the device thread's `Option<BatchBuffers>` slot).
+/// Device buffers of one index's batched queries (an entry of the device thread's
+/// `Vec<BatchBuffers>` slot).
 struct BatchBuffers {
     tag: u64,
     count: u32,
@@ -394,35 +395,61 @@ fn append_pairs(
     Ok(())
 }
 
-/// The device thread's batch buffers.
-fn batch_buffers(d: &mut Device) -> &mut Option<BatchBuffers> {
-    d.slot::<Option<BatchBuffers>>()
+/// The device thread's batch buffers, one entry per index, oldest load first.
+fn batch_buffers(d: &mut Device) -> &mut Vec<BatchBuffers> {
+    d.slot::<Vec<BatchBuffers>>()
+}
+
+/// The batch buffers of the index tagged `tag`, if the device holds them.
+fn batch_entry(d: &mut Device, tag: u64) -> Option<&mut BatchBuffers> {
+    batch_buffers(d).iter_mut().find(|b| b.tag == tag)
 }
 
 impl GpuWorker {
-    /// The tag of the batch data on the device (once its PAA array is complete) and what it
-    /// holds of the series.
-    pub fn search_batch_tag(&self) -> Ticket<Option<(u64, SeriesOnDevice)>> {
-        self.run(|d| {
-            Ok(batch_buffers(d)
-                .as_ref()
+    /// What the device holds of the series of the index tagged `tag` for batches (once its
+    /// PAA array is complete), `None` when it holds nothing of it.
+    pub fn search_batch_held(&self, tag: u64) -> Ticket<Option<SeriesOnDevice>> {
+        self.run(move |d| {
+            Ok(batch_entry(d, tag)
                 .filter(|b| b.paa_filled == b.count as usize)
-                .map(|b| (b.tag, b.held())))
+                .map(|b| b.held()))
         })
     }
 
-    /// Allocates the batch data of an index (replacing any previous one): room for its PAA
-    /// array and, when asked and when they fit, for its series or their half-precision copy.
-    /// Answers what of the series will be held.
+    /// Allocates the batch data of an index (replacing its earlier data, if any): room for
+    /// its PAA array and, when asked and when they fit, for its series or their half-precision
+    /// copy. Answers what of the series will be held. The data of other indexes stay on the
+    /// device (several searchers share it) unless the new index needs their memory: the
+    /// oldest loads are dropped first, until what the new one asks for fits or none is left
+    /// (a later batch of a dropped index loads it again, [`crate::search::batch::GpuBatch`]).
     pub fn search_batch_load(&self, load: BatchLoad) -> Ticket<SeriesOnDevice> {
         self.run(move |d| {
-            *batch_buffers(d) = None;
+            batch_buffers(d).retain(|b| b.tag != load.tag);
             let count = launch::u32_of("series", load.count)?;
             let len = launch::u32_of("series length", load.len)?;
             if load.count == 0 || load.weights.len() != 16 || load.len == 0 {
                 return Err(DeviceError::Unsupported("a malformed batch upload".into()));
             }
             let st = d.stream.clone();
+            let wanted_bytes = load.count * 16 * 4
+                + BATCH_PAIR_CAPACITY.min(load.count.saturating_mul(16).max(1 << 20)) * 24
+                + if load.rows {
+                    load.count * load.len * 4
+                } else if load.half {
+                    load.count * load.len * 2
+                } else {
+                    0
+                }
+                + BATCH_RESERVE_BYTES;
+            loop {
+                let (free, _) = d.ctx.mem_get_info().map_err(drv("cuMemGetInfo"))?;
+                if free >= wanted_bytes || batch_buffers(d).is_empty() {
+                    break;
+                }
+                let dropped = batch_buffers(d).remove(0);
+                drop(dropped);
+                st.synchronize().map_err(drv("cuStreamSynchronize"))?;
+            }
             let alloc = drv("cuMemAlloc");
             let paa = st.alloc_zeros::<f32>(load.count * 16).map_err(&alloc)?;
             let weights = st
@@ -458,7 +485,7 @@ impl GpuWorker {
             } else {
                 SeriesOnDevice::No
             };
-            *batch_buffers(d) = Some(BatchBuffers {
+            batch_buffers(d).push(BatchBuffers {
                 tag: load.tag,
                 count,
                 len,
@@ -489,9 +516,7 @@ impl GpuWorker {
     ) -> Ticket<()> {
         self.run(move |d| {
             let st = d.stream.clone();
-            let b = batch_buffers(d)
-                .as_mut()
-                .filter(|b| b.tag == tag)
+            let b = batch_entry(d, tag)
                 .ok_or_else(|| DeviceError::Unsupported("a chunk before its upload".into()))?;
             let (width, dev, filled) = match array {
                 BatchArray::Paa => (16, Some(&mut b.paa), &mut b.paa_filled),
@@ -523,9 +548,7 @@ impl GpuWorker {
     ) -> Ticket<()> {
         self.run(move |d| {
             let st = d.stream.clone();
-            let b = batch_buffers(d)
-                .as_mut()
-                .filter(|b| b.tag == tag)
+            let b = batch_entry(d, tag)
                 .ok_or_else(|| DeviceError::Unsupported("a chunk before its upload".into()))?;
             let width = b.len as usize;
             let dev = b.half.as_mut().ok_or_else(|| {
@@ -558,11 +581,14 @@ impl GpuWorker {
             let half_f = d.function(&SEARCH, "search_batch_refine_half")?;
             let sms = d.info.multiprocessors.max(1);
             let st = d.stream.clone();
-            let b = batch_buffers(d)
-                .as_mut()
-                .filter(|b| b.tag == job.tag && b.paa_filled == b.count as usize)
+            let b = batch_entry(d, job.tag)
+                .filter(|b| b.paa_filled == b.count as usize)
                 .ok_or_else(|| {
-                    DeviceError::Unsupported("a batch before its index's upload".into())
+                    DeviceError::Unsupported(
+                        "a batch of an index whose data the device does not hold (never \
+                         loaded, or dropped to make room for another index's)"
+                            .into(),
+                    )
                 })?;
             let nq = job.thresh.len();
             let held = b.held();

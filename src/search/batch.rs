@@ -653,6 +653,68 @@ fn rank(h: SeriesOnDevice) -> u8 {
     }
 }
 
+/// Makes the GPU hold `index`'s batch data, at least what `want` asks of its series where it
+/// fits (reusing what it already holds), and answers what it holds.
+fn prepare(
+    index: &Index,
+    ordinal: Option<usize>,
+    want: SeriesOnDevice,
+) -> Result<SeriesOnDevice, SearchError> {
+    let started = Instant::now();
+    let worker = crate::device::shared_worker(ordinal).map_err(SearchError::Device)?;
+    let paa = &index_paa(index).paa;
+    let now = worker
+        .search_batch_held(index.tag())
+        .wait()
+        .map_err(SearchError::Device)?;
+    let held = match now {
+        Some(held) if rank(held) >= rank(want) => held,
+        _ => {
+            let tag = index.tag();
+            let held = worker
+                .search_batch_load(BatchLoad {
+                    tag,
+                    count: index.count,
+                    len: index.len,
+                    weights: weights_f32(&index.segments).to_vec(),
+                    rows: want == SeriesOnDevice::Exact,
+                    half: want != SeriesOnDevice::No,
+                })
+                .wait()
+                .map_err(SearchError::Device)?;
+            // Chunks of at most 64 MiB, two in flight.
+            let rows_per_chunk = |bytes_per_row: usize| ((1usize << 26) / bytes_per_row).max(1);
+            let (count, len) = (index.count, index.len);
+            upload_chunks(count, rows_per_chunk(SEGMENTS * 4), |first, end| {
+                let chunk = paa[first * SEGMENTS..end * SEGMENTS].to_vec();
+                worker.search_batch_fill(tag, BatchArray::Paa, first, chunk)
+            })?;
+            match held {
+                SeriesOnDevice::Exact => {
+                    upload_chunks(count, rows_per_chunk(len * 4), |first, end| {
+                        let chunk = index.series()[first * len..end * len].to_vec();
+                        worker.search_batch_fill(tag, BatchArray::Series, first, chunk)
+                    })?;
+                }
+                SeriesOnDevice::Half => {
+                    upload_chunks(count, rows_per_chunk(len * 2), |first, end| {
+                        let chunk = to_half_par(&index.series()[first * len..end * len]);
+                        worker.search_batch_fill_half(tag, first, chunk)
+                    })?;
+                }
+                SeriesOnDevice::No => {}
+            }
+            held
+        }
+    };
+    tracing::debug!(
+        series = ?held,
+        seconds = started.elapsed().as_secs_f64(),
+        "Prepared the GPU for batched queries."
+    );
+    Ok(held)
+}
+
 impl<'a> GpuBatch<'a> {
     /// Uploads `index`'s PAA array to GPU `ordinal` (`None`: the first GPU) and, as `want`
     /// asks and memory allows (2 GiB left free): `Exact`, its series (`count × len × 4`
@@ -674,58 +736,7 @@ impl<'a> GpuBatch<'a> {
                 "series longer than 2^28 samples: their segment lengths are not exact in f32",
             ));
         }
-        let started = Instant::now();
-        let worker = crate::device::shared_worker(ordinal).map_err(SearchError::Device)?;
-        let paa = &index_paa(index).paa;
-        let now = worker
-            .search_batch_tag()
-            .wait()
-            .map_err(SearchError::Device)?;
-        let held = match now {
-            Some((tag, held)) if tag == index.tag() && rank(held) >= rank(want) => held,
-            _ => {
-                let tag = index.tag();
-                let held = worker
-                    .search_batch_load(BatchLoad {
-                        tag,
-                        count: index.count,
-                        len: index.len,
-                        weights: weights_f32(&index.segments).to_vec(),
-                        rows: want == SeriesOnDevice::Exact,
-                        half: want != SeriesOnDevice::No,
-                    })
-                    .wait()
-                    .map_err(SearchError::Device)?;
-                // Chunks of at most 64 MiB, two in flight.
-                let rows_per_chunk = |bytes_per_row: usize| ((1usize << 26) / bytes_per_row).max(1);
-                let (count, len) = (index.count, index.len);
-                upload_chunks(count, rows_per_chunk(SEGMENTS * 4), |first, end| {
-                    let chunk = paa[first * SEGMENTS..end * SEGMENTS].to_vec();
-                    worker.search_batch_fill(tag, BatchArray::Paa, first, chunk)
-                })?;
-                match held {
-                    SeriesOnDevice::Exact => {
-                        upload_chunks(count, rows_per_chunk(len * 4), |first, end| {
-                            let chunk = index.series()[first * len..end * len].to_vec();
-                            worker.search_batch_fill(tag, BatchArray::Series, first, chunk)
-                        })?;
-                    }
-                    SeriesOnDevice::Half => {
-                        upload_chunks(count, rows_per_chunk(len * 2), |first, end| {
-                            let chunk = to_half_par(&index.series()[first * len..end * len]);
-                            worker.search_batch_fill_half(tag, first, chunk)
-                        })?;
-                    }
-                    SeriesOnDevice::No => {}
-                }
-                held
-            }
-        };
-        tracing::debug!(
-            series = ?held,
-            seconds = started.elapsed().as_secs_f64(),
-            "Prepared the GPU for batched queries."
-        );
+        let held = prepare(index, ordinal, want)?;
         Ok(Self {
             index,
             ordinal,
@@ -752,7 +763,23 @@ impl<'a> GpuBatch<'a> {
         options: &QueryOptions,
     ) -> Result<BatchAnswer, SearchError> {
         let worker = crate::device::shared_worker(self.ordinal).map_err(SearchError::Device)?;
-        let mut run = |job: BatchJob| worker.search_batch(job).wait();
+        let tag = self.index.tag();
+        // Another index's load may have dropped this one's data to make room (the device
+        // keeps several indexes' data while they fit): it is loaded again, as before.
+        let mut run = |job: BatchJob| {
+            let held = worker.search_batch_held(tag).wait()?;
+            if held.is_none_or(|h| rank(h) < rank(self.held)) {
+                let now = prepare(self.index, self.ordinal, self.held)
+                    .map_err(|e| DeviceError::Unsupported(format!("reloading the index: {e}")))?;
+                if now != self.held {
+                    return Err(DeviceError::Unsupported(format!(
+                        "the index was reloaded holding {now:?} of its series instead of {:?}",
+                        self.held
+                    )));
+                }
+            }
+            worker.search_batch(job).wait()
+        };
         knn_batch_with(self.index, qs, k, options, self.held, &mut run)
     }
 }
