@@ -218,3 +218,114 @@ fn split_phases_on_warm_gpu_counters_give_the_cpu_p_values() {
     }
     assert!(warm.gpu_counters() >= 1);
 }
+
+/// The threshold search's join bounds computed on the device (`kernels/bounds.cu`, through
+/// `Counter::join_bounds`) equal the host's (`join_bounds_cpu`) on the real recordings and on
+/// device-generated surrogates of them: prefixes of 2 and 3 nodes over the busiest units
+/// (repeated types included), intervals that admit a zero delay, every last pair.
+#[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
+fn device_join_bounds_equal_the_hosts() {
+    use std::sync::Arc;
+    use synfire::episode::bound::{JoinBounds, join_bounds_cpu};
+    use synfire::episode::{Counter, Episode, TypeIndex};
+    use synfire::event::EventType;
+    use synfire::significance::Surrogates;
+    if !common::gpu_or_skip("device_join_bounds_equal_the_hosts") {
+        return;
+    }
+    for rel in [
+        "fixtures/spikes/A2929-200711/A2929-200711.nwb",
+        "fixtures/spikes/ibl-ephys_test/ibl-ephys_test.csv",
+    ] {
+        let stream = synfire::read_spikes(&fixture(rel), Ordering::RequireSorted).unwrap();
+        let intervals = Interval::parse_list("[0,0.001],(0.001,0.005],(0.005,0.01]").unwrap();
+        let mut gpu = synfire::episode::select_gpu(
+            &stream,
+            &intervals,
+            DeviceChoice::Gpu,
+            &GpuSettings::default(),
+        )
+        .unwrap()
+        .expect("a GPU");
+        assert!(gpu.has_join_bounds());
+        let counts = stream.counts_per_type();
+        let mut busy: Vec<u32> = (0..counts.len() as u32).collect();
+        busy.sort_by_key(|&u| std::cmp::Reverse(counts[u as usize]));
+        let job = |nodes: usize, units: usize| -> JoinBounds {
+            let units = &busy[..units.min(busy.len())];
+            let mut chains: Vec<(Vec<u32>, Vec<Interval>)> =
+                units.iter().map(|&u| (vec![u], Vec::new())).collect();
+            for _ in 1..nodes {
+                let mut longer = Vec::new();
+                for (t, v) in &chains {
+                    for &iv in &intervals {
+                        for &u in units {
+                            let (mut t, mut v) = (t.clone(), v.clone());
+                            t.push(u);
+                            v.push(iv);
+                            longer.push((t, v));
+                        }
+                    }
+                }
+                chains = longer;
+            }
+            let mut out = JoinBounds::default();
+            for (t, v) in chains {
+                out.prefixes
+                    .push(Episode::new(t.into_iter().map(EventType).collect(), v));
+            }
+            for &a in units {
+                for &iv in &intervals {
+                    for &x in units {
+                        out.pairs.push((EventType(a), iv, EventType(x)));
+                    }
+                }
+            }
+            for (p, alpha) in out.prefixes.iter().enumerate() {
+                let last = alpha.types()[nodes - 1];
+                for (q, pair) in out.pairs.iter().enumerate() {
+                    if pair.0 == last {
+                        out.joins.push((p as u32, q as u32));
+                    }
+                }
+            }
+            out
+        };
+        let jobs = [job(2, 12), job(3, 6)];
+        let check =
+            |gpu: &synfire::episode::GpuCounter, host: &synfire::event::EventStream, what: &str| {
+                let index = TypeIndex::new(host);
+                for j in &jobs {
+                    let want = join_bounds_cpu(&index, j);
+                    let got = gpu.join_bounds(j).expect("the GPU computes join bounds");
+                    assert_eq!(got.len(), want.len());
+                    let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+                    assert_eq!(
+                        differ,
+                        0,
+                        "{rel} {what}: {differ} of {} bounds differ",
+                        want.len()
+                    );
+                    assert!(
+                        want.iter().any(|&b| b > 0),
+                        "{rel} {what}: some bound is positive"
+                    );
+                }
+            };
+        check(&gpu, &stream, "recording");
+        let sur =
+            Arc::new(Surrogates::new(&stream, "dither:0.015".parse().unwrap(), 3, None).unwrap());
+        for s in [0u64, 11] {
+            let job = sur.device_job(s).expect("a device method");
+            gpu.reload(&stream).unwrap();
+            let maker = Arc::clone(&sur);
+            gpu.load_surrogate(job, Arc::new(move || maker.generate(s).unwrap()))
+                .unwrap();
+            check(&gpu, &sur.generate(s).unwrap(), &format!("surrogate {s}"));
+        }
+    }
+}

@@ -5,14 +5,18 @@
 //! times and delays on interval edges are common; few types, so repeated types are common), on
 //! synthetic dense streams (`synfire::synth`: bursts, chains, synchronous pairs) and on dithered
 //! surrogates, with interval sets that admit zero delays (`[0, x]`, `[0, 0]`, in seconds and in
-//! samples), thresholds of every kind and max levels 1 to 5.
+//! samples), thresholds of every kind and max levels 1 to 5; and the same with the join bounds
+//! taken from the counter (as a GPU counter gives them) instead of computed by the search.
 
 mod common;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use proptest::prelude::*;
+use synfire::episode::bound::{JoinBounds, join_bounds_cpu};
 use synfire::episode::{
     CountError, CountKind, Counter, CpuCounter, Episode, Interval, MinerConfig, NoProgress,
-    Threshold, mine,
+    Threshold, TypeIndex, mine,
 };
 use synfire::event::EventStream;
 use synfire::significance::Surrogates;
@@ -32,9 +36,10 @@ fn mined_max(stream: &EventStream, config: &MinerConfig) -> (u64, Vec<u64>) {
 }
 
 /// The CPU counter in batches of 5, exact counts only (PreElim would be a bound, not a count:
-/// the search must never ask for one).
+/// the search must never ask for one), offering join bounds as a GPU counter does (computed
+/// by `join_bounds_cpu`, declined every other round so that the search's fallback runs too).
 #[derive(Debug)]
-struct SmallExactBatches(CpuCounter);
+struct SmallExactBatches(CpuCounter, TypeIndex, AtomicU64);
 
 impl Counter for SmallExactBatches {
     fn name(&self) -> &str {
@@ -51,6 +56,28 @@ impl Counter for SmallExactBatches {
     fn preferred_batch(&self) -> usize {
         5
     }
+    fn has_join_bounds(&self) -> bool {
+        true
+    }
+    fn join_bounds(&self, job: &JoinBounds) -> Option<Vec<u64>> {
+        let n = job.prefixes[0].len();
+        assert!(
+            job.prefixes.iter().all(|p| p.len() == n),
+            "prefixes of one size"
+        );
+        for &(p, q) in &job.joins {
+            let alpha = &job.prefixes[p as usize];
+            assert_eq!(
+                alpha.types()[n - 1],
+                job.pairs[q as usize].0,
+                "a join's pair starts at its prefix's end"
+            );
+        }
+        self.2
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(2)
+            .then(|| join_bounds_cpu(&self.1, job))
+    }
 }
 
 /// Checks the search against full mining with both counters; returns the search's work.
@@ -60,7 +87,11 @@ fn check(stream: &EventStream, config: &MinerConfig) -> Result<u64, TestCaseErro
     let got = max_count_by_size(stream, config, &counter, &NoProgress).unwrap();
     prop_assert_eq!(got.min_count, min_count);
     prop_assert_eq!(&got.max_by_size, &want, "min count {}", min_count);
-    let small = SmallExactBatches(CpuCounter::new(stream));
+    let small = SmallExactBatches(
+        CpuCounter::new(stream),
+        TypeIndex::new(stream),
+        AtomicU64::new(0),
+    );
     let again = max_count_by_size(stream, config, &small, &NoProgress).unwrap();
     prop_assert_eq!(&again, &got);
     // Every candidate the search counts is one mining (with its bounds) counts too.

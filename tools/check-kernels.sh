@@ -5,7 +5,8 @@
 # device code on the host and checks MTPE against PTPE and PreElim, and
 # tools/search-emulation.cpp checks the SING lower-bound kernel against a plain loop.
 # tools/shapelet-emulation.cpp runs the shapelet kernels' warps lane by lane and checks them
-# against the canonical shapelet definitions.
+# against the canonical shapelet definitions. tools/bounds-emulation.cpp checks the join-bound
+# kernels (the threshold search of `spectrum`) against plain definitions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for f in kernels/*.cu; do
@@ -24,3 +25,5 @@ g++ -std=c++17 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -Wno-unused-vari
 "${TMPDIR:-/tmp}/synfire-search-emulation"
 g++ -std=c++20 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -o "${TMPDIR:-/tmp}/synfire-shapelet-emulation" tools/shapelet-emulation.cpp
 "${TMPDIR:-/tmp}/synfire-shapelet-emulation"
+g++ -std=c++17 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -o "${TMPDIR:-/tmp}/synfire-bounds-emulation" tools/bounds-emulation.cpp
+"${TMPDIR:-/tmp}/synfire-bounds-emulation"

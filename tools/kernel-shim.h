@@ -26,6 +26,9 @@ inline double __hiloint2double(int hi, int lo) { return __longlong_as_double((lo
 inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) { auto o = *p; if (v < o) *p = v; return o; }
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { auto o = *p; *p += v; return o; }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { auto o = *p; *p += v; return o; }
+// Built-ins of kernels/bounds.cu.
+inline unsigned long long atomicOr(unsigned long long* p, unsigned long long v) { auto o = *p; *p |= v; return o; }
+inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
 inline double atomicAdd(double* p, double v) { auto o = *p; *p += v; return o; }
 // Built-ins of kernels/softdtw.cu.
 struct float2 { float x, y; };

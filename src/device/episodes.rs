@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
-use super::kernels::{EPISODES, MAX_GPU_NODES, MTPE_RECORDED, SURROGATES};
+use super::kernels::{BOUNDS, EPISODES, MAX_GPU_NODES, MTPE_RECORDED, SURROGATES};
 use super::launch::{self, Timer};
 use super::worker::{Device, GpuWorker, Ticket};
 use super::{DeviceError, DeviceInfo};
@@ -95,6 +95,39 @@ impl EpisodeKernel {
             Self::PreElim | Self::Ptpe => None,
         }
     }
+}
+
+/// One round of join bounds of the threshold search (`significance::spectrum`) on the
+/// counted stream: the ends of every prefix chain, the successors of every last pair, and
+/// for every join the size of their intersection (`kernels/bounds.cu`; the host's
+/// `episode::bound::join_bounds_cpu`, bit for bit).
+///
+/// Shapes: `chain_types [prefixes * nodes]` (row-major), `chain_low`/`chain_high`
+/// `[prefixes * (nodes - 1)]` (seconds; `low` is the gap's `Interval::low_by_time`);
+/// `pair_from`/`pair_to`/`pair_low`/`pair_high` `[pairs]`; `join_prefix`/`join_pair`
+/// `[joins]`, where a join's pair starts at its prefix's last type.
+#[derive(Clone, Debug, Default)]
+pub struct BoundJob {
+    /// Nodes per prefix (at least 2).
+    pub nodes: usize,
+    /// Prefix node types, row-major.
+    pub chain_types: Vec<u32>,
+    /// Prefix gaps' largest non-fitting delays, seconds.
+    pub chain_low: Vec<f64>,
+    /// Prefix gaps' largest fitting delays, seconds.
+    pub chain_high: Vec<f64>,
+    /// Last pairs' first types.
+    pub pair_from: Vec<u32>,
+    /// Last pairs' second types.
+    pub pair_to: Vec<u32>,
+    /// Last pairs' largest non-fitting delays, seconds.
+    pub pair_low: Vec<f64>,
+    /// Last pairs' largest fitting delays, seconds.
+    pub pair_high: Vec<f64>,
+    /// Each join's prefix (index into the prefixes).
+    pub join_prefix: Vec<u32>,
+    /// Each join's last pair (index into the pairs).
+    pub join_pair: Vec<u32>,
 }
 
 /// Counts of one batch from one GPU.
@@ -262,6 +295,11 @@ impl EpisodeWorker {
         })
     }
 
+    /// The join bounds of `job` (see [`BoundJob`]) on the counted stream, one per join.
+    pub fn join_bounds(&self, job: Arc<BoundJob>) -> Ticket<Vec<u32>> {
+        self.worker.run(move |d| join_bounds(d, &job))
+    }
+
     /// Counts candidates `range` of `batch` with `kernel` against the uploaded stream.
     pub fn count(
         &self,
@@ -289,6 +327,8 @@ fn upload<T: cudarc::driver::DeviceRepr + Default>(
 /// Device buffers of an uploaded stream.
 struct DeviceStream {
     offsets: CudaSlice<u32>,
+    /// `offsets` on the host (surrogates keep every type's event count).
+    host_offsets: Vec<u32>,
     times: CudaSlice<f64>,
     /// The uploaded (recording's) times, which surrogates are generated from; `times` is
     /// the surrogate while one is loaded. Events and types as `times`.
@@ -408,6 +448,7 @@ fn load(dev: &mut Device, d: &StreamData) -> Result<StreamReport, DeviceError> {
         .map_err(|e| DeviceError::driver("cuMemcpyDtoD", e))?;
     slot.data = Some(DeviceStream {
         offsets: upload(s, &d.offsets).map_err(up)?,
+        host_offsets: d.offsets.clone(),
         times,
         original,
         events,
@@ -596,4 +637,197 @@ fn count(
     let counts = s.clone_dtoh(&out).map_err(drv("cuMemcpyDtoH"))?;
     let kernel_ms = timed.ms()?;
     Ok(BatchCounts { counts, kernel_ms })
+}
+
+/// Words of a bit set over `n` events.
+fn words_of(n: u32) -> u32 {
+    n.div_ceil(64)
+}
+
+/// Runs [`BoundJob`] (`kernels/bounds.cu`): the prefix chains step by step (each step's bits
+/// over its node's events, the first step from every event of the first type), the pairs'
+/// successor bits, then one and-count per join.
+fn join_bounds(dev: &mut Device, job: &BoundJob) -> Result<Vec<u32>, DeviceError> {
+    let s = dev.stream.clone();
+    let step_f = dev.function(&BOUNDS, "bounds_chain_step")?;
+    let succ_f = dev.function(&BOUNDS, "bounds_successors")?;
+    let and_f = dev.function(&BOUNDS, "bounds_and_count")?;
+    let drv = launch::drv;
+    let data = dev.slot::<Episodes>().data.as_ref().ok_or_else(|| {
+        DeviceError::Unsupported("join bounds before the stream was loaded".into())
+    })?;
+    let n = job.nodes;
+    let prefixes = job.chain_types.len().checked_div(n).unwrap_or(0);
+    let pairs = job.pair_from.len();
+    let joins = job.join_prefix.len();
+    let types = data.host_offsets.len().saturating_sub(1);
+    let malformed =
+        n < 2
+            || job.chain_types.len() != prefixes * n
+            || job.chain_low.len() != prefixes * (n - 1)
+            || job.chain_high.len() != prefixes * (n - 1)
+            || job.pair_to.len() != pairs
+            || job.pair_low.len() != pairs
+            || job.pair_high.len() != pairs
+            || job.join_pair.len() != joins
+            || job
+                .chain_types
+                .iter()
+                .chain(&job.pair_from)
+                .chain(&job.pair_to)
+                .any(|&t| t as usize >= types)
+            || job.join_prefix.iter().any(|&p| p as usize >= prefixes)
+            || job.join_pair.iter().any(|&q| q as usize >= pairs)
+            || job.join_prefix.iter().zip(&job.join_pair).any(|(&p, &q)| {
+                job.chain_types[p as usize * n + n - 1] != job.pair_from[q as usize]
+            });
+    if malformed {
+        return Err(DeviceError::Unsupported(
+            "a malformed join-bound job".into(),
+        ));
+    }
+    if joins == 0 {
+        return Ok(Vec::new());
+    }
+    let events = |t: u32| data.host_offsets[t as usize + 1] - data.host_offsets[t as usize];
+    // Per-item prefix sums of element counts, and first words.
+    let sums = |counts: &mut dyn Iterator<Item = u32>| -> Result<Vec<u32>, DeviceError> {
+        let mut out = vec![0u32];
+        let mut acc = 0u64;
+        for c in counts {
+            acc += u64::from(c);
+            out.push(launch::u32_of("bound elements", acc as usize)?);
+        }
+        Ok(out)
+    };
+    let up = drv("cuMemcpyHtoD");
+    let alloc = drv("cuMemAlloc");
+    let block = THREADS_PER_BLOCK;
+    let grid = |total: u32| launch::cover(total.max(1), block);
+    // The chains, one step at a time.
+    let mut prev: Option<(CudaSlice<u64>, CudaSlice<u32>)> = None;
+    let mut ends_words_off = Vec::new();
+    for step in 1..n {
+        let from: Vec<u32> = (0..prefixes)
+            .map(|p| job.chain_types[p * n + step - 1])
+            .collect();
+        let to: Vec<u32> = (0..prefixes)
+            .map(|p| job.chain_types[p * n + step])
+            .collect();
+        let low: Vec<f64> = (0..prefixes)
+            .map(|p| job.chain_low[p * (n - 1) + step - 1])
+            .collect();
+        let high: Vec<f64> = (0..prefixes)
+            .map(|p| job.chain_high[p * (n - 1) + step - 1])
+            .collect();
+        let item_off = sums(&mut to.iter().map(|&t| events(t)))?;
+        let out_off = sums(&mut to.iter().map(|&t| words_of(events(t))))?;
+        let total_words = *out_off.last().unwrap_or(&0) as usize;
+        let mut out = s.alloc_zeros::<u64>(total_words.max(1)).map_err(&alloc)?;
+        let (from_d, to_d) = (
+            upload(&s, &from).map_err(&up)?,
+            upload(&s, &to).map_err(&up)?,
+        );
+        let (low_d, high_d) = (
+            upload(&s, &low).map_err(&up)?,
+            upload(&s, &high).map_err(&up)?,
+        );
+        let (item_d, out_off_d) = (
+            upload(&s, &item_off).map_err(&up)?,
+            upload(&s, &out_off).map_err(&up)?,
+        );
+        let items = launch::u32_of("prefixes", prefixes)?;
+        let total = *item_off.last().unwrap_or(&0);
+        let null: u64 = 0;
+        let mut b = s.launch_builder(&step_f);
+        b.arg(&data.times)
+            .arg(&data.offsets)
+            .arg(&items)
+            .arg(&from_d)
+            .arg(&to_d)
+            .arg(&low_d)
+            .arg(&high_d);
+        match &prev {
+            Some((bits, off)) => b.arg(bits).arg(off),
+            None => b.arg(&null).arg(&null),
+        };
+        b.arg(&mut out).arg(&out_off_d).arg(&item_d);
+        // SAFETY: matches `bounds_chain_step` (times f64*, offsets u32*, items u32, from u32*
+        // [items], to u32* [items], low f64* [items], high f64* [items], prev u64* (null on
+        // the first step), prev_off u32* [items + 1], out u64* [out_off[items]], out_off u32*
+        // [items + 1], item_off u32* [items + 1]); every type was checked against the
+        // stream's, each element's word lies inside its item's words.
+        unsafe { b.launch(grid(total)) }.map_err(drv("cuLaunchKernel"))?;
+        ends_words_off = out_off;
+        prev = Some((out, out_off_d));
+    }
+    let Some((ends, ends_off_d)) = prev else {
+        return Err(DeviceError::Unsupported(
+            "a join-bound job without chains".into(),
+        ));
+    };
+    // The pairs' successor bits.
+    let item_off = sums(&mut job.pair_from.iter().map(|&t| events(t)))?;
+    let succ_off = sums(&mut job.pair_from.iter().map(|&t| words_of(events(t))))?;
+    let mut succ = s
+        .alloc_zeros::<u64>((*succ_off.last().unwrap_or(&0) as usize).max(1))
+        .map_err(&alloc)?;
+    let (from_d, to_d) = (
+        upload(&s, &job.pair_from).map_err(&up)?,
+        upload(&s, &job.pair_to).map_err(&up)?,
+    );
+    let (low_d, high_d) = (
+        upload(&s, &job.pair_low).map_err(&up)?,
+        upload(&s, &job.pair_high).map_err(&up)?,
+    );
+    let (item_d, succ_off_d) = (
+        upload(&s, &item_off).map_err(&up)?,
+        upload(&s, &succ_off).map_err(&up)?,
+    );
+    let items = launch::u32_of("pairs", pairs)?;
+    let mut b = s.launch_builder(&succ_f);
+    b.arg(&data.times)
+        .arg(&data.offsets)
+        .arg(&items)
+        .arg(&from_d)
+        .arg(&to_d)
+        .arg(&low_d)
+        .arg(&high_d)
+        .arg(&mut succ)
+        .arg(&succ_off_d)
+        .arg(&item_d);
+    // SAFETY: matches `bounds_successors` (times, offsets, items u32, from u32* [items], to
+    // u32* [items], low f64* [items], high f64* [items], out u64* [out_off[items]], out_off
+    // u32* [items + 1], item_off u32* [items + 1]); types checked as above.
+    unsafe { b.launch(grid(*item_off.last().unwrap_or(&0))) }.map_err(drv("cuLaunchKernel"))?;
+    // One and-count per join, over the prefix's last type's words (the pair's first type).
+    let words: Vec<u32> = job
+        .join_pair
+        .iter()
+        .map(|&q| words_of(events(job.pair_from[q as usize])))
+        .collect();
+    debug_assert_eq!(ends_words_off.len(), prefixes + 1);
+    let (jp, jq) = (
+        upload(&s, &job.join_prefix).map_err(&up)?,
+        upload(&s, &job.join_pair).map_err(&up)?,
+    );
+    let words_d = upload(&s, &words).map_err(&up)?;
+    let mut bound = s.alloc_zeros::<u32>(joins).map_err(&alloc)?;
+    let joins_u = launch::u32_of("joins", joins)?;
+    let mut b = s.launch_builder(&and_f);
+    b.arg(&joins_u)
+        .arg(&jp)
+        .arg(&jq)
+        .arg(&ends)
+        .arg(&ends_off_d)
+        .arg(&succ)
+        .arg(&succ_off_d)
+        .arg(&words_d)
+        .arg(&mut bound);
+    // SAFETY: matches `bounds_and_count` (joins u32, join_prefix u32* [joins], join_pair u32*
+    // [joins], ends u64*, ends_off u32* [prefixes + 1], succ u64*, succ_off u32* [pairs + 1],
+    // words u32* [joins], bound u32* [joins]); a join's prefix ends on its pair's first type,
+    // so both sets have `words[i]` words.
+    unsafe { b.launch(grid(joins_u)) }.map_err(drv("cuLaunchKernel"))?;
+    s.clone_dtoh(&bound).map_err(drv("cuMemcpyDtoH"))
 }

@@ -58,9 +58,17 @@ pub const SURROGATES: KernelFile = KernelFile {
     source: include_str!("../../kernels/surrogates.cu"),
 };
 
+/// The threshold search's join bounds (`significance::spectrum`), bit for bit the host's.
+pub const BOUNDS: KernelFile = KernelFile {
+    name: "bounds.cu",
+    source: include_str!("../../kernels/bounds.cu"),
+};
+
 /// Every kernel file embedded in the library (a test checks it against `kernels/*.cu`).
 #[cfg(test)]
-const ALL: &[KernelFile] = &[EPISODES, MOTIF, SOFTDTW, SEARCH, SHAPELET, SURROGATES];
+const ALL: &[KernelFile] = &[
+    EPISODES, MOTIF, SOFTDTW, SEARCH, SHAPELET, SURROGATES, BOUNDS,
+];
 
 /// The longest episode the GPU kernels count (`SYNFIRE_MAX_GPU_NODES` in `episodes.cu`).
 pub const MAX_GPU_NODES: usize = 16;

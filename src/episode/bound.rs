@@ -125,6 +125,53 @@ impl ReachPath {
     }
 }
 
+/// One round of join bounds: for each join `(p, q)`, `|Ends(prefixes[p]) ∩ Succ(pairs[q])|`,
+/// the successor bound of the module documentation without the parents' counts (the caller
+/// takes the minimum). A join's pair starts at its prefix's last type; every prefix has the
+/// same number of nodes (at least 2). [`join_bounds_cpu`] computes it on the host; a counter
+/// that holds the stream on a GPU computes the same numbers there
+/// ([`crate::episode::Counter::join_bounds`]).
+#[derive(Clone, Debug, Default)]
+pub struct JoinBounds {
+    /// The prefixes `α`, each once.
+    pub prefixes: Vec<crate::episode::Episode>,
+    /// The last pairs `(a, iv, x)`, each once.
+    pub pairs: Vec<(EventType, Interval, EventType)>,
+    /// `(prefix, pair)` indices. Shape `[joins]`.
+    pub joins: Vec<(u32, u32)>,
+}
+
+/// [`JoinBounds`] on the host: each prefix's ends along one [`ReachPath`] (in the given
+/// order), each pair's [`successor_bits`], one [`and_count`] per join. Shape `[joins]`.
+#[must_use]
+pub fn join_bounds_cpu(index: &TypeIndex, job: &JoinBounds) -> Vec<u64> {
+    let mut path = ReachPath::default();
+    let ends: Vec<Vec<u64>> = job
+        .prefixes
+        .iter()
+        .map(|alpha| {
+            let last = alpha.types()[alpha.len() - 1];
+            let n = if last.index() < index.num_types() {
+                index.times(last).len()
+            } else {
+                0
+            };
+            let mut bits = Vec::new();
+            index_bits(path.ends(index, alpha), n, &mut bits);
+            bits
+        })
+        .collect();
+    let succ: Vec<Vec<u64>> = job
+        .pairs
+        .iter()
+        .map(|&(a, iv, x)| successor_bits(index, a, iv, x))
+        .collect();
+    job.joins
+        .iter()
+        .map(|&(p, q)| and_count(&ends[p as usize], &succ[q as usize]))
+        .collect()
+}
+
 /// Words of a bit set over `n` events.
 #[must_use]
 pub fn words_for(n: usize) -> usize {

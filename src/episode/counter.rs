@@ -56,6 +56,21 @@ pub trait Counter: Send + Sync + std::fmt::Debug {
         1 << 14
     }
 
+    /// The join bounds of `job` ([`crate::episode::bound::JoinBounds`]) computed where this
+    /// counter holds its stream, equal to
+    /// [`join_bounds_cpu`](crate::episode::bound::join_bounds_cpu); `None` when the back end
+    /// does not compute them (the caller computes them on the host), as the CPU counter.
+    fn join_bounds(&self, job: &crate::episode::bound::JoinBounds) -> Option<Vec<u64>> {
+        let _ = job;
+        None
+    }
+
+    /// Whether [`Counter::join_bounds`] computes bounds (so that a caller builds a job only
+    /// for a counter that takes it).
+    fn has_join_bounds(&self) -> bool {
+        false
+    }
+
     /// Whether PreElim (Algorithm 3) costs this back end less than the exact count for
     /// candidates of `level` nodes. Where it does not, the two-pass miner counts that level
     /// exactly in one pass: the same result (PreElim only eliminates), never more work.

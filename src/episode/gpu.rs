@@ -495,6 +495,51 @@ impl Counter for GpuCounter {
         "gpu"
     }
 
+    fn has_join_bounds(&self) -> bool {
+        !self.has_failed()
+    }
+
+    fn join_bounds(&self, job: &crate::episode::bound::JoinBounds) -> Option<Vec<u64>> {
+        if self.has_failed() || job.joins.is_empty() {
+            return None;
+        }
+        let nodes = job.prefixes.first().map_or(0, Episode::len);
+        if nodes < 2 || job.prefixes.iter().any(|p| p.len() != nodes) {
+            return None;
+        }
+        let gap = |a: crate::event::EventType, iv: Interval, b: crate::event::EventType| {
+            (iv.low_by_time(a < b), iv.high())
+        };
+        let mut d = crate::device::episodes::BoundJob {
+            nodes,
+            ..Default::default()
+        };
+        for p in &job.prefixes {
+            d.chain_types.extend(p.types().iter().map(|t| t.0));
+            for (w, iv) in p.types().windows(2).zip(p.intervals()) {
+                let (lo, hi) = gap(w[0], *iv, w[1]);
+                d.chain_low.push(lo);
+                d.chain_high.push(hi);
+            }
+        }
+        for &(a, iv, x) in &job.pairs {
+            let (lo, hi) = gap(a, iv, x);
+            d.pair_from.push(a.0);
+            d.pair_to.push(x.0);
+            d.pair_low.push(lo);
+            d.pair_high.push(hi);
+        }
+        d.join_prefix = job.joins.iter().map(|j| j.0).collect();
+        d.join_pair = job.joins.iter().map(|j| j.1).collect();
+        match self.workers[0].join_bounds(Arc::new(d)).wait() {
+            Ok(b) => Some(b.into_iter().map(u64::from).collect()),
+            Err(e) => {
+                tracing::warn!(error = %e, "GPU join bounds failed; computing them on the CPU.");
+                None
+            }
+        }
+    }
+
     fn count(&self, kind: CountKind, candidates: &[Episode]) -> Result<Vec<u64>, CountError> {
         if self.has_failed() {
             self.stats.lock().cpu_fallback += candidates.len() as u64;

@@ -73,7 +73,12 @@
 //! When `M_k = 0` no larger size has a frequent episode (its prefix would be one) and the
 //! search stops. Every count is the counter's exact count (through [`Counter`], in batches of
 //! [`Counter::preferred_batch`], so a GPU counter counts them), and every skipped episode is
-//! skipped by one of the bounds above, so the result equals full mining's.
+//! skipped by one of the bounds above, so the result equals full mining's. A counter that
+//! computes join bounds where it holds the stream ([`Counter::join_bounds`]: a GPU counter,
+//! `kernels/bounds.cu`) gets each round's examined joins as one
+//! [`JoinBounds`] job and returns the same numbers as
+//! [`join_bounds_cpu`]; otherwise the search computes them itself, each prefix's ends and
+//! each last pair's successors once per search.
 //!
 //! **What it costs.** Every episode the search counts is one that mining with bounds counts
 //! too (a single type; a pair of frequent types whose successor bound reaches `m`; a join of
@@ -98,7 +103,8 @@
 use std::collections::{BinaryHeap, HashMap};
 
 use crate::episode::bound::{
-    ReachPath, and_count, index_bits, pair_successor_counts, successor_bits,
+    JoinBounds, ReachPath, and_count, index_bits, join_bounds_cpu, pair_successor_counts,
+    successor_bits,
 };
 use crate::episode::candidates::level_one;
 use crate::episode::count::TypeIndex;
@@ -391,8 +397,7 @@ impl<'a> Search<'a> {
     /// others are set aside with their bound). Each prefix's joins come together (the CPU
     /// counter shares a prefix's ends among them).
     fn join_candidates(&mut self, k: usize, x: u64, old: u64) -> Vec<Episode> {
-        let (below, above) = self.levels.split_at_mut(k);
-        let (prev, level) = (&below[k - 1], &mut above[0]);
+        let level = &mut self.levels[k];
         // The joins set aside earlier whose bound reaches `x`, as (α, β) indices into `prev`.
         let mut joins: Vec<(u32, u32)> = Vec::new();
         while let Some(&(bound, a, b)) = level.pending.peek() {
@@ -402,6 +407,111 @@ impl<'a> Search<'a> {
             level.pending.pop();
             joins.push((a, b));
         }
+        if self.counter.has_join_bounds() {
+            self.device_bounds(k, x, old, &mut joins);
+        } else {
+            self.host_bounds(k, x, old, &mut joins);
+        }
+        let (below, _) = self.levels.split_at(k);
+        let prev = &below[k - 1];
+        // Each prefix's joins together, in a fixed order.
+        joins.sort_unstable();
+        joins
+            .into_iter()
+            .map(|(a, b)| {
+                let (alpha, beta) = (&prev.episodes[a as usize], &prev.episodes[b as usize]);
+                let mut types = alpha.types().to_vec();
+                types.push(beta.types()[k - 2]);
+                let mut intervals = alpha.intervals().to_vec();
+                intervals.push(beta.intervals()[k - 3]);
+                Episode::new(types, intervals)
+            })
+            .collect()
+    }
+
+    /// The joins of size `k` examined for the floor `x` (old floor `old`): `α ⋈ β` of counted
+    /// `(k − 1)`-episodes whose smaller count lies in `[x, old)`, each with that count.
+    fn examined(&self, k: usize, x: u64, old: u64) -> Vec<(u32, u32, u64)> {
+        let prev = &self.levels[k - 1];
+        let mut out = Vec::new();
+        for (i, (alpha, &ca)) in prev.episodes.iter().zip(&prev.counts).enumerate() {
+            if ca < x {
+                continue;
+            }
+            let Some(partners) = prev
+                .by_prefix
+                .get(&key(&alpha.types()[1..], &alpha.intervals()[1..]))
+            else {
+                continue;
+            };
+            for &j in partners {
+                let by_counts = ca.min(prev.counts[j as usize]);
+                if by_counts >= x && by_counts < old {
+                    out.push((u32::try_from(i).unwrap_or(u32::MAX), j, by_counts));
+                }
+            }
+        }
+        out
+    }
+
+    /// The examined joins' successor bounds from the counter ([`Counter::join_bounds`], on
+    /// the device that holds the stream; on the host when it declines): those reaching `x`
+    /// go to `joins`, the others are set aside.
+    fn device_bounds(&mut self, k: usize, x: u64, old: u64, joins: &mut Vec<(u32, u32)>) {
+        let examined = self.examined(k, x, old);
+        if examined.is_empty() {
+            return;
+        }
+        let (below, above) = self.levels.split_at_mut(k);
+        let (prev, level) = (&below[k - 1], &mut above[0]);
+        let mut job = JoinBounds::default();
+        let mut pair_of: HashMap<(u32, (u64, u64), u32), u32> = HashMap::new();
+        let mut last_prefix: Option<(u32, u32)> = None;
+        for &(i, j, _) in &examined {
+            let alpha = &prev.episodes[i as usize];
+            let p = match last_prefix {
+                Some((a, p)) if a == i => p,
+                _ => {
+                    job.prefixes.push(alpha.clone());
+                    let p = u32::try_from(job.prefixes.len() - 1).unwrap_or(u32::MAX);
+                    last_prefix = Some((i, p));
+                    p
+                }
+            };
+            let beta = &prev.episodes[j as usize];
+            let (last, iv, next) = (
+                alpha.types()[k - 2],
+                beta.intervals()[k - 3],
+                beta.types()[k - 2],
+            );
+            let q = *pair_of
+                .entry((last.0, iv.bits(), next.0))
+                .or_insert_with(|| {
+                    job.pairs.push((last, iv, next));
+                    u32::try_from(job.pairs.len() - 1).unwrap_or(u32::MAX)
+                });
+            job.joins.push((p, q));
+        }
+        let bounds = match self.counter.join_bounds(&job) {
+            Some(b) if b.len() == job.joins.len() => b,
+            _ => join_bounds_cpu(&self.index, &job),
+        };
+        for (&(i, j, by_counts), b) in examined.iter().zip(bounds) {
+            let bound = by_counts.min(b);
+            if bound >= x {
+                joins.push((i, j));
+            } else {
+                level.pending.push((bound, i, j));
+            }
+        }
+    }
+
+    /// The examined joins' successor bounds on the host, each prefix's ends and each last
+    /// pair's successors computed once per search: those reaching `x` go to `joins`, the
+    /// others are set aside.
+    fn host_bounds(&mut self, k: usize, x: u64, old: u64, joins: &mut Vec<(u32, u32)>) {
+        let (below, above) = self.levels.split_at_mut(k);
+        let (prev, level) = (&below[k - 1], &mut above[0]);
         let index = &self.index;
         let mut path = ReachPath::default();
         let ends_bits = &mut self.ends_bits[k - 1];
@@ -442,19 +552,6 @@ impl<'a> Search<'a> {
                 }
             }
         }
-        // Each prefix's joins together, in a fixed order.
-        joins.sort_unstable();
-        joins
-            .into_iter()
-            .map(|(a, b)| {
-                let (alpha, beta) = (&prev.episodes[a as usize], &prev.episodes[b as usize]);
-                let mut types = alpha.types().to_vec();
-                types.push(beta.types()[k - 2]);
-                let mut intervals = alpha.intervals().to_vec();
-                intervals.push(beta.intervals()[k - 3]);
-                Episode::new(types, intervals)
-            })
-            .collect()
     }
 
     /// Counts `candidates` exactly, in the counter's batches, into size `k`.

@@ -1,0 +1,132 @@
+// The threshold search's join bounds on the device (`src/significance/spectrum.rs`, the
+// successor bound of `src/episode/bound.rs`), on the stream a counter holds (grouped by type:
+// `offsets [types + 1]`, `times [events]`, each type's times sorted), equal to the host's:
+//
+//   Ends(α)        bits over the last type's events: event y of type b ends an occurrence of
+//                  the prefix α when some event e of the previous type that ends α's prefix
+//                  has low < t(y) - t(e) <= high (reach_into, from all events of the first
+//                  type at the first gap);
+//   Succ(a, iv, x) bits over a's events: event e of a has some event y of x with
+//                  low < t(y) - t(e) <= high (successor_bits);
+//   bound(join)    popcount(Ends(α) & Succ(last pair)).
+//
+// `low` is the gap's low_by_time (the largest delay that does not fit: -0⁻ where a zero
+// delay fits, else the interval's low). Every delay is the same IEEE-754 subtraction
+// t(y) - t(e) as on the host and every test the same comparison, so the bits are the host's.
+// Delays t(y) - t(e) are non-increasing in e (times sorted), so the events e that fit y form
+// one range [i0, i1) found by two binary searches.
+
+typedef unsigned long long synfire_u64;
+
+extern "C" {
+
+// Index of the item owning flattened element g (item_off [items + 1], increasing).
+__device__ __forceinline__ unsigned synfire_item_of(const unsigned* __restrict__ item_off,
+                                                    unsigned items, unsigned g) {
+    unsigned lo = 0, hi = items;  // item_off[lo] <= g < item_off[hi]
+    while (hi - lo > 1) {
+        const unsigned mid = lo + (hi - lo) / 2;
+        if (item_off[mid] <= g) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+// One step of each prefix chain: every event y of `to[p]` whose range of `from[p]` events at
+// a fitting delay holds an end of the previous step (`prev == 0`: every event is one) gets its
+// bit in `out` (zeroed before). One thread per (item, event y); item_off: prefix sums of the
+// items' `to` event counts; prev_off/out_off: each item's first word.
+__global__ void bounds_chain_step(const double* __restrict__ times,
+                                  const unsigned* __restrict__ offsets, unsigned items,
+                                  const unsigned* __restrict__ from, const unsigned* __restrict__ to,
+                                  const double* __restrict__ low, const double* __restrict__ high,
+                                  const synfire_u64* __restrict__ prev,
+                                  const unsigned* __restrict__ prev_off,
+                                  synfire_u64* __restrict__ out, const unsigned* __restrict__ out_off,
+                                  const unsigned* __restrict__ item_off) {
+    const unsigned total = item_off[items];
+    for (unsigned g = blockIdx.x * blockDim.x + threadIdx.x; g < total;
+         g += gridDim.x * blockDim.x) {
+        const unsigned p = synfire_item_of(item_off, items, g);
+        const unsigned j = g - item_off[p];
+        const double t = times[offsets[to[p]] + j];
+        const double* tf = times + offsets[from[p]];
+        const unsigned nf = offsets[from[p] + 1] - offsets[from[p]];
+        const double lo = low[p], hi = high[p];
+        // i0: first e with t - tf[e] <= hi; i1: first e with t - tf[e] <= lo.
+        unsigned a = 0, b = nf;
+        while (a < b) {
+            const unsigned m = a + (b - a) / 2;
+            if (t - tf[m] <= hi) b = m; else a = m + 1;
+        }
+        const unsigned i0 = a;
+        b = nf;
+        while (a < b) {
+            const unsigned m = a + (b - a) / 2;
+            if (t - tf[m] <= lo) b = m; else a = m + 1;
+        }
+        const unsigned i1 = a;
+        bool hit = false;
+        if (i0 < i1) {
+            if (prev == 0) {
+                hit = true;
+            } else {
+                const synfire_u64* pb = prev + prev_off[p];
+                for (unsigned w = i0 / 64; w <= (i1 - 1) / 64 && !hit; ++w) {
+                    synfire_u64 word = pb[w];
+                    const unsigned first = w * 64, last = first + 63;
+                    if (i0 > first) word &= ~0ull << (i0 - first);
+                    if (i1 - 1 < last) word &= ~0ull >> (last - (i1 - 1));
+                    hit = word != 0;
+                }
+            }
+        }
+        if (hit) atomicOr(&out[out_off[p] + j / 64], 1ull << (j % 64));
+    }
+}
+
+// Succ(a, iv, x) of each pair: bit e over a's events when the first event y of x with
+// t(y) - t(e) > low also has t(y) - t(e) <= high. One thread per (pair, event e).
+__global__ void bounds_successors(const double* __restrict__ times,
+                                  const unsigned* __restrict__ offsets, unsigned items,
+                                  const unsigned* __restrict__ from, const unsigned* __restrict__ to,
+                                  const double* __restrict__ low, const double* __restrict__ high,
+                                  synfire_u64* __restrict__ out, const unsigned* __restrict__ out_off,
+                                  const unsigned* __restrict__ item_off) {
+    const unsigned total = item_off[items];
+    for (unsigned g = blockIdx.x * blockDim.x + threadIdx.x; g < total;
+         g += gridDim.x * blockDim.x) {
+        const unsigned p = synfire_item_of(item_off, items, g);
+        const unsigned e = g - item_off[p];
+        const double t = times[offsets[from[p]] + e];
+        const double* tx = times + offsets[to[p]];
+        const unsigned nx = offsets[to[p] + 1] - offsets[to[p]];
+        const double lo = low[p];
+        // First y with tx[y] - t > lo (non-decreasing in y).
+        unsigned a = 0, b = nx;
+        while (a < b) {
+            const unsigned m = a + (b - a) / 2;
+            if (tx[m] - t > lo) b = m; else a = m + 1;
+        }
+        if (a < nx && tx[a] - t <= high[p]) atomicOr(&out[out_off[p] + e / 64], 1ull << (e % 64));
+    }
+}
+
+// bound[i] = popcount(ends[join_prefix[i]] & succ[join_pair[i]]) over `words[i]` words.
+__global__ void bounds_and_count(unsigned joins, const unsigned* __restrict__ join_prefix,
+                                 const unsigned* __restrict__ join_pair,
+                                 const synfire_u64* __restrict__ ends,
+                                 const unsigned* __restrict__ ends_off,
+                                 const synfire_u64* __restrict__ succ,
+                                 const unsigned* __restrict__ succ_off,
+                                 const unsigned* __restrict__ words, unsigned* __restrict__ bound) {
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < joins;
+         i += gridDim.x * blockDim.x) {
+        const synfire_u64* a = ends + ends_off[join_prefix[i]];
+        const synfire_u64* b = succ + succ_off[join_pair[i]];
+        unsigned c = 0;
+        for (unsigned w = 0, n = words[i]; w < n; ++w) c += __popcll(a[w] & b[w]);
+        bound[i] = c;
+    }
+}
+
+}  // extern "C"
