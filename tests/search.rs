@@ -262,24 +262,7 @@ fn read_ucr(rel: &str) -> Vec<Vec<f64>> {
 
 #[test]
 fn ucr_fixtures_test_queries_equal_brute_force() {
-    for (train, test) in [
-        (
-            "fixtures/ucr/Coffee/Coffee_TRAIN.txt",
-            "fixtures/ucr/Coffee/Coffee_TEST.txt",
-        ),
-        (
-            "fixtures/ucr/ECG200/ECG200_TRAIN.tsv",
-            "fixtures/ucr/ECG200/ECG200_TEST.tsv",
-        ),
-        (
-            "fixtures/ucr/GunPoint/GunPoint_TRAIN.ts",
-            "fixtures/ucr/GunPoint/GunPoint_TEST.ts",
-        ),
-        (
-            "fixtures/ucr/ItalyPowerDemand/ItalyPowerDemand_TRAIN.ts",
-            "fixtures/ucr/ItalyPowerDemand/ItalyPowerDemand_TEST.ts",
-        ),
-    ] {
+    for (train, test) in common::UCR_FIXTURES {
         let data = read_ucr(train);
         let qs = read_ucr(test);
         for leaf in [2, 16] {

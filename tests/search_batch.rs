@@ -433,24 +433,7 @@ fn check_real_on_gpu(index: &Index, qs: &[Vec<f32>], what: &str) {
 /// copies of windows.
 fn real_inputs() -> Vec<(String, Index, Vec<Vec<f32>>)> {
     let mut out = Vec::new();
-    for (train, test) in [
-        (
-            "fixtures/ucr/Coffee/Coffee_TRAIN.txt",
-            "fixtures/ucr/Coffee/Coffee_TEST.txt",
-        ),
-        (
-            "fixtures/ucr/ECG200/ECG200_TRAIN.tsv",
-            "fixtures/ucr/ECG200/ECG200_TEST.tsv",
-        ),
-        (
-            "fixtures/ucr/GunPoint/GunPoint_TRAIN.ts",
-            "fixtures/ucr/GunPoint/GunPoint_TEST.ts",
-        ),
-        (
-            "fixtures/ucr/ItalyPowerDemand/ItalyPowerDemand_TRAIN.ts",
-            "fixtures/ucr/ItalyPowerDemand/ItalyPowerDemand_TEST.ts",
-        ),
-    ] {
+    for (train, test) in common::UCR_FIXTURES {
         let data = read_ucr(train);
         let qs: Vec<Vec<f32>> = read_ucr(test).iter().map(|s| znormalize(s)).collect();
         for leaf in [2, 16] {

@@ -17,6 +17,36 @@ fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
+/// The real recordings the GPU tests read.
+const RECORDINGS: [&str; 2] = [
+    "fixtures/spikes/A2929-200711/A2929-200711.nwb",
+    "fixtures/spikes/ibl-ephys_test/ibl-ephys_test.csv",
+];
+
+/// A recording, a GPU counter holding it with `intervals`, and its units busiest first.
+fn on_gpu(
+    rel: &str,
+    intervals: &[Interval],
+) -> (
+    synfire::event::EventStream,
+    synfire::episode::GpuCounter,
+    Vec<u32>,
+) {
+    let stream = synfire::read_spikes(&fixture(rel), Ordering::RequireSorted).unwrap();
+    let gpu = synfire::episode::select_gpu(
+        &stream,
+        intervals,
+        DeviceChoice::Gpu,
+        &GpuSettings::default(),
+    )
+    .unwrap()
+    .expect("a GPU");
+    let counts = stream.counts_per_type();
+    let mut busy: Vec<u32> = (0..counts.len() as u32).collect();
+    busy.sort_by_key(|&u| std::cmp::Reverse(counts[u as usize]));
+    (stream, gpu, busy)
+}
+
 #[test]
 #[cfg_attr(
     not(synfire_gpu),
@@ -95,34 +125,17 @@ fn device_surrogates_equal_the_hosts_bit_for_bit() {
     if !common::gpu_or_skip("device_surrogates_equal_the_hosts_bit_for_bit") {
         return;
     }
-    for rel in [
-        "fixtures/spikes/A2929-200711/A2929-200711.nwb",
-        "fixtures/spikes/ibl-ephys_test/ibl-ephys_test.csv",
-    ] {
-        let stream = synfire::read_spikes(&fixture(rel), Ordering::RequireSorted).unwrap();
+    for rel in RECORDINGS {
         let intervals = Interval::parse_list("[0,0.001],(0.001,0.005]").unwrap();
-        let mut gpu = synfire::episode::select_gpu(
-            &stream,
-            &intervals,
-            DeviceChoice::Gpu,
-            &GpuSettings::default(),
-        )
-        .unwrap()
-        .expect("a GPU");
+        let (stream, mut gpu, busy) = on_gpu(rel, &intervals);
         // A few pairs of the recording's busiest units to count.
-        let counts = stream.counts_per_type();
-        let mut busy: Vec<usize> = (0..counts.len()).collect();
-        busy.sort_by_key(|&u| std::cmp::Reverse(counts[u]));
         let list: Vec<Episode> = busy[..4]
             .iter()
             .flat_map(|&a| busy[..4].iter().map(move |&b| (a, b)))
             .flat_map(|(a, b)| {
                 intervals.iter().map(move |&iv| {
                     Episode::new(
-                        vec![
-                            synfire::event::EventType(a as u32),
-                            synfire::event::EventType(b as u32),
-                        ],
+                        vec![synfire::event::EventType(a), synfire::event::EventType(b)],
                         vec![iv],
                     )
                 })
@@ -237,24 +250,10 @@ fn device_join_bounds_equal_the_hosts() {
     if !common::gpu_or_skip("device_join_bounds_equal_the_hosts") {
         return;
     }
-    for rel in [
-        "fixtures/spikes/A2929-200711/A2929-200711.nwb",
-        "fixtures/spikes/ibl-ephys_test/ibl-ephys_test.csv",
-    ] {
-        let stream = synfire::read_spikes(&fixture(rel), Ordering::RequireSorted).unwrap();
+    for rel in RECORDINGS {
         let intervals = Interval::parse_list("[0,0.001],(0.001,0.005],(0.005,0.01]").unwrap();
-        let mut gpu = synfire::episode::select_gpu(
-            &stream,
-            &intervals,
-            DeviceChoice::Gpu,
-            &GpuSettings::default(),
-        )
-        .unwrap()
-        .expect("a GPU");
+        let (stream, mut gpu, busy) = on_gpu(rel, &intervals);
         assert!(gpu.has_join_bounds());
-        let counts = stream.counts_per_type();
-        let mut busy: Vec<u32> = (0..counts.len() as u32).collect();
-        busy.sort_by_key(|&u| std::cmp::Reverse(counts[u as usize]));
         let job = |nodes: usize, units: usize| -> JoinBounds {
             let units = &busy[..units.min(busy.len())];
             let mut chains: Vec<(Vec<u32>, Vec<Interval>)> =

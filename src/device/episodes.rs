@@ -724,18 +724,10 @@ fn join_bounds(dev: &mut Device, job: &BoundJob) -> Result<Vec<u32>, DeviceError
         let out_off = sums(&mut to.iter().map(|&t| words_of(events(t))))?;
         let total_words = *out_off.last().unwrap_or(&0) as usize;
         let mut out = s.alloc_zeros::<u64>(total_words.max(1)).map_err(&alloc)?;
-        let (from_d, to_d) = (
-            upload(&s, &from).map_err(&up)?,
-            upload(&s, &to).map_err(&up)?,
-        );
-        let (low_d, high_d) = (
-            upload(&s, &low).map_err(&up)?,
-            upload(&s, &high).map_err(&up)?,
-        );
-        let (item_d, out_off_d) = (
-            upload(&s, &item_off).map_err(&up)?,
-            upload(&s, &out_off).map_err(&up)?,
-        );
+        let BoundItems { ints, times } =
+            BoundItems::upload(&s, [&from, &to, &item_off, &out_off], [&low, &high])?;
+        let [from_d, to_d, item_d, out_off_d] = ints;
+        let [low_d, high_d] = times;
         let items = launch::u32_of("prefixes", prefixes)?;
         let total = *item_off.last().unwrap_or(&0);
         let null: u64 = 0;
@@ -772,18 +764,13 @@ fn join_bounds(dev: &mut Device, job: &BoundJob) -> Result<Vec<u32>, DeviceError
     let mut succ = s
         .alloc_zeros::<u64>((*succ_off.last().unwrap_or(&0) as usize).max(1))
         .map_err(&alloc)?;
-    let (from_d, to_d) = (
-        upload(&s, &job.pair_from).map_err(&up)?,
-        upload(&s, &job.pair_to).map_err(&up)?,
-    );
-    let (low_d, high_d) = (
-        upload(&s, &job.pair_low).map_err(&up)?,
-        upload(&s, &job.pair_high).map_err(&up)?,
-    );
-    let (item_d, succ_off_d) = (
-        upload(&s, &item_off).map_err(&up)?,
-        upload(&s, &succ_off).map_err(&up)?,
-    );
+    let BoundItems { ints, times } = BoundItems::upload(
+        &s,
+        [&job.pair_from, &job.pair_to, &item_off, &succ_off],
+        [&job.pair_low, &job.pair_high],
+    )?;
+    let [from_d, to_d, item_d, succ_off_d] = ints;
+    let [low_d, high_d] = times;
     let items = launch::u32_of("pairs", pairs)?;
     let mut b = s.launch_builder(&succ_f);
     b.arg(&data.times)
@@ -830,4 +817,32 @@ fn join_bounds(dev: &mut Device, job: &BoundJob) -> Result<Vec<u32>, DeviceError
     // so both sets have `words[i]` words.
     unsafe { b.launch(grid(joins_u)) }.map_err(drv("cuLaunchKernel"))?;
     s.clone_dtoh(&bound).map_err(drv("cuMemcpyDtoH"))
+}
+
+/// One launch's per-item arrays on the device: four `u32` arrays (first types, second types,
+/// element offsets, word offsets) and two `f64` arrays (the gaps' low and high delays).
+struct BoundItems {
+    ints: [CudaSlice<u32>; 4],
+    times: [CudaSlice<f64>; 2],
+}
+
+impl BoundItems {
+    fn upload(
+        s: &Arc<CudaStream>,
+        ints: [&[u32]; 4],
+        times: [&[f64]; 2],
+    ) -> Result<Self, DeviceError> {
+        let up = |e| DeviceError::driver("cuMemcpyHtoD", e);
+        let [a, b, c, d] = ints;
+        let [e, f] = times;
+        Ok(Self {
+            ints: [
+                upload(s, a).map_err(up)?,
+                upload(s, b).map_err(up)?,
+                upload(s, c).map_err(up)?,
+                upload(s, d).map_err(up)?,
+            ],
+            times: [upload(s, e).map_err(up)?, upload(s, f).map_err(up)?],
+        })
+    }
 }

@@ -510,46 +510,32 @@ impl<'a> Search<'a> {
     /// pair's successors computed once per search: those reaching `x` go to `joins`, the
     /// others are set aside.
     fn host_bounds(&mut self, k: usize, x: u64, old: u64, joins: &mut Vec<(u32, u32)>) {
+        let examined = self.examined(k, x, old);
         let (below, above) = self.levels.split_at_mut(k);
         let (prev, level) = (&below[k - 1], &mut above[0]);
         let index = &self.index;
         let mut path = ReachPath::default();
         let ends_bits = &mut self.ends_bits[k - 1];
         ends_bits.resize_with(prev.episodes.len(), || None);
-        for (i, (alpha, &ca)) in prev.episodes.iter().zip(&prev.counts).enumerate() {
-            if ca < x {
-                continue;
-            }
-            let Some(partners) = prev
-                .by_prefix
-                .get(&key(&alpha.types()[1..], &alpha.intervals()[1..]))
-            else {
-                continue;
-            };
+        for (i, j, by_counts) in examined {
+            let alpha = &prev.episodes[i as usize];
             let last = alpha.types()[k - 2];
-            for &j in partners {
-                let by_counts = ca.min(prev.counts[j as usize]);
-                if by_counts < x || by_counts >= old {
-                    continue;
-                }
-                let beta = &prev.episodes[j as usize];
-                let (iv, next) = (beta.intervals()[k - 3], beta.types()[k - 2]);
-                let bits = ends_bits[i].get_or_insert_with(|| {
-                    let mut bits = Vec::new();
-                    index_bits(path.ends(index, alpha), index.times(last).len(), &mut bits);
-                    bits
-                });
-                let succ = self
-                    .successors
-                    .entry((last.0, iv.bits(), next.0))
-                    .or_insert_with(|| successor_bits(index, last, iv, next));
-                let bound = by_counts.min(and_count(bits, succ));
-                let ids = (u32::try_from(i).unwrap_or(u32::MAX), j);
-                if bound >= x {
-                    joins.push(ids);
-                } else {
-                    level.pending.push((bound, ids.0, ids.1));
-                }
+            let beta = &prev.episodes[j as usize];
+            let (iv, next) = (beta.intervals()[k - 3], beta.types()[k - 2]);
+            let bits = ends_bits[i as usize].get_or_insert_with(|| {
+                let mut bits = Vec::new();
+                index_bits(path.ends(index, alpha), index.times(last).len(), &mut bits);
+                bits
+            });
+            let succ = self
+                .successors
+                .entry((last.0, iv.bits(), next.0))
+                .or_insert_with(|| successor_bits(index, last, iv, next));
+            let bound = by_counts.min(and_count(bits, succ));
+            if bound >= x {
+                joins.push((i, j));
+            } else {
+                level.pending.push((bound, i, j));
             }
         }
     }

@@ -64,3 +64,24 @@ pub fn stream(times: &[f64], types: &[u32], k: u32) -> synfire::event::EventStre
     )
     .unwrap()
 }
+
+/// The bundled UCR data sets as `(training file, test file)`, relative to the crate root:
+/// Coffee, ECG200, GunPoint and ItalyPowerDemand (`fixtures/ucr/*/PROVENANCE.txt`).
+pub const UCR_FIXTURES: [(&str, &str); 4] = [
+    (
+        "fixtures/ucr/Coffee/Coffee_TRAIN.txt",
+        "fixtures/ucr/Coffee/Coffee_TEST.txt",
+    ),
+    (
+        "fixtures/ucr/ECG200/ECG200_TRAIN.tsv",
+        "fixtures/ucr/ECG200/ECG200_TEST.tsv",
+    ),
+    (
+        "fixtures/ucr/GunPoint/GunPoint_TRAIN.ts",
+        "fixtures/ucr/GunPoint/GunPoint_TEST.ts",
+    ),
+    (
+        "fixtures/ucr/ItalyPowerDemand/ItalyPowerDemand_TRAIN.ts",
+        "fixtures/ucr/ItalyPowerDemand/ItalyPowerDemand_TEST.ts",
+    ),
+];
