@@ -71,6 +71,13 @@ pub trait Counter: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// Whether a threshold search (`significance::spectrum`) should lower its floor in coarse
+    /// steps: each of its rounds costs this back end a round trip (a GPU), so fewer rounds
+    /// that count more candidates are cheaper. The search's result does not depend on it.
+    fn coarse_thresholds(&self) -> bool {
+        false
+    }
+
     /// Whether PreElim (Algorithm 3) costs this back end less than the exact count for
     /// candidates of `level` nodes. Where it does not, the two-pass miner counts that level
     /// exactly in one pass: the same result (PreElim only eliminates), never more work.

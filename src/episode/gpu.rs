@@ -499,6 +499,10 @@ impl Counter for GpuCounter {
         !self.has_failed()
     }
 
+    fn coarse_thresholds(&self) -> bool {
+        true
+    }
+
     fn join_bounds(&self, job: &crate::episode::bound::JoinBounds) -> Option<Vec<u64>> {
         if self.has_failed() || job.joins.is_empty() {
             return None;

@@ -63,7 +63,9 @@
 //!
 //! For `k = 2, 3, …` in turn, `x` starts at an upper bound of `M_k` (the largest single count
 //! for `k = 2`, `M_{k−1}` after: a largest `k`-episode's prefix is a frequent `(k − 1)`-episode
-//! at least as large) and falls geometrically, never below `m` nor below `best + 1`, where
+//! at least as large) and falls geometrically (by a quarter, or by half for a counter whose
+//! rounds cost a round trip to a device; the result does not depend on the rate), never below
+//! `m` nor below `best + 1`, where
 //! `best` is the largest count `≥ m` counted at size `k`. It stops when
 //!
 //! * `best ≥ m` and `best ≥ x − 1`: every uncounted `k`-episode has `c < x`, so `c ≤ best`, and
@@ -176,7 +178,7 @@ pub fn max_count_by_size(
             if x == m {
                 break 0;
             }
-            x = lower(x).max(best + 1).max(m);
+            x = lower(x, counter.coarse_thresholds()).max(best + 1).max(m);
         };
         out.max_by_size[k] = found;
         if found == 0 {
@@ -200,9 +202,10 @@ pub fn max_count_by_size(
     Ok(out)
 }
 
-/// The next floor to try below `x`: about three quarters of it.
-fn lower(x: u64) -> u64 {
-    x - (x / 4).max(1)
+/// The next floor to try below `x`: about three quarters of it, or half of it for a counter
+/// whose rounds are costly ([`Counter::coarse_thresholds`]: fewer rounds that count more).
+fn lower(x: u64, coarse: bool) -> u64 {
+    x - (x / if coarse { 2 } else { 4 }).max(1)
 }
 
 /// A hashable key of a run of types and gaps (gaps by bit pattern: they all come from the
