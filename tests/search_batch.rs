@@ -511,6 +511,27 @@ fn gpu_batches_on_real_series_equal_brute_force() {
     for (what, index, qs) in &inputs {
         check_real_on_gpu(index, qs, what);
     }
+    // Two batch handles of one index asking for different holdings: the later load (the
+    // exact series) replaces the earlier (half precision); the first handle's batches use it.
+    let (train, test) = common::UCR_FIXTURES[2];
+    let index = build(&read_ucr(train), 16);
+    let qs: Vec<Vec<f32>> = read_ucr(test).iter().map(|s| znormalize(s)).collect();
+    let half = synfire::search::batch::GpuBatch::new(&index, None, SeriesOnDevice::Half).unwrap();
+    assert_eq!(half.series(), SeriesOnDevice::Half);
+    let exact = synfire::search::batch::GpuBatch::new(&index, None, SeriesOnDevice::Exact).unwrap();
+    assert_eq!(exact.series(), SeriesOnDevice::Exact);
+    for batch in [&half, &exact] {
+        let got = batch.knn_batch(&qs, 3, &QueryOptions::default()).unwrap();
+        assert_eq!(got.stats.series, SeriesOnDevice::Exact);
+        for (j, (q, a)) in qs.iter().zip(&got.answers).enumerate() {
+            let want = index.brute_force_normalized(q, 3).unwrap();
+            assert_same(
+                &a.neighbors,
+                &want.neighbors,
+                &format!("{train}: two handles, query {j}"),
+            );
+        }
+    }
     // Several indexes' searchers used in turn on one GPU (the device keeps each one's data):
     // every answer still equals the brute force, with no reload error.
     let mut searchers: Vec<Searcher> = inputs

@@ -763,23 +763,18 @@ impl<'a> GpuBatch<'a> {
         options: &QueryOptions,
     ) -> Result<BatchAnswer, SearchError> {
         let worker = crate::device::shared_worker(self.ordinal).map_err(SearchError::Device)?;
-        let tag = self.index.tag();
-        // Another index's load may have dropped this one's data to make room (the device
-        // keeps several indexes' data while they fit): it is loaded again, as before.
-        let mut run = |job: BatchJob| {
-            let held = worker.search_batch_held(tag).wait()?;
-            if held.is_none_or(|h| rank(h) < rank(self.held)) {
-                let now = prepare(self.index, self.ordinal, self.held)
-                    .map_err(|e| DeviceError::Unsupported(format!("reloading the index: {e}")))?;
-                if now != self.held {
-                    return Err(DeviceError::Unsupported(format!(
-                        "the index was reloaded holding {now:?} of its series instead of {:?}",
-                        self.held
-                    )));
-                }
-            }
-            worker.search_batch(job).wait()
+        // Another index's load may have dropped this one's data to make room (the device keeps
+        // several indexes' data while they fit): it is loaded again, as before. A searcher of
+        // the same index may have loaded more of its series since: the batch uses what is there.
+        let held = match worker
+            .search_batch_held(self.index.tag())
+            .wait()
+            .map_err(SearchError::Device)?
+        {
+            Some(h) if rank(h) >= rank(self.held) => h,
+            _ => prepare(self.index, self.ordinal, self.held)?,
         };
-        knn_batch_with(self.index, qs, k, options, self.held, &mut run)
+        let mut run = |job: BatchJob| worker.search_batch(job).wait();
+        knn_batch_with(self.index, qs, k, options, held, &mut run)
     }
 }
