@@ -690,110 +690,83 @@ fn join_bounds(dev: &mut Device, job: &BoundJob) -> Result<Vec<u32>, DeviceError
         return Ok(Vec::new());
     }
     let events = |t: u32| data.host_offsets[t as usize + 1] - data.host_offsets[t as usize];
-    // Per-item prefix sums of element counts, and first words.
-    let sums = |counts: &mut dyn Iterator<Item = u32>| -> Result<Vec<u32>, DeviceError> {
-        let mut out = vec![0u32];
-        let mut acc = 0u64;
-        for c in counts {
-            acc += u64::from(c);
-            out.push(launch::u32_of("bound elements", acc as usize)?);
-        }
-        Ok(out)
-    };
     let up = drv("cuMemcpyHtoD");
     let alloc = drv("cuMemAlloc");
-    let block = THREADS_PER_BLOCK;
-    let grid = |total: u32| launch::cover(total.max(1), block);
-    // The chains, one step at a time.
+    let grid = |total: u32| launch::cover(total.max(1), THREADS_PER_BLOCK);
+    // The chains, one step at a time, each over its second types' events.
     let mut prev: Option<(CudaSlice<u64>, CudaSlice<u32>)> = None;
-    let mut ends_words_off = Vec::new();
     for step in 1..n {
-        let from: Vec<u32> = (0..prefixes)
-            .map(|p| job.chain_types[p * n + step - 1])
-            .collect();
-        let to: Vec<u32> = (0..prefixes)
-            .map(|p| job.chain_types[p * n + step])
-            .collect();
-        let low: Vec<f64> = (0..prefixes)
-            .map(|p| job.chain_low[p * (n - 1) + step - 1])
-            .collect();
-        let high: Vec<f64> = (0..prefixes)
-            .map(|p| job.chain_high[p * (n - 1) + step - 1])
-            .collect();
-        let item_off = sums(&mut to.iter().map(|&t| events(t)))?;
-        let out_off = sums(&mut to.iter().map(|&t| words_of(events(t))))?;
-        let total_words = *out_off.last().unwrap_or(&0) as usize;
-        let mut out = s.alloc_zeros::<u64>(total_words.max(1)).map_err(&alloc)?;
-        let BoundItems { ints, times } =
-            BoundItems::upload(&s, [&from, &to, &item_off, &out_off], [&low, &high])?;
-        let [from_d, to_d, item_d, out_off_d] = ints;
-        let [low_d, high_d] = times;
-        let items = launch::u32_of("prefixes", prefixes)?;
-        let total = *item_off.last().unwrap_or(&0);
+        let node =
+            |d: usize| -> Vec<u32> { (0..prefixes).map(|p| job.chain_types[p * n + d]).collect() };
+        let gap =
+            |v: &[f64]| -> Vec<f64> { (0..prefixes).map(|p| v[p * (n - 1) + step - 1]).collect() };
+        let (from, to): (Vec<u32>, Vec<u32>) = (node(step - 1), node(step));
+        let it = BoundItems::upload(
+            &s,
+            &data.host_offsets,
+            [&from, &to],
+            [&gap(&job.chain_low), &gap(&job.chain_high)],
+            &to,
+        )?;
+        let mut out = s.alloc_zeros::<u64>(it.words.max(1)).map_err(&alloc)?;
         let null: u64 = 0;
         let mut b = s.launch_builder(&step_f);
         b.arg(&data.times)
             .arg(&data.offsets)
-            .arg(&items)
-            .arg(&from_d)
-            .arg(&to_d)
-            .arg(&low_d)
-            .arg(&high_d);
+            .arg(&it.items)
+            .arg(&it.from)
+            .arg(&it.to)
+            .arg(&it.low)
+            .arg(&it.high);
         match &prev {
             Some((bits, off)) => b.arg(bits).arg(off),
             None => b.arg(&null).arg(&null),
         };
-        b.arg(&mut out).arg(&out_off_d).arg(&item_d);
+        b.arg(&mut out).arg(&it.word_off).arg(&it.item_off);
         // SAFETY: matches `bounds_chain_step` (times f64*, offsets u32*, items u32, from u32*
         // [items], to u32* [items], low f64* [items], high f64* [items], prev u64* (null on
         // the first step), prev_off u32* [items + 1], out u64* [out_off[items]], out_off u32*
         // [items + 1], item_off u32* [items + 1]); every type was checked against the
         // stream's, each element's word lies inside its item's words.
-        unsafe { b.launch(grid(total)) }.map_err(drv("cuLaunchKernel"))?;
-        ends_words_off = out_off;
-        prev = Some((out, out_off_d));
+        unsafe { b.launch(grid(it.elements)) }.map_err(drv("cuLaunchKernel"))?;
+        prev = Some((out, it.word_off));
     }
     let Some((ends, ends_off_d)) = prev else {
         return Err(DeviceError::Unsupported(
             "a join-bound job without chains".into(),
         ));
     };
-    // The pairs' successor bits.
-    let item_off = sums(&mut job.pair_from.iter().map(|&t| events(t)))?;
-    let succ_off = sums(&mut job.pair_from.iter().map(|&t| words_of(events(t))))?;
-    let mut succ = s
-        .alloc_zeros::<u64>((*succ_off.last().unwrap_or(&0) as usize).max(1))
-        .map_err(&alloc)?;
-    let BoundItems { ints, times } = BoundItems::upload(
+    // The pairs' successor bits, over their first types' events.
+    let it = BoundItems::upload(
         &s,
-        [&job.pair_from, &job.pair_to, &item_off, &succ_off],
+        &data.host_offsets,
+        [&job.pair_from, &job.pair_to],
         [&job.pair_low, &job.pair_high],
+        &job.pair_from,
     )?;
-    let [from_d, to_d, item_d, succ_off_d] = ints;
-    let [low_d, high_d] = times;
-    let items = launch::u32_of("pairs", pairs)?;
+    let mut succ = s.alloc_zeros::<u64>(it.words.max(1)).map_err(&alloc)?;
     let mut b = s.launch_builder(&succ_f);
     b.arg(&data.times)
         .arg(&data.offsets)
-        .arg(&items)
-        .arg(&from_d)
-        .arg(&to_d)
-        .arg(&low_d)
-        .arg(&high_d)
+        .arg(&it.items)
+        .arg(&it.from)
+        .arg(&it.to)
+        .arg(&it.low)
+        .arg(&it.high)
         .arg(&mut succ)
-        .arg(&succ_off_d)
-        .arg(&item_d);
+        .arg(&it.word_off)
+        .arg(&it.item_off);
     // SAFETY: matches `bounds_successors` (times, offsets, items u32, from u32* [items], to
     // u32* [items], low f64* [items], high f64* [items], out u64* [out_off[items]], out_off
     // u32* [items + 1], item_off u32* [items + 1]); types checked as above.
-    unsafe { b.launch(grid(*item_off.last().unwrap_or(&0))) }.map_err(drv("cuLaunchKernel"))?;
+    unsafe { b.launch(grid(it.elements)) }.map_err(drv("cuLaunchKernel"))?;
+    let succ_off_d = it.word_off;
     // One and-count per join, over the prefix's last type's words (the pair's first type).
     let words: Vec<u32> = job
         .join_pair
         .iter()
         .map(|&q| words_of(events(job.pair_from[q as usize])))
         .collect();
-    debug_assert_eq!(ends_words_off.len(), prefixes + 1);
     let (jp, jq) = (
         upload(&s, &job.join_prefix).map_err(&up)?,
         upload(&s, &job.join_pair).map_err(&up)?,
@@ -819,30 +792,54 @@ fn join_bounds(dev: &mut Device, job: &BoundJob) -> Result<Vec<u32>, DeviceError
     s.clone_dtoh(&bound).map_err(drv("cuMemcpyDtoH"))
 }
 
-/// One launch's per-item arrays on the device: four `u32` arrays (first types, second types,
-/// element offsets, word offsets) and two `f64` arrays (the gaps' low and high delays).
+/// One launch's items on the device: their first and second types, their gaps' delays, and
+/// where each item's elements (the events of its counted type) and bit-set words start.
 struct BoundItems {
-    ints: [CudaSlice<u32>; 4],
-    times: [CudaSlice<f64>; 2],
+    items: u32,
+    from: CudaSlice<u32>,
+    to: CudaSlice<u32>,
+    low: CudaSlice<f64>,
+    high: CudaSlice<f64>,
+    /// Prefix sums of the items' element counts. Shape `[items + 1]`.
+    item_off: CudaSlice<u32>,
+    /// Prefix sums of the items' word counts. Shape `[items + 1]`.
+    word_off: CudaSlice<u32>,
+    /// Elements (threads) in all.
+    elements: u32,
+    /// Words of all the items' bit sets.
+    words: usize,
 }
 
 impl BoundItems {
+    /// Uploads `[from, to]`, `[low, high]` and the offsets of bit sets over the events of
+    /// `counted[i]` (types of the stream whose CSR offsets are `offsets`).
     fn upload(
         s: &Arc<CudaStream>,
-        ints: [&[u32]; 4],
-        times: [&[f64]; 2],
+        offsets: &[u32],
+        [from, to]: [&[u32]; 2],
+        [low, high]: [&[f64]; 2],
+        counted: &[u32],
     ) -> Result<Self, DeviceError> {
         let up = |e| DeviceError::driver("cuMemcpyHtoD", e);
-        let [a, b, c, d] = ints;
-        let [e, f] = times;
+        let (mut item_off, mut word_off) = (vec![0u32], vec![0u32]);
+        let (mut elements, mut words) = (0u64, 0u64);
+        for &t in counted {
+            let n = offsets[t as usize + 1] - offsets[t as usize];
+            elements += u64::from(n);
+            words += u64::from(words_of(n));
+            item_off.push(launch::u32_of("bound elements", elements as usize)?);
+            word_off.push(launch::u32_of("bound words", words as usize)?);
+        }
         Ok(Self {
-            ints: [
-                upload(s, a).map_err(up)?,
-                upload(s, b).map_err(up)?,
-                upload(s, c).map_err(up)?,
-                upload(s, d).map_err(up)?,
-            ],
-            times: [upload(s, e).map_err(up)?, upload(s, f).map_err(up)?],
+            items: launch::u32_of("bound items", counted.len())?,
+            from: upload(s, from).map_err(up)?,
+            to: upload(s, to).map_err(up)?,
+            low: upload(s, low).map_err(up)?,
+            high: upload(s, high).map_err(up)?,
+            item_off: upload(s, &item_off).map_err(up)?,
+            word_off: upload(s, &word_off).map_err(up)?,
+            elements: *item_off.last().unwrap_or(&0),
+            words: words as usize,
         })
     }
 }

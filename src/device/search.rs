@@ -431,23 +431,26 @@ impl GpuWorker {
                 return Err(DeviceError::Unsupported("a malformed batch upload".into()));
             }
             let st = d.stream.clone();
-            let wanted_bytes = load.count * 16 * 4
-                + BATCH_PAIR_CAPACITY.min(load.count.saturating_mul(16).max(1 << 20)) * 24
-                + if load.rows {
-                    load.count * load.len * 4
-                } else if load.half {
-                    load.count * load.len * 2
-                } else {
-                    0
-                }
-                + BATCH_RESERVE_BYTES;
-            loop {
+            // Bytes the series (at `bytes_per_sample`) need beside a full pair list and the
+            // reserve: the test for holding them, and for dropping older indexes' data first.
+            let needs = |bytes_per_sample: usize| {
+                load.count * load.len * bytes_per_sample
+                    + BATCH_PAIR_CAPACITY * 24
+                    + BATCH_RESERVE_BYTES
+            };
+            let preferred = needs(if load.rows {
+                4
+            } else if load.half {
+                2
+            } else {
+                0
+            }) + load.count * 16 * 4;
+            while !batch_buffers(d).is_empty() {
                 let (free, _) = d.ctx.mem_get_info().map_err(drv("cuMemGetInfo"))?;
-                if free >= wanted_bytes || batch_buffers(d).is_empty() {
+                if free >= preferred {
                     break;
                 }
-                let dropped = batch_buffers(d).remove(0);
-                drop(dropped);
+                batch_buffers(d).remove(0);
                 st.synchronize().map_err(drv("cuStreamSynchronize"))?;
             }
             let alloc = drv("cuMemAlloc");
@@ -456,12 +459,7 @@ impl GpuWorker {
                 .clone_htod(&load.weights[..])
                 .map_err(drv("cuMemcpyHtoD"))?;
             let (free, _) = d.ctx.mem_get_info().map_err(drv("cuMemGetInfo"))?;
-            let fits = |bytes_per_sample: usize| {
-                load.count * load.len * bytes_per_sample
-                    + BATCH_PAIR_CAPACITY * 24
-                    + BATCH_RESERVE_BYTES
-                    <= free
-            };
+            let fits = |bytes_per_sample: usize| needs(bytes_per_sample) <= free;
             let rows = if load.rows && fits(4) {
                 Some(
                     st.alloc_zeros::<f32>(load.count * load.len)
