@@ -204,28 +204,29 @@ fn prefix_runs(candidates: &[&Episode]) -> Vec<std::ops::Range<usize>> {
     runs
 }
 
-/// The positions of `candidates` ordered by size, then node by node (type, then the gap's
-/// interval by bit pattern): candidates with one prefix become consecutive, and neighbouring
-/// runs share their longest common prefixes, which [`EndsPath`] reuses.
+/// The positions of `candidates` in depth-first order of their prefix tree: node by node
+/// (type, then the gap's interval by bit pattern), an episode before its extensions.
+/// Candidates with one prefix become consecutive, an episode's extensions follow it, and
+/// neighbouring runs share their longest common prefixes, which [`EndsPath`] reuses: in a
+/// list closed under prefixes (the frequent episodes of a recording) the ends of every
+/// listed prefix are built once for all its extensions, at every depth.
 fn prefix_order(candidates: &[Episode]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..candidates.len()).collect();
     order.sort_unstable_by(|&a, &b| {
         let (a, b) = (&candidates[a], &candidates[b]);
-        a.len().cmp(&b.len()).then_with(|| {
-            let (ta, tb) = (a.types(), b.types());
-            let (ia, ib) = (a.intervals(), b.intervals());
-            (0..a.len())
-                .map(|k| {
-                    let gap = if k == 0 {
-                        std::cmp::Ordering::Equal
-                    } else {
-                        ia[k - 1].bits().cmp(&ib[k - 1].bits())
-                    };
-                    gap.then(ta[k].cmp(&tb[k]))
-                })
-                .find(|o| o.is_ne())
-                .unwrap_or(std::cmp::Ordering::Equal)
-        })
+        let (ta, tb) = (a.types(), b.types());
+        let (ia, ib) = (a.intervals(), b.intervals());
+        (0..a.len().min(b.len()))
+            .map(|k| {
+                let gap = if k == 0 {
+                    std::cmp::Ordering::Equal
+                } else {
+                    ia[k - 1].bits().cmp(&ib[k - 1].bits())
+                };
+                gap.then(ta[k].cmp(&tb[k]))
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or_else(|| a.len().cmp(&b.len()))
     });
     order
 }

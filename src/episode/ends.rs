@@ -16,7 +16,12 @@
 //! over that window. Ends are sorted by time and the delays are computed exactly as the
 //! counters compute them (`t(y) − t(e)` in `f64`, whose rounding is monotone), so both window
 //! edges only move forward as `y` advances: two pointers and a monotone deque of latest starts,
-//! `O(|ends(α)| + |x|)` time and memory.
+//! `O(|ends(α)| + |x|)` time and memory at most. The pointers gallop (exponential then binary
+//! search): ends that leave the window at the same `y` they would enter it are never pushed,
+//! and the events of `x` in a stretch where the window is empty are skipped to the first
+//! whose window gains an end, so a sparse prefix (few ends against a fast last unit, as at
+//! levels 3 and 4 of a dense probe) costs about `O(|ends(α)| · log)` instead of a pass over
+//! every event of `x`.
 //!
 //! # Count (greedy earliest end)
 //! The non-overlapped count is a maximum set of occurrences with pairwise disjoint spans (the
@@ -80,7 +85,7 @@ impl Ends {
     }
 
     /// The ends of `α·x`, where `self` holds the ends of `α`, `last` is `α`'s last type, and
-    /// `x` follows with delay in `iv`. `O(|self| + |x|)`.
+    /// `x` follows with delay in `iv`. `O(|self| + |x|)` at most (module documentation).
     #[must_use]
     pub fn extend(&self, index: &TypeIndex, last: EventType, iv: Interval, x: EventType) -> Self {
         let mut out = Self::default();
@@ -109,7 +114,7 @@ impl Ends {
     /// The exact non-overlapped count of `α·x` (as [`Ends::extend`] then [`Ends::count`]) in
     /// the same sweep, without building the ends of `α·x`: the count of a candidate needs
     /// only whether each event of `x` ends an occurrence and its latest start, which the
-    /// sweep has at hand. `deque` is scratch. `O(|self| + |x|)`, no allocation beyond
+    /// sweep has at hand. `deque` is scratch. `O(|self| + |x|)` at most, no allocation beyond
     /// `deque`'s.
     #[must_use]
     pub fn count_extension(
@@ -156,25 +161,43 @@ impl Ends {
         let (low, high) = (iv.low_by_time(last < x), iv.high());
         // Window of ends for the current y: [lo, hi), with y − t(e) ≤ high from lo on and
         // y − t(e) > low before hi. `deque` holds window positions with decreasing starts.
+        // Both predicates hold on a prefix of the ends (their times increase and `y − t` in
+        // f64 is monotone), so each edge is found by galloping, not by stepping: ends that
+        // would enter and leave the window at the same `y` are never pushed, and the events
+        // of `x` whose window is empty are skipped to the first whose window gains an end.
         let (mut lo, mut hi) = (0usize, 0usize);
         let n = self.len();
-        for (j, &y) in to.iter().enumerate() {
-            while hi < n && y - t_end(hi) > low {
-                let s = self.latest_start[hi];
+        let m = to.len();
+        let mut j = 0usize;
+        while j < m {
+            let y = to[j];
+            let new_hi = gallop(hi, n, |i| y - t_end(i) > low);
+            let new_lo = gallop(lo, new_hi, |i| y - t_end(i) > high);
+            if new_lo >= hi {
+                // Everything pushed before lies below the window.
+                deque.clear();
+            }
+            for e in hi.max(new_lo)..new_hi {
+                let s = self.latest_start[e];
                 while deque.back().is_some_and(|&b| self.latest_start[b] <= s) {
                     deque.pop_back();
                 }
-                deque.push_back(hi);
-                hi += 1;
+                deque.push_back(e);
             }
-            while lo < hi && y - t_end(lo) > high {
-                lo += 1;
-            }
+            (lo, hi) = (new_lo, new_hi);
             while deque.front().is_some_and(|&f| f < lo) {
                 deque.pop_front();
             }
             if let Some(&best) = deque.front() {
                 on_end(j, y, self.latest_start[best]);
+                j += 1;
+            } else if hi < n {
+                // Empty window: no event of `x` ends an occurrence until one is more than
+                // `low` after the next end.
+                let next = t_end(hi);
+                j = gallop(j + 1, m, |k| !(to[k] - next > low));
+            } else {
+                break;
             }
         }
     }
@@ -223,6 +246,41 @@ impl Ends {
     pub fn heap_bytes(&self) -> usize {
         self.index.capacity() * 4 + self.latest_start.capacity() * 8
     }
+}
+
+/// The first index in `from..to` where `holds` is false, for a predicate that holds on a
+/// prefix of the range (`to` when it holds throughout): an exponential search from `from`,
+/// then a binary search, so `O(log d)` evaluations for an answer `d` past `from`, and one
+/// when the answer is `from` itself.
+#[inline]
+fn gallop(from: usize, to: usize, holds: impl Fn(usize) -> bool) -> usize {
+    if from >= to || !holds(from) {
+        return from;
+    }
+    // `holds(lo)`; find `hi` with `!holds(hi)` or `hi = to`.
+    let mut lo = from;
+    let mut step = 1usize;
+    let mut hi = loop {
+        let probe = lo.saturating_add(step);
+        if probe >= to {
+            break to;
+        }
+        if !holds(probe) {
+            break probe;
+        }
+        lo = probe;
+        step = step.saturating_mul(2);
+    };
+    // `holds(lo)`, and `hi == to` or `!holds(hi)`.
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if holds(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
 }
 
 /// The exact non-overlapped count of `episode` from its occurrence ends: equal to
@@ -343,6 +401,24 @@ mod tests {
         assert_eq!(path.ends(&idx, &ab), &Ends::of(&idx, &ab));
         let abb = Episode::new(vec![a, b, b], vec![iv(0.0, 100.0), iv(0.0, 20.0)]);
         assert_eq!(path.ends(&idx, &abb), &Ends::of(&idx, &abb));
+    }
+
+    /// `gallop` finds the first index where a prefix predicate fails, for every prefix length
+    /// and start.
+    #[test]
+    fn gallop_finds_the_first_failing_index() {
+        for len in 0..40usize {
+            for cut in 0..=len {
+                for from in 0..=len {
+                    let want = cut.max(from);
+                    assert_eq!(
+                        gallop(from, len, |i| i < cut),
+                        want,
+                        "len {len} cut {cut} from {from}"
+                    );
+                }
+            }
+        }
     }
 
     /// `count_extension` equals building the ends and counting them, and Algorithm 1, on
