@@ -195,7 +195,7 @@ impl Ends {
                 // Empty window: no event of `x` ends an occurrence until one is more than
                 // `low` after the next end.
                 let next = t_end(hi);
-                j = gallop(j + 1, m, |k| !(to[k] - next > low));
+                j = gallop(j + 1, m, |k| to[k] - next <= low);
             } else {
                 break;
             }
