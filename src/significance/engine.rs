@@ -18,8 +18,8 @@ use parking_lot::Mutex;
 
 use crate::device::{DeviceChoice, DeviceError};
 use crate::episode::{
-    CountKind, Counter, CpuCounter, Episode, GpuCounter, GpuSettings, MineError, MinerConfig,
-    Progress, mine_with, select_gpu,
+    CountKind, Counter, CpuCounter, Episode, GpuCounter, GpuSettings, GpuStats, MineError,
+    MinerConfig, Progress, mine_with, select_gpu,
 };
 use crate::event::EventStream;
 
@@ -170,6 +170,25 @@ impl<'g> Engine<'g> {
         } else {
             Self::of(Kind::Gpu(slots))
         }
+    }
+
+    /// The GPU counters' running totals summed over the counters ([`GpuStats`]), `None` on the
+    /// CPU. Waits for each counter that another thread holds.
+    pub(crate) fn gpu_stats(&self) -> Option<GpuStats> {
+        let Kind::Gpu(slots) = &self.kind else {
+            return None;
+        };
+        let mut total = GpuStats::default();
+        for slot in slots {
+            let s = slot.lock().gpu.get().stats();
+            total.gpu_candidates += s.gpu_candidates;
+            total.overflow_recounts += s.overflow_recounts;
+            total.cpu_fallback += s.cpu_fallback;
+            total.kernel_ms += s.kernel_ms;
+            total.ptpe_candidates += s.ptpe_candidates;
+            total.mtpe_candidates += s.mtpe_candidates;
+        }
+        Some(total)
     }
 
     /// Candidate counts made so far: mining candidates after the bounds, and recounts.

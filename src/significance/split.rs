@@ -769,6 +769,8 @@ impl<'a> Tester<'a> {
         Self::check_range(plan, &range)?;
         let surrogates = self.surrogates(plan)?;
         let before = self.engine.candidates_counted();
+        let gpu_before = self.engine.gpu_stats();
+        let pass_started = std::time::Instant::now();
         let mut part = FirstPart {
             fingerprint: plan.part_fingerprint(),
             range: range.clone(),
@@ -841,6 +843,21 @@ impl<'a> Tester<'a> {
             }
         }
         part.counted = engine.candidates_counted() - before;
+        if let (Some(a), Some(b)) = (gpu_before, engine.gpu_stats()) {
+            tracing::debug!(
+                surrogates = part.range.end - part.range.start,
+                wall_s = pass_started.elapsed().as_secs_f64(),
+                gpu_candidates = b.gpu_candidates - a.gpu_candidates,
+                ptpe = b.ptpe_candidates - a.ptpe_candidates,
+                mtpe = b.mtpe_candidates - a.mtpe_candidates,
+                overflow_recounts = b.overflow_recounts - a.overflow_recounts,
+                cpu_fallback = b.cpu_fallback - a.cpu_fallback,
+                kernel_s = (b.kernel_ms - a.kernel_ms) / 1e3,
+                "First pass on the GPU counters: candidates counted on the devices, list \
+                 overflows recounted on the host, kernel seconds summed over the counters \
+                 (CUDA events; counters share the device, so this can exceed the wall time)."
+            );
+        }
         Ok(part)
     }
 

@@ -12,7 +12,7 @@ use synfire::device::DeviceChoice;
 use synfire::episode::{GpuSettings, mine};
 use synfire::significance::{Correction, SignificanceConfig, SignificanceResult, test_episodes_on};
 
-use crate::cli::args::{OutputArg, Workload};
+use crate::cli::args::{ExactKernelArg, OutputArg, Workload};
 
 /// Options of `synfire bench significance`.
 #[derive(Debug, Args)]
@@ -43,6 +43,10 @@ pub struct SignificanceArgs {
     /// result checked equal to the CPU's).
     #[arg(long, value_enum, default_value_t = BenchDevice::Cpu)]
     device: BenchDevice,
+    /// GPU kernel for exact counts (as `mine --exact-kernel`): PTPE or MTPE per batch by
+    /// Eq. 3 (`hybrid`), or one of them always.
+    #[arg(long, value_enum, default_value_t = ExactKernelArg::Hybrid)]
+    exact_kernel: ExactKernelArg,
     #[command(flatten)]
     output: OutputArg,
 }
@@ -119,7 +123,10 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
                     &data,
                     &sig,
                     device,
-                    &GpuSettings::default(),
+                    &GpuSettings {
+                        exact: args.exact_kernel.into(),
+                        ..GpuSettings::default()
+                    },
                 )?;
                 let testing_s = started.elapsed().as_secs_f64();
                 let device = if device == DeviceChoice::Gpu {
