@@ -627,6 +627,9 @@ pub struct GpuSettings {
     /// A calibration for every GPU, instead of the stored per-model ones (read once, by
     /// [`crate::episode::MiningOptions::resolve`] or [`Calibration::load`]).
     pub calibration: Option<Calibration>,
+    /// MTPE threads per resident PTPE thread slot (default [`MTPE_THREADS_PER_SLOT`]; see
+    /// [`GpuCounter::set_mtpe_threads_per_slot`]), for kernel studies.
+    pub mtpe_threads_per_slot: Option<u64>,
 }
 
 /// The counter for `choice`: a [`GpuCounter`] set up by `settings` or the [`CpuCounter`].
@@ -681,6 +684,9 @@ pub fn select_gpu(
         return Ok(None);
     };
     c.set_exact_algorithm(settings.exact);
+    if let Some(threads) = settings.mtpe_threads_per_slot {
+        c.set_mtpe_threads_per_slot(threads);
+    }
     if let Some(calibration) = &settings.calibration {
         c.set_calibration(calibration);
     }

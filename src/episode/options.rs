@@ -340,6 +340,7 @@ impl MiningOptions {
                 gpus: self.gpus.clone(),
                 exact: self.exact_kernel,
                 calibration,
+                mtpe_threads_per_slot: None,
             };
             Ok((config, gpu))
         } else {

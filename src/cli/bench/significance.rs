@@ -47,6 +47,10 @@ pub struct SignificanceArgs {
     /// Eq. 3 (`hybrid`), or one of them always.
     #[arg(long, value_enum, default_value_t = ExactKernelArg::Hybrid)]
     exact_kernel: ExactKernelArg,
+    /// MTPE threads per resident PTPE thread slot (the number of segments MTPE splits the
+    /// stream into follows from it; default 4).
+    #[arg(long)]
+    mtpe_threads_per_slot: Option<u64>,
     #[command(flatten)]
     output: OutputArg,
 }
@@ -125,6 +129,7 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
                     device,
                     &GpuSettings {
                         exact: args.exact_kernel.into(),
+                        mtpe_threads_per_slot: args.mtpe_threads_per_slot,
                         ..GpuSettings::default()
                     },
                 )?;
