@@ -769,7 +769,10 @@ impl<'a> Tester<'a> {
         Self::check_range(plan, &range)?;
         let surrogates = self.surrogates(plan)?;
         let before = self.engine.candidates_counted();
-        let gpu_before = self.engine.gpu_stats();
+        // The GPU counters' totals, only when they will be logged (each read locks every
+        // counter in turn).
+        let log_gpu = tracing::enabled!(tracing::Level::DEBUG);
+        let gpu_before = log_gpu.then(|| self.engine.gpu_stats()).flatten();
         let pass_started = std::time::Instant::now();
         let mut part = FirstPart {
             fingerprint: plan.part_fingerprint(),
@@ -843,7 +846,7 @@ impl<'a> Tester<'a> {
             }
         }
         part.counted = engine.candidates_counted() - before;
-        if let (Some(a), Some(b)) = (gpu_before, engine.gpu_stats()) {
+        if let (Some(a), Some(b)) = (gpu_before, log_gpu.then(|| engine.gpu_stats()).flatten()) {
             tracing::debug!(
                 surrogates = part.range.end - part.range.start,
                 wall_s = pass_started.elapsed().as_secs_f64(),
