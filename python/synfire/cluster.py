@@ -622,6 +622,33 @@ def _split_session(ray: Any, workers: Workers, home: Any, job: dict, batch: int,
     return record
 
 
+def _await_restart(ray: Any, actor: Any, deadline: float | None,
+                   patience_s: float = 60.0) -> None:
+    """Waits until ``actor`` answers ``status`` again after its process died.
+
+    Ray restarts the actor (``max_restarts=-1``), but a call sent while it restarts is refused
+    without running (``ActorUnavailableError``: "The actor is restarting"), which would report
+    the next session as lost to a worker death it never saw. So a session goes to a restarted
+    actor only once the actor answers. Gives up after ``patience_s`` seconds or at
+    ``deadline`` (``time.perf_counter()`` seconds), leaving the next call to report what
+    happens; returns at once for an actor that is alive.
+    """
+    limit = time.perf_counter() + patience_s
+    if deadline is not None:
+        limit = min(limit, deadline)
+    while True:
+        left = limit - time.perf_counter()
+        if left <= 0:
+            return
+        try:
+            ray.get(actor.status.remote(), timeout=left)
+            return
+        except ray.exceptions.GetTimeoutError:
+            return
+        except ray.exceptions.RayActorError:
+            time.sleep(min(0.05, max(left, 0.0)))
+
+
 def _left(deadline: float | None) -> float | None:
     if deadline is None:
         return None
@@ -738,6 +765,9 @@ def mine_sessions(
                                        f"timeout_s = {timeout_s}") from e
                 except Exception as e:  # noqa: BLE001 - every session error is reported
                     rec = _from_ray_error(job, e, pool.retries)
+                    if isinstance(e, ray.exceptions.RayActorError):
+                        for actor in pool.actors:
+                            _await_restart(ray, actor, deadline)
                 records[job["session"]] = rec
                 bar.update(rec["ok"])
         else:
@@ -768,11 +798,13 @@ def _run_each(ray: Any, pool: Workers, jobs: list[dict], records: dict, bar: _Pr
             raise TimeoutError(f"the run took longer than timeout_s = {timeout_s}; still "
                                f"running: {running}")
         job, actor = flight.pop(ready[0])
-        idle.append(actor)
         try:
             rec = ray.get(ready[0])
         except Exception as e:  # noqa: BLE001 - a dead worker fails its session only
             rec = _from_ray_error(job, e, pool.retries)
+            if isinstance(e, ray.exceptions.RayActorError):
+                _await_restart(ray, actor, deadline)
+        idle.append(actor)
         records[job["session"]] = rec
         bar.update(rec["ok"], (j["session"] for j, _ in flight.values()))
 
