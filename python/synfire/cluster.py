@@ -646,7 +646,7 @@ def _await_restart(ray: Any, actor: Any, deadline: float | None,
         except ray.exceptions.GetTimeoutError:
             return
         except ray.exceptions.RayActorError:
-            time.sleep(min(0.05, max(left, 0.0)))
+            time.sleep(min(0.05, left))
 
 
 def _left(deadline: float | None) -> float | None:

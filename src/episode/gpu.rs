@@ -46,6 +46,34 @@ pub struct GpuStats {
     pub mtpe_candidates: u64,
 }
 
+impl GpuStats {
+    /// Applies `f` to each pair of fields of `self` and `other` (the counts, then the kernel
+    /// time).
+    fn zip(&self, other: &Self, f: impl Fn(u64, u64) -> u64, g: impl Fn(f64, f64) -> f64) -> Self {
+        Self {
+            gpu_candidates: f(self.gpu_candidates, other.gpu_candidates),
+            overflow_recounts: f(self.overflow_recounts, other.overflow_recounts),
+            cpu_fallback: f(self.cpu_fallback, other.cpu_fallback),
+            kernel_ms: g(self.kernel_ms, other.kernel_ms),
+            ptpe_candidates: f(self.ptpe_candidates, other.ptpe_candidates),
+            mtpe_candidates: f(self.mtpe_candidates, other.mtpe_candidates),
+        }
+    }
+
+    /// The totals of two counters together, field by field.
+    #[must_use]
+    pub fn plus(&self, other: &Self) -> Self {
+        self.zip(other, u64::saturating_add, |a, b| a + b)
+    }
+
+    /// What these running totals gained since `earlier`, a snapshot of the same counter's
+    /// (or counters') totals, field by field.
+    #[must_use]
+    pub fn since(&self, earlier: &Self) -> Self {
+        self.zip(earlier, u64::saturating_sub, |a, b| a - b)
+    }
+}
+
 /// MTPE aims at this many threads per resident PTPE thread slot (several waves keep every
 /// multiprocessor busy while the slowest segments finish); [`GpuCounter::set_mtpe_threads_per_slot`]
 /// changes it.
@@ -701,7 +729,42 @@ pub fn select_gpu(
 
 #[cfg(test)]
 mod tests {
-    use super::interleave;
+    use super::{GpuStats, interleave};
+
+    /// Two counters' totals add field by field, and a later snapshot less an earlier one
+    /// gives back what was added in between.
+    #[test]
+    fn stats_add_and_subtract_field_by_field() {
+        let a = GpuStats {
+            gpu_candidates: 10,
+            overflow_recounts: 1,
+            cpu_fallback: 2,
+            kernel_ms: 1.5,
+            ptpe_candidates: 3,
+            mtpe_candidates: 7,
+        };
+        let b = GpuStats {
+            gpu_candidates: 5,
+            overflow_recounts: 0,
+            cpu_fallback: 4,
+            kernel_ms: 0.25,
+            ptpe_candidates: 5,
+            mtpe_candidates: 0,
+        };
+        let sum = a.plus(&b);
+        assert_eq!(
+            sum,
+            GpuStats {
+                gpu_candidates: 15,
+                overflow_recounts: 1,
+                cpu_fallback: 6,
+                kernel_ms: 1.75,
+                ptpe_candidates: 8,
+                mtpe_candidates: 7,
+            }
+        );
+        assert_eq!(sum.since(&a), b);
+    }
 
     #[test]
     fn interleave_deals_chunks_round_robin_and_keeps_a_permutation() {

@@ -178,17 +178,9 @@ impl<'g> Engine<'g> {
         let Kind::Gpu(slots) = &self.kind else {
             return None;
         };
-        let mut total = GpuStats::default();
-        for slot in slots {
-            let s = slot.lock().gpu.get().stats();
-            total.gpu_candidates += s.gpu_candidates;
-            total.overflow_recounts += s.overflow_recounts;
-            total.cpu_fallback += s.cpu_fallback;
-            total.kernel_ms += s.kernel_ms;
-            total.ptpe_candidates += s.ptpe_candidates;
-            total.mtpe_candidates += s.mtpe_candidates;
-        }
-        Some(total)
+        Some(slots.iter().fold(GpuStats::default(), |total, slot| {
+            total.plus(&slot.lock().gpu.get().stats())
+        }))
     }
 
     /// Candidate counts made so far: mining candidates after the bounds, and recounts.

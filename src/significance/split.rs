@@ -847,15 +847,16 @@ impl<'a> Tester<'a> {
         }
         part.counted = engine.candidates_counted() - before;
         if let (Some(a), Some(b)) = (gpu_before, log_gpu.then(|| engine.gpu_stats()).flatten()) {
+            let d = b.since(&a);
             tracing::debug!(
                 surrogates = part.range.end - part.range.start,
                 wall_s = pass_started.elapsed().as_secs_f64(),
-                gpu_candidates = b.gpu_candidates - a.gpu_candidates,
-                ptpe = b.ptpe_candidates - a.ptpe_candidates,
-                mtpe = b.mtpe_candidates - a.mtpe_candidates,
-                overflow_recounts = b.overflow_recounts - a.overflow_recounts,
-                cpu_fallback = b.cpu_fallback - a.cpu_fallback,
-                kernel_s = (b.kernel_ms - a.kernel_ms) / 1e3,
+                gpu_candidates = d.gpu_candidates,
+                ptpe = d.ptpe_candidates,
+                mtpe = d.mtpe_candidates,
+                overflow_recounts = d.overflow_recounts,
+                cpu_fallback = d.cpu_fallback,
+                kernel_s = d.kernel_ms / 1e3,
                 "First pass on the GPU counters: candidates counted on the devices, list \
                  overflows recounted on the host, kernel seconds summed over the counters \
                  (CUDA events; counters share the device, so this can exceed the wall time)."
