@@ -2,7 +2,7 @@
 //! candidates are counted. The CPU back end here is the reference; the GPU back end (device
 //! threads) implements the same trait and must return identical counts.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use rayon::prelude::*;
 
@@ -149,44 +149,41 @@ impl CpuCounter {
         let index = &self.index;
         let counted: Vec<Vec<u64>> = runs
             .par_iter()
-            .map_init(
-                || (EndsPath::new(), VecDeque::new()),
-                |(path, deque), run| {
-                    let members = &candidates[run.clone()];
-                    let first = members[0];
-                    let n = first.len();
-                    if n == 1 {
-                        return members.iter().map(|e| count_by_ends(index, e)).collect();
-                    }
-                    let prefix_last = first.types()[n - 2];
-                    let needs_ends = n > 2 || members.iter().any(|e| e.types()[1] == prefix_last);
-                    let ends: Option<&Ends> = needs_ends.then(|| {
-                        let prefix = Episode::new(
-                            first.types()[..n - 1].to_vec(),
-                            first.intervals()[..n - 2].to_vec(),
-                        );
-                        path.ends(index, &prefix)
+            .map_init(EndsPath::new, |path, run| {
+                let members = &candidates[run.clone()];
+                let first = members[0];
+                let n = first.len();
+                if n == 1 {
+                    return members.iter().map(|e| count_by_ends(index, e)).collect();
+                }
+                let prefix_last = first.types()[n - 2];
+                let needs_ends = n > 2 || members.iter().any(|e| e.types()[1] == prefix_last);
+                let ends: Option<&Ends> = needs_ends.then(|| {
+                    let prefix = Episode::new(
+                        first.types()[..n - 1].to_vec(),
+                        first.intervals()[..n - 2].to_vec(),
+                    );
+                    path.ends(index, &prefix)
+                });
+                let mut counts = Vec::with_capacity(members.len());
+                for e in members {
+                    let x = e.types()[n - 1];
+                    let iv = e.intervals()[n - 2];
+                    // `ends` is there whenever the first arm applies (`needs_ends`).
+                    counts.push(match ends {
+                        Some(ends) if n > 2 || prefix_last == x => {
+                            ends.count_extension(index, prefix_last, iv, x)
+                        }
+                        _ => count_pair(
+                            index.times(prefix_last),
+                            index.times(x),
+                            iv.low_by_time(prefix_last < x),
+                            iv.high(),
+                        ),
                     });
-                    let mut counts = Vec::with_capacity(members.len());
-                    for e in members {
-                        let x = e.types()[n - 1];
-                        let iv = e.intervals()[n - 2];
-                        // `ends` is there whenever the first arm applies (`needs_ends`).
-                        counts.push(match ends {
-                            Some(ends) if n > 2 || prefix_last == x => {
-                                ends.count_extension(index, prefix_last, iv, x, deque)
-                            }
-                            _ => count_pair(
-                                index.times(prefix_last),
-                                index.times(x),
-                                iv.low_by_time(prefix_last < x),
-                                iv.high(),
-                            ),
-                        });
-                    }
-                    counts
-                },
-            )
+                }
+                counts
+            })
             .collect();
         counted.into_iter().flatten().collect()
     }

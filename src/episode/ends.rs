@@ -15,13 +15,24 @@
 //! iff some end `e` of `α` lies in its window, and its latest start is the largest latest start
 //! over that window. Ends are sorted by time and the delays are computed exactly as the
 //! counters compute them (`t(y) − t(e)` in `f64`, whose rounding is monotone), so both window
-//! edges only move forward as `y` advances: two pointers and a monotone deque of latest starts,
-//! `O(|ends(α)| + |x|)` time and memory at most. The pointers gallop (exponential then binary
-//! search): ends that leave the window at the same `y` they would enter it are never pushed,
-//! and the events of `x` in a stretch where the window is empty are skipped to the first
-//! whose window gains an end, so a sparse prefix (few ends against a fast last unit, as at
-//! levels 3 and 4 of a dense probe) costs about `O(|ends(α)| · log)` instead of a pass over
-//! every event of `x`.
+//! edges only move forward as `y` advances: two pointers, `O(|ends(α)| + |x|)` time at most.
+//!
+//! **Latest starts never decrease along the ends.** For a single node each event is its own
+//! start (times sorted). If they never decrease along the ends of `α`, the largest over a
+//! window is its last end's, and the window's last end (`hi − 1`) only moves forward as `y`
+//! advances, so the latest starts of the ends of `α·x` never decrease either. ∎ So the sweep
+//! keeps no structure beyond the two pointers: the latest start of `y` is that of the last
+//! end in its window.
+//!
+//! The pointers gallop (exponential then binary search), and the events of `x` in a stretch
+//! where the window is empty are skipped to the first whose window gains an end, so a sparse
+//! prefix (few ends against a fast last unit, as at levels 3 and 4 of a dense probe) costs
+//! about `O(|ends(α)| · log)` instead of a pass over every event of `x`. When only the count
+//! is wanted ([`Ends::count_extension`]), after an occurrence ending at `y` is taken the next
+//! one taken must start after `y`: its window's last end must be at or after the first end
+//! `f` whose latest start exceeds `y` (found by galloping, latest starts being sorted), so the
+//! sweep skips to the first event of `x` more than `low` after `f`, and every event it then
+//! offers is taken.
 //!
 //! # Count (greedy earliest end)
 //! The non-overlapped count is a maximum set of occurrences with pairwise disjoint spans (the
@@ -39,8 +50,6 @@
 //! Algorithm 1 (the count this one equals); Zaki, "SPADE: an efficient algorithm for mining
 //! frequent sequences" (Machine Learning 42, 2001), §4 (vertical id-lists joined one item at a
 //! time); Kleinberg & Tardos, *Algorithm Design*, §4.1 (greedy interval scheduling).
-
-use std::collections::VecDeque;
 
 use crate::episode::count::TypeIndex;
 use crate::episode::model::{Episode, Interval};
@@ -89,11 +98,11 @@ impl Ends {
     #[must_use]
     pub fn extend(&self, index: &TypeIndex, last: EventType, iv: Interval, x: EventType) -> Self {
         let mut out = Self::default();
-        self.extend_into(index, last, iv, x, &mut out, &mut VecDeque::new());
+        self.extend_into(index, last, iv, x, &mut out);
         out
     }
 
-    /// [`Ends::extend`] into reused buffers (`out` is overwritten; `deque` is scratch).
+    /// [`Ends::extend`] into a reused buffer (`out` is overwritten).
     pub fn extend_into(
         &self,
         index: &TypeIndex,
@@ -101,21 +110,23 @@ impl Ends {
         iv: Interval,
         x: EventType,
         out: &mut Self,
-        deque: &mut VecDeque<usize>,
     ) {
         out.index.clear();
         out.latest_start.clear();
-        self.sweep(index, last, iv, x, deque, |j, _, start| {
+        self.sweep(index, last, iv, x, |j, _, start| {
             out.index.push(u32::try_from(j).unwrap_or(u32::MAX));
             out.latest_start.push(start);
+            None
         });
     }
 
     /// The exact non-overlapped count of `α·x` (as [`Ends::extend`] then [`Ends::count`]) in
     /// the same sweep, without building the ends of `α·x`: the count of a candidate needs
     /// only whether each event of `x` ends an occurrence and its latest start, which the
-    /// sweep has at hand. `deque` is scratch. `O(|self| + |x|)` at most, no allocation beyond
-    /// `deque`'s.
+    /// sweep has at hand. After each occurrence taken (ending at `y`), the sweep skips to
+    /// the first end of `α` whose latest start is after `y` and to the first event of `x`
+    /// that end can reach (module documentation), so it visits about one event of `x` per
+    /// occurrence counted. `O(|self| + |x|)` at most, no allocation.
     #[must_use]
     pub fn count_extension(
         &self,
@@ -123,23 +134,24 @@ impl Ends {
         last: EventType,
         iv: Interval,
         x: EventType,
-        deque: &mut VecDeque<usize>,
     ) -> u64 {
         let mut count = 0u64;
         let mut last_end = f64::NEG_INFINITY;
-        // Taken exactly as `count` walks the ends `extend_into` would have built.
-        self.sweep(index, last, iv, x, deque, |_, y, start| {
-            if start > last_end {
-                count += 1;
-                last_end = y;
-            }
+        // Taken exactly as `count` walks the ends `extend_into` would have built; the sweep
+        // only offers ends whose latest start is after the floor returned here.
+        self.sweep(index, last, iv, x, |_, y, start| {
+            debug_assert!(start > last_end, "the sweep skips ends taken ones overlap");
+            count += 1;
+            last_end = y;
+            Some(y)
         });
         count
     }
 
     /// The extension's sweep (module documentation): calls `on_end(j, t, start)` for each
     /// event `j` of `x` (at time `t`, seconds) that ends an occurrence of `α·x`, in stream
-    /// order, with the latest start of those occurrences. `deque` is scratch.
+    /// order, with the latest start of those occurrences. When `on_end` returns a floor
+    /// (seconds), the events after `j` are offered only where their latest start exceeds it.
     #[inline]
     fn sweep(
         &self,
@@ -147,58 +159,57 @@ impl Ends {
         last: EventType,
         iv: Interval,
         x: EventType,
-        deque: &mut VecDeque<usize>,
-        mut on_end: impl FnMut(usize, f64, f64),
+        mut on_end: impl FnMut(usize, f64, f64) -> Option<f64>,
     ) {
-        deque.clear();
         if self.is_empty() || x.index() >= index.num_types() || last.index() >= index.num_types() {
             return;
         }
         let from = index.times(last);
         let to = index.times(x);
         let t_end = |i: usize| from[self.index[i] as usize];
+        let starts = &self.latest_start;
         // A zero delay fits only between different types in id order (model's rules).
         let (low, high) = (iv.low_by_time(last < x), iv.high());
         // Window of ends for the current y: [lo, hi), with y − t(e) ≤ high from lo on and
-        // y − t(e) > low before hi. `deque` holds window positions with decreasing starts.
-        // Both predicates hold on a prefix of the ends (their times increase and `y − t` in
-        // f64 is monotone), so each edge is found by galloping, not by stepping: ends that
-        // would enter and leave the window at the same `y` are never pushed, and the events
-        // of `x` whose window is empty are skipped to the first whose window gains an end.
-        let (mut lo, mut hi) = (0usize, 0usize);
+        // y − t(e) > low before hi. Both predicates hold on a prefix of the ends (their times
+        // increase and `y − t` in f64 is monotone), so each edge is found by galloping, not
+        // by stepping. Latest starts never decrease along the ends (module documentation),
+        // so the window's largest is its last end's, and the ends before `need` (whose
+        // latest start is at most the floor) are never offered.
+        let (mut lo, mut hi, mut need) = (0usize, 0usize, 0usize);
         let n = self.len();
         let m = to.len();
         let mut j = 0usize;
         while j < m {
             let y = to[j];
-            let new_hi = gallop(hi, n, |i| y - t_end(i) > low);
-            let new_lo = gallop(lo, new_hi, |i| y - t_end(i) > high);
-            if new_lo >= hi {
-                // Everything pushed before lies below the window.
-                deque.clear();
-            }
-            for e in hi.max(new_lo)..new_hi {
-                let s = self.latest_start[e];
-                while deque.back().is_some_and(|&b| self.latest_start[b] <= s) {
-                    deque.pop_back();
+            hi = gallop(hi, n, |i| y - t_end(i) > low);
+            lo = gallop(lo, hi, |i| y - t_end(i) > high);
+            if lo < hi && hi > need {
+                if let Some(floor) = on_end(j, y, starts[hi - 1]) {
+                    // Every end before `hi` has a latest start ≤ `starts[hi - 1]` ≤ floor.
+                    need = gallop(hi - 1, n, |i| starts[i] <= floor);
+                    if need >= n {
+                        break;
+                    }
+                    if need < hi {
+                        j += 1;
+                    } else {
+                        let next = t_end(need);
+                        j = gallop(j + 1, m, |k| to[k] - next <= low);
+                    }
+                } else {
+                    j += 1;
                 }
-                deque.push_back(e);
+                continue;
             }
-            (lo, hi) = (new_lo, new_hi);
-            while deque.front().is_some_and(|&f| f < lo) {
-                deque.pop_front();
-            }
-            if let Some(&best) = deque.front() {
-                on_end(j, y, self.latest_start[best]);
-                j += 1;
-            } else if hi < n {
-                // Empty window: no event of `x` ends an occurrence until one is more than
-                // `low` after the next end.
-                let next = t_end(hi);
-                j = gallop(j + 1, m, |k| to[k] - next <= low);
-            } else {
+            // No end of the window can be offered: no later event of `x` is one until the
+            // first end that can (at or after `hi` and `need`) is more than `low` before it.
+            let first = hi.max(need);
+            if first >= n {
                 break;
             }
+            let next = t_end(first);
+            j = gallop(j + 1, m, |k| to[k] - next <= low);
         }
     }
 
@@ -331,7 +342,6 @@ impl PathKey {
 pub struct EndsPath {
     key: PathKey,
     ends: Vec<Ends>,
-    deque: VecDeque<usize>,
 }
 
 impl EndsPath {
@@ -361,14 +371,7 @@ impl EndsPath {
                 self.ends.push(Ends::default());
             }
             let (done, rest) = self.ends.split_at_mut(d);
-            done[d - 1].extend_into(
-                index,
-                types[d - 1],
-                ivs[d - 1],
-                types[d],
-                &mut rest[0],
-                &mut self.deque,
-            );
+            done[d - 1].extend_into(index, types[d - 1], ivs[d - 1], types[d], &mut rest[0]);
         }
         &self.ends[types.len() - 1]
     }
@@ -421,7 +424,8 @@ mod tests {
         }
     }
 
-    /// `count_extension` equals building the ends and counting them, and Algorithm 1, on
+    /// `count_extension` equals building the ends and counting them, and Algorithm 1, and
+    /// latest starts never decrease along the ends (the sweep relies on it), on
     /// seeded random streams with ties (times on a 1 ms grid), lag-0 intervals and repeated
     /// types, for every prefix and last node.
     #[test]
@@ -441,7 +445,6 @@ mod tests {
             Interval::closed(0.0, 0.002).unwrap(),
             iv(0.0, 0.05),
         ];
-        let mut deque = VecDeque::new();
         let mut checked = 0;
         for _ in 0..40 {
             let n = 50 + next(400) as usize;
@@ -458,8 +461,15 @@ mod tests {
                 let episode = Episode::new(ty.clone(), ivs.clone());
                 let prefix = Episode::new(ty[..len - 1].to_vec(), ivs[..len - 2].to_vec());
                 let ends = Ends::of(&idx, &prefix);
-                let fused =
-                    ends.count_extension(&idx, ty[len - 2], ivs[len - 2], ty[len - 1], &mut deque);
+                let whole = Ends::of(&idx, &episode);
+                for e in [&ends, &whole] {
+                    let starts = e.latest_starts();
+                    assert!(
+                        starts.windows(2).all(|w| w[0] <= w[1]),
+                        "latest starts decrease: {episode:?}"
+                    );
+                }
+                let fused = ends.count_extension(&idx, ty[len - 2], ivs[len - 2], ty[len - 1]);
                 assert_eq!(fused, count_by_ends(&idx, &episode), "{episode:?}");
                 assert_eq!(fused, count_exact(&idx, &episode), "{episode:?}");
                 checked += u64::from(fused > 0);
