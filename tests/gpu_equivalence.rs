@@ -211,7 +211,8 @@ fn gpu_counter(
     }
 }
 
-/// The same body on the CPU, on one GPU with the hybrid choice, PTPE forced, MTPE forced
+/// The same body on the CPU, on one GPU with the hybrid choice, PTPE forced, the ends-based
+/// count forced, MTPE forced
 /// (automatic segments, and 64 short segments so that occurrences cross boundaries and the
 /// merge's catch-ups run), and on every GPU twice (the split across device threads changes
 /// nothing).
@@ -267,6 +268,18 @@ macro_rules! cpu_and_gpu {
                 not(synfire_gpu),
                 ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
             )]
+            fn gpu_ends() {
+                let Some(gpus) = gpus_or_skip(concat!(stringify!($name), "::gpu_ends")) else {
+                    return;
+                };
+                $body(&gpu_counter(&gpus[..1], ExactAlgorithm::Ends, 0));
+            }
+
+            #[test]
+            #[cfg_attr(
+                not(synfire_gpu),
+                ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+            )]
             fn multi_gpu() {
                 let Some(gpus) = gpus_or_skip(concat!(stringify!($name), "::multi_gpu")) else {
                     return;
@@ -274,6 +287,7 @@ macro_rules! cpu_and_gpu {
                 let many: Vec<usize> = gpus.iter().chain(&gpus).copied().collect();
                 $body(&gpu_counter(&many, ExactAlgorithm::Hybrid, 0));
                 $body(&gpu_counter(&many, ExactAlgorithm::Mtpe, 0));
+                $body(&gpu_counter(&many, ExactAlgorithm::Ends, 0));
             }
         }
     };

@@ -95,6 +95,21 @@ fn gpu_surrogates_give_the_cpu_p_values() {
         .unwrap();
         assert!(!cpu.tests.is_empty(), "{method}");
         assert_eq!(gpu.tests, cpu.tests, "{method} {correction:?}");
+        // Counted from the prefixes' ends on the device, the same again.
+        let by_ends = test_episodes_on(
+            &stream,
+            &config,
+            &data,
+            &sig,
+            DeviceChoice::Gpu,
+            &GpuSettings {
+                exact: synfire::episode::hybrid::ExactAlgorithm::Ends,
+                ..GpuSettings::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(by_ends.tests, cpu.tests, "{method} {correction:?} by ends");
+        assert_eq!(by_ends.surrogate_max, cpu.surrogate_max, "{method} by ends");
         assert_eq!(gpu.surrogate_max, cpu.surrogate_max, "{method}");
         // A counter the caller lends (a pipeline stage's) gives the same again.
         let mut lent = synfire::episode::select_gpu(

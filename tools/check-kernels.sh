@@ -6,7 +6,8 @@
 # tools/search-emulation.cpp checks the SING lower-bound kernel against a plain loop.
 # tools/shapelet-emulation.cpp runs the shapelet kernels' warps lane by lane and checks them
 # against the canonical shapelet definitions. tools/bounds-emulation.cpp checks the join-bound
-# kernels (the threshold search of `spectrum`) against plain definitions.
+# kernels (the threshold search of `spectrum`) against plain definitions. tools/ends-emulation.cpp
+# checks the ends-based exact count (kernels/ends.cu) against every occurrence enumerated.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for f in kernels/*.cu; do
@@ -27,3 +28,5 @@ g++ -std=c++20 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -Wno-unused-vari
 "${TMPDIR:-/tmp}/synfire-shapelet-emulation"
 g++ -std=c++17 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -o "${TMPDIR:-/tmp}/synfire-bounds-emulation" tools/bounds-emulation.cpp
 "${TMPDIR:-/tmp}/synfire-bounds-emulation"
+g++ -std=c++17 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -Wno-unused-variable -I. -o "${TMPDIR:-/tmp}/synfire-ends-emulation" tools/ends-emulation.cpp
+"${TMPDIR:-/tmp}/synfire-ends-emulation"

@@ -330,6 +330,9 @@ pub enum ExactKernelArg {
     Ptpe,
     /// Threads per (episode, segment), exact merge.
     Mtpe,
+    /// From the occurrence ends of each candidate's prefix, built once per prefix (three or
+    /// more nodes; pairs and PreElim as `hybrid`).
+    Ends,
 }
 
 impl From<ExactKernelArg> for ExactAlgorithm {
@@ -338,6 +341,7 @@ impl From<ExactKernelArg> for ExactAlgorithm {
             ExactKernelArg::Hybrid => Self::Hybrid,
             ExactKernelArg::Ptpe => Self::Ptpe,
             ExactKernelArg::Mtpe => Self::Mtpe,
+            ExactKernelArg::Ends => Self::Ends,
         }
     }
 }

@@ -64,10 +64,16 @@ pub const BOUNDS: KernelFile = KernelFile {
     source: include_str!("../../kernels/bounds.cu"),
 };
 
+/// Exact counts from occurrence ends (`episode::ends`), count for count the host's.
+pub const ENDS: KernelFile = KernelFile {
+    name: "ends.cu",
+    source: include_str!("../../kernels/ends.cu"),
+};
+
 /// Every kernel file embedded in the library (a test checks it against `kernels/*.cu`).
 #[cfg(test)]
 const ALL: &[KernelFile] = &[
-    EPISODES, MOTIF, SOFTDTW, SEARCH, SHAPELET, SURROGATES, BOUNDS,
+    EPISODES, MOTIF, SOFTDTW, SEARCH, SHAPELET, SURROGATES, BOUNDS, ENDS,
 ];
 
 /// The longest episode the GPU kernels count (`SYNFIRE_MAX_GPU_NODES` in `episodes.cu`).

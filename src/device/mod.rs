@@ -32,8 +32,8 @@ pub mod worker;
 
 pub use choice::{DeviceChoice, DeviceTarget, resolve};
 pub use episodes::{
-    BatchCounts, CandidateBatch, DeviceSurrogate, EpisodeKernel, EpisodeWorker, StreamData,
-    StreamReport, SurrogateJob,
+    BatchCounts, CandidateBatch, DeviceSurrogate, EndsJob, EndsLevel, EpisodeKernel, EpisodeWorker,
+    StreamData, StreamReport, SurrogateJob,
 };
 pub use error::DeviceError;
 pub use kernels::MAX_GPU_NODES;

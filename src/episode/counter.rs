@@ -132,7 +132,7 @@ impl CpuCounter {
         let listed: Vec<&Episode> = candidates.iter().collect();
         let runs = prefix_runs(&listed);
         if runs.len() * 2 > candidates.len() && candidates.len() > 2 {
-            let order = prefix_order(candidates);
+            let order = prefix_order(&listed);
             let sorted: Vec<&Episode> = order.iter().map(|&i| &candidates[i]).collect();
             let counts = self.count_runs(&sorted, &prefix_runs(&sorted));
             let mut out = vec![0u64; candidates.len()];
@@ -207,10 +207,10 @@ fn prefix_runs(candidates: &[&Episode]) -> Vec<std::ops::Range<usize>> {
 /// neighbouring runs share their longest common prefixes, which [`EndsPath`] reuses: in a
 /// list closed under prefixes (the frequent episodes of a recording) the ends of every
 /// listed prefix are built once for all its extensions, at every depth.
-fn prefix_order(candidates: &[Episode]) -> Vec<usize> {
+pub(crate) fn prefix_order(candidates: &[&Episode]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..candidates.len()).collect();
     order.sort_unstable_by(|&a, &b| {
-        let (a, b) = (&candidates[a], &candidates[b]);
+        let (a, b) = (candidates[a], candidates[b]);
         let (ta, tb) = (a.types(), b.types());
         let (ia, ib) = (a.intervals(), b.intervals());
         (0..a.len().min(b.len()))

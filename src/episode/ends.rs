@@ -111,9 +111,22 @@ impl Ends {
         x: EventType,
         out: &mut Self,
     ) {
+        self.extend_by_gap_into(index, last, gap_of(iv, last, x), x, out);
+    }
+
+    /// [`Ends::extend_into`] with the gap as `(low, high)` seconds: a delay `d` fits when
+    /// `low < d ≤ high` (`low` from [`Interval::low_by_time`]), as the device job takes it.
+    pub(crate) fn extend_by_gap_into(
+        &self,
+        index: &TypeIndex,
+        last: EventType,
+        gap: (f64, f64),
+        x: EventType,
+        out: &mut Self,
+    ) {
         out.index.clear();
         out.latest_start.clear();
-        self.sweep(index, last, iv, x, |j, _, start| {
+        self.sweep(index, last, gap, x, |j, _, start| {
             out.index.push(u32::try_from(j).unwrap_or(u32::MAX));
             out.latest_start.push(start);
             None
@@ -135,11 +148,24 @@ impl Ends {
         iv: Interval,
         x: EventType,
     ) -> u64 {
+        self.count_by_gap(index, last, gap_of(iv, last, x), x)
+    }
+
+    /// [`Ends::count_extension`] with the gap as `(low, high)` seconds (as
+    /// [`Ends::extend_by_gap_into`]).
+    #[must_use]
+    pub(crate) fn count_by_gap(
+        &self,
+        index: &TypeIndex,
+        last: EventType,
+        gap: (f64, f64),
+        x: EventType,
+    ) -> u64 {
         let mut count = 0u64;
         let mut last_end = f64::NEG_INFINITY;
         // Taken exactly as `count` walks the ends `extend_into` would have built; the sweep
         // only offers ends whose latest start is after the floor returned here.
-        self.sweep(index, last, iv, x, |_, y, start| {
+        self.sweep(index, last, gap, x, |_, y, start| {
             debug_assert!(start > last_end, "the sweep skips ends taken ones overlap");
             count += 1;
             last_end = y;
@@ -157,7 +183,7 @@ impl Ends {
         &self,
         index: &TypeIndex,
         last: EventType,
-        iv: Interval,
+        (low, high): (f64, f64),
         x: EventType,
         mut on_end: impl FnMut(usize, f64, f64) -> Option<f64>,
     ) {
@@ -168,8 +194,6 @@ impl Ends {
         let to = index.times(x);
         let t_end = |i: usize| from[self.index[i] as usize];
         let starts = &self.latest_start;
-        // A zero delay fits only between different types in id order (model's rules).
-        let (low, high) = (iv.low_by_time(last < x), iv.high());
         // Window of ends for the current y: [lo, hi), with y − t(e) ≤ high from lo on and
         // y − t(e) > low before hi. Both predicates hold on a prefix of the ends (their times
         // increase and `y − t` in f64 is monotone), so each edge is found by galloping, not
@@ -257,6 +281,13 @@ impl Ends {
     pub fn heap_bytes(&self) -> usize {
         self.index.capacity() * 4 + self.latest_start.capacity() * 8
     }
+}
+
+/// The gap `(low, high)` of `iv` from type `last` to type `x`, seconds: a zero delay fits
+/// only between different types in id order (the model's rules, [`Interval::low_by_time`]).
+#[must_use]
+pub(crate) fn gap_of(iv: Interval, last: EventType, x: EventType) -> (f64, f64) {
+    (iv.low_by_time(last < x), iv.high())
 }
 
 /// The first index in `from..to` where `holds` is false, for a predicate that holds on a

@@ -18,11 +18,12 @@ use rayon::prelude::*;
 
 use crate::device::kernels::{COUNT_OVERFLOW, MAX_GPU_NODES};
 use crate::device::{
-    CandidateBatch, DeviceChoice, DeviceError, DeviceInfo, EpisodeKernel, EpisodeWorker,
+    CandidateBatch, DeviceChoice, DeviceError, DeviceInfo, EndsJob, EpisodeKernel, EpisodeWorker,
     StreamData, StreamReport, SurrogateJob,
 };
 use crate::episode::count::TypeIndex;
-use crate::episode::counter::{CountError, CountKind, Counter, CpuCounter};
+use crate::episode::counter::{CountError, CountKind, Counter, CpuCounter, prefix_order};
+use crate::episode::ends::gap_of;
 use crate::episode::hybrid::{Calibration, ExactAlgorithm, UNCALIBRATED_PENALTY};
 use crate::episode::model::{Episode, Interval};
 use crate::episode::mtpe::Segments;
@@ -376,7 +377,7 @@ impl GpuCounter {
         let per_episode = match *self.algorithm.lock() {
             ExactAlgorithm::Ptpe => true,
             ExactAlgorithm::Mtpe => false,
-            ExactAlgorithm::Hybrid => self.prefers_ptpe(w, nodes, share),
+            ExactAlgorithm::Hybrid | ExactAlgorithm::Ends => self.prefers_ptpe(w, nodes, share),
         };
         match (kind, per_episode) {
             (CountKind::Exact, true) => EpisodeKernel::Ptpe,
@@ -472,6 +473,134 @@ impl GpuCounter {
         }
         Ok((counts, ms))
     }
+}
+
+impl GpuCounter {
+    /// Exact counts of `candidates` (of two or more nodes) from their prefixes' occurrence
+    /// ends ([`ExactAlgorithm::Ends`]): the candidates in depth-first order of their prefix
+    /// tree, cut into jobs of at most [`ENDS_JOB_ROOM`] prefix ends each ([`ends_jobs`]),
+    /// dealt out to the GPUs round robin.
+    fn count_by_ends_on_gpus(
+        &self,
+        candidates: &[&Episode],
+    ) -> Result<(Vec<u32>, f64), DeviceError> {
+        let counts_of = self.recording.index();
+        let jobs = ends_jobs(
+            candidates,
+            |t| counts_of.times(crate::event::EventType(t)).len() as u64,
+            ENDS_JOB_ROOM,
+        );
+        self.stats.lock().ptpe_candidates += candidates.len() as u64;
+        let w = self.workers.len().max(1);
+        let tickets: Vec<_> = jobs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (job, positions))| {
+                (self.workers[i % w].count_by_ends(Arc::new(job)), positions)
+            })
+            .collect();
+        let mut counts = vec![0u32; candidates.len()];
+        let mut ms = 0.0;
+        for (ticket, positions) in tickets {
+            let part = ticket.wait()?;
+            ms += f64::from(part.kernel_ms);
+            for (&i, c) in positions.iter().zip(part.counts) {
+                counts[i] = c;
+            }
+        }
+        Ok((counts, ms))
+    }
+}
+
+/// The most prefix ends (entries of 12 bytes, room for every event of each prefix's last
+/// type) one [`EndsJob`] holds on the device: about 200 MB.
+pub const ENDS_JOB_ROOM: u64 = 1 << 24;
+
+/// `candidates` (all of one length `n ≥ 2`) as [`EndsJob`]s, each with the positions of its
+/// candidates in `candidates`: in depth-first order of their prefix tree, each distinct
+/// prefix of 2..n − 1 nodes one item of its level (parent: its own prefix's item), cut where
+/// a job's prefix room (`events_of(x)` per prefix item, `x` its last type) would pass `room`
+/// (a job holds at least one candidate, whatever its room).
+///
+/// # Panics
+/// If the candidates do not all have the same length of at least two nodes.
+#[must_use]
+pub fn ends_jobs(
+    candidates: &[&Episode],
+    events_of: impl Fn(u32) -> u64,
+    room: u64,
+) -> Vec<(EndsJob, Vec<usize>)> {
+    let Some(first) = candidates.first() else {
+        return Vec::new();
+    };
+    let n = first.len();
+    assert!(
+        n >= 2 && candidates.iter().all(|e| e.len() == n),
+        "ends jobs take candidates of one length of at least two nodes"
+    );
+    let order = prefix_order(candidates);
+    let mut jobs: Vec<(EndsJob, Vec<usize>)> = Vec::new();
+    let fresh = || {
+        (
+            EndsJob {
+                prefixes: vec![crate::device::EndsLevel::default(); n - 2],
+                candidates: crate::device::EndsLevel::default(),
+            },
+            Vec::new(),
+        )
+    };
+    let mut job = fresh();
+    let mut used = 0u64;
+    // The previous candidate, and its prefix items per level.
+    let mut prev: Option<&Episode> = None;
+    let mut path: Vec<u32> = vec![0; n.saturating_sub(2)];
+    for &i in &order {
+        let e = candidates[i];
+        let (types, ivs) = (e.types(), e.intervals());
+        // Nodes shared with the previous candidate (types and gaps).
+        let shared = prev.map_or(0, |p| {
+            let (pt, pi) = (p.types(), p.intervals());
+            (0..n)
+                .take_while(|&k| {
+                    pt[k] == types[k] && (k == 0 || pi[k - 1].bits() == ivs[k - 1].bits())
+                })
+                .count()
+        });
+        // Prefix items this candidate needs anew: levels d (prefixes of d + 2 nodes) with
+        // d + 2 > shared.
+        let need: u64 = (0..n - 2)
+            .filter(|&d| d + 2 > shared)
+            .map(|d| events_of(types[d + 1].0))
+            .sum();
+        if !job.1.is_empty() && used + need > room {
+            jobs.push(std::mem::replace(&mut job, fresh()));
+            used = 0;
+            prev = None;
+        }
+        let shared = if prev.is_none() { 0 } else { shared };
+        for d in 0..n - 2 {
+            if d + 2 <= shared {
+                continue;
+            }
+            let (last, x) = (types[d], types[d + 1]);
+            let (low, high) = gap_of(ivs[d], last, x);
+            let parent = if d == 0 { 0 } else { path[d - 1] };
+            let level = &mut job.0.prefixes[d];
+            path[d] = u32::try_from(level.len()).unwrap_or(u32::MAX);
+            level.push(parent, last.0, x.0, low, high);
+            used += events_of(x.0);
+        }
+        let (last, x) = (types[n - 2], types[n - 1]);
+        let (low, high) = gap_of(ivs[n - 2], last, x);
+        let parent = if n == 2 { 0 } else { path[n - 3] };
+        job.0.candidates.push(parent, last.0, x.0, low, high);
+        job.1.push(i);
+        prev = Some(e);
+    }
+    if !job.1.is_empty() {
+        jobs.push(job);
+    }
+    jobs
 }
 
 /// Candidates per chunk when a sorted batch is dealt out to several GPUs.
@@ -593,9 +722,17 @@ impl Counter for GpuCounter {
         let mut gpu_n = 0u64;
         let mut overflowed = 0u64;
         let unsupported = on_cpu.len() as u64;
+        let by_ends = kind == CountKind::Exact && *self.algorithm.lock() == ExactAlgorithm::Ends;
         for (n, members) in &by_len {
             let refs: Vec<&Episode> = members.iter().map(|&i| &candidates[i]).collect();
-            match self.count_on_gpus(kind, *n, &refs) {
+            // A pair's prefix is a single node: nothing to share, so pairs stay with the
+            // hybrid kernels (whose segments split a candidate's events across threads).
+            let counted = if by_ends && *n >= 3 {
+                self.count_by_ends_on_gpus(&refs)
+            } else {
+                self.count_on_gpus(kind, *n, &refs)
+            };
+            match counted {
                 Ok((counts, ms)) => {
                     kernel_ms += ms;
                     gpu_n += members.len() as u64;
@@ -799,5 +936,142 @@ mod tests {
             );
             assert!(hi - lo <= chunk, "{sizes:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod ends_job_tests {
+    use super::ends_jobs;
+    use crate::device::EndsJob;
+    use crate::episode::count::TypeIndex;
+    use crate::episode::counter::{CountKind, Counter, CpuCounter};
+    use crate::episode::ends::Ends;
+    use crate::episode::model::{Episode, Interval};
+    use crate::event::{Alphabet, EventStream, EventType, Ordering};
+
+    /// What the device runs for `job` (`kernels/ends.cu`, whose sweep
+    /// `tools/ends-emulation.cpp` checks against enumerated occurrences), run on the host with
+    /// [`Ends`]: each prefix level from its parents, then the candidates' counts.
+    fn run_on_host(index: &TypeIndex, job: &EndsJob) -> Vec<u64> {
+        let mut prev: Vec<Ends> = Vec::new();
+        let parent_of = |prev: &[Ends], d: usize, parent: u32, last: u32| {
+            if d == 0 {
+                Ends::single(index, EventType(last))
+            } else {
+                prev[parent as usize].clone()
+            }
+        };
+        for (d, l) in job.prefixes.iter().enumerate() {
+            let next = (0..l.len())
+                .map(|i| {
+                    let mut out = Ends::default();
+                    parent_of(&prev, d, l.parent[i], l.last[i]).extend_by_gap_into(
+                        index,
+                        EventType(l.last[i]),
+                        (l.low[i], l.high[i]),
+                        EventType(l.x[i]),
+                        &mut out,
+                    );
+                    out
+                })
+                .collect();
+            prev = next;
+        }
+        let c = &job.candidates;
+        let d = job.prefixes.len();
+        (0..c.len())
+            .map(|i| {
+                parent_of(&prev, d, c.parent[i], c.last[i]).count_by_gap(
+                    index,
+                    EventType(c.last[i]),
+                    (c.low[i], c.high[i]),
+                    EventType(c.x[i]),
+                )
+            })
+            .collect()
+    }
+
+    /// The jobs of random candidate lists (lengths 2–5, shared prefixes, repeated types,
+    /// lag-0 gaps), cut at several rooms, give every candidate exactly once and the CPU
+    /// counter's counts; a tight room cuts the list into several jobs.
+    #[test]
+    fn ends_jobs_count_as_the_cpu_counter() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        let alphabet = Alphabet::from_labels(["A", "B", "C", "D", "E"]).unwrap();
+        let intervals = [
+            Interval::new(0.0, 0.005).unwrap(),
+            Interval::new(0.005, 0.01).unwrap(),
+            Interval::closed(0.0, 0.002).unwrap(),
+        ];
+        let mut cuts = 0;
+        let mut nonzero = 0;
+        for round in 0..30 {
+            let n = 100 + next(500) as usize;
+            let mut times: Vec<f64> = (0..n).map(|_| next(3000) as f64 * 1e-3).collect();
+            times.sort_by(f64::total_cmp);
+            let types = (0..n).map(|_| EventType(next(5) as u32)).collect();
+            let stream =
+                EventStream::new(times, types, alphabet.clone(), Ordering::SortIfNeeded).unwrap();
+            let cpu = CpuCounter::new(&stream);
+            let index = cpu.index();
+            let len = 2 + round % 4;
+            // Candidates grown from a few shared prefixes.
+            let roots: Vec<Episode> = (0..3)
+                .map(|_| {
+                    let ty: Vec<EventType> = (0..len).map(|_| EventType(next(5) as u32)).collect();
+                    let ivs = (1..len).map(|_| intervals[next(3) as usize]).collect();
+                    Episode::new(ty, ivs)
+                })
+                .collect();
+            let candidates: Vec<Episode> = (0..60)
+                .map(|_| {
+                    let root = &roots[next(3) as usize];
+                    let keep = 1 + next(len as u64 - 1) as usize;
+                    let mut ty = root.types()[..keep].to_vec();
+                    let mut ivs = root.intervals()[..keep - 1].to_vec();
+                    while ty.len() < len {
+                        ty.push(EventType(next(5) as u32));
+                        ivs.push(intervals[next(3) as usize]);
+                    }
+                    Episode::new(ty, ivs)
+                })
+                .collect();
+            let want = cpu.count(CountKind::Exact, &candidates).unwrap();
+            nonzero += want.iter().filter(|&&c| c > 0).count();
+            let refs: Vec<&Episode> = candidates.iter().collect();
+            let events_of = |t: u32| index.times(EventType(t)).len() as u64;
+            for room in [0, 200, super::ENDS_JOB_ROOM] {
+                let jobs = ends_jobs(&refs, events_of, room);
+                if room == 0 && len > 2 {
+                    assert_eq!(
+                        jobs.len(),
+                        candidates.len(),
+                        "one candidate a job at room 0"
+                    );
+                }
+                cuts += jobs.len().saturating_sub(1);
+                let mut got = vec![None; candidates.len()];
+                for (job, positions) in &jobs {
+                    assert_eq!(job.candidates.len(), positions.len());
+                    for (&i, c) in positions.iter().zip(run_on_host(index, job)) {
+                        assert!(got[i].is_none(), "candidate {i} in two jobs");
+                        got[i] = Some(c);
+                    }
+                }
+                let got: Vec<u64> = got
+                    .into_iter()
+                    .map(|c| c.expect("every candidate"))
+                    .collect();
+                assert_eq!(got, want, "length {len}, room {room}");
+            }
+        }
+        assert!(cuts > 100, "only {cuts} cuts");
+        assert!(nonzero > 300, "only {nonzero} nonzero counts");
     }
 }

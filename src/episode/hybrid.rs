@@ -27,6 +27,12 @@ pub enum ExactAlgorithm {
     /// PTPE or MTPE per level and episode size by Eq. 3 (paper Algorithm 2).
     #[default]
     Hybrid,
+    /// Exact counts of episodes of three or more nodes from the occurrence ends of their
+    /// prefixes, each prefix built once for all its extensions (`episode::ends`,
+    /// `kernels/ends.cu`): one thread per candidate sweeps its prefix's ends against the
+    /// last type's events. PreElim, pairs (whose prefix is a single node: nothing to share)
+    /// and single nodes as [`ExactAlgorithm::Hybrid`].
+    Ends,
 }
 
 /// The penalty `f(N) = a / N + b` fitted over the measured sizes.

@@ -1,0 +1,237 @@
+// Exact non-overlapped counts from occurrence ends on the device, equal to the host's
+// `src/episode/ends.rs` (Ends::extend_into, Ends::count_extension), end for end and count for
+// count.
+//
+// The stream is grouped by type (`offsets [types + 1]`, `times [events]`, each type's times
+// sorted). The ends of an episode α are the events of its last type that end an occurrence of
+// α, each with its latest start (the largest first-event time over the occurrences ending
+// there), in stream order; latest starts never decrease along them (proof in ends.rs). A
+// single node's ends are every event of its type, each its own start (no buffer: `prev_idx`
+// null). The ends of α·x (gap (low, high], `low` the interval's low_by_time) are the events y
+// of x with some end e of α at low < t(y) - t(e) <= high; y's latest start is that of the last
+// such e. Every delay is the same IEEE-754 subtraction t(y) - t(e) as on the host and every
+// test the same comparison, so the ends, starts and counts are the host's:
+//
+//   ends_count    counts each candidate α·x, one thread per candidate sweeping its parent's
+//                 ends against x's events with two galloping pointers as the host does, taking
+//                 y greedily when its latest start is after the last end taken, and skipping
+//                 after each occurrence taken to the first end whose latest start is later and
+//                 to the first event of x it can reach;
+//   ends_level    builds a prefix level (the ends of each item α·x at out_off[item], room for
+//                 every event of x), data-parallel: one thread per (item, event y of x) finds
+//                 y's window among the parent's ends by two binary searches (its latest start
+//                 is the window's last end's), flags y and writes its start in place;
+//                 ends_compact then moves each item's flagged events to the front of its room,
+//                 in order, and their number to out_len[item] (one thread per item).
+//
+// Items of one launch share the parent level: `parent[item]` indexes the previous level's
+// buffers (`prev_off`, `prev_len`), or, with `prev_idx` null, the parent is the single node
+// `last[item]`.
+
+typedef unsigned long long synfire_u64;
+
+// A parent's ends as the sweep reads them.
+struct synfire_ends {
+    const unsigned* idx;   // indices into the last type's events; null: every event
+    const double* starts;  // latest starts; null: the events' own times
+    const double* t_last;  // the last type's times
+    unsigned n;            // number of ends
+};
+
+__device__ __forceinline__ double synfire_end_time(const synfire_ends& e, unsigned i) {
+    return e.idx ? e.t_last[e.idx[i]] : e.t_last[i];
+}
+
+__device__ __forceinline__ double synfire_end_start(const synfire_ends& e, unsigned i) {
+    return e.starts ? e.starts[i] : e.t_last[i];
+}
+
+// The first index in [from, to) where `holds` is false, for a predicate that holds on a
+// prefix of the range (`to` when it holds throughout): exponential then binary search, as the
+// host's `gallop`.
+template <typename P>
+__device__ __forceinline__ unsigned synfire_gallop(unsigned from, unsigned to, P holds) {
+    if (from >= to || !holds(from)) return from;
+    unsigned lo = from, hi = to;
+    unsigned step = 1;
+    for (;;) {
+        const unsigned long long probe = (unsigned long long)lo + step;
+        if (probe >= to) { hi = to; break; }
+        if (!holds((unsigned)probe)) { hi = (unsigned)probe; break; }
+        lo = (unsigned)probe;
+        step = step < 0x40000000u ? step * 2 : step;
+    }
+    while (hi - lo > 1) {
+        const unsigned mid = lo + (hi - lo) / 2;
+        if (holds(mid)) lo = mid; else hi = mid;
+    }
+    return hi;
+}
+
+// The host's Ends::sweep: calls on_end(j, y, start) for each event j of x ending an
+// occurrence of α·x; on_end returns true to set the floor to y (count mode: only ends whose
+// latest start exceeds the floor are offered afterwards).
+template <typename F>
+__device__ __forceinline__ void synfire_sweep(const synfire_ends& a, const double* to, unsigned m,
+                                              double low, double high, F on_end) {
+    const unsigned n = a.n;
+    if (n == 0) return;
+    unsigned lo = 0, hi = 0, need = 0, j = 0;
+    while (j < m) {
+        const double y = to[j];
+        hi = synfire_gallop(hi, n, [&](unsigned i) { return y - synfire_end_time(a, i) > low; });
+        lo = synfire_gallop(lo, hi, [&](unsigned i) { return y - synfire_end_time(a, i) > high; });
+        if (lo < hi && hi > need) {
+            if (on_end(j, y, synfire_end_start(a, hi - 1))) {
+                const double floor = y;
+                need = synfire_gallop(hi - 1, n,
+                                      [&](unsigned i) { return synfire_end_start(a, i) <= floor; });
+                if (need >= n) break;
+                if (need < hi) {
+                    ++j;
+                } else {
+                    const double next = synfire_end_time(a, need);
+                    j = synfire_gallop(j + 1, m, [&](unsigned k) { return to[k] - next <= low; });
+                }
+            } else {
+                ++j;
+            }
+            continue;
+        }
+        const unsigned first = hi > need ? hi : need;
+        if (first >= n) break;
+        const double next = synfire_end_time(a, first);
+        j = synfire_gallop(j + 1, m, [&](unsigned k) { return to[k] - next <= low; });
+    }
+}
+
+__device__ __forceinline__ synfire_ends synfire_parent(
+    const double* __restrict__ times, const unsigned* __restrict__ offsets, unsigned p,
+    const unsigned* __restrict__ parent, const unsigned* __restrict__ last,
+    const unsigned* __restrict__ prev_idx, const double* __restrict__ prev_starts,
+    const synfire_u64* __restrict__ prev_off, const unsigned* __restrict__ prev_len) {
+    synfire_ends a;
+    const unsigned l = last[p];
+    a.t_last = times + offsets[l];
+    if (prev_idx) {
+        const unsigned q = parent[p];
+        a.idx = prev_idx + prev_off[q];
+        a.starts = prev_starts + prev_off[q];
+        a.n = prev_len[q];
+    } else {
+        a.idx = 0;
+        a.starts = 0;
+        a.n = offsets[l + 1] - offsets[l];
+    }
+    return a;
+}
+
+extern "C" {
+
+// The exact non-overlapped count of each candidate α·x into count[item].
+__global__ void ends_count(const double* __restrict__ times, const unsigned* __restrict__ offsets,
+                           unsigned items, const unsigned* __restrict__ parent,
+                           const unsigned* __restrict__ last, const unsigned* __restrict__ x,
+                           const double* __restrict__ low, const double* __restrict__ high,
+                           const unsigned* __restrict__ prev_idx,
+                           const double* __restrict__ prev_starts,
+                           const synfire_u64* __restrict__ prev_off,
+                           const unsigned* __restrict__ prev_len, unsigned* __restrict__ count) {
+    for (unsigned p = blockIdx.x * blockDim.x + threadIdx.x; p < items;
+         p += gridDim.x * blockDim.x) {
+        const synfire_ends a = synfire_parent(times, offsets, p, parent, last, prev_idx,
+                                              prev_starts, prev_off, prev_len);
+        const unsigned xt = x[p];
+        const double* to = times + offsets[xt];
+        const unsigned m = offsets[xt + 1] - offsets[xt];
+        unsigned c = 0;
+        synfire_sweep(a, to, m, low[p], high[p], [&](unsigned, double, double) {
+            ++c;
+            return true;
+        });
+        count[p] = c;
+    }
+}
+
+// Index of the item owning flattened element g (item_off [items + 1], increasing).
+__device__ __forceinline__ unsigned synfire_ends_item_of(const unsigned* __restrict__ item_off,
+                                                         unsigned items, unsigned g) {
+    unsigned lo = 0, hi = items;  // item_off[lo] <= g < item_off[hi]
+    while (hi - lo > 1) {
+        const unsigned mid = lo + (hi - lo) / 2;
+        if (item_off[mid] <= g) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+// A prefix level, element by element: event y (the j-th of x[item]) ends an occurrence of
+// α·x when some end e of the parent α has low < t(y) - t(e) <= high; its latest start is then
+// the last such end's (latest starts never decrease along the ends). The window of ends is
+// found by two binary searches over the parent's ends by time (at the first level, prev_idx
+// null, the parent is the single node last[item]: every event an end, its own start). Writes
+// the flag (1 or 0) at out_idx[out_off + j] and the start at out_starts[out_off + j];
+// ends_compact packs them. item_off: prefix sums of the items' x event counts (the threads).
+__global__ void ends_level(const double* __restrict__ times, const unsigned* __restrict__ offsets,
+                           unsigned items, const unsigned* __restrict__ parent,
+                           const unsigned* __restrict__ last, const unsigned* __restrict__ x,
+                           const double* __restrict__ low, const double* __restrict__ high,
+                           const unsigned* __restrict__ prev_idx,
+                           const double* __restrict__ prev_starts,
+                           const synfire_u64* __restrict__ prev_off,
+                           const unsigned* __restrict__ prev_len, unsigned* __restrict__ out_idx,
+                           double* __restrict__ out_starts, const synfire_u64* __restrict__ out_off,
+                           const unsigned* __restrict__ item_off) {
+    const unsigned total = item_off[items];
+    for (unsigned g = blockIdx.x * blockDim.x + threadIdx.x; g < total;
+         g += gridDim.x * blockDim.x) {
+        const unsigned p = synfire_ends_item_of(item_off, items, g);
+        const unsigned j = g - item_off[p];
+        const double y = times[offsets[x[p]] + j];
+        const synfire_ends e = synfire_parent(times, offsets, p, parent, last, prev_idx,
+                                              prev_starts, prev_off, prev_len);
+        const double lo = low[p], hi = high[p];
+        // i0: first end with y - t(e) <= high; i1: first end with y - t(e) <= low.
+        unsigned a = 0, b = e.n;
+        while (a < b) {
+            const unsigned m = a + (b - a) / 2;
+            if (y - synfire_end_time(e, m) <= hi) b = m; else a = m + 1;
+        }
+        const unsigned i0 = a;
+        b = e.n;
+        while (a < b) {
+            const unsigned m = a + (b - a) / 2;
+            if (y - synfire_end_time(e, m) <= lo) b = m; else a = m + 1;
+        }
+        const unsigned i1 = a;
+        const bool end = i0 < i1;
+        out_idx[out_off[p] + j] = end ? 1u : 0u;
+        out_starts[out_off[p] + j] = end ? synfire_end_start(e, i1 - 1) : 0.0;
+    }
+}
+
+// Packs each item's flagged events (ends_level) to the front of its room, in order: their
+// indices into out_idx, their starts into out_starts, their number into out_len. In place:
+// the k-th end is written at k <= its own position, which was read before.
+__global__ void ends_compact(unsigned items, const unsigned* __restrict__ item_off,
+                             unsigned* __restrict__ out_idx, double* __restrict__ out_starts,
+                             const synfire_u64* __restrict__ out_off,
+                             unsigned* __restrict__ out_len) {
+    for (unsigned p = blockIdx.x * blockDim.x + threadIdx.x; p < items;
+         p += gridDim.x * blockDim.x) {
+        unsigned* oi = out_idx + out_off[p];
+        double* os = out_starts + out_off[p];
+        const unsigned m = item_off[p + 1] - item_off[p];
+        unsigned c = 0;
+        for (unsigned j = 0; j < m; ++j) {
+            if (oi[j]) {
+                const double st = os[j];
+                oi[c] = j;
+                os[c] = st;
+                ++c;
+            }
+        }
+        out_len[p] = c;
+    }
+}
+
+}  // extern "C"
