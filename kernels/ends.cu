@@ -20,9 +20,10 @@
 //   ends_level    builds a prefix level (the ends of each item α·x at out_off[item], room for
 //                 every event of x), data-parallel: one thread per (item, event y of x) finds
 //                 y's window among the parent's ends by two binary searches (its latest start
-//                 is the window's last end's), flags y and writes its start in place;
-//                 ends_compact then moves each item's flagged events to the front of its room,
-//                 in order, and their number to out_len[item] (one thread per item).
+//                 is the window's last end's), flags y and writes its start; three chunk
+//                 kernels then pack each item's flagged events, in order, into its room and
+//                 their number into out_len[item] (threads per chunk of events, and one per
+//                 item to add up its chunks).
 //
 // Items of one launch share the parent level: `parent[item]` indexes the previous level's
 // buffers (`prev_off`, `prev_len`), or, with `prev_idx` null, the parent is the single node
@@ -169,8 +170,8 @@ __device__ __forceinline__ unsigned synfire_ends_item_of(const unsigned* __restr
 // the last such end's (latest starts never decrease along the ends). The window of ends is
 // found by two binary searches over the parent's ends by time (at the first level, prev_idx
 // null, the parent is the single node last[item]: every event an end, its own start). Writes
-// the flag (1 or 0) at out_idx[out_off + j] and the start at out_starts[out_off + j];
-// ends_compact packs them. item_off: prefix sums of the items' x event counts (the threads).
+// the flag (1 or 0) at flags[out_off + j] and the start at starts[out_off + j]; the chunk
+// kernels below pack them. item_off: prefix sums of the items' x event counts (the threads).
 __global__ void ends_level(const double* __restrict__ times, const unsigned* __restrict__ offsets,
                            unsigned items, const unsigned* __restrict__ parent,
                            const unsigned* __restrict__ last, const unsigned* __restrict__ x,
@@ -178,8 +179,8 @@ __global__ void ends_level(const double* __restrict__ times, const unsigned* __r
                            const unsigned* __restrict__ prev_idx,
                            const double* __restrict__ prev_starts,
                            const synfire_u64* __restrict__ prev_off,
-                           const unsigned* __restrict__ prev_len, unsigned* __restrict__ out_idx,
-                           double* __restrict__ out_starts, const synfire_u64* __restrict__ out_off,
+                           const unsigned* __restrict__ prev_len, unsigned* __restrict__ flags,
+                           double* __restrict__ starts, const synfire_u64* __restrict__ out_off,
                            const unsigned* __restrict__ item_off) {
     const unsigned total = item_off[items];
     for (unsigned g = blockIdx.x * blockDim.x + threadIdx.x; g < total;
@@ -204,33 +205,79 @@ __global__ void ends_level(const double* __restrict__ times, const unsigned* __r
         }
         const unsigned i1 = a;
         const bool end = i0 < i1;
-        out_idx[out_off[p] + j] = end ? 1u : 0u;
-        out_starts[out_off[p] + j] = end ? synfire_end_start(e, i1 - 1) : 0.0;
+        flags[out_off[p] + j] = end ? 1u : 0u;
+        starts[out_off[p] + j] = end ? synfire_end_start(e, i1 - 1) : 0.0;
     }
 }
 
-// Packs each item's flagged events (ends_level) to the front of its room, in order: their
-// indices into out_idx, their starts into out_starts, their number into out_len. In place:
-// the k-th end is written at k <= its own position, which was read before.
-__global__ void ends_compact(unsigned items, const unsigned* __restrict__ item_off,
-                             unsigned* __restrict__ out_idx, double* __restrict__ out_starts,
-                             const synfire_u64* __restrict__ out_off,
-                             unsigned* __restrict__ out_len) {
+// Packing, in three steps over chunks of `chunk` events of each item (thread g of a chunk
+// launch is chunk k = g - chunk_off[item] of its item; chunk_off: prefix sums of the items'
+// chunk counts): ends_chunk_count counts each chunk's flagged events, ends_chunk_scan gives
+// each chunk its first position (the flagged events of the item's earlier chunks) and each
+// item its number of ends, ends_chunk_pack copies each chunk's flagged events, in order, to
+// out_idx (their indices among x's events) and out_starts from that position.
+__device__ __forceinline__ void synfire_chunk(const unsigned* __restrict__ item_off,
+                                              const unsigned* __restrict__ chunk_off,
+                                              unsigned items, unsigned chunk, unsigned g,
+                                              unsigned* p, unsigned* from, unsigned* to) {
+    *p = synfire_ends_item_of(chunk_off, items, g);
+    const unsigned n = item_off[*p + 1] - item_off[*p];
+    *from = (g - chunk_off[*p]) * chunk;
+    *to = n - *from < chunk ? n : *from + chunk;
+}
+
+__global__ void ends_chunk_count(unsigned items, const unsigned* __restrict__ item_off,
+                                 const unsigned* __restrict__ chunk_off, unsigned chunk,
+                                 const unsigned* __restrict__ flags,
+                                 const synfire_u64* __restrict__ out_off,
+                                 unsigned* __restrict__ counts) {
+    const unsigned total = chunk_off[items];
+    for (unsigned g = blockIdx.x * blockDim.x + threadIdx.x; g < total;
+         g += gridDim.x * blockDim.x) {
+        unsigned p, from, to;
+        synfire_chunk(item_off, chunk_off, items, chunk, g, &p, &from, &to);
+        const unsigned* f = flags + out_off[p];
+        unsigned c = 0;
+        for (unsigned j = from; j < to; ++j) c += f[j];
+        counts[g] = c;
+    }
+}
+
+__global__ void ends_chunk_scan(unsigned items, const unsigned* __restrict__ chunk_off,
+                                const unsigned* __restrict__ counts,
+                                unsigned* __restrict__ bases, unsigned* __restrict__ out_len) {
     for (unsigned p = blockIdx.x * blockDim.x + threadIdx.x; p < items;
          p += gridDim.x * blockDim.x) {
-        unsigned* oi = out_idx + out_off[p];
-        double* os = out_starts + out_off[p];
-        const unsigned m = item_off[p + 1] - item_off[p];
         unsigned c = 0;
-        for (unsigned j = 0; j < m; ++j) {
-            if (oi[j]) {
-                const double st = os[j];
-                oi[c] = j;
-                os[c] = st;
+        for (unsigned g = chunk_off[p]; g < chunk_off[p + 1]; ++g) {
+            bases[g] = c;
+            c += counts[g];
+        }
+        out_len[p] = c;
+    }
+}
+
+__global__ void ends_chunk_pack(unsigned items, const unsigned* __restrict__ item_off,
+                                const unsigned* __restrict__ chunk_off, unsigned chunk,
+                                const unsigned* __restrict__ flags,
+                                const double* __restrict__ starts,
+                                const synfire_u64* __restrict__ out_off,
+                                const unsigned* __restrict__ bases, unsigned* __restrict__ out_idx,
+                                double* __restrict__ out_starts) {
+    const unsigned total = chunk_off[items];
+    for (unsigned g = blockIdx.x * blockDim.x + threadIdx.x; g < total;
+         g += gridDim.x * blockDim.x) {
+        unsigned p, from, to;
+        synfire_chunk(item_off, chunk_off, items, chunk, g, &p, &from, &to);
+        const synfire_u64 o = out_off[p];
+        unsigned c = bases[g];
+        for (unsigned j = from; j < to; ++j) {
+            if (flags[o + j]) {
+                out_idx[o + c] = j;
+                out_starts[o + c] = starts[o + j];
                 ++c;
             }
         }
-        out_len[p] = c;
     }
 }
 

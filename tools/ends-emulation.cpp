@@ -163,18 +163,27 @@ int main() {
           if (bad < 10) std::printf("trial %d level %u item %u: count %u, want %u\n", trial, d, i, count[i], want_count[i]);
         }
       }
-      // Ends of this level's items (the next level's parents): ends_level, then ends_compact.
+      // Ends of this level's items (the next level's parents): ends_level, then the packing.
       std::vector<unsigned long long> out_off{0};
       std::vector<unsigned> item_off{0};
       for (unsigned i = 0; i < items; ++i) {
         out_off.push_back(out_off.back() + n_of(x[i]));
         item_off.push_back(item_off.back() + n_of(x[i]));
       }
-      std::vector<unsigned> out_idx(out_off.back() + 1, 7), out_len(items, 0);
-      std::vector<double> out_starts(out_off.back() + 1, -1.0);
-      current = [&] { ends_level(times.data(), offsets.data(), items, parent.data(), last.data(), x.data(), lo.data(), hi.data(), pi, ps, po, pl, out_idx.data(), out_starts.data(), out_off.data(), item_off.data()); };
+      std::vector<unsigned> flags(out_off.back() + 1, 7), out_idx(out_off.back() + 1, 7), out_len(items, 0);
+      std::vector<double> starts(out_off.back() + 1, -1.0), out_starts(out_off.back() + 1, -1.0);
+      current = [&] { ends_level(times.data(), offsets.data(), items, parent.data(), last.data(), x.data(), lo.data(), hi.data(), pi, ps, po, pl, flags.data(), starts.data(), out_off.data(), item_off.data()); };
       run_grid(rng);
-      current = [&] { ends_compact(items, item_off.data(), out_idx.data(), out_starts.data(), out_off.data(), out_len.data()); };
+      // Packed in chunks of a random size (1 to 70 events), as src/device/episodes.rs does.
+      const unsigned chunk = 1 + rng() % 70;
+      std::vector<unsigned> chunk_off{0};
+      for (unsigned i = 0; i < items; ++i) chunk_off.push_back(chunk_off.back() + (n_of(x[i]) + chunk - 1) / chunk);
+      std::vector<unsigned> counts(chunk_off.back() + 1, 99), bases(chunk_off.back() + 1, 99);
+      current = [&] { ends_chunk_count(items, item_off.data(), chunk_off.data(), chunk, flags.data(), out_off.data(), counts.data()); };
+      run_grid(rng);
+      current = [&] { ends_chunk_scan(items, chunk_off.data(), counts.data(), bases.data(), out_len.data()); };
+      run_grid(rng);
+      current = [&] { ends_chunk_pack(items, item_off.data(), chunk_off.data(), chunk, flags.data(), starts.data(), out_off.data(), bases.data(), out_idx.data(), out_starts.data()); };
       run_grid(rng);
       for (unsigned i = 0; i < items; ++i) {
         std::vector<unsigned> idx;

@@ -701,13 +701,19 @@ fn count(
     Ok(BatchCounts { counts, kernel_ms })
 }
 
+/// Events per chunk when a prefix level's flagged ends are packed (`ends_chunk_*` in
+/// `kernels/ends.cu`): each chunk is one thread's serial work.
+const ENDS_CHUNK: u32 = 64;
+
 /// Runs [`EndsJob`] (`kernels/ends.cu`): each prefix level's ends into buffers with room
 /// for every event of its items' last types, then the candidates' counts.
 fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceError> {
     let s = dev.stream.clone();
     let count_f = dev.function(&ENDS, "ends_count")?;
     let level_f = dev.function(&ENDS, "ends_level")?;
-    let compact_f = dev.function(&ENDS, "ends_compact")?;
+    let chunk_count_f = dev.function(&ENDS, "ends_chunk_count")?;
+    let chunk_scan_f = dev.function(&ENDS, "ends_chunk_scan")?;
+    let chunk_pack_f = dev.function(&ENDS, "ends_chunk_pack")?;
     let drv = launch::drv;
     let data =
         dev.slot::<Episodes>().data.as_ref().ok_or_else(|| {
@@ -770,6 +776,14 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
         len: CudaSlice<u32>,
         /// `off` as `u32` (the level's threads, one per event of an item's x), and their number.
         item_off: (CudaSlice<u32>, u32),
+        /// Per event: whether it ends an occurrence, and its latest start, before packing.
+        flags: CudaSlice<u32>,
+        unpacked: CudaSlice<f64>,
+        /// Prefix sums of the items' chunks of [`ENDS_CHUNK`] events, and their number.
+        chunk_off: (CudaSlice<u32>, u32),
+        /// Per chunk: its flagged events, then its first packed position.
+        counts: CudaSlice<u32>,
+        bases: CudaSlice<u32>,
     }
     let mut buffers = Vec::with_capacity(job.prefixes.len());
     for l in &job.prefixes {
@@ -788,12 +802,28 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
             .collect::<Result<Vec<u32>, _>>()?;
         let threads = *narrow.last().unwrap_or(&0);
         let item_off = (upload(&s, &narrow).map_err(&up)?, threads);
+        let mut chunk_off = Vec::with_capacity(l.len() + 1);
+        chunk_off.push(0u32);
+        for w in narrow.windows(2) {
+            let last = *chunk_off.last().unwrap_or(&0);
+            chunk_off.push(last + (w[1] - w[0]).div_ceil(ENDS_CHUNK));
+        }
+        let chunks = *chunk_off.last().unwrap_or(&0);
         buffers.push(Buffers {
             idx: s.alloc_zeros::<u32>(room).map_err(&alloc)?,
             starts: s.alloc_zeros::<f64>(room).map_err(&alloc)?,
             off: upload(&s, &off).map_err(&up)?,
             len: s.alloc_zeros::<u32>(l.len().max(1)).map_err(&alloc)?,
             item_off,
+            flags: s.alloc_zeros::<u32>(room).map_err(&alloc)?,
+            unpacked: s.alloc_zeros::<f64>(room).map_err(&alloc)?,
+            chunk_off: (upload(&s, &chunk_off).map_err(&up)?, chunks),
+            counts: s
+                .alloc_zeros::<u32>(chunks.max(1) as usize)
+                .map_err(&alloc)?,
+            bases: s
+                .alloc_zeros::<u32>(chunks.max(1) as usize)
+                .map_err(&alloc)?,
         });
     }
     let mut out = s.alloc_zeros::<u32>(m).map_err(&alloc)?;
@@ -819,31 +849,62 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
                 Some(p) => b.arg(&p.idx).arg(&p.starts).arg(&p.off).arg(&p.len),
                 None => b.arg(&null).arg(&null).arg(&null).arg(&null),
             };
-            b.arg(&mut o.idx)
-                .arg(&mut o.starts)
+            b.arg(&mut o.flags)
+                .arg(&mut o.unpacked)
                 .arg(&o.off)
                 .arg(item_off);
             // SAFETY: matches `ends_level` in kernels/ends.cu (times f64*, offsets u32*
             // [types + 1], items u32, parent/last/x u32* [items], low/high f64* [items], the
             // previous level's idx u32*, starts f64*, off u64* [parents + 1], len u32*
-            // [parents] (null at the first level, where no parent is read), out_idx u32* and
-            // out_starts f64* [off[items]], out_off u64* [items + 1], item_off u32* [items +
-            // 1], the same sums as out_off). Types and parents were checked above (a parent's
+            // [parents] (null at the first level, where no parent is read), flags u32* and
+            // starts f64* [off[items]], out_off u64* [items + 1], item_off u32* [items + 1],
+            // the same sums as out_off). Types and parents were checked above (a parent's
             // last type is the item's), each thread writes its own element of its item's
             // room, and threads past item_off[items] return first.
             unsafe { b.launch(launch::cover((*threads).max(1), THREADS_PER_BLOCK)) }
                 .map_err(drv("cuLaunchKernel"))?;
-            let mut b = s.launch_builder(&compact_f);
+            let (chunk_off, chunks) = &o.chunk_off;
+            let chunk_grid = launch::cover((*chunks).max(1), THREADS_PER_BLOCK);
+            let mut b = s.launch_builder(&chunk_count_f);
             b.arg(&l.items)
                 .arg(item_off)
-                .arg(&mut o.idx)
-                .arg(&mut o.starts)
+                .arg(chunk_off)
+                .arg(&ENDS_CHUNK)
+                .arg(&o.flags)
                 .arg(&o.off)
+                .arg(&mut o.counts);
+            // SAFETY: matches `ends_chunk_count` (items u32, item_off u32* [items + 1],
+            // chunk_off u32* [items + 1], chunk u32, flags u32* [off[items]], out_off u64*
+            // [items + 1], counts u32* [chunks]); chunk_off holds ceil(events / chunk) per
+            // item, so every chunk lies inside its item's room; threads past the last chunk
+            // return first.
+            unsafe { b.launch(chunk_grid) }.map_err(drv("cuLaunchKernel"))?;
+            let mut b = s.launch_builder(&chunk_scan_f);
+            b.arg(&l.items)
+                .arg(chunk_off)
+                .arg(&o.counts)
+                .arg(&mut o.bases)
                 .arg(&mut o.len);
-            // SAFETY: matches `ends_compact` (items u32, item_off u32* [items + 1], out_idx u32*
-            // and out_starts f64* [off[items]], out_off u64* [items + 1], out_len u32*
-            // [items]); each thread moves entries within its own item's room only.
+            // SAFETY: matches `ends_chunk_scan` (items u32, chunk_off u32* [items + 1],
+            // counts u32* [chunks], bases u32* [chunks], out_len u32* [items]).
             unsafe { b.launch(grid(l.items)) }.map_err(drv("cuLaunchKernel"))?;
+            let mut b = s.launch_builder(&chunk_pack_f);
+            b.arg(&l.items)
+                .arg(item_off)
+                .arg(chunk_off)
+                .arg(&ENDS_CHUNK)
+                .arg(&o.flags)
+                .arg(&o.unpacked)
+                .arg(&o.off)
+                .arg(&o.bases)
+                .arg(&mut o.idx)
+                .arg(&mut o.starts);
+            // SAFETY: matches `ends_chunk_pack` (items, item_off, chunk_off, chunk, flags u32*
+            // and starts f64* [off[items]], out_off u64* [items + 1], bases u32* [chunks],
+            // out_idx u32* and out_starts f64* [off[items]]); a chunk writes from its base,
+            // at most its flagged events, all inside its item's room (bases sum the earlier
+            // chunks' flags).
+            unsafe { b.launch(chunk_grid) }.map_err(drv("cuLaunchKernel"))?;
             continue;
         }
         let mut b = s.launch_builder(&count_f);

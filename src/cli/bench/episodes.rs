@@ -446,7 +446,7 @@ fn gpu_table(
     )?;
     writeln!(
         out,
-        "{:>5} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>10} {:>10} {:>9} {:>9}",
+        "{:>5} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>10} {:>10} {:>9} {:>9}",
         "level",
         "cands",
         "elim",
@@ -455,6 +455,7 @@ fn gpu_table(
         "gpu_pre",
         "gpu_ptpe",
         "gpu_mtpe",
+        "gpu_ends",
         "gpu_hybrid",
         "pick",
         "gpu_2pass",
@@ -473,6 +474,7 @@ fn gpu_table(
         for algorithm in [
             ExactAlgorithm::Ptpe,
             ExactAlgorithm::Mtpe,
+            ExactAlgorithm::Ends,
             ExactAlgorithm::Hybrid,
         ] {
             gpu.set_exact_algorithm(algorithm);
@@ -507,9 +509,11 @@ fn gpu_table(
                 .map_err(Into::into)
         })?;
         let mut t_exact = Vec::new();
+        // Hybrid last: its stats tell which mapping it picked.
         for algorithm in [
             ExactAlgorithm::Ptpe,
             ExactAlgorithm::Mtpe,
+            ExactAlgorithm::Ends,
             ExactAlgorithm::Hybrid,
         ] {
             gpu.set_exact_algorithm(algorithm);
@@ -527,7 +531,8 @@ fn gpu_table(
         } else {
             "mixed"
         };
-        let (t_gpu_ptpe, t_gpu_mtpe, t_gpu_hybrid) = (t_exact[0], t_exact[1], t_exact[2]);
+        let (t_gpu_ptpe, t_gpu_mtpe, t_gpu_ends, t_gpu_hybrid) =
+            (t_exact[0], t_exact[1], t_exact[2], t_exact[3]);
         gpu.reset_stats();
         let t_gpu_2p = time_median(repeat, || {
             gpu.count(CountKind::PreElim, &cands)?;
@@ -540,7 +545,7 @@ fn gpu_table(
         passes.push((cands.clone(), survivors.clone()));
         writeln!(
             out,
-            "{:>5} {:>9} {:>9} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>6} {:>10.5} {:>10.5} {:>8.1}x {:>8.1}x",
+            "{:>5} {:>9} {:>9} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>10.5} {:>6} {:>10.5} {:>10.5} {:>8.1}x {:>8.1}x",
             level,
             cands.len(),
             cands.len() - survivors.len(),
@@ -549,6 +554,7 @@ fn gpu_table(
             t_gpu_pre,
             t_gpu_ptpe,
             t_gpu_mtpe,
+            t_gpu_ends,
             t_gpu_hybrid,
             hybrid_pick,
             t_gpu_2p,
