@@ -828,6 +828,31 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
     }
     let mut out = s.alloc_zeros::<u32>(m).map_err(&alloc)?;
     let null: u64 = 0;
+    /// The arguments `ends_level` and `ends_count` start with: the stream, the level's
+    /// items, and the previous level's ends (null pointers at the first level).
+    fn item_args<'a>(
+        s: &'a Arc<CudaStream>,
+        f: &'a CudaFunction,
+        data: &'a DeviceStream,
+        l: &'a Level,
+        prev: Option<&'a Buffers>,
+        null: &'a u64,
+    ) -> cudarc::driver::LaunchArgs<'a> {
+        let mut b = s.launch_builder(f);
+        b.arg(&data.times)
+            .arg(&data.offsets)
+            .arg(&l.items)
+            .arg(&l.parent)
+            .arg(&l.last)
+            .arg(&l.x)
+            .arg(&l.low)
+            .arg(&l.high);
+        match prev {
+            Some(p) => b.arg(&p.idx).arg(&p.starts).arg(&p.off).arg(&p.len),
+            None => b.arg(null).arg(null).arg(null).arg(null),
+        };
+        b
+    }
     let timer = Timer::start(&s)?;
     for (d, l) in uploaded.iter().enumerate() {
         let counting = d == uploaded.len() - 1;
@@ -836,19 +861,7 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
             let (before, rest) = buffers.split_at_mut(d);
             let o = &mut rest[0];
             let (item_off, threads) = &o.item_off;
-            let mut b = s.launch_builder(&level_f);
-            b.arg(&data.times)
-                .arg(&data.offsets)
-                .arg(&l.items)
-                .arg(&l.parent)
-                .arg(&l.last)
-                .arg(&l.x)
-                .arg(&l.low)
-                .arg(&l.high);
-            match before.last() {
-                Some(p) => b.arg(&p.idx).arg(&p.starts).arg(&p.off).arg(&p.len),
-                None => b.arg(&null).arg(&null).arg(&null).arg(&null),
-            };
+            let mut b = item_args(&s, &level_f, data, l, before.last(), &null);
             b.arg(&mut o.flags)
                 .arg(&mut o.unpacked)
                 .arg(&o.off)
@@ -907,19 +920,7 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
             unsafe { b.launch(chunk_grid) }.map_err(drv("cuLaunchKernel"))?;
             continue;
         }
-        let mut b = s.launch_builder(&count_f);
-        b.arg(&data.times)
-            .arg(&data.offsets)
-            .arg(&l.items)
-            .arg(&l.parent)
-            .arg(&l.last)
-            .arg(&l.x)
-            .arg(&l.low)
-            .arg(&l.high);
-        match buffers.last() {
-            Some(p) => b.arg(&p.idx).arg(&p.starts).arg(&p.off).arg(&p.len),
-            None => b.arg(&null).arg(&null).arg(&null).arg(&null),
-        };
+        let mut b = item_args(&s, &count_f, data, l, buffers.last(), &null);
         b.arg(&mut out);
         // SAFETY: matches `ends_count` in kernels/ends.cu (times, offsets, items u32,
         // parent/last/x u32* [items], low/high f64* [items], the last prefix level's idx u32*,
