@@ -69,41 +69,34 @@ __device__ __forceinline__ unsigned synfire_gallop(unsigned from, unsigned to, P
     return hi;
 }
 
-// The host's Ends::sweep: calls on_end(j, y, start) for each event j of x ending an
-// occurrence of α·x; on_end returns true to set the floor to y (count mode: only ends whose
-// latest start exceeds the floor are offered afterwards).
-template <typename F>
-__device__ __forceinline__ void synfire_sweep(const synfire_ends& a, const double* to, unsigned m,
-                                              double low, double high, F on_end) {
+// The host's Ends::count_extension: the sweep of the parent's ends against x's events (two
+// galloping pointers), each event offered taken (its latest start, the window's last end's,
+// is after the last occurrence taken), then a skip to the first end whose latest start is
+// after it and to the first event of x that end reaches.
+__device__ __forceinline__ unsigned synfire_count(const synfire_ends& a, const double* to,
+                                                  unsigned m, double low, double high) {
     const unsigned n = a.n;
-    if (n == 0) return;
-    unsigned lo = 0, hi = 0, need = 0, j = 0;
+    unsigned lo = 0, hi = 0, need = 0, j = 0, c = 0;
+    if (n == 0) return 0;
     while (j < m) {
         const double y = to[j];
         hi = synfire_gallop(hi, n, [&](unsigned i) { return y - synfire_end_time(a, i) > low; });
         lo = synfire_gallop(lo, hi, [&](unsigned i) { return y - synfire_end_time(a, i) > high; });
+        unsigned first;
         if (lo < hi && hi > need) {
-            if (on_end(j, y, synfire_end_start(a, hi - 1))) {
-                const double floor = y;
-                need = synfire_gallop(hi - 1, n,
-                                      [&](unsigned i) { return synfire_end_start(a, i) <= floor; });
-                if (need >= n) break;
-                if (need < hi) {
-                    ++j;
-                } else {
-                    const double next = synfire_end_time(a, need);
-                    j = synfire_gallop(j + 1, m, [&](unsigned k) { return to[k] - next <= low; });
-                }
-            } else {
-                ++j;
-            }
-            continue;
+            ++c;
+            // Every end before hi starts at or before y, so need >= hi.
+            need = synfire_gallop(hi - 1, n,
+                                  [&](unsigned i) { return synfire_end_start(a, i) <= y; });
+            first = need;
+        } else {
+            first = hi > need ? hi : need;
         }
-        const unsigned first = hi > need ? hi : need;
         if (first >= n) break;
         const double next = synfire_end_time(a, first);
         j = synfire_gallop(j + 1, m, [&](unsigned k) { return to[k] - next <= low; });
     }
+    return c;
 }
 
 __device__ __forceinline__ synfire_ends synfire_parent(
@@ -145,12 +138,7 @@ __global__ void ends_count(const double* __restrict__ times, const unsigned* __r
         const unsigned xt = x[p];
         const double* to = times + offsets[xt];
         const unsigned m = offsets[xt + 1] - offsets[xt];
-        unsigned c = 0;
-        synfire_sweep(a, to, m, low[p], high[p], [&](unsigned, double, double) {
-            ++c;
-            return true;
-        });
-        count[p] = c;
+        count[p] = synfire_count(a, to, m, low[p], high[p]);
     }
 }
 

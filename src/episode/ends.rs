@@ -129,7 +129,7 @@ impl Ends {
         self.sweep(index, last, gap, x, |j, _, start| {
             out.index.push(u32::try_from(j).unwrap_or(u32::MAX));
             out.latest_start.push(start);
-            None
+            false
         });
     }
 
@@ -163,21 +163,22 @@ impl Ends {
     ) -> u64 {
         let mut count = 0u64;
         let mut last_end = f64::NEG_INFINITY;
-        // Taken exactly as `count` walks the ends `extend_into` would have built; the sweep
-        // only offers ends whose latest start is after the floor returned here.
+        // Taken exactly as `count` walks the ends `extend_into` would have built: after each
+        // one taken the sweep offers only ends whose latest start is after it.
         self.sweep(index, last, gap, x, |_, y, start| {
             debug_assert!(start > last_end, "the sweep skips ends taken ones overlap");
             count += 1;
             last_end = y;
-            Some(y)
+            true
         });
         count
     }
 
     /// The extension's sweep (module documentation): calls `on_end(j, t, start)` for each
     /// event `j` of `x` (at time `t`, seconds) that ends an occurrence of `α·x`, in stream
-    /// order, with the latest start of those occurrences. When `on_end` returns a floor
-    /// (seconds), the events after `j` are offered only where their latest start exceeds it.
+    /// order, with the latest start of those occurrences. When `on_end` returns true (the
+    /// occurrence ending at `t` is taken), the events after `j` are offered only where their
+    /// latest start is after `t`.
     #[inline]
     fn sweep(
         &self,
@@ -185,7 +186,7 @@ impl Ends {
         last: EventType,
         (low, high): (f64, f64),
         x: EventType,
-        mut on_end: impl FnMut(usize, f64, f64) -> Option<f64>,
+        mut on_end: impl FnMut(usize, f64, f64) -> bool,
     ) {
         if self.is_empty() || x.index() >= index.num_types() || last.index() >= index.num_types() {
             return;
@@ -199,7 +200,7 @@ impl Ends {
         // increase and `y − t` in f64 is monotone), so each edge is found by galloping, not
         // by stepping. Latest starts never decrease along the ends (module documentation),
         // so the window's largest is its last end's, and the ends before `need` (whose
-        // latest start is at most the floor) are never offered.
+        // latest start is at most the last taken end) are never offered.
         let (mut lo, mut hi, mut need) = (0usize, 0usize, 0usize);
         let n = self.len();
         let m = to.len();
@@ -209,18 +210,15 @@ impl Ends {
             hi = gallop(hi, n, |i| y - t_end(i) > low);
             lo = gallop(lo, hi, |i| y - t_end(i) > high);
             if lo < hi && hi > need {
-                if let Some(floor) = on_end(j, y, starts[hi - 1]) {
-                    // Every end before `hi` has a latest start ≤ `starts[hi - 1]` ≤ floor.
-                    need = gallop(hi - 1, n, |i| starts[i] <= floor);
+                if on_end(j, y, starts[hi - 1]) {
+                    // Every end before `hi` has a latest start ≤ `starts[hi - 1]` ≤ y, so
+                    // `need ≥ hi`: the next event offered is after `y`'s window moves past it.
+                    need = gallop(hi - 1, n, |i| starts[i] <= y);
                     if need >= n {
                         break;
                     }
-                    if need < hi {
-                        j += 1;
-                    } else {
-                        let next = t_end(need);
-                        j = gallop(j + 1, m, |k| to[k] - next <= low);
-                    }
+                    let next = t_end(need);
+                    j = gallop(j + 1, m, |k| to[k] - next <= low);
                 } else {
                     j += 1;
                 }

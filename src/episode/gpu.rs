@@ -45,6 +45,9 @@ pub struct GpuStats {
     pub ptpe_candidates: u64,
     /// Candidates counted with threads per segment (MTPE mapping; PreElim or exact).
     pub mtpe_candidates: u64,
+    /// Candidates counted exactly from their prefixes' occurrence ends
+    /// ([`ExactAlgorithm::Ends`]).
+    pub ends_candidates: u64,
 }
 
 impl GpuStats {
@@ -58,6 +61,7 @@ impl GpuStats {
             kernel_ms: g(self.kernel_ms, other.kernel_ms),
             ptpe_candidates: f(self.ptpe_candidates, other.ptpe_candidates),
             mtpe_candidates: f(self.mtpe_candidates, other.mtpe_candidates),
+            ends_candidates: f(self.ends_candidates, other.ends_candidates),
         }
     }
 
@@ -490,7 +494,7 @@ impl GpuCounter {
             |t| counts_of.times(crate::event::EventType(t)).len() as u64,
             ENDS_JOB_ROOM,
         );
-        self.stats.lock().ptpe_candidates += candidates.len() as u64;
+        self.stats.lock().ends_candidates += candidates.len() as u64;
         let w = self.workers.len().max(1);
         let tickets: Vec<_> = jobs
             .into_iter()
@@ -879,6 +883,7 @@ mod tests {
             kernel_ms: 1.5,
             ptpe_candidates: 3,
             mtpe_candidates: 7,
+            ends_candidates: 2,
         };
         let b = GpuStats {
             gpu_candidates: 5,
@@ -887,6 +892,7 @@ mod tests {
             kernel_ms: 0.25,
             ptpe_candidates: 5,
             mtpe_candidates: 0,
+            ends_candidates: 9,
         };
         let sum = a.plus(&b);
         assert_eq!(
@@ -898,6 +904,7 @@ mod tests {
                 kernel_ms: 1.75,
                 ptpe_candidates: 8,
                 mtpe_candidates: 7,
+                ends_candidates: 11,
             }
         );
         assert_eq!(sum.since(&a), b);

@@ -854,6 +854,7 @@ impl<'a> Tester<'a> {
                 gpu_candidates = d.gpu_candidates,
                 ptpe = d.ptpe_candidates,
                 mtpe = d.mtpe_candidates,
+                ends = d.ends_candidates,
                 overflow_recounts = d.overflow_recounts,
                 cpu_fallback = d.cpu_fallback,
                 kernel_s = d.kernel_ms / 1e3,
