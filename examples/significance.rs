@@ -42,6 +42,7 @@ fn main() -> Result<()> {
         test_top: None,
         watch: None,
         trials: None,
+        significant_only: false,
     };
     let outcome = test_episodes(&stream, &config, &result, &test)?;
     let significant: Vec<_> = outcome

@@ -95,6 +95,7 @@ fn json_carries_the_library_s_tests_with_the_documented_names() {
             test_top: None,
             watch: None,
             trials: None,
+            significant_only: false,
         },
     )
     .unwrap();

@@ -90,6 +90,7 @@ fn calibrate(
             test_top: None,
             watch: None,
             trials: None,
+            significant_only: false,
         };
         let r = test_episodes(&stream, &cfg, &data, &sig).unwrap();
         out.tested += r.tests.len();
@@ -171,6 +172,7 @@ fn holm_bonferroni_and_fdr_bh_are_calibrated_on_independent_trains() {
                 test_top: None,
                 watch: Some(watch_list(&stream)),
                 trials: None,
+                significant_only: false,
             };
             let r = test_episodes(&stream, &cfg, &data, &sig).unwrap();
             // Enough surrogates for the smallest p-value to pass α/m: the check can fail.
@@ -248,6 +250,7 @@ fn max_t_finds_embedded_chains_among_slow_and_fast_units() {
         test_top: None,
         watch: None,
         trials: None,
+        significant_only: false,
     };
     let r = test_episodes(&stream, &cfg, &data, &sig).unwrap();
     let ty = |u: usize| stream.alphabet().get(&format!("u{u}")).unwrap();

@@ -82,6 +82,7 @@ fn gpu_surrogates_give_the_cpu_p_values() {
             test_top: Some(40),
             watch: None,
             trials: None,
+            significant_only: false,
         };
         let cpu = test_episodes(&stream, &config, &data, &sig).unwrap();
         let gpu = test_episodes_on(
@@ -222,6 +223,7 @@ fn split_phases_on_warm_gpu_counters_give_the_cpu_p_values() {
             test_top: None,
             watch: None,
             trials: None,
+            significant_only: false,
         };
         let cpu = test_episodes(&stream, &config, &data, &sig).unwrap();
         let gpus = warm
@@ -341,5 +343,76 @@ fn device_join_bounds_equal_the_hosts() {
                 .unwrap();
             check(&gpu, &sur.generate(s).unwrap(), &format!("surrogate {s}"));
         }
+    }
+}
+
+/// `spectrum` keeping only the significant episodes (a search pass, then the significant
+/// episodes counted in device-generated surrogates) gives the CPU's tests on the GPU, with
+/// either exact kernel.
+#[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
+fn spectrum_significant_only_gives_the_cpu_tests() {
+    use synfire::synth::dense::{DenseParams, generate_dense};
+    use synfire::synth::sym26::Chain;
+    if !common::gpu_or_skip("spectrum_significant_only_gives_the_cpu_tests") {
+        return;
+    }
+    // The recording of tests/significance_split.rs, where this test has significant and
+    // non-significant episodes.
+    let mut p = DenseParams::neuropixels(5);
+    p.units = 20;
+    p.duration_s = 30.0;
+    p.rate_median_hz = 8.0;
+    p.sync_pairs = Vec::new();
+    p.chains = vec![Chain {
+        neurons: vec![0, 1, 2],
+        delay_s: (0.003, 0.004),
+    }];
+    let stream = generate_dense(&p).unwrap().0;
+    let mut config = MinerConfig::new(
+        Interval::parse_list("0-0.005,0.005-0.010").unwrap(),
+        Threshold::MinCount(12),
+    );
+    config.max_level = 3;
+    let data = mine(&stream, &config).unwrap();
+    let sig = SignificanceConfig {
+        method: "dither:0.01".parse().unwrap(),
+        n_surrogates: 39,
+        alpha: 0.5,
+        correction: Correction::Spectrum,
+        seed: 7,
+        test_top: None,
+        watch: None,
+        trials: None,
+        significant_only: true,
+    };
+    let cpu = test_episodes(&stream, &config, &data, &sig).unwrap();
+    assert!(
+        !cpu.tests.is_empty() && cpu.tests.len() < cpu.tested,
+        "{} of {}",
+        cpu.tests.len(),
+        cpu.tested
+    );
+    for exact in [
+        synfire::episode::hybrid::ExactAlgorithm::Hybrid,
+        synfire::episode::hybrid::ExactAlgorithm::Ends,
+    ] {
+        let gpu = test_episodes_on(
+            &stream,
+            &config,
+            &data,
+            &sig,
+            DeviceChoice::Gpu,
+            &GpuSettings {
+                exact,
+                ..GpuSettings::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(gpu.tests, cpu.tests, "{exact:?}");
+        assert_eq!(gpu.tested, cpu.tested, "{exact:?}");
     }
 }

@@ -47,6 +47,7 @@ fn sig(correction: Correction, seed: u64) -> SignificanceConfig {
         test_top: None,
         watch: None,
         trials: None,
+        significant_only: false,
     }
 }
 
@@ -332,4 +333,80 @@ fn a_cancelled_tester_stops_before_the_next_surrogate() {
             "the significance test was cancelled"
         );
     }
+}
+
+/// With `significant_only` every procedure returns exactly the significant tests of the full
+/// run (bit for bit, split any way), still reports how many were tested, and `spectrum` counts
+/// far fewer candidates: its second pass counts only the significant episodes.
+#[test]
+fn significant_only_returns_the_full_runs_significant_tests_bit_for_bit() {
+    let stream = recording();
+    let cfg = config();
+    let data = mine(&stream, &cfg).unwrap();
+    for correction in [Correction::Spectrum, Correction::MaxT, Correction::None] {
+        let mut full = sig(correction, 7);
+        full.n_surrogates = 39;
+        if correction == Correction::Spectrum {
+            // Raw counts of a slow chain: few signatures beat every surrogate.
+            full.alpha = 0.5;
+        }
+        let whole = test_episodes(&stream, &cfg, &data, &full).unwrap();
+        let significant = whole.tests.iter().filter(|t| t.stats.significant).count();
+        assert!(
+            significant > 0 && significant < whole.tests.len(),
+            "{correction}: {significant} of {} significant, the test would be vacuous",
+            whole.tests.len()
+        );
+        let mut only = full.clone();
+        only.significant_only = true;
+        let mut want = whole.clone();
+        want.tests.retain(|t| t.stats.significant);
+        let whole_range: Vec<Range<u64>> = std::iter::once(0..39).collect();
+        for ranges in [whole_range, vec![0..1, 1..20, 20..39]] {
+            let mut got = split_run(&stream, &cfg, &data, &only, &ranges).unwrap();
+            assert_eq!(got.tested, whole.tested, "{correction}");
+            assert_eq!(bits(&got), bits(&want), "{correction} split as {ranges:?}");
+            if correction == Correction::Spectrum {
+                assert!(
+                    got.candidates_counted < whole.candidates_counted,
+                    "{} against {}",
+                    got.candidates_counted,
+                    whole.candidates_counted
+                );
+            }
+            got.candidates_counted = want.candidates_counted;
+            assert_eq!(got, want, "{correction} split as {ranges:?}");
+        }
+    }
+}
+
+/// A two-pass `spectrum` plan refuses to finish without its second pass, and a one-pass plan
+/// has no union.
+#[test]
+fn passes_are_checked_for_spectrum() {
+    let stream = recording();
+    let cfg = config();
+    let data = mine(&stream, &cfg).unwrap();
+    let t = Tester::new(
+        &stream,
+        &cfg,
+        synfire::device::DeviceChoice::Cpu,
+        &Default::default(),
+    )
+    .unwrap();
+    let one = t.plan(&data, &sig(Correction::Spectrum, 7)).unwrap();
+    assert_eq!(one.passes(), 1);
+    let a = t.first_pass(&one, 0..11).unwrap();
+    let e = t.union(&one, std::slice::from_ref(&a)).unwrap_err();
+    assert!(e.to_string().contains("one pass"), "{e}");
+    let mut s = sig(Correction::Spectrum, 7);
+    s.significant_only = true;
+    let two = t.plan(&data, &s).unwrap();
+    assert_eq!(two.passes(), 2);
+    let b = t.first_pass(&two, 0..11).unwrap();
+    let e = finish(&two, std::slice::from_ref(&b), None).unwrap_err();
+    assert!(e.to_string().contains("second pass"), "{e}");
+    // A first-pass part of the one-pass plan does not fit the two-pass plan.
+    let e = t.union(&two, std::slice::from_ref(&a)).unwrap_err();
+    assert!(e.to_string().contains("another"), "{e}");
 }

@@ -101,6 +101,7 @@ fn a_jittered_duplicate_unit_is_a_significant_lag0_pair() {
         test_top: None,
         watch: None,
         trials: None,
+        significant_only: false,
     };
     let result = test_episodes(&stream, &config, &data, &sig).unwrap();
     let find = |e: &Episode| {

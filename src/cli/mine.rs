@@ -346,6 +346,7 @@ fn significance(
         test_top: args.test_top,
         watch,
         trials,
+        significant_only: args.significant_only,
     };
     tracing::info!(
         surrogates = %sig.method,
@@ -359,7 +360,7 @@ fn significance(
         tracing::warn!("{w}");
     }
     tracing::info!(
-        tested = r.tests.len(),
+        tested = r.tested,
         significant = r.tests.iter().filter(|t| t.stats.significant).count(),
         seconds = format!("{:.3}", started.elapsed().as_secs_f64()),
         "Significance tested."

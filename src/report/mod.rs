@@ -70,7 +70,7 @@ impl SignificanceJson {
             alpha: r.alpha,
             correction: r.correction.name().to_owned(),
             seed: r.seed,
-            tested: r.tests.len(),
+            tested: r.tested,
             significant: r.tests.iter().filter(|t| t.stats.significant).count(),
             warnings: r.warnings.clone(),
         }

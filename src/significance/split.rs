@@ -14,10 +14,20 @@
 //! |---|---|---|---|
 //! | `max-t` | mine each surrogate: its frequent episodes and counts | `U`, the union of every dataset's frequent episodes, and their counts in the recording | count every episode of `U` in each surrogate (exactly where it was not frequent there): sums, sums of squares, exceedances |
 //! | `spectrum` | each surrogate's largest count per episode size, by the exact search of [`super::spectrum`] (equal to mining it); count the tested episodes: sums, sums of squares | — | — |
+//! | `spectrum`, [`SignificanceConfig::significant_only`] | each surrogate's largest count per episode size | the significant episodes (from the signatures' p-values) | count the significant episodes in each surrogate: sums, sums of squares |
 //! | `fdr-bh`, `holm`, `bonferroni`, `none` | count the tested episodes in each surrogate: sums, sums of squares, exceedances | — | — |
 //!
-//! [`finish`] combines the parts (the first pass's of every range; for `max-t` also the union
-//! and the second pass's) into the [`SignificanceResult`], with no recording and no counter.
+//! [`finish`] combines the parts (the first pass's of every range; with two passes also the
+//! union and the second pass's) into the [`SignificanceResult`], with no recording and no
+//! counter.
+//!
+//! `spectrum` decides from the surrogates' largest counts per size alone; each tested
+//! episode's counts in the surrogates only make its `surrogate_mean` and `surrogate_std`.
+//! With [`SignificanceConfig::significant_only`] those counts are made for the significant
+//! episodes only, in a second pass, which is most of the work saved (every tested episode is
+//! 10⁴–10⁶ counts per surrogate at level 4, the significant ones a few hundred). The tests it
+//! returns equal those of the one-pass run that are significant, bit for bit: the same
+//! integers enter the same formulas (`tests/significance_split.rs`).
 //!
 //! # Why a split gives the same p-values
 //! * Surrogate `s` is a pure function of (recording, method, seed, `s`)
@@ -143,15 +153,25 @@ pub struct Plan {
     test_top: Option<usize>,
     /// The tested episodes are a watch list (fixed in advance), not chosen by their counts.
     watch: bool,
+    /// Only the significant episodes' tests are kept ([`SignificanceConfig::significant_only`]).
+    significant_only: bool,
     min_count: u64,
     /// Tested episodes and their counts in the recording, in report order (watch list: its
     /// order). `max-t`, `spectrum`: the frequent episodes of two or more nodes.
     tested: Vec<(Episode, u64)>,
     /// Candidate counts made to build the plan (a watch list counted in the recording).
     counted: u64,
+    /// [`Plan::hash_parts`], computed once.
+    part: u64,
 }
 
 impl Plan {
+    /// The plan with its part fingerprint computed.
+    fn sealed(mut self) -> Self {
+        self.part = self.hash_parts();
+        self
+    }
+
     /// The number of surrogates `S`.
     #[must_use]
     pub fn n_surrogates(&self) -> usize {
@@ -177,14 +197,24 @@ impl Plan {
         &self.tested
     }
 
-    /// The passes over the surrogates: 2 for `max-t` (mine, then count the union), 1
-    /// otherwise.
+    /// The passes over the surrogates: 2 for `max-t` (mine, then count the union) and for
+    /// `spectrum` keeping only significant episodes (search, then count the significant
+    /// ones), 1 otherwise.
     #[must_use]
     pub fn passes(&self) -> usize {
-        if self.correction == Correction::MaxT {
-            2
-        } else {
-            1
+        match self.correction {
+            Correction::MaxT => 2,
+            Correction::Spectrum if self.significant_only => 2,
+            _ => 1,
+        }
+    }
+
+    /// Whether the first pass counts the tested episodes in each surrogate (their sums).
+    fn first_pass_sums(&self) -> bool {
+        match self.correction {
+            Correction::MaxT => false,
+            Correction::Spectrum => !self.significant_only,
+            _ => true,
         }
     }
 
@@ -208,9 +238,14 @@ impl Plan {
         )
     }
 
-    /// The fingerprint every part of this plan carries: the recording's and configuration's,
-    /// with the plan's settings and tested episodes.
+    /// The fingerprint every part of this plan carries.
     fn part_fingerprint(&self) -> u64 {
+        self.part
+    }
+
+    /// The recording's and configuration's fingerprint hashed with the plan's settings and
+    /// tested episodes.
+    fn hash_parts(&self) -> u64 {
         let mut h = Fnv::new();
         h.u64(self.fingerprint);
         h.bytes(self.method.to_string().as_bytes());
@@ -223,6 +258,9 @@ impl Plan {
             h.u64(b.to_bits());
         }
         h.u64(self.min_count);
+        if self.significant_only {
+            h.bytes(b"significant-only");
+        }
         for (e, c) in &self.tested {
             h.episode(e);
             h.u64(*c);
@@ -248,6 +286,7 @@ impl Plan {
             trials: self.trials.as_ref().map(|t| t.as_slice().to_vec()),
             test_top: self.test_top,
             watch: self.watch,
+            significant_only: self.significant_only,
             min_count: self.min_count,
             tested: self
                 .tested
@@ -292,10 +331,13 @@ impl Plan {
             trials,
             test_top: w.test_top,
             watch: w.watch,
+            significant_only: w.significant_only,
             min_count: w.min_count,
             tested,
             counted: w.counted,
-        })
+            part: 0,
+        }
+        .sealed())
     }
 }
 
@@ -635,10 +677,13 @@ impl<'a> Tester<'a> {
         data: &MiningResult,
         sig: &SignificanceConfig,
     ) -> Result<SignificanceResult, SignificanceError> {
+        let started = std::time::Instant::now();
         let plan = self.plan(data, sig)?;
+        let plan_s = started.elapsed().as_secs_f64();
         let all = 0..plan.n_surrogates as u64;
         let first = self.first_pass(&plan, all)?;
-        if plan.passes() == 2 {
+        let first_s = started.elapsed().as_secs_f64() - plan_s;
+        let result = if plan.passes() == 2 {
             let union = self.union(&plan, std::slice::from_ref(&first))?;
             let second = self.second_pass(&plan, &union, &first)?;
             finish(
@@ -648,7 +693,15 @@ impl<'a> Tester<'a> {
             )
         } else {
             finish(&plan, std::slice::from_ref(&first), None)
-        }
+        };
+        tracing::debug!(
+            plan_s,
+            first_s,
+            rest_s = started.elapsed().as_secs_f64() - plan_s - first_s,
+            "Significance phases: the plan, the first pass, and the union, second pass and \
+             finish."
+        );
+        result
     }
 
     /// The plan of testing `data` (the result of mining this tester's recording with its
@@ -693,10 +746,13 @@ impl<'a> Tester<'a> {
             trials: sig.trials.clone(),
             test_top: sig.test_top,
             watch: sig.watch.is_some() && per_episode,
+            significant_only: sig.significant_only,
             min_count: data.min_count,
             tested,
             counted: self.engine.candidates_counted() - before,
-        };
+            part: 0,
+        }
+        .sealed();
         // The surrogates are prepared now, so that a method that cannot take the recording
         // fails here rather than in every pass.
         self.surrogates(&plan)?;
@@ -807,8 +863,14 @@ impl<'a> Tester<'a> {
             Correction::Spectrum => {
                 let fixed = self.fixed(plan);
                 let levels = fixed.max_level + 1;
-                let list: Vec<Episode> = plan.tested.iter().map(|(e, _)| e.clone()).collect();
-                let recording: Vec<u64> = plan.tested.iter().map(|(_, c)| *c).collect();
+                // With two passes the sums are the second pass's, of the significant episodes.
+                let tested = if plan.first_pass_sums() {
+                    &plan.tested[..]
+                } else {
+                    &[]
+                };
+                let list: Vec<Episode> = tested.iter().map(|(e, _)| e.clone()).collect();
+                let recording: Vec<u64> = tested.iter().map(|(_, c)| *c).collect();
                 let started = std::time::Instant::now();
                 let per = engine.map_surrogates(range.clone(), |s| {
                     engine.spectrum_and_count(&surrogates.generate(s)?, &fixed, &list)
@@ -866,16 +928,30 @@ impl<'a> Tester<'a> {
         Ok(part)
     }
 
-    /// `max-t` between the passes: `U` from the first passes' `parts` (every range of `0..S`
-    /// once), and every episode of `U` counted in the recording (exactly where it was not
-    /// frequent there).
+    /// Between the passes of a two-pass plan ([`Plan::passes`]), from the first passes'
+    /// `parts` (every range of `0..S` once). `max-t`: `U`, and every episode of `U` counted
+    /// in the recording (exactly where it was not frequent there). `spectrum` keeping only
+    /// significant episodes: the significant episodes (by their signatures' p-values over
+    /// every surrogate) with their counts in the recording, nothing counted.
     ///
     /// # Errors
     /// A plan or part made for another recording, configuration or test; parts that do not
-    /// cover `0..S` exactly once; counting errors.
+    /// cover `0..S` exactly once; a one-pass plan; counting errors.
     pub fn union(&self, plan: &Plan, parts: &[FirstPart]) -> Result<Union, SignificanceError> {
         self.check(plan)?;
+        if plan.passes() != 2 {
+            return Err(one_pass(plan));
+        }
         let parts = ordered_first(plan, parts)?;
+        if plan.correction == Correction::Spectrum {
+            let (episodes, recording) = SpectrumTest::of(plan, &parts).significant(plan);
+            return Ok(Union {
+                fingerprint: plan.part_fingerprint(),
+                episodes,
+                recording,
+                counted: 0,
+            });
+        }
         let (episodes, _) = union_of(plan, &parts)?;
         let mut recording = vec![0u64; episodes.len()];
         for (i, (_, c)) in plan.tested.iter().enumerate() {
@@ -893,12 +969,13 @@ impl<'a> Tester<'a> {
         })
     }
 
-    /// `max-t`'s second pass over the surrogates of `first`'s range: every episode of
-    /// `union` counted in each (its count from `first` where it was frequent there), summed.
+    /// The second pass of a two-pass plan over the surrogates of `first`'s range: every
+    /// episode of `union` counted in each (`max-t`: its count from `first` where it was
+    /// frequent there), summed.
     ///
     /// # Errors
-    /// A plan, union or part made for another recording, configuration or test; a part that
-    /// names an episode not in the union; surrogate and counting errors.
+    /// A plan, union or part made for another recording, configuration or test; a one-pass
+    /// plan; a part that names an episode not in the union; surrogate and counting errors.
     pub fn second_pass(
         &self,
         plan: &Plan,
@@ -910,8 +987,19 @@ impl<'a> Tester<'a> {
         if union.fingerprint != want || first.fingerprint != want {
             return Err(other_test("second pass"));
         }
+        if plan.passes() != 2 {
+            return Err(one_pass(plan));
+        }
         Self::check_range(plan, &first.range)?;
-        if first.selections.len() as u64 != first.range.end - first.range.start {
+        // `max-t` takes each surrogate's counts of its own frequent episodes from its mining.
+        let mined = plan.correction == Correction::MaxT;
+        let n = first.range.end - first.range.start;
+        let held = if mined {
+            first.selections.len()
+        } else {
+            first.max_by_size.len()
+        };
+        if held as u64 != n {
             return Err(bad_part(
                 "first-pass part",
                 "it holds a different number of surrogates than its range",
@@ -939,8 +1027,10 @@ impl<'a> Tester<'a> {
         let engine = &self.engine;
         let counts_in = |s: u64| -> Result<Vec<u64>, SignificanceError> {
             let mut counts = vec![u64::MAX; u];
-            for &(id, c) in &first.selections[(s - start) as usize] {
-                counts[local[id as usize] as usize] = c;
+            if mined {
+                for &(id, c) in &first.selections[(s - start) as usize] {
+                    counts[local[id as usize] as usize] = c;
+                }
             }
             let missing: Vec<usize> = (0..u).filter(|&i| counts[i] == u64::MAX).collect();
             if !missing.is_empty() {
@@ -1000,7 +1090,12 @@ fn ordered_first<'p>(
             Correction::MaxT => p.selections.len() == n,
             Correction::Spectrum => {
                 p.max_by_size.len() == n
-                    && p.sums.len() == plan.tested.len()
+                    && p.sums.len()
+                        == if plan.first_pass_sums() {
+                            plan.tested.len()
+                        } else {
+                            0
+                        }
                     && p.max_by_size
                         .iter()
                         .all(|m| plan.tested.iter().all(|(e, _)| e.len() < m.len()))
@@ -1090,13 +1185,13 @@ fn union_of(
 }
 
 /// Combines the parts of every pass into the result (module documentation): `first`, the
-/// first pass's parts (every range of `0..S` once, in any order); for `max-t` also the union
-/// and the second pass's parts (every range once).
+/// first pass's parts (every range of `0..S` once, in any order); for a two-pass plan
+/// ([`Plan::passes`]) also the union and the second pass's parts (every range once).
 ///
 /// # Errors
 /// [`SignificanceError::Config`]: parts made for another plan, ranges that do not cover
-/// `0..S` exactly once, a union and second pass missing for `max-t` (or given for another
-/// procedure), parts whose sizes do not match the plan.
+/// `0..S` exactly once, a union and second pass missing for a two-pass plan (or given for a
+/// one-pass plan), parts whose sizes do not match the plan.
 pub fn finish(
     plan: &Plan,
     first: &[FirstPart],
@@ -1109,30 +1204,73 @@ pub fn finish(
         alpha: plan.alpha,
         correction: plan.correction,
         seed: plan.seed,
+        tested: plan.tested.len(),
         tests: Vec::new(),
         surrogate_max: Vec::new(),
         warnings: Vec::new(),
         candidates_counted: plan.counted + first.iter().map(|p| p.counted).sum::<u64>(),
     };
     match (plan.correction, second) {
-        (Correction::MaxT, Some((union, parts))) => {
-            finish_max_t(plan, &first, union, parts, &mut result)?;
-        }
-        (Correction::MaxT, None) => {
-            return Err(SignificanceError::Config(
-                "max-t needs the union and the second pass's parts".into(),
-            ));
-        }
-        (_, Some(_)) => {
+        (_, None) if plan.passes() == 2 => {
             return Err(SignificanceError::Config(format!(
-                "{} has one pass; a union and second-pass parts were given",
+                "this {} test has two passes: it needs the union and the second pass's parts",
                 plan.correction
             )));
         }
-        (Correction::Spectrum, None) => finish_spectrum(plan, &first, &mut result),
-        (c, None) => finish_per_episode(plan, &first, c, &mut result),
+        (_, Some(_)) if plan.passes() == 1 => return Err(one_pass(plan)),
+        (Correction::MaxT, Some((union, parts))) => {
+            finish_max_t(plan, &first, union, parts, &mut result)?;
+        }
+        (Correction::Spectrum, second) => finish_spectrum(plan, &first, second, &mut result)?,
+        (c, _) => finish_per_episode(plan, &first, c, &mut result),
+    }
+    if plan.significant_only {
+        result.tests.retain(|t| t.stats.significant);
     }
     Ok(result)
+}
+
+/// The error for a union or second pass asked of a one-pass plan.
+fn one_pass(plan: &Plan) -> SignificanceError {
+    SignificanceError::Config(format!(
+        "this {} test has one pass: there is no union or second pass",
+        plan.correction
+    ))
+}
+
+/// The second pass's `parts` of `plan` for `union`, checked (made for this plan, every range
+/// of `0..S` once, one sum per episode of the union), combined: the sums and the counts made.
+fn second_sums(
+    plan: &Plan,
+    union: &Union,
+    parts: &[SecondPart],
+) -> Result<(Sums, u64), SignificanceError> {
+    let want = plan.part_fingerprint();
+    if union.fingerprint != want {
+        return Err(other_test("union"));
+    }
+    if parts.iter().any(|p| p.fingerprint != want) {
+        return Err(other_test("second-pass part"));
+    }
+    let mut sorted: Vec<&SecondPart> = parts.iter().collect();
+    sorted.sort_by_key(|p| (p.range.start, p.range.end));
+    check_cover(
+        plan,
+        sorted.iter().map(|p| p.range.clone()),
+        "second-pass parts",
+    )?;
+    let u = union.episodes.len();
+    if sorted.iter().any(|p| p.sums.len() != u) {
+        return Err(bad_part(
+            "second-pass part",
+            "its sums do not match the union's size",
+        ));
+    }
+    let sums = sorted
+        .iter()
+        .fold(Sums::zero(u), |acc, p| acc.merge(&p.sums));
+    let counted = union.counted + sorted.iter().map(|p| p.counted).sum::<u64>();
+    Ok((sums, counted))
 }
 
 fn finish_max_t(
@@ -1142,20 +1280,7 @@ fn finish_max_t(
     second: &[SecondPart],
     result: &mut SignificanceResult,
 ) -> Result<(), SignificanceError> {
-    let want = plan.part_fingerprint();
-    if union.fingerprint != want {
-        return Err(other_test("union"));
-    }
-    if second.iter().any(|p| p.fingerprint != want) {
-        return Err(other_test("second-pass part"));
-    }
-    let mut second: Vec<&SecondPart> = second.iter().collect();
-    second.sort_by_key(|p| (p.range.start, p.range.end));
-    check_cover(
-        plan,
-        second.iter().map(|p| p.range.clone()),
-        "second-pass parts",
-    )?;
+    let (sums, counted) = second_sums(plan, union, second)?;
     let (episodes, local_ids) = union_of(plan, first)?;
     if episodes != union.episodes {
         return Err(bad_part(
@@ -1164,16 +1289,7 @@ fn finish_max_t(
         ));
     }
     let u = union.episodes.len();
-    if second.iter().any(|p| p.sums.len() != u) {
-        return Err(bad_part(
-            "second-pass part",
-            "its sums do not match the union's size",
-        ));
-    }
-    let sums = second
-        .iter()
-        .fold(Sums::zero(u), |acc, p| acc.merge(&p.sums));
-    result.candidates_counted += union.counted + second.iter().map(|p| p.counted).sum::<u64>();
+    result.candidates_counted += counted;
     // Every dataset's selection in U's ids: the recording's tested episodes are 0.., then
     // each surrogate's, in surrogate order.
     let data_sel: Vec<(u32, u64)> = plan
@@ -1238,35 +1354,98 @@ fn finish_max_t(
     Ok(())
 }
 
-fn finish_spectrum(plan: &Plan, first: &[&FirstPart], result: &mut SignificanceResult) {
-    let s_count = plan.n_surrogates;
-    let n_all = (s_count + 1) as f64;
-    let max_by_size: Vec<&Vec<u64>> = first.iter().flat_map(|p| &p.max_by_size).collect();
-    let sums = first
-        .iter()
-        .fold(Sums::zero(plan.tested.len()), |acc, p| acc.merge(&p.sums));
-    // Signatures present in the recording, their p-values, BH over them.
-    let mut signatures: Vec<(usize, u64)> =
-        plan.tested.iter().map(|(e, c)| (e.len(), *c)).collect();
-    signatures.sort_unstable();
-    signatures.dedup();
-    let p_sig: Vec<f64> = signatures
-        .iter()
-        .map(|&(k, c)| (1 + max_by_size.iter().filter(|m| m[k] >= c).count()) as f64 / n_all)
-        .collect();
-    let adjusted = benjamini_hochberg(&p_sig);
-    for (j, (episode, count)) in plan.tested.iter().enumerate() {
-        let idx = signatures
-            .binary_search(&(episode.len(), *count))
+/// `spectrum`'s signature test (module documentation of [`super::testing`]): the
+/// signatures (size, count) present in the recording, sorted, with their p-values against
+/// every surrogate's largest counts and their Benjamini–Hochberg adjusted p-values.
+struct SpectrumTest {
+    signatures: Vec<(usize, u64)>,
+    p: Vec<f64>,
+    adjusted: Vec<f64>,
+}
+
+impl SpectrumTest {
+    /// The test from the first passes' parts of `plan` (every range once).
+    fn of(plan: &Plan, first: &[&FirstPart]) -> Self {
+        let n_all = (plan.n_surrogates + 1) as f64;
+        let max_by_size: Vec<&Vec<u64>> = first.iter().flat_map(|p| &p.max_by_size).collect();
+        let mut signatures: Vec<(usize, u64)> =
+            plan.tested.iter().map(|(e, c)| (e.len(), *c)).collect();
+        signatures.sort_unstable();
+        signatures.dedup();
+        let p: Vec<f64> = signatures
+            .iter()
+            .map(|&(k, c)| (1 + max_by_size.iter().filter(|m| m[k] >= c).count()) as f64 / n_all)
+            .collect();
+        let adjusted = benjamini_hochberg(&p);
+        Self {
+            signatures,
+            p,
+            adjusted,
+        }
+    }
+
+    /// The raw and adjusted p-values of the signature of `episode` with `count` (one of the
+    /// plan's tested episodes).
+    fn p_values(&self, episode: &Episode, count: u64) -> (f64, f64) {
+        let i = self
+            .signatures
+            .binary_search(&(episode.len(), count))
             .unwrap_or_default();
+        (self.p[i], self.adjusted[i])
+    }
+
+    /// The plan's tested episodes whose signature is significant, in the plan's order, and
+    /// their counts in the recording.
+    fn significant(&self, plan: &Plan) -> (Vec<Episode>, Vec<u64>) {
+        plan.tested
+            .iter()
+            .filter(|(e, c)| self.p_values(e, *c).1 <= plan.alpha)
+            .map(|(e, c)| (e.clone(), *c))
+            .unzip()
+    }
+}
+
+/// `spectrum`'s tests: with one pass every tested episode, its sums from the first pass;
+/// with two (`significant_only`) the significant episodes, their sums from the second pass.
+fn finish_spectrum(
+    plan: &Plan,
+    first: &[&FirstPart],
+    second: Option<(&Union, &[SecondPart])>,
+    result: &mut SignificanceResult,
+) -> Result<(), SignificanceError> {
+    let s_count = plan.n_surrogates as f64;
+    let test = SpectrumTest::of(plan, first);
+    let (tested, sums): (Vec<(Episode, u64)>, Sums) = match second {
+        Some((union, parts)) => {
+            let (sums, counted) = second_sums(plan, union, parts)?;
+            let (episodes, recording) = test.significant(plan);
+            if episodes != union.episodes || recording != union.recording {
+                return Err(bad_part(
+                    "union",
+                    "it is not the significant episodes of the first-pass parts",
+                ));
+            }
+            result.candidates_counted += counted;
+            (episodes.into_iter().zip(recording).collect(), sums)
+        }
+        None => (
+            plan.tested.clone(),
+            first
+                .iter()
+                .fold(Sums::zero(plan.tested.len()), |acc, p| acc.merge(&p.sums)),
+        ),
+    };
+    for (j, (episode, count)) in tested.into_iter().enumerate() {
+        let p = test.p_values(&episode, count);
         result.tests.push(EpisodeTest::new(
-            episode.clone(),
-            *count,
-            (sums.sum[j] as f64, sums.sumsq[j] as f64, s_count as f64),
-            (p_sig[idx], adjusted[idx]),
+            episode,
+            count,
+            (sums.sum[j] as f64, sums.sumsq[j] as f64, s_count),
+            p,
             plan.alpha,
         ));
     }
+    Ok(())
 }
 
 fn finish_per_episode(
@@ -1412,6 +1591,8 @@ struct PlanWire {
     trials: Option<Vec<(f64, f64)>>,
     test_top: Option<usize>,
     watch: bool,
+    #[serde(default)]
+    significant_only: bool,
     min_count: u64,
     tested: Vec<(EpisodeCode, u64)>,
     counted: u64,
@@ -1572,21 +1753,29 @@ fn other_test(what: &str) -> SignificanceError {
 }
 
 /// FNV-1a, 64 bits: a fingerprint that is the same on every machine and build.
-struct Fnv(u64);
+struct Fnv {
+    state: u64,
+    /// Each interval's text as hashed, by interval (a few per configuration): formatting
+    /// one is far slower than hashing it.
+    names: Vec<(Interval, String)>,
+}
 
 impl Fnv {
     fn new() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
+        Self {
+            state: 0xcbf2_9ce4_8422_2325,
+            names: Vec::new(),
+        }
     }
 
     fn bytes(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+            self.state ^= u64::from(b);
+            self.state = self.state.wrapping_mul(0x0000_0100_0000_01b3);
         }
         // A separator, so that concatenations differ.
-        self.0 ^= 0xff;
-        self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        self.state ^= 0xff;
+        self.state = self.state.wrapping_mul(0x0000_0100_0000_01b3);
     }
 
     fn u64(&mut self, x: u64) {
@@ -1597,7 +1786,16 @@ impl Fnv {
         let (lo, hi) = iv.bits();
         self.u64(lo);
         self.u64(hi);
-        self.bytes(iv.to_string().as_bytes());
+        let i = match self.names.iter().position(|(known, _)| known == iv) {
+            Some(i) => i,
+            None => {
+                self.names.push((*iv, iv.to_string()));
+                self.names.len() - 1
+            }
+        };
+        let name = std::mem::take(&mut self.names[i].1);
+        self.bytes(name.as_bytes());
+        self.names[i].1 = name;
     }
 
     fn episode(&mut self, e: &Episode) {
@@ -1610,7 +1808,7 @@ impl Fnv {
     }
 
     fn finish(&self) -> u64 {
-        self.0
+        self.state
     }
 }
 

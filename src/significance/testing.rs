@@ -162,6 +162,13 @@ pub struct SignificanceConfig {
     pub watch: Option<Vec<Episode>>,
     /// Trials for `trial-shift`.
     pub trials: Option<Trials>,
+    /// Keep only the significant episodes' tests in [`SignificanceResult::tests`]
+    /// ([`SignificanceResult::tested`] still counts every tested episode). The decisions
+    /// are the same either way. For `spectrum` it also saves most of the work: a decision
+    /// there needs only each surrogate's largest count per size, so the surrogates'
+    /// per-episode counts (for `surrogate_mean` and `surrogate_std`) are made in a second
+    /// pass for the significant episodes alone instead of for every tested one.
+    pub significant_only: bool,
 }
 
 impl SignificanceConfig {
@@ -211,6 +218,7 @@ impl SignificanceConfig {
                     test_top: options.test_top,
                     watch: None,
                     trials: None,
+                    significant_only: options.significant_only,
                 },
                 options.significant_only,
             )),
@@ -287,7 +295,11 @@ pub struct SignificanceResult {
     pub correction: Correction,
     /// The seed.
     pub seed: u64,
-    /// Tested episodes, in the recording's report order (watch list: its order).
+    /// The number of episodes tested (every frequent episode of two or more nodes, the
+    /// `--test-top` ones or the watch list).
+    pub tested: usize,
+    /// Tested episodes, in the recording's report order (watch list: its order); with
+    /// [`SignificanceConfig::significant_only`], only the significant ones.
     pub tests: Vec<EpisodeTest>,
     /// `max-t`: each surrogate's maximum statistic `M_s` (−∞ when it had no frequent
     /// episode); empty otherwise. Shape `[S]`.

@@ -138,6 +138,7 @@ pub fn run(args: &PowerArgs) -> Result<()> {
                     test_top: None,
                     watch: None,
                     trials: None,
+                    significant_only: false,
                 };
                 let r = test_episodes(&stream, &config, &data, &sig)?;
                 let ty = |u: usize| stream.alphabet().get(&format!("u{u}"));

@@ -51,6 +51,10 @@ pub struct SignificanceArgs {
     /// stream into follows from it; default 4).
     #[arg(long)]
     mtpe_threads_per_slot: Option<u64>,
+    /// Keep only the significant episodes' tests (`mine --significant-only`): `spectrum` then
+    /// counts only the significant episodes in the surrogates, in a second pass.
+    #[arg(long)]
+    significant_only: bool,
     #[command(flatten)]
     output: OutputArg,
 }
@@ -82,10 +86,15 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
     let mut out = args.output.writer()?;
     writeln!(
         out,
-        "synfire bench significance: {} surrogates ({}), CPU on {} threads",
+        "synfire bench significance: {} surrogates ({}), CPU on {} threads{}",
         args.n_surrogates,
         args.surrogates,
-        rayon::current_num_threads()
+        rayon::current_num_threads(),
+        if args.significant_only {
+            ", significant episodes only"
+        } else {
+            ""
+        }
     )?;
     writeln!(out)?;
     writeln!(
@@ -117,6 +126,7 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
                 test_top: None,
                 watch: None,
                 trials: None,
+                significant_only: args.significant_only,
             };
             let mut reference: Option<SignificanceResult> = None;
             for &device in devices {
@@ -150,7 +160,7 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
                     out,
                     "| {name} | {} | {correction} | {device} | {} | {} | {mining_s:.3} | {testing_s:.3} | {:.2} | {:.3e} |",
                     config.max_level,
-                    r.tests.len(),
+                    r.tested,
                     r.tests.iter().filter(|t| t.stats.significant).count(),
                     args.n_surrogates as f64 / testing_s,
                     r.candidates_counted as f64 / testing_s

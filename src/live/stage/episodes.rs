@@ -181,7 +181,12 @@ impl EpisodeStage {
     /// Tests every window's episodes with `config` (each window's own surrogates); with
     /// `significant_only` a window's result lists only the significant episodes.
     #[must_use]
-    pub fn with_significance(mut self, config: SignificanceConfig, significant_only: bool) -> Self {
+    pub fn with_significance(
+        mut self,
+        mut config: SignificanceConfig,
+        significant_only: bool,
+    ) -> Self {
+        config.significant_only |= significant_only;
         self.significance = Some((config, significant_only));
         self
     }

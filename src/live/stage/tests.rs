@@ -222,6 +222,7 @@ fn episodes_windows_carry_their_significance() {
         test_top: None,
         watch: None,
         trials: None,
+        significant_only: false,
     };
     let mut stage = EpisodeStage::new(config.clone(), DeviceChoice::Cpu, GpuSettings::default())
         .unwrap()
