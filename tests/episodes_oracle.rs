@@ -13,7 +13,8 @@ mod common;
 
 use proptest::prelude::*;
 use synfire::episode::bound::{
-    ReachPath, SuccessorTable, and_count, end_bits, pair_successor_counts, successor_bits,
+    ReachPath, SuccessorTable, and_count, end_bits, pair_end_bits, pair_successor_counts,
+    successor_bits,
 };
 use synfire::episode::mtpe::{Segments, count_mtpe};
 use synfire::episode::{
@@ -329,6 +330,13 @@ proptest! {
             prop_assert_eq!(path.ends(&index, &prefix), prefix_ends.indices(), "reach {:?}", prefix);
             let whole = Ends::of(&index, &ep);
             prop_assert_eq!(path.ends(&index, &ep), whole.indices(), "reach {:?}", ep);
+            // As bit sets (a pair's written straight from its two types), along the same path.
+            for (e, ends) in [(&prefix, &prefix_ends), (&ep, &whole)] {
+                let (mut got, mut want) = (Vec::new(), Vec::new());
+                path.end_bits(&index, e, &mut got);
+                end_bits(ends, index.times(e.types()[e.len() - 1]).len(), &mut want);
+                prop_assert_eq!(got, want, "end bits {:?}", e);
+            }
             let succ = successor_bits(&index, last, iv, x);
             let bound = and_count(&bits, &succ);
             let exact = count_exact(&index, &ep);
@@ -342,6 +350,45 @@ proptest! {
                 prop_assert!(scanned >= exact, "pair bound {} < exact {} for {:?}", scanned, exact, ep);
             }
         }
+    }
+
+    /// A pair's end bits and successor bits equal their definitions when one type has far
+    /// more events than the other (built by binary search from the sparse side) and when
+    /// not (one merge), on a 1 ms grid with ties and delays on the interval edges.
+    #[test]
+    fn pair_bit_sets_equal_their_definitions_sparse_or_not(
+        sparse in prop::collection::vec(0u32..80, 1..6),
+        dense in prop::collection::vec(0u32..80, 1..120),
+        swap in any::<bool>(),
+        iv in 0..INTERVALS.len(),
+    ) {
+        let mut events: Vec<(u32, u32)> = sparse.iter().map(|&t| (t, 0)).chain(dense.iter().map(|&t| (t, 1))).collect();
+        events.sort_unstable();
+        let times: Vec<f64> = events.iter().map(|e| f64::from(e.0) * 0.001).collect();
+        let types: Vec<u32> = events.iter().map(|e| e.1).collect();
+        let stream = build(&times, &types, 2);
+        let index = TypeIndex::new(&stream);
+        let iv = INTERVALS[iv].interval();
+        let (a, x) = if swap { (EventType(1), EventType(0)) } else { (EventType(0), EventType(1)) };
+        let (from, to) = (index.times(a), index.times(x));
+        let low = iv.low_by_time(a < x);
+        let fits = |e: f64, y: f64| y - e > low && y - e <= iv.high();
+        let mut ends = Vec::new();
+        pair_end_bits(&index, a, iv, x, &mut ends);
+        let succ = successor_bits(&index, a, iv, x);
+        for (j, &y) in to.iter().enumerate() {
+            let want = from.iter().any(|&e| fits(e, y));
+            prop_assert_eq!(ends[j / 64] >> (j % 64) & 1 == 1, want, "end {} of {:?}", j, (a, iv, x));
+        }
+        for (i, &e) in from.iter().enumerate() {
+            let want = to.iter().any(|&y| fits(e, y));
+            prop_assert_eq!(succ[i / 64] >> (i % 64) & 1 == 1, want, "successor {} of {:?}", i, (a, iv, x));
+        }
+        // And the ends are those of the pair's occurrences.
+        let pair = Episode::new(vec![a, x], vec![iv]);
+        let mut want = Vec::new();
+        end_bits(&Ends::of(&index, &pair), to.len(), &mut want);
+        prop_assert_eq!(ends, want);
     }
 
     #[test]

@@ -123,6 +123,29 @@ impl ReachPath {
         }
         &self.ends[types.len() - 1]
     }
+
+    /// The bit set of [`ReachPath::ends`] over the last type's events, into `out`: a pair's
+    /// straight from [`pair_end_bits`] (no list of ends, the path left as it was), a longer
+    /// episode's from its ends along the path.
+    pub fn end_bits(
+        &mut self,
+        index: &TypeIndex,
+        episode: &crate::episode::Episode,
+        out: &mut Vec<u64>,
+    ) {
+        let types = episode.types();
+        if let [a, x] = types {
+            pair_end_bits(index, *a, episode.intervals()[0], *x, out);
+            return;
+        }
+        let last = types[types.len() - 1];
+        let n = if last.index() < index.num_types() {
+            index.times(last).len()
+        } else {
+            0
+        };
+        index_bits(self.ends(index, episode), n, out);
+    }
 }
 
 /// One round of join bounds: for each join `(p, q)`, `|Ends(prefixes[p]) ∩ Succ(pairs[q])|`,
@@ -150,14 +173,8 @@ pub fn join_bounds_cpu(index: &TypeIndex, job: &JoinBounds) -> Vec<u64> {
         .prefixes
         .iter()
         .map(|alpha| {
-            let last = alpha.types()[alpha.len() - 1];
-            let n = if last.index() < index.num_types() {
-                index.times(last).len()
-            } else {
-                0
-            };
             let mut bits = Vec::new();
-            index_bits(path.ends(index, alpha), n, &mut bits);
+            path.end_bits(index, alpha, &mut bits);
             bits
         })
         .collect();
@@ -170,6 +187,30 @@ pub fn join_bounds_cpu(index: &TypeIndex, job: &JoinBounds) -> Vec<u64> {
         .iter()
         .map(|&(p, q)| and_count(&ends[p as usize], &succ[q as usize]))
         .collect()
+}
+
+/// How many times more events one side of a pair must have for the bit sets of
+/// [`pair_end_bits`] and [`successor_bits`] to be built from the other side's events by binary
+/// search rather than by one merge of both.
+const SPARSE: usize = 8;
+
+/// Sets bits `start..stop` of `bits` (`stop ≤ 64 × bits.len()`; nothing when `stop ≤ start`).
+fn set_range(bits: &mut [u64], start: usize, stop: usize) {
+    if stop <= start {
+        return;
+    }
+    let (first, last) = (start / 64, (stop - 1) / 64);
+    let head = u64::MAX << (start % 64);
+    let tail = u64::MAX >> (63 - (stop - 1) % 64);
+    if first == last {
+        bits[first] |= head & tail;
+    } else {
+        bits[first] |= head;
+        for w in &mut bits[first + 1..last] {
+            *w = u64::MAX;
+        }
+        bits[last] |= tail;
+    }
 }
 
 /// Words of a bit set over `n` events.
@@ -201,6 +242,18 @@ pub fn successor_bits(index: &TypeIndex, a: EventType, iv: Interval, x: EventTyp
     let to = index.times(x);
     let mut bits = vec![0u64; words_for(from.len())];
     let low = iv.low_by_time(a < x);
+    if to.len() * SPARSE < from.len() {
+        // Few events of `x`: each `y` marks the run of `a` events with
+        // `low < t(y) − t(aᵢ) ≤ high` (the delay falls as `i` grows), found by binary search
+        // from where the last run began.
+        let mut first = 0usize;
+        for &y in to {
+            first += from[first..].partition_point(|&t| y - t > iv.high());
+            let stop = first + from[first..].partition_point(|&t| y - t > low);
+            set_range(&mut bits, first, stop);
+        }
+        return bits;
+    }
     let mut j = 0usize;
     for (i, &t) in from.iter().enumerate() {
         // The first y with delay > low has the smallest such delay (delays grow with y), so
@@ -216,6 +269,52 @@ pub fn successor_bits(index: &TypeIndex, a: EventType, iv: Interval, x: EventTyp
         }
     }
     bits
+}
+
+/// The bit set `Ends(a –iv→ x)` over the events of `x`: bit `j` is set when some event `e` of
+/// `a` has `low < t(xⱼ) − t(e) ≤ high`, the events of `x` that end an occurrence of the pair.
+/// The same set as [`reach_into`] from every event of `a` (the same subtractions, so the same
+/// result in floating point), written straight into bits: for each `xⱼ` only the latest `e`
+/// with a delay above `low` can fit (delays fall as `e` grows), and that `e` only moves
+/// forward with `j`. `O(|a| + |x|)`; `bits` is cleared first, and left empty for a type the
+/// index does not hold.
+pub fn pair_end_bits(
+    index: &TypeIndex,
+    a: EventType,
+    iv: Interval,
+    x: EventType,
+    bits: &mut Vec<u64>,
+) {
+    bits.clear();
+    if a.index() >= index.num_types() || x.index() >= index.num_types() {
+        return;
+    }
+    let from = index.times(a);
+    let to = index.times(x);
+    bits.resize(words_for(to.len()), 0);
+    let low = iv.low_by_time(a < x);
+    if from.len() * SPARSE < to.len() {
+        // Few events of `a`: mark each one's window of `x` events (those with
+        // `low < t(y) − t(e) ≤ high`, a run of indices since the delay grows with `y`),
+        // found by binary search from where the last window began.
+        let mut start = 0usize;
+        for &t in from {
+            start += to[start..].partition_point(|&y| y - t <= low);
+            let stop = start + to[start..].partition_point(|&y| y - t <= iv.high());
+            set_range(bits, start, stop);
+        }
+        return;
+    }
+    // `p`: the number of events of `a` whose delay to the current `xⱼ` exceeds `low`.
+    let mut p = 0usize;
+    for (j, &t) in to.iter().enumerate() {
+        while p < from.len() && t - from[p] > low {
+            p += 1;
+        }
+        if p > 0 && t - from[p - 1] <= iv.high() {
+            bits[j / 64] |= 1 << (j % 64);
+        }
+    }
 }
 
 /// `|ends ∩ succ|`: the successor bound (module documentation) from the two bit sets.

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
-use crate::episode::bound::{PairSlot, ReachPath, SuccessorTable, and_count, index_bits};
+use crate::episode::bound::{PairSlot, ReachPath, SuccessorTable, and_count};
 use crate::episode::count::TypeIndex;
 use crate::episode::model::{Episode, Interval};
 use crate::event::EventType;
@@ -194,9 +194,7 @@ impl<'a> Join<'a> {
                         if partners.is_empty() {
                             continue;
                         }
-                        let last = alpha.types()[alpha.len() - 1];
-                        let ends = path.ends(index, alpha);
-                        index_bits(ends, index.times(last).len(), &mut bits);
+                        path.end_bits(index, alpha, &mut bits);
                         for &j in partners {
                             let fits = slots[j]
                                 .is_none_or(|s| and_count(&bits, table.bits(s)) >= min_count);

@@ -105,8 +105,7 @@
 use std::collections::{BinaryHeap, HashMap};
 
 use crate::episode::bound::{
-    JoinBounds, ReachPath, and_count, index_bits, join_bounds_cpu, pair_successor_counts,
-    successor_bits,
+    JoinBounds, ReachPath, and_count, join_bounds_cpu, pair_successor_counts, successor_bits,
 };
 use crate::episode::candidates::level_one;
 use crate::episode::count::TypeIndex;
@@ -229,9 +228,14 @@ struct Level {
     /// Every episode of this size with a count ≥ `floor` is in `episodes` (`u64::MAX`: none
     /// counted yet).
     floor: u64,
-    /// Indices into `episodes` by prefix (all nodes but the last), for the joins of the next
-    /// size.
-    by_prefix: HashMap<Key, Vec<u32>>,
+    /// Group ids by key: the group of a run of types and gaps holds the indices into
+    /// `episodes` of the episodes with that prefix (all nodes but the last).
+    by_prefix: HashMap<Key, u32>,
+    /// The groups. Shape `[groups][members]`.
+    groups: Vec<Vec<u32>>,
+    /// Per episode, the group of its suffix (all nodes but the first): its join partners
+    /// of the next size, found once rather than hashed again every round. Shape `[episodes]`.
+    partners: Vec<u32>,
     /// The largest count ≥ the minimum count among `episodes`; 0 when none.
     best: u64,
     /// Joins seen but not counted, as (bound, α, β) with α and β indices into the previous
@@ -248,16 +252,26 @@ impl Level {
         }
     }
 
+    /// The group of `key`, made empty when new.
+    fn group(&mut self, key: Key) -> u32 {
+        let next = u32::try_from(self.groups.len()).unwrap_or(u32::MAX);
+        let g = *self.by_prefix.entry(key).or_insert(next);
+        if g == next {
+            self.groups.push(Vec::new());
+        }
+        g
+    }
+
     fn push(&mut self, episode: Episode, count: u64, min_count: u64) {
         let k = episode.len();
         let id = u32::try_from(self.episodes.len()).unwrap_or(u32::MAX);
-        self.by_prefix
-            .entry(key(
-                &episode.types()[..k - 1],
-                &episode.intervals()[..k - 2],
-            ))
-            .or_default()
-            .push(id);
+        let prefix = self.group(key(
+            &episode.types()[..k - 1],
+            &episode.intervals()[..k - 2],
+        ));
+        self.groups[prefix as usize].push(id);
+        let suffix = self.group(key(&episode.types()[1..], &episode.intervals()[1..]));
+        self.partners.push(suffix);
         if count >= min_count {
             self.best = self.best.max(count);
         }
@@ -292,7 +306,13 @@ struct Search<'a> {
     levels: Vec<Level>,
     /// `Succ(a, iv, x)` as bits over the events of `a`, per pair asked for, by
     /// `(a, interval bits, x)`.
-    successors: HashMap<(u32, (u64, u64), u32), Vec<u64>>,
+    successors: HashMap<(u32, (u64, u64), u32), u32>,
+    /// The bit sets `successors` holds ids of. Shape `[pairs][words]`.
+    successor_store: Vec<Vec<u64>>,
+    /// Per size, per counted episode `β` (as in its level's `episodes`), the id in
+    /// `successor_store` of its last pair's successors, `u32::MAX` until asked for (a join's
+    /// last pair is its partner's, so each join looks it up without hashing).
+    successor_of: Vec<Vec<u32>>,
     /// Per size, per counted episode (as in its level's `episodes`), the bit set of the events
     /// ending an occurrence of it, over its last type's events, once asked for.
     ends_bits: Vec<Vec<Option<Vec<u64>>>>,
@@ -330,6 +350,8 @@ impl<'a> Search<'a> {
             },
             levels: (0..=config.max_level).map(|_| Level::new()).collect(),
             successors: HashMap::new(),
+            successor_store: Vec::new(),
+            successor_of: (0..=config.max_level).map(|_| Vec::new()).collect(),
             ends_bits: (0..=config.max_level).map(|_| Vec::new()).collect(),
             counted: 0,
             count_s: 0.0,
@@ -437,17 +459,11 @@ impl<'a> Search<'a> {
     fn examined(&self, k: usize, x: u64, old: u64) -> Vec<(u32, u32, u64)> {
         let prev = &self.levels[k - 1];
         let mut out = Vec::new();
-        for (i, (alpha, &ca)) in prev.episodes.iter().zip(&prev.counts).enumerate() {
+        for (i, (&group, &ca)) in prev.partners.iter().zip(&prev.counts).enumerate() {
             if ca < x {
                 continue;
             }
-            let Some(partners) = prev
-                .by_prefix
-                .get(&key(&alpha.types()[1..], &alpha.intervals()[1..]))
-            else {
-                continue;
-            };
-            for &j in partners {
+            for &j in &prev.groups[group as usize] {
                 let by_counts = ca.min(prev.counts[j as usize]);
                 if by_counts >= x && by_counts < old {
                     out.push((u32::try_from(i).unwrap_or(u32::MAX), j, by_counts));
@@ -520,20 +536,35 @@ impl<'a> Search<'a> {
         let mut path = ReachPath::default();
         let ends_bits = &mut self.ends_bits[k - 1];
         ends_bits.resize_with(prev.episodes.len(), || None);
+        let successor_of = &mut self.successor_of[k - 1];
+        successor_of.resize(prev.episodes.len(), u32::MAX);
         for (i, j, by_counts) in examined {
             let alpha = &prev.episodes[i as usize];
-            let last = alpha.types()[k - 2];
-            let beta = &prev.episodes[j as usize];
-            let (iv, next) = (beta.intervals()[k - 3], beta.types()[k - 2]);
             let bits = ends_bits[i as usize].get_or_insert_with(|| {
                 let mut bits = Vec::new();
-                index_bits(path.ends(index, alpha), index.times(last).len(), &mut bits);
+                path.end_bits(index, alpha, &mut bits);
                 bits
             });
-            let succ = self
-                .successors
-                .entry((last.0, iv.bits(), next.0))
-                .or_insert_with(|| successor_bits(index, last, iv, next));
+            let slot = &mut successor_of[j as usize];
+            if *slot == u32::MAX {
+                // β's last pair `a –iv→ y` starts at α's last type `a` (β's prefix is α's
+                // suffix).
+                let beta = &prev.episodes[j as usize];
+                let (a, iv, y) = (
+                    beta.types()[k - 3],
+                    beta.intervals()[k - 3],
+                    beta.types()[k - 2],
+                );
+                let store = &mut self.successor_store;
+                *slot = *self
+                    .successors
+                    .entry((a.0, iv.bits(), y.0))
+                    .or_insert_with(|| {
+                        store.push(successor_bits(index, a, iv, y));
+                        u32::try_from(store.len() - 1).unwrap_or(u32::MAX)
+                    });
+            }
+            let succ = &self.successor_store[*slot as usize];
             let bound = by_counts.min(and_count(bits, succ));
             if bound >= x {
                 joins.push((i, j));
