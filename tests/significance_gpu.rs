@@ -355,23 +355,11 @@ fn device_join_bounds_equal_the_hosts() {
     ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
 )]
 fn spectrum_significant_only_gives_the_cpu_tests() {
-    use synfire::synth::dense::{DenseParams, generate_dense};
-    use synfire::synth::sym26::Chain;
     if !common::gpu_or_skip("spectrum_significant_only_gives_the_cpu_tests") {
         return;
     }
-    // The recording of tests/significance_split.rs, where this test has significant and
-    // non-significant episodes.
-    let mut p = DenseParams::neuropixels(5);
-    p.units = 20;
-    p.duration_s = 30.0;
-    p.rate_median_hz = 8.0;
-    p.sync_pairs = Vec::new();
-    p.chains = vec![Chain {
-        neurons: vec![0, 1, 2],
-        delay_s: (0.003, 0.004),
-    }];
-    let stream = generate_dense(&p).unwrap().0;
+    // Where this test has significant and non-significant episodes.
+    let stream = common::chain_recording();
     let mut config = MinerConfig::new(
         Interval::parse_list("0-0.005,0.005-0.010").unwrap(),
         Threshold::MinCount(12),

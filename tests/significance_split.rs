@@ -4,6 +4,8 @@
 //! JSON form to a tester of its own (as between the processes of a cluster); malformed,
 //! incomplete or foreign parts are refused with a named error.
 
+mod common;
+
 use std::ops::Range;
 
 use synfire::episode::{Episode, Interval, MinerConfig, MiningResult, Threshold, mine};
@@ -13,21 +15,10 @@ use synfire::significance::{
     Correction, SignificanceConfig, SignificanceError, SignificanceResult, test_episodes,
 };
 use synfire::synth::dense::{DenseParams, generate_dense};
-use synfire::synth::sym26::Chain;
 
-/// 20 units for 30 s, one embedded chain: enough frequent episodes at three levels for every
-/// procedure to have tests, surrogates fast to mine.
+/// The shared test recording (`common::chain_recording`).
 fn recording() -> EventStream {
-    let mut p = DenseParams::neuropixels(5);
-    p.units = 20;
-    p.duration_s = 30.0;
-    p.rate_median_hz = 8.0;
-    p.sync_pairs = Vec::new();
-    p.chains = vec![Chain {
-        neurons: vec![0, 1, 2],
-        delay_s: (0.003, 0.004),
-    }];
-    generate_dense(&p).unwrap().0
+    common::chain_recording()
 }
 
 fn config() -> MinerConfig {
@@ -49,6 +40,17 @@ fn sig(correction: Correction, seed: u64) -> SignificanceConfig {
         trials: None,
         significant_only: false,
     }
+}
+
+/// A tester of `stream` on the CPU.
+fn cpu_tester<'a>(stream: &'a EventStream, cfg: &'a MinerConfig) -> Tester<'a> {
+    Tester::new(
+        stream,
+        cfg,
+        synfire::device::DeviceChoice::Cpu,
+        &Default::default(),
+    )
+    .unwrap()
 }
 
 /// Every f64 of the result by its bits (so that `-0.0` and `0.0` differ, unlike `==`).
@@ -200,13 +202,7 @@ fn incomplete_overlapping_foreign_or_corrupt_parts_are_refused() {
     let cfg = config();
     let data = mine(&stream, &cfg).unwrap();
     let s = sig(Correction::MaxT, 7);
-    let t = Tester::new(
-        &stream,
-        &cfg,
-        synfire::device::DeviceChoice::Cpu,
-        &Default::default(),
-    )
-    .unwrap();
+    let t = cpu_tester(&stream, &cfg);
     let plan = t.plan(&data, &s).unwrap();
     let a = t.first_pass(&plan, 0..5).unwrap();
     let b = t.first_pass(&plan, 5..11).unwrap();
@@ -232,13 +228,7 @@ fn incomplete_overlapping_foreign_or_corrupt_parts_are_refused() {
     shorter.chains = Vec::new();
     shorter.sync_pairs = Vec::new();
     let elsewhere = generate_dense(&shorter).unwrap().0;
-    let t2 = Tester::new(
-        &elsewhere,
-        &cfg,
-        synfire::device::DeviceChoice::Cpu,
-        &Default::default(),
-    )
-    .unwrap();
+    let t2 = cpu_tester(&elsewhere, &cfg);
     let e = t2.first_pass(&plan, 0..5).unwrap_err();
     assert!(e.to_string().contains("another recording"), "{e}");
     // Corrupt JSON: named errors, never a panic.
@@ -278,13 +268,7 @@ fn batches_cover_the_surrogates_once() {
     let stream = recording();
     let cfg = config();
     let data = mine(&stream, &cfg).unwrap();
-    let t = Tester::new(
-        &stream,
-        &cfg,
-        synfire::device::DeviceChoice::Cpu,
-        &Default::default(),
-    )
-    .unwrap();
+    let t = cpu_tester(&stream, &cfg);
     let plan = t.plan(&data, &sig(Correction::MaxT, 1)).unwrap();
     assert_eq!(plan.batches(4), vec![0..4, 4..8, 8..11]);
     assert_eq!(plan.batches(0).len(), 11);
@@ -387,13 +371,7 @@ fn passes_are_checked_for_spectrum() {
     let stream = recording();
     let cfg = config();
     let data = mine(&stream, &cfg).unwrap();
-    let t = Tester::new(
-        &stream,
-        &cfg,
-        synfire::device::DeviceChoice::Cpu,
-        &Default::default(),
-    )
-    .unwrap();
+    let t = cpu_tester(&stream, &cfg);
     let one = t.plan(&data, &sig(Correction::Spectrum, 7)).unwrap();
     assert_eq!(one.passes(), 1);
     let a = t.first_pass(&one, 0..11).unwrap();

@@ -107,7 +107,9 @@ pub struct SignificanceArgs {
     /// Trials for `trial-shift`: FILE with one `start_s,stop_s` per line.
     #[arg(long, value_name = "FILE", requires = "surrogates")]
     trials: Option<PathBuf>,
-    /// List only the significant episodes.
+    /// List only the significant episodes. With `--correction spectrum` this also saves most
+    /// of the work: the surrogates' per-episode counts (for `surrogate_mean` and
+    /// `surrogate_std`) are then made for the significant episodes only.
     #[arg(long, requires = "surrogates")]
     significant_only: bool,
     /// List only closed episodes: none with a frequent one-node-longer extension (at either

@@ -85,3 +85,22 @@ pub const UCR_FIXTURES: [(&str, &str); 4] = [
         "fixtures/ucr/ItalyPowerDemand/ItalyPowerDemand_TEST.ts",
     ),
 ];
+
+/// 20 units for 30 s of the dense generator (seed 5, median rate 8 Hz) with one embedded chain
+/// `u0 → u1 → u2` (delays 3–4 ms): at 0–5 and 5–10 ms and a minimum count of 12, frequent
+/// episodes at three levels, surrogates fast to mine, and a `spectrum` test with significant
+/// and non-significant episodes (`tests/significance_split.rs`, `tests/significance_gpu.rs`).
+pub fn chain_recording() -> synfire::event::EventStream {
+    use synfire::synth::dense::{DenseParams, generate_dense};
+    use synfire::synth::sym26::Chain;
+    let mut p = DenseParams::neuropixels(5);
+    p.units = 20;
+    p.duration_s = 30.0;
+    p.rate_median_hz = 8.0;
+    p.sync_pairs = Vec::new();
+    p.chains = vec![Chain {
+        neurons: vec![0, 1, 2],
+        delay_s: (0.003, 0.004),
+    }];
+    generate_dense(&p).unwrap().0
+}
