@@ -191,6 +191,11 @@ pub fn max_count_by_size(
         min_count = m,
         counted = out.counted,
         counted_by_size = ?search.levels.iter().map(|l| l.episodes.len()).collect::<Vec<_>>(),
+        at_floor_by_size = ?search
+            .levels
+            .iter()
+            .map(|l| l.counts.iter().filter(|&&c| c >= l.floor).count())
+            .collect::<Vec<_>>(),
         floors = ?search.levels.iter().map(|l| l.floor).collect::<Vec<_>>(),
         set_aside = ?search.levels.iter().map(|l| l.pending.len()).collect::<Vec<_>>(),
         active_types = search.pairs.active,
