@@ -13,8 +13,8 @@ mod common;
 
 use proptest::prelude::*;
 use synfire::episode::bound::{
-    ReachPath, SuccessorTable, and_count, end_bits, pair_end_bits, pair_successor_counts,
-    successor_bits,
+    ReachPath, SuccessorTable, and_count, end_bits, pair_count_and_bits, pair_end_bits,
+    pair_successor_counts, successor_bits,
 };
 use synfire::episode::mtpe::{Segments, count_mtpe};
 use synfire::episode::{
@@ -368,7 +368,8 @@ proptest! {
         let types: Vec<u32> = events.iter().map(|e| e.1).collect();
         let stream = build(&times, &types, 2);
         let index = TypeIndex::new(&stream);
-        let iv = INTERVALS[iv].interval();
+        let spec = INTERVALS[iv];
+        let iv = spec.interval();
         let (a, x) = if swap { (EventType(1), EventType(0)) } else { (EventType(0), EventType(1)) };
         let (from, to) = (index.times(a), index.times(x));
         let low = iv.low_by_time(a < x);
@@ -388,7 +389,14 @@ proptest! {
         let pair = Episode::new(vec![a, x], vec![iv]);
         let mut want = Vec::new();
         end_bits(&Ends::of(&index, &pair), to.len(), &mut want);
-        prop_assert_eq!(ends, want);
+        prop_assert_eq!(&ends, &want);
+        // One pass gives the same two bit sets and the pair's exact count.
+        let scan = pair_count_and_bits(&index, a, iv, x);
+        prop_assert_eq!(&scan.ends, &ends);
+        prop_assert_eq!(&scan.succ, &succ);
+        prop_assert_eq!(scan.count, count_exact(&index, &pair), "count of {:?}", (a, iv, x));
+        let named: Vec<u32> = if swap { vec![1, 0] } else { vec![0, 1] };
+        prop_assert_eq!(scan.count, oracle(&times, &types, &named, &[spec]));
     }
 
     #[test]

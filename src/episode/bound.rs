@@ -317,6 +317,86 @@ pub fn pair_end_bits(
     }
 }
 
+/// What one pass over the trains of a pair `a –iv→ x` of distinct types gives
+/// ([`pair_count_and_bits`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PairScan {
+    /// The exact non-overlapped count, occurrences: [`count_pair`](crate::episode::count::count_pair)'s.
+    pub count: u64,
+    /// `Ends(a –iv→ x)` over the events of `x`: [`pair_end_bits`]'s. Shape
+    /// `[⌈|x| / 64⌉]` words.
+    pub ends: Vec<u64>,
+    /// `Succ(a, iv, x)` over the events of `a`: [`successor_bits`]'s. Shape `[⌈|a| / 64⌉]`
+    /// words.
+    pub succ: Vec<u64>,
+}
+
+/// The exact count of the pair `a –iv→ x` and both of its bit sets in one merge of the two
+/// trains, where [`count_pair`](crate::episode::count::count_pair), [`pair_end_bits`] and
+/// [`successor_bits`] take three. For each event `xⱼ` the events of `a` that fit it
+/// (`low < t(xⱼ) − t(e) ≤ high`) are a run `[lo, p)` of indices (delays fall as `e` grows),
+/// and both ends only move forward with `j`: `xⱼ` ends an occurrence when the run is not
+/// empty, the run's events have a successor, and the greedy count (the earliest end first,
+/// Laxman et al. 2007) takes `xⱼ` when the run holds an event after the last counted end.
+/// The same subtractions as the three functions, so the same results in floating point
+/// (`tests/episodes_oracle.rs` checks all three). `O(|a| + |x|)`; empty results for a type
+/// the index does not hold.
+///
+/// The count equals [`count_pair`](crate::episode::count::count_pair)'s for any two types;
+/// the counters use that function for distinct types only (a repeated type is counted from
+/// its ends), and so should a caller.
+#[must_use]
+pub fn pair_count_and_bits(
+    index: &TypeIndex,
+    a: EventType,
+    iv: Interval,
+    x: EventType,
+) -> PairScan {
+    let mut out = PairScan {
+        count: 0,
+        ends: Vec::new(),
+        succ: Vec::new(),
+    };
+    if a.index() >= index.num_types() || x.index() >= index.num_types() {
+        return out;
+    }
+    let from = index.times(a);
+    let to = index.times(x);
+    out.ends.resize(words_for(to.len()), 0);
+    out.succ.resize(words_for(from.len()), 0);
+    let (low, high) = (iv.low_by_time(a < x), iv.high());
+    // `lo`: events of `a` too early for `xⱼ` (delay above `high`); `p`: events with a delay
+    // above `low`; `q`: events at or before the last counted end; `marked`: `succ` is
+    // written below it.
+    let (mut lo, mut p, mut q, mut marked) = (0usize, 0usize, 0usize, 0usize);
+    let mut last_end = f64::NEG_INFINITY;
+    for (j, &t) in to.iter().enumerate() {
+        while p < from.len() && t - from[p] > low {
+            p += 1;
+        }
+        while lo < p && t - from[lo] > high {
+            lo += 1;
+        }
+        if lo == p {
+            continue;
+        }
+        out.ends[j / 64] |= 1 << (j % 64);
+        let start = lo.max(marked);
+        set_range(&mut out.succ, start, p);
+        marked = marked.max(p);
+        if t > last_end {
+            while q < from.len() && from[q] <= last_end {
+                q += 1;
+            }
+            if lo.max(q) < p {
+                out.count += 1;
+                last_end = t;
+            }
+        }
+    }
+    out
+}
+
 /// `|ends ∩ succ|`: the successor bound (module documentation) from the two bit sets.
 #[inline]
 #[must_use]

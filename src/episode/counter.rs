@@ -78,6 +78,16 @@ pub trait Counter: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// Whether this back end counts on the host's cores and counts a pair of distinct types
+    /// exactly with [`count_pair`], so that a caller wanting more from the same pass over the
+    /// two trains may count such pairs itself (the threshold search of
+    /// `significance::spectrum` does, with the join bounds' bit sets:
+    /// [`pair_count_and_bits`](crate::episode::bound::pair_count_and_bits)) and get the
+    /// same counts. `false` for a device counter.
+    fn counts_pairs_on_host(&self) -> bool {
+        false
+    }
+
     /// Whether PreElim (Algorithm 3) costs this back end less than the exact count for
     /// candidates of `level` nodes. Where it does not, the two-pass miner counts that level
     /// exactly in one pass: the same result (PreElim only eliminates), never more work.
@@ -251,6 +261,10 @@ impl Counter for CpuCounter {
     /// events, which reads fewer events than PreElim's merge of all the candidate's types.
     fn preelim_cheaper(&self, _level: usize) -> bool {
         false
+    }
+
+    fn counts_pairs_on_host(&self) -> bool {
+        true
     }
 
     fn count(&self, kind: CountKind, candidates: &[Episode]) -> Result<Vec<u64>, CountError> {

@@ -104,8 +104,11 @@
 
 use std::collections::{BinaryHeap, HashMap};
 
+use rayon::prelude::*;
+
 use crate::episode::bound::{
-    JoinBounds, ReachPath, and_count, join_bounds_cpu, pair_successor_counts, successor_bits,
+    JoinBounds, PairScan, ReachPath, and_count, join_bounds_cpu, pair_count_and_bits,
+    pair_successor_counts, successor_bits,
 };
 use crate::episode::candidates::level_one;
 use crate::episode::count::TypeIndex;
@@ -374,13 +377,18 @@ impl<'a> Search<'a> {
         if x >= old {
             return Ok(());
         }
-        let candidates = if k == 2 {
-            self.pair_candidates(x, old)
+        if k == 2 {
+            let candidates = self.pair_candidates(x, old);
+            if self.counter.counts_pairs_on_host() && !self.counter.has_join_bounds() {
+                self.count_pairs_with_bits(candidates)?;
+            } else {
+                self.count_into(k, candidates)?;
+            }
         } else {
             self.ensure(k - 1, x)?;
-            self.join_candidates(k, x, old)
-        };
-        self.count_into(k, candidates)?;
+            let candidates = self.join_candidates(k, x, old);
+            self.count_into(k, candidates)?;
+        }
         self.levels[k].floor = x;
         Ok(())
     }
@@ -577,6 +585,63 @@ impl<'a> Search<'a> {
                 level.pending.push((bound, i, j));
             }
         }
+    }
+
+    /// Counts the pairs `candidates` into size 2 for a counter that counts pairs on the host
+    /// ([`Counter::counts_pairs_on_host`]): each pair of distinct types here, with its count,
+    /// its end bits and its successor bits from one pass ([`pair_count_and_bits`]; the join
+    /// bounds of size 3 and 4 ask for both), the pairs of a repeated type through the
+    /// counter. The same counts as [`Search::count_into`].
+    fn count_pairs_with_bits(&mut self, candidates: Vec<Episode>) -> Result<(), MineError> {
+        if self.progress.cancelled() {
+            return Err(MineError::Cancelled);
+        }
+        self.counted += candidates.len() as u64;
+        let started = std::time::Instant::now();
+        let index = &self.index;
+        let scans: Vec<Option<PairScan>> = candidates
+            .par_iter()
+            .map(|e| {
+                let (a, x) = (e.types()[0], e.types()[1]);
+                (a != x).then(|| pair_count_and_bits(index, a, e.intervals()[0], x))
+            })
+            .collect();
+        let repeated: Vec<Episode> = candidates
+            .iter()
+            .zip(&scans)
+            .filter(|(_, s)| s.is_none())
+            .map(|(e, _)| e.clone())
+            .collect();
+        let mut repeated = count_batched(self.counter, self.progress, repeated)?.into_iter();
+        self.count_s += started.elapsed().as_secs_f64();
+        for (e, scan) in candidates.into_iter().zip(scans) {
+            let Some(scan) = scan else {
+                let (e, c) = repeated.next().ok_or_else(|| {
+                    MineError::Count(crate::episode::CountError::Backend {
+                        backend: self.counter.name().to_owned(),
+                        message: "fewer counts than pairs of a repeated type".into(),
+                    })
+                })?;
+                self.levels[2].push(e, c, self.min_count);
+                continue;
+            };
+            let (a, iv, x) = (e.types()[0], e.intervals()[0], e.types()[1]);
+            let store = &mut self.successor_store;
+            let id = *self
+                .successors
+                .entry((a.0, iv.bits(), x.0))
+                .or_insert_with(|| {
+                    store.push(scan.succ);
+                    u32::try_from(store.len() - 1).unwrap_or(u32::MAX)
+                });
+            self.levels[2].push(e, scan.count, self.min_count);
+            let n = self.levels[2].episodes.len();
+            self.successor_of[2].resize(n, u32::MAX);
+            self.successor_of[2][n - 1] = id;
+            self.ends_bits[2].resize_with(n, || None);
+            self.ends_bits[2][n - 1] = Some(scan.ends);
+        }
+        Ok(())
     }
 
     /// Counts `candidates` exactly, in the counter's batches, into size `k`.
