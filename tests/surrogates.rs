@@ -97,6 +97,20 @@ proptest! {
         let (t0, t1) = (stream.start(), stream.end());
         let before = trains_of(&stream);
         let after = trains_of(&out);
+        // Some units only: their trains exactly, the others empty.
+        let keep: Vec<bool> = (0..trains.len()).map(|u| (seed >> (u % 64)) & 1 == 1).collect();
+        let some = match sur.generate_units(s, &keep) {
+            Ok(x) => trains_of(&x),
+            Err(e) => {
+                // Refused only when no kept unit has a spike.
+                prop_assert!(trains.iter().zip(&keep).all(|(t, &k)| !k || t.is_empty()), "{}", e);
+                vec![Vec::new(); trains.len()]
+            }
+        };
+        for (u, train) in after.iter().enumerate() {
+            let want: &[f64] = if keep[u] { train } else { &[] };
+            prop_assert_eq!(some.get(u).map_or(&[][..], Vec::as_slice), want, "unit {}", u);
+        }
         for (u, (a, b)) in before.iter().zip(&after).enumerate() {
             prop_assert_eq!(a.len(), b.len(), "unit {} count", u);
             // Trial shifting keeps spikes in their trials instead (checked below).

@@ -259,7 +259,22 @@ impl<'g> Engine<'g> {
             _ => None,
         };
         let Some((slots, job)) = job else {
-            return self.count(&surrogates.generate(s)?, list);
+            // Only the listed episodes' units: the same counts (`generate_units`).
+            let mut keep = vec![false; recording.alphabet().len()];
+            for t in list.iter().flat_map(Episode::types) {
+                if let Some(k) = keep.get_mut(t.index()) {
+                    *k = true;
+                }
+            }
+            return match surrogates.generate_units(s, &keep) {
+                Ok(x) => self.count(&x, list),
+                // No kept unit fires (surrogates keep every unit's spike count): no
+                // occurrences.
+                Err(super::SurrogateError::Stream(crate::event::EventError::Empty)) => {
+                    Ok(vec![0; list.len()])
+                }
+                Err(e) => Err(e.into()),
+            };
         };
         self.counted.fetch_add(list.len() as u64, Ordering::Relaxed);
         let mut slot = Self::slot(slots);

@@ -491,9 +491,38 @@ impl Surrogates {
     /// # Errors
     /// [`SurrogateError::Stream`] if the stream cannot be built (not expected).
     pub fn generate(&self, s: u64) -> Result<EventStream, SurrogateError> {
+        self.generate_some(s, |_| true)
+    }
+
+    /// Surrogate `s` with the trains of the units `keep[u]` only (type indices; a unit past
+    /// the end of `keep` is left out): each kept unit's train is [`Surrogates::generate`]'s,
+    /// the others are empty, over the same alphabet. An episode whose types are all kept has
+    /// the same occurrences, so the same counts, in both streams (occurrences and the
+    /// non-overlapped count read the events of the episode's types only), at the cost of the
+    /// kept units alone: the significance test's second pass counts a few hundred
+    /// significant episodes of a few units in every surrogate.
+    ///
+    /// # Errors
+    /// As [`Surrogates::generate`], and [`SurrogateError::Stream`] with
+    /// [`EventError::Empty`](crate::event::EventError::Empty) when no kept unit has a spike.
+    pub fn generate_units(&self, s: u64, keep: &[bool]) -> Result<EventStream, SurrogateError> {
+        self.generate_some(s, |u| keep.get(u).copied().unwrap_or(false))
+    }
+
+    fn generate_some(
+        &self,
+        s: u64,
+        kept: impl Fn(usize) -> bool + Sync,
+    ) -> Result<EventStream, SurrogateError> {
         let trains: Vec<Vec<f64>> = (0..self.units.len())
             .into_par_iter()
-            .map(|u| self.unit_train(s, u))
+            .map(|u| {
+                if kept(u) {
+                    self.unit_train(s, u)
+                } else {
+                    Vec::new()
+                }
+            })
             .collect();
         let n: usize = trains.iter().map(Vec::len).sum();
         let mut times = Vec::with_capacity(n);
