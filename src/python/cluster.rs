@@ -81,7 +81,7 @@ pub struct Session {
     options: MiningOptions,
     config: MinerConfig,
     settings: GpuSettings,
-    significance: Option<(SignificanceConfig, bool)>,
+    significance: Option<SignificanceConfig>,
     mined: Mutex<Option<MiningResult>>,
 }
 
@@ -159,7 +159,7 @@ impl Session {
         f(&tester).map_err(split_err)
     }
 
-    fn sig(&self) -> PyResult<&(SignificanceConfig, bool)> {
+    fn sig(&self) -> PyResult<&SignificanceConfig> {
         self.significance.as_ref().ok_or_else(|| {
             PyValueError::new_err(format!(
                 "session {}: no `significance` options, so there is nothing to split",
@@ -185,7 +185,10 @@ impl Session {
         tested: Option<&SignificanceResult>,
         outputs: &Outputs,
     ) -> PyResult<(String, Columns)> {
-        let significant_only = self.significance.as_ref().is_some_and(|(_, only)| *only);
+        let significant_only = self
+            .significance
+            .as_ref()
+            .is_some_and(|s| s.significant_only);
         let list = listing(data, tested, tested.is_some() && significant_only, false);
         let report = MineReport::new(&self.input, &self.stream, &self.config, data);
         let mut report = match tested {
@@ -375,7 +378,7 @@ impl Session {
         let out = py.detach(|| -> PyResult<(String, Columns)> {
             let data = self.data(engine)?;
             let tested = match &self.significance {
-                Some((sig, _)) => Some(self.with_tester(engine, |t| t.run(&data, sig))?),
+                Some(sig) => Some(self.with_tester(engine, |t| t.run(&data, sig))?),
                 None => None,
             };
             self.report(&data, tested.as_ref(), &outputs)
@@ -393,7 +396,7 @@ impl Session {
         py: Python<'py>,
         engine: &Engine,
     ) -> PyResult<(Bound<'py, PyBytes>, usize, usize)> {
-        let (sig, _) = self.sig()?;
+        let sig = self.sig()?;
         let (json, n, passes) = py.detach(|| -> PyResult<(String, usize, usize)> {
             let data = self.data(engine)?;
             let plan = self.with_tester(engine, |t| t.plan(&data, sig))?;
@@ -488,7 +491,7 @@ impl Session {
         nwb_output: Option<PathBuf>,
         json_output: Option<PathBuf>,
     ) -> PyResult<(String, Bound<'py, PyDict>)> {
-        let (sig, _) = self.sig()?;
+        let sig = self.sig()?;
         let outputs = Outputs {
             nwb: nwb_output,
             json: json_output,

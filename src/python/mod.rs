@@ -240,7 +240,7 @@ pub(crate) fn resolve(
     MiningOptions,
     crate::episode::MinerConfig,
     crate::episode::GpuSettings,
-    Option<(SignificanceConfig, bool)>,
+    Option<SignificanceConfig>,
 )> {
     let options = options(options_json)?;
     let (config, settings) = options.resolve().map_err(|errors| {
@@ -287,7 +287,7 @@ fn mine_stream<'py>(
             .map_err(|e| err(&e))?;
         let report = MineReport::new(&input, &stream, &config, &result);
         let tested = match &significance {
-            Some((sig, _)) => Some(
+            Some(sig) => Some(
                 Tester::new(&stream, &config, device, &settings)
                     .map(|t| t.cancel_on(worker_cancel.clone()))
                     .and_then(|t| t.run(&result, sig))
@@ -296,9 +296,7 @@ fn mine_stream<'py>(
             None => None,
         };
         let list = match (&significance, &tested) {
-            (Some((_, significant_only)), Some(t)) => {
-                Some(listing(&result, Some(t), *significant_only, false))
-            }
+            (Some(sig), Some(t)) => Some(listing(&result, Some(t), sig.significant_only, false)),
             _ => None,
         };
         let mut report = match (&list, &tested) {

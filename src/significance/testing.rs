@@ -172,15 +172,15 @@ pub struct SignificanceConfig {
 }
 
 impl SignificanceConfig {
-    /// The configuration an episodes stage's `significance` options describe, and whether
-    /// only the significant episodes are kept.
+    /// The configuration an episodes stage's `significance` options describe (only the
+    /// significant episodes kept when its `significant_only` is set).
     ///
     /// # Errors
     /// Every invalid option as `(field, message)`: an unknown surrogate method or correction,
     /// no surrogates, `alpha` outside (0, 1), `trial-shift` (a live window has no trials).
     pub fn from_options(
         options: &crate::episode::SignificanceOptions,
-    ) -> Result<(Self, bool), Vec<(String, String)>> {
+    ) -> Result<Self, Vec<(String, String)>> {
         let mut errors = Vec::new();
         let method = options
             .surrogates
@@ -208,20 +208,17 @@ impl SignificanceConfig {
             ));
         }
         match (method, correction) {
-            (Some(method), Some(correction)) if errors.is_empty() => Ok((
-                Self {
-                    method,
-                    n_surrogates: options.n_surrogates,
-                    alpha: options.alpha,
-                    correction,
-                    seed: options.seed,
-                    test_top: options.test_top,
-                    watch: None,
-                    trials: None,
-                    significant_only: options.significant_only,
-                },
-                options.significant_only,
-            )),
+            (Some(method), Some(correction)) if errors.is_empty() => Ok(Self {
+                method,
+                n_surrogates: options.n_surrogates,
+                alpha: options.alpha,
+                correction,
+                seed: options.seed,
+                test_top: options.test_top,
+                watch: None,
+                trials: None,
+                significant_only: options.significant_only,
+            }),
             _ => Err(errors),
         }
     }

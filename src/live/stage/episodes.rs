@@ -87,15 +87,15 @@ struct EpisodesBuilder {
     config: MinerConfig,
     device: DeviceChoice,
     settings: GpuSettings,
-    /// The test and whether only significant episodes are kept.
-    significance: Option<(SignificanceConfig, bool)>,
+    /// The test (only significant episodes kept when its `significant_only` is set).
+    significance: Option<SignificanceConfig>,
 }
 
 impl StageBuilder for EpisodesBuilder {
     fn build(&self) -> Result<Box<dyn AnyStage>, StageError> {
         let mut stage = EpisodeStage::new(self.config.clone(), self.device, self.settings.clone())?;
-        if let Some((sig, significant_only)) = &self.significance {
-            stage = stage.with_significance(sig.clone(), *significant_only);
+        if let Some(sig) = &self.significance {
+            stage = stage.with_significance(sig.clone());
         }
         Ok(Box::new(stage))
     }
@@ -135,7 +135,7 @@ pub struct EpisodeStage {
     /// The previous window's (or preview's) chains of occurrence ends (CPU counting only).
     chains: ChainCache,
     /// The significance test of each window and whether only significant episodes are kept.
-    significance: Option<(SignificanceConfig, bool)>,
+    significance: Option<SignificanceConfig>,
 }
 
 impl std::fmt::Debug for EpisodeStage {
@@ -179,15 +179,10 @@ impl EpisodeStage {
     }
 
     /// Tests every window's episodes with `config` (each window's own surrogates); with
-    /// `significant_only` a window's result lists only the significant episodes.
+    /// its `significant_only` a window's result lists only the significant episodes.
     #[must_use]
-    pub fn with_significance(
-        mut self,
-        mut config: SignificanceConfig,
-        significant_only: bool,
-    ) -> Self {
-        config.significant_only |= significant_only;
-        self.significance = Some((config, significant_only));
+    pub fn with_significance(mut self, config: SignificanceConfig) -> Self {
+        self.significance = Some(config);
         self
     }
 
@@ -261,7 +256,7 @@ impl Stage for EpisodeStage {
         let (significance, episodes) = match &self.significance {
             // A truncated window would be tested against surrogates mined to a different
             // depth: it is reported untested (its `truncated` says why).
-            Some((sig, significant_only)) if result.truncated.is_none() => {
+            Some(sig) if result.truncated.is_none() => {
                 // On the stage's GPU when it counts there (reloaded with the window after).
                 let tested = match &mut self.gpu {
                     Some(gpu) => {
@@ -272,7 +267,7 @@ impl Stage for EpisodeStage {
                     }
                     None => test_episodes(&stream, &self.config, &result, sig)?,
                 };
-                let list = listing(&result, Some(&tested), *significant_only, false);
+                let list = listing(&result, Some(&tested), sig.significant_only, false);
                 let report = report.annotated(Some(&tested), &list);
                 (report.significance, report.episodes)
             }

@@ -226,7 +226,7 @@ fn episodes_windows_carry_their_significance() {
     };
     let mut stage = EpisodeStage::new(config.clone(), DeviceChoice::Cpu, GpuSettings::default())
         .unwrap()
-        .with_significance(sig.clone(), false);
+        .with_significance(sig.clone());
     let got = lines(&mut stage, vec![spike_window()]);
     let keys = &got[0].0;
     for k in [
@@ -261,7 +261,10 @@ fn episodes_windows_carry_their_significance() {
     // `significant_only` keeps only those.
     let mut only = EpisodeStage::new(config, DeviceChoice::Cpu, GpuSettings::default())
         .unwrap()
-        .with_significance(sig, true);
+        .with_significance(SignificanceConfig {
+            significant_only: true,
+            ..sig
+        });
     let kept = lines(&mut only, vec![spike_window()]);
     let episodes = &kept[0].1.result.as_ref().unwrap().episodes;
     assert!(!episodes.is_empty());
