@@ -74,8 +74,11 @@
 //!
 //! When `M_k = 0` no larger size has a frequent episode (its prefix would be one) and the
 //! search stops. Every count is the counter's exact count (through [`Counter`], in batches of
-//! [`Counter::preferred_batch`], so a GPU counter counts them), and every skipped episode is
-//! skipped by one of the bounds above, so the result equals full mining's. A counter that
+//! [`Counter::preferred_batch`], so a GPU counter counts them), or, for a counter that counts
+//! pairs of distinct types on the host with [`count_pair`](crate::episode::count_pair)
+//! ([`Counter::counts_pairs_on_host`]: the CPU's), the same count made by the search together
+//! with the pair's two bit sets ([`pair_count_and_bits`]); every skipped episode is skipped
+//! by one of the bounds above, so the result equals full mining's. A counter that
 //! computes join bounds where it holds the stream ([`Counter::join_bounds`]: a GPU counter,
 //! `kernels/bounds.cu`) gets each round's examined joins as one
 //! [`JoinBounds`] job and returns the same numbers as

@@ -41,7 +41,7 @@ pub struct EpisodesArgs {
     /// The real session (NWB) benchmarked beside Sym26.
     #[arg(long, default_value = "fixtures/spikes/A2929-200711/A2929-200711.nwb")]
     fixture: PathBuf,
-    /// Only the multi-GPU scaling (two-pass, all levels, 1 GPU against all): one line per
+    /// Only the multi-GPU scaling (two-pass, all levels, on 1, 2, 4, … GPUs and all): one line per
     /// exact algorithm and MTPE threads-per-slot setting of `--scaling-sweep`, no CPU columns.
     #[arg(long)]
     scaling: bool,
@@ -275,7 +275,7 @@ fn time_median(repeat: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> 
 /// (wall time of the counter calls: candidate upload, kernels, readback); the two-pass kernel
 /// time from CUDA events; speedups. Every GPU count is checked against the CPU first.
 /// `--scaling`: two-pass counting of every level (candidates and survivors from the CPU
-/// reference mining) on the first GPU alone and on all, per exact algorithm and MTPE
+/// reference mining) on the first 1, 2, 4, … GPUs and on all, per exact algorithm and MTPE
 /// threads-per-slot setting, side by side; every GPU count is checked against the CPU first.
 fn scaling_table(
     out: &mut dyn Write,
@@ -307,19 +307,33 @@ fn scaling_table(
                 Ok((cands, survivors, exact))
             })
             .collect::<Result<_>>()?;
-    let single = GpuCounter::new(stream, &config.intervals, &ordinals[..1])?;
-    let all = GpuCounter::new(stream, &config.intervals, &ordinals)?;
+    // 1, 2, 4, … GPUs, and all of them.
+    let mut sizes: Vec<usize> = std::iter::successors(Some(1usize), |n| Some(n * 2))
+        .take_while(|&n| n < ordinals.len())
+        .collect();
+    sizes.push(ordinals.len());
+    let counters: Vec<GpuCounter> = sizes
+        .iter()
+        .map(|&n| GpuCounter::new(stream, &config.intervals, &ordinals[..n]))
+        .collect::<Result<_, _>>()?;
     writeln!(
         out,
-        "multi-GPU scaling, two-pass, all levels ({} levels), 1 GPU against {}; median of {repeat}",
+        "multi-GPU scaling, two-pass, all levels ({} levels), on {} GPUs; median of {repeat}",
         passes.len(),
-        ordinals.len()
+        sizes
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
     )?;
-    writeln!(
-        out,
-        "{:>8} {:>6} {:>10} {:>10} {:>8}",
-        "exact", "mtpe_k", "1 GPU s", "all s", "scaling"
-    )?;
+    let mut header = format!("{:>8} {:>6}", "exact", "mtpe_k");
+    for &n in &sizes {
+        header += &format!(" {:>10}", format!("{n} GPU s"));
+    }
+    for &n in &sizes[1..] {
+        header += &format!(" {:>9}", format!("{n}:1"));
+    }
+    writeln!(out, "{header}")?;
     let sweep = args
         .scaling_sweep
         .clone()
@@ -330,8 +344,8 @@ fn scaling_table(
         ExactAlgorithm::Mtpe,
     ] {
         for &k in &sweep {
-            let mut times = [0.0f64; 2];
-            for (slot, c) in [&single, &all].into_iter().enumerate() {
+            let mut times = vec![0.0f64; counters.len()];
+            for (slot, c) in counters.iter().enumerate() {
                 c.set_exact_algorithm(algorithm);
                 c.set_mtpe_threads_per_slot(k);
                 for (cands, survivors, exact) in &passes {
@@ -346,15 +360,14 @@ fn scaling_table(
                     })?;
                 }
             }
-            writeln!(
-                out,
-                "{:>8} {:>6} {:>10.4} {:>10.4} {:>7.2}x",
-                format!("{algorithm:?}").to_lowercase(),
-                k,
-                times[0],
-                times[1],
-                times[0] / times[1]
-            )?;
+            let mut line = format!("{:>8} {k:>6}", format!("{algorithm:?}").to_lowercase());
+            for t in &times {
+                line += &format!(" {t:>10.4}");
+            }
+            for t in &times[1..] {
+                line += &format!(" {:>8.2}x", times[0] / t);
+            }
+            writeln!(out, "{line}")?;
         }
     }
     Ok(())
