@@ -504,7 +504,7 @@ impl Surrogates {
     ///
     /// # Errors
     /// As [`Surrogates::generate`], and [`SurrogateError::Stream`] with
-    /// [`EventError::Empty`](crate::event::EventError::Empty) when no kept unit has a spike.
+    /// [`EventError::Empty`] when no kept unit has a spike.
     pub fn generate_units(&self, s: u64, keep: &[bool]) -> Result<EventStream, SurrogateError> {
         self.generate_some(s, |u| keep.get(u).copied().unwrap_or(false))
     }
