@@ -594,40 +594,25 @@ impl<'a> Search<'a> {
     /// ([`Counter::counts_pairs_on_host`]): each pair of distinct types here, with its count,
     /// its end bits and its successor bits from one pass ([`pair_count_and_bits`]; the join
     /// bounds of size 3 and 4 ask for both), the pairs of a repeated type through the
-    /// counter. The same counts as [`Search::count_into`].
+    /// counter first. The same counts as [`Search::count_into`] (the level's order of
+    /// episodes differs, which nothing depends on).
     fn count_pairs_with_bits(&mut self, candidates: Vec<Episode>) -> Result<(), MineError> {
+        let (scanned, repeated): (Vec<Episode>, Vec<Episode>) = candidates
+            .into_iter()
+            .partition(|e| e.types()[0] != e.types()[1]);
+        self.count_into(2, repeated)?;
         if self.progress.cancelled() {
             return Err(MineError::Cancelled);
         }
-        self.counted += candidates.len() as u64;
+        self.counted += scanned.len() as u64;
         let started = std::time::Instant::now();
         let index = &self.index;
-        let scans: Vec<Option<PairScan>> = candidates
+        let scans: Vec<PairScan> = scanned
             .par_iter()
-            .map(|e| {
-                let (a, x) = (e.types()[0], e.types()[1]);
-                (a != x).then(|| pair_count_and_bits(index, a, e.intervals()[0], x))
-            })
+            .map(|e| pair_count_and_bits(index, e.types()[0], e.intervals()[0], e.types()[1]))
             .collect();
-        let repeated: Vec<Episode> = candidates
-            .iter()
-            .zip(&scans)
-            .filter(|(_, s)| s.is_none())
-            .map(|(e, _)| e.clone())
-            .collect();
-        let mut repeated = count_batched(self.counter, self.progress, repeated)?.into_iter();
         self.count_s += started.elapsed().as_secs_f64();
-        for (e, scan) in candidates.into_iter().zip(scans) {
-            let Some(scan) = scan else {
-                let (e, c) = repeated.next().ok_or_else(|| {
-                    MineError::Count(crate::episode::CountError::Backend {
-                        backend: self.counter.name().to_owned(),
-                        message: "fewer counts than pairs of a repeated type".into(),
-                    })
-                })?;
-                self.levels[2].push(e, c, self.min_count);
-                continue;
-            };
+        for (e, scan) in scanned.into_iter().zip(scans) {
             let (a, iv, x) = (e.types()[0], e.intervals()[0], e.types()[1]);
             let store = &mut self.successor_store;
             let id = *self
