@@ -43,6 +43,7 @@ fn main() -> Result<()> {
         watch: None,
         trials: None,
         significant_only: false,
+        sample_split: None,
     };
     let outcome = test_episodes(&stream, &config, &result, &test)?;
     let significant: Vec<_> = outcome

@@ -96,6 +96,7 @@ fn json_carries_the_library_s_tests_with_the_documented_names() {
             watch: None,
             trials: None,
             significant_only: false,
+            sample_split: None,
         },
     )
     .unwrap();
@@ -329,6 +330,21 @@ fn bad_significance_options_name_the_option() {
             "unknown correction",
         ),
         (vec!["--n-surrogates", "10"], "--surrogates"),
+        (
+            vec!["--surrogates", "dither", "--sample-split", "1.5"],
+            "`--sample-split 1.5`: the fraction must be strictly between 0 and 1",
+        ),
+        (
+            vec![
+                "--surrogates",
+                "dither",
+                "--correction",
+                "spectrum",
+                "--sample-split",
+                "0.5",
+            ],
+            "`--sample-split` works with `--correction max-t` only",
+        ),
     ] {
         let out = mine_level2(&extra);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -336,6 +352,98 @@ fn bad_significance_options_name_the_option() {
         assert!(err.contains(needle), "{extra:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+/// `--sample-split`: the JSON document carries the split and every tested episode's
+/// `test_count`, equal to the library's sample-split test; the text output says how the
+/// family was chosen and shows `test_count` on each tested line.
+#[test]
+fn sample_split_is_carried_to_json_and_text() {
+    let mut extra: Vec<&str> = SIG.to_vec();
+    extra.extend(["--sample-split", "0.5", "--test-top", "10"]);
+    let doc = run_json(&extra);
+    let sig = &doc["significance"];
+    let split = &sig["sample_split"];
+    assert_eq!(split["fraction"], 0.5);
+    assert_eq!(split["family"], sig["tested"]);
+    let stream = synfire::read_spikes(&fixture(A2929), Ordering::RequireSorted).unwrap();
+    let mut cfg = MinerConfig::new(
+        Interval::parse_list(INTERVALS).unwrap(),
+        Threshold::MinCount(300),
+    );
+    cfg.max_level = 3;
+    let data = mine(&stream, &cfg).unwrap();
+    let lib = test_episodes(
+        &stream,
+        &cfg,
+        &data,
+        &SignificanceConfig {
+            method: "dither:0.01".parse().unwrap(),
+            n_surrogates: 19,
+            alpha: 0.1,
+            correction: Correction::MaxT,
+            seed: 0,
+            test_top: Some(10),
+            watch: None,
+            trials: None,
+            significant_only: false,
+            sample_split: Some(0.5),
+        },
+    )
+    .unwrap();
+    let summary = lib.sample_split.as_ref().unwrap();
+    assert_eq!(split["screened"], summary.screened);
+    assert_eq!(split["test_events"], summary.test_events);
+    assert_eq!(
+        summary.selection_events + summary.test_events,
+        stream.len(),
+        "the parts hold every event once"
+    );
+    assert!(summary.screened > 10, "A2929 screens more than the family");
+    assert_eq!(summary.screen_surrogates, 10, "so the family was ranked");
+    assert_eq!(lib.tests.len(), 10);
+    let tested: Vec<&Value> = doc["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e.get("p_value").is_some())
+        .collect();
+    assert_eq!(tested.len(), 10, "every family episode is listed");
+    for e in &tested {
+        let t = lib
+            .tests
+            .iter()
+            .find(|t| {
+                let types: Vec<u64> = t.episode.types().iter().map(|x| u64::from(x.0)).collect();
+                let ivs: Vec<[f64; 2]> = t
+                    .episode
+                    .intervals()
+                    .iter()
+                    .map(|iv| [iv.low(), iv.high()])
+                    .collect();
+                let json_types: Vec<u64> = e["types"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_u64().unwrap())
+                    .collect();
+                let json_ivs: Vec<[f64; 2]> =
+                    serde_json::from_value(e["intervals_s"].clone()).unwrap();
+                types == json_types && ivs == json_ivs
+            })
+            .unwrap_or_else(|| panic!("{e} is not among the library's tests"));
+        assert_eq!(e["test_count"], t.count);
+        assert!(
+            e["count"].as_u64().unwrap() >= t.count,
+            "the whole recording's count is at least the test part's: {e}"
+        );
+        assert_eq!(e["significant"], t.stats.significant);
+    }
+    let out = mine_a2929("3", &extra);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("# sample split at "), "{text}");
+    assert_eq!(text.matches(" | test_count ").count(), 10, "{text}");
 }
 
 /// `synfire bench significance` prints one row per workload and procedure, its tested count

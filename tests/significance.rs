@@ -14,7 +14,7 @@ use synfire::episode::{
     CountKind, Counter, CpuCounter, Episode, Interval, MinerConfig, Threshold, mine,
 };
 use synfire::event::{EventStream, EventType};
-use synfire::significance::{Correction, SignificanceConfig, test_episodes};
+use synfire::significance::{Correction, SignificanceConfig, listing, test_episodes};
 use synfire::synth::dense::{DenseParams, generate_dense};
 use synfire::synth::sym26::Chain;
 
@@ -72,6 +72,18 @@ fn calibrate(
     surrogates: usize,
     alpha: f64,
 ) -> Calibration {
+    calibrate_split(correction, method, fast, runs, surrogates, alpha, None)
+}
+
+fn calibrate_split(
+    correction: Correction,
+    method: &str,
+    fast: bool,
+    runs: u64,
+    surrogates: usize,
+    alpha: f64,
+    sample_split: Option<f64>,
+) -> Calibration {
     let mut out = Calibration {
         runs,
         any_discovery: 0,
@@ -91,8 +103,20 @@ fn calibrate(
             watch: None,
             trials: None,
             significant_only: false,
+            sample_split,
         };
         let r = test_episodes(&stream, &cfg, &data, &sig).unwrap();
+        if sample_split.is_some() {
+            // Every tested episode is frequent in the whole recording (a count never falls
+            // when events are appended), so the listing shows its test.
+            let listed = listing(&data, Some(&r), false, false);
+            assert_eq!(
+                listed.tests.iter().flatten().count(),
+                r.tests.len(),
+                "seed {seed}: tested episodes missing from the recording's frequent ones"
+            );
+            assert!(r.tests.iter().all(|t| t.stats.test_count == Some(t.count)));
+        }
         out.tested += r.tests.len();
         if r.tests.iter().any(|t| t.stats.significant) {
             out.any_discovery += 1;
@@ -126,6 +150,19 @@ fn max_t_controls_the_family_wise_error_on_independent_trains() {
             c.any_discovery, c.runs, c.tested
         );
         assert_calibrated(&format!("max-t {method}"), &c, alpha);
+    }
+}
+
+#[test]
+fn sample_split_max_t_controls_the_family_wise_error_on_independent_trains() {
+    let alpha = 0.1;
+    for (fast, method) in [(false, "dither:0.01"), (true, "isi-dither:0.01")] {
+        let c = calibrate_split(Correction::MaxT, method, fast, 40, 19, alpha, Some(0.5));
+        eprintln!(
+            "max-t sample split {method} fast={fast}: {} of {} runs, {} tests",
+            c.any_discovery, c.runs, c.tested
+        );
+        assert_calibrated(&format!("max-t sample split {method}"), &c, alpha);
     }
 }
 
@@ -173,6 +210,7 @@ fn holm_bonferroni_and_fdr_bh_are_calibrated_on_independent_trains() {
                 watch: Some(watch_list(&stream)),
                 trials: None,
                 significant_only: false,
+                sample_split: None,
             };
             let r = test_episodes(&stream, &cfg, &data, &sig).unwrap();
             // Enough surrogates for the smallest p-value to pass α/m: the check can fail.
@@ -206,9 +244,23 @@ fn no_correction_is_not_calibrated_so_the_check_can_fail() {
 /// `max-t` (α = 0.05, 199 surrogates); episodes of units outside the chains are not.
 #[test]
 fn max_t_finds_embedded_chains_among_slow_and_fast_units() {
+    assert_chains_found(None, 60.0);
+}
+
+/// The same with sample splitting (the family selected on the first half, tested on the
+/// second), on a recording twice as long: each half is as long as the recording above.
+#[test]
+fn sample_split_max_t_finds_embedded_chains_among_slow_and_fast_units() {
+    assert_chains_found(Some(0.5), 120.0);
+}
+
+/// `max-t` (mined selection, or sample splitting at `sample_split`) finds the dense
+/// generator's chains among slow and fast units in `duration_s` seconds, and nothing without
+/// two units of one chain.
+fn assert_chains_found(sample_split: Option<f64>, duration_s: f64) {
     let mut p = DenseParams::neuropixels(3);
     p.units = 24;
-    p.duration_s = 60.0;
+    p.duration_s = duration_s;
     p.rate_median_hz = 6.0;
     p.rate_sigma = 0.8;
     p.rate_range_hz = (0.5, 40.0);
@@ -251,6 +303,7 @@ fn max_t_finds_embedded_chains_among_slow_and_fast_units() {
         watch: None,
         trials: None,
         significant_only: false,
+        sample_split,
     };
     let r = test_episodes(&stream, &cfg, &data, &sig).unwrap();
     let ty = |u: usize| stream.alphabet().get(&format!("u{u}")).unwrap();

@@ -68,10 +68,13 @@ fn gpu_surrogates_give_the_cpu_p_values() {
     );
     config.max_level = 3;
     let data = mine(&stream, &config).unwrap();
-    for (method, correction) in [
-        ("dither:0.015", Correction::MaxT),
-        ("isi-dither:0.015", Correction::Spectrum),
-        ("shift:0.5", Correction::Holm),
+    for (method, correction, sample_split) in [
+        ("dither:0.015", Correction::MaxT, None),
+        ("isi-dither:0.015", Correction::Spectrum, None),
+        ("shift:0.5", Correction::Holm, None),
+        // Sample splitting: the selection part's screening surrogates and the test part's
+        // surrogates, both generated on the devices from the part each counter holds.
+        ("dither:0.015", Correction::MaxT, Some(0.5)),
     ] {
         let sig = SignificanceConfig {
             method: method.parse().unwrap(),
@@ -83,6 +86,7 @@ fn gpu_surrogates_give_the_cpu_p_values() {
             watch: None,
             trials: None,
             significant_only: false,
+            sample_split,
         };
         let cpu = test_episodes(&stream, &config, &data, &sig).unwrap();
         let gpu = test_episodes_on(
@@ -224,6 +228,7 @@ fn split_phases_on_warm_gpu_counters_give_the_cpu_p_values() {
             watch: None,
             trials: None,
             significant_only: false,
+            sample_split: None,
         };
         let cpu = test_episodes(&stream, &config, &data, &sig).unwrap();
         let gpus = warm
@@ -376,6 +381,7 @@ fn spectrum_significant_only_gives_the_cpu_tests() {
         watch: None,
         trials: None,
         significant_only: true,
+        sample_split: None,
     };
     let cpu = test_episodes(&stream, &config, &data, &sig).unwrap();
     assert!(

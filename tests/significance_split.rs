@@ -39,6 +39,7 @@ fn sig(correction: Correction, seed: u64) -> SignificanceConfig {
         watch: None,
         trials: None,
         significant_only: false,
+        sample_split: None,
     }
 }
 

@@ -102,6 +102,7 @@ fn a_jittered_duplicate_unit_is_a_significant_lag0_pair() {
         watch: None,
         trials: None,
         significant_only: false,
+        sample_split: None,
     };
     let result = test_episodes(&stream, &config, &data, &sig).unwrap();
     let find = |e: &Episode| {

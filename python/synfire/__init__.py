@@ -48,7 +48,9 @@ class MiningResult:
             text notation, ``"(4,6]ms"`` or ``"[0,0.2]ms"``), ``count`` (int), and with a
             significance test ``surrogate_mean``, ``surrogate_std``, ``statistic``,
             ``p_value``, ``p_adjusted`` (NaN where not tested), ``significant`` (nullable
-            boolean, NA where not tested).
+            boolean, NA where not tested), and with ``sample_split`` ``test_count`` (the
+            count in the test part, which the test compares with its surrogates; nullable
+            integer, NA where not tested).
         levels: one row per level: ``level``, ``candidates``, ``removed_by_bounds``,
             ``eliminated_by_preelim``, ``frequent``, ``seconds``.
         min_count: the minimum count the threshold resolved to.
@@ -453,7 +455,10 @@ def mine(
             without ``params.py`` also its sampling rate).
         significance: test the episodes against surrogates: a dict with ``surrogates``
             (``"dither:0.015"``, ...) and optionally ``n_surrogates`` (default 19), ``alpha``,
-            ``correction`` (``"max-t"``, ...), ``seed``, ``test_top``, ``significant_only``.
+            ``correction`` (``"max-t"``, ...), ``seed``, ``test_top``, ``significant_only``,
+            ``sample_split`` (a fraction in (0, 1): ``max-t`` with the family selected on
+            that leading part of the recording and tested on the rest, as
+            ``--sample-split``).
         occurrences: also return every listed episode's non-overlapped occurrences
             (:attr:`MiningResult.occurrences`; ``--occurrences``).
         progress: the levels' progress, as the command line's bar: None (default) draws it
@@ -575,6 +580,8 @@ def _result(doc: dict, cols: dict, occ: dict | None = None) -> MiningResult:
         significant = pd.array(cols["significant"], dtype="boolean")
         significant[~tested] = pd.NA
         columns["significant"] = significant
+        if doc["significance"].get("sample_split") is not None:
+            columns["test_count"] = pd.Series(cols["test_count"]).astype("Int64").to_numpy()
     episodes = pd.DataFrame(columns)
     levels = pd.DataFrame(doc["levels"])
     occurrences = None

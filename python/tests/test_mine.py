@@ -111,6 +111,32 @@ def test_lag0_intervals_in_samples_and_significance_columns():
     assert got == want
 
 
+def test_sample_split_gives_test_counts_as_the_command_line():
+    """``sample_split``: the family's test counts and p-values equal ``--sample-split``'s."""
+    sig = {"surrogates": "dither:0.01", "n_surrogates": 9, "seed": 3, "sample_split": 0.5,
+           "test_top": 10}
+    r = synfire.mine(A2929, [(0, 0.005), (0.005, 0.010)], min_count=300, max_level=3,
+                     significance=sig)
+    assert r.significance["sample_split"]["family"] == 10 == r.significance["tested"]
+    tested = r.episodes.dropna(subset=["p_value"])
+    assert len(tested) == 10
+    assert r.significance["sample_split"]["screen_surrogates"] == 10
+    assert str(r.episodes["test_count"].dtype) == "Int64"
+    assert not tested["test_count"].isna().any()
+    assert (tested["count"] >= tested["test_count"]).all()
+    doc = cli_json(A2929, "--intervals", "0-0.005,0.005-0.010", "--min-count", "300",
+                   "--max-level", "3", "--surrogates", "dither:0.01", "--n-surrogates", "9",
+                   "--seed", "3", "--sample-split", "0.5", "--test-top", "10")
+    got = {(e, int(c), round(p, 12)) for e, c, p in
+           zip(tested["labels"], tested["test_count"], tested["p_adjusted"])}
+    want = {(tuple(e["labels"]), e["test_count"], round(e["p_adjusted"], 12))
+            for e in doc["episodes"] if "p_value" in e}
+    assert got == want
+    with pytest.raises(ValueError, match="sample_split"):
+        synfire.mine(A2929, [(0, 0.005)], min_count=300, max_level=2,
+                     significance={**sig, "correction": "spectrum"})
+
+
 def test_bad_input_raises_the_documented_exceptions():
     with pytest.raises(FileNotFoundError, match="does not exist"):
         synfire.mine("no/such/file.nwb", [(0, 0.005)])

@@ -59,6 +59,15 @@ pub struct BatchArgs {
     /// List only the significant episodes.
     #[arg(long, requires = "surrogates")]
     significant_only: bool,
+    /// `max-t` by sample splitting (`synfire mine --sample-split`): select on this leading
+    /// fraction of each session, test on the rest; runs in one task per session.
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        requires = "surrogates",
+        conflicts_with = "surrogate_batch"
+    )]
+    sample_split: Option<f64>,
     /// Split each session's surrogates into batches of N across every worker (sessions then
     /// run one after another); default: one task per session.
     #[arg(long, value_name = "N", requires = "surrogates")]
@@ -224,6 +233,7 @@ impl BatchArgs {
                     seed: self.seed,
                     test_top: self.test_top,
                     significant_only: self.significant_only,
+                    sample_split: self.sample_split,
                 };
                 SignificanceConfig::from_options(&o).map_err(|errors| {
                     let lines: Vec<String> = errors

@@ -91,7 +91,8 @@ pub struct SignificanceArgs {
     /// Seed of the surrogates (the same seed gives the same surrogates and p-values).
     #[arg(long, default_value_t = 0, requires = "surrogates")]
     seed: u64,
-    /// Per-episode procedures: test only the N most frequent episodes.
+    /// Per-episode procedures: test only the N most frequent episodes (with
+    /// `--sample-split`: the family's size).
     #[arg(
         long,
         value_name = "N",
@@ -116,6 +117,18 @@ pub struct SignificanceArgs {
     /// end) of the same count.
     #[arg(long)]
     closed: bool,
+    /// `max-t` by sample splitting: select the tested family on this leading fraction of the
+    /// recording (e.g. 0.5: the first half), ranked against 10 surrogates of that part, and
+    /// test it on the rest against surrogates that are counted, not mined (minutes instead of
+    /// hours at S = 1,000). `--test-top N` sets the family's size (default 10,000). Each tested
+    /// episode's `test_count` is its count in the test part. `docs/significance.md`.
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        requires = "surrogates",
+        conflicts_with = "watch"
+    )]
+    sample_split: Option<f64>,
 }
 
 fn parse_correction(s: &str) -> Result<Correction, String> {
@@ -144,6 +157,25 @@ pub fn run(args: &MineArgs) -> Result<()> {
         .map(|p| OccurrenceFormat::from_path(p).map(|f| (p, f)))
         .transpose()
         .map_err(|e| anyhow::anyhow!("`--occurrences`: {e}"))?;
+    if let Some(f) = args.significance.sample_split {
+        if !(f.is_finite() && f > 0.0 && f < 1.0) {
+            anyhow::bail!("`--sample-split {f}`: the fraction must be strictly between 0 and 1");
+        }
+        if args.significance.correction != Correction::MaxT {
+            anyhow::bail!(
+                "`--sample-split` works with `--correction max-t` only, not `{}`",
+                args.significance.correction
+            );
+        }
+        if sig_method
+            .as_ref()
+            .is_some_and(|m| matches!(m, SurrogateMethod::TrialShift { .. }))
+        {
+            anyhow::bail!(
+                "`--sample-split` does not take `trial-shift` surrogates (trials would be cut at the split)"
+            );
+        }
+    }
     let mut stream = args.input.read(args.mining.sample_rate_hz)?;
     if let (Some(start), Some(end)) = (args.start_s, args.end_s) {
         if !(start.is_finite() && end.is_finite() && start < end) {
@@ -349,6 +381,7 @@ fn significance(
         watch,
         trials,
         significant_only: args.significant_only,
+        sample_split: args.sample_split,
     };
     tracing::info!(
         surrogates = %sig.method,

@@ -160,6 +160,12 @@ pub struct SignificanceOptions {
     /// Keep only the significant episodes in each window's result (default false).
     #[serde(default)]
     pub significant_only: bool,
+    /// `max-t` by sample splitting: select the tested family on this leading fraction of the
+    /// recording's span (in (0, 1)) and test it on the rest, as `--sample-split`
+    /// (`significance::sample_split`). Absent: the family is selected by mining every
+    /// surrogate.
+    #[serde(default)]
+    pub sample_split: Option<f64>,
 }
 
 /// One invalid option: its name (as in the TOML section and, with dashes, on the command

@@ -61,7 +61,7 @@ fn options(json: &str) -> PyResult<MiningOptions> {
 /// episode, `[E]`), `types` (node type ids, all episodes back to back), `intervals` (each
 /// gap's index into `params.intervals`, back to back), `count` (`[E]`), and with a test
 /// `tested` (bool `[E]`) and the [`crate::significance::TestStats`] fields (`[E]`, NaN and
-/// false where untested); `type_labels` (each type id's label) is added with them.
+/// false where untested; `test_count` NaN also where the test was not sample-split); `type_labels` (each type id's label) is added with them.
 #[derive(Default)]
 struct Columns {
     lengths: Vec<u32>,
@@ -71,6 +71,8 @@ struct Columns {
     tested: Vec<bool>,
     stats: [Vec<f64>; 5],
     significant: Vec<bool>,
+    /// Sample splitting's count in the test part (NaN where untested or not split).
+    test_count: Vec<f64>,
 }
 
 const STAT_NAMES: [&str; 5] = [
@@ -115,6 +117,8 @@ impl Columns {
                 col.push(v);
             }
             c.significant.push(t.is_some_and(|t| t.significant));
+            c.test_count
+                .push(t.and_then(|t| t.test_count).map_or(f64::NAN, |n| n as f64));
         }
         report.episodes.clear();
         c
@@ -131,6 +135,7 @@ impl Columns {
             d.set_item(name, col.into_pyarray(py))?;
         }
         d.set_item("significant", self.significant.into_pyarray(py))?;
+        d.set_item("test_count", self.test_count.into_pyarray(py))?;
         Ok(d)
     }
 }

@@ -58,6 +58,11 @@ pub struct SignificanceJson {
     pub significant: usize,
     /// Warnings (too few surrogates for the tests, a selection the procedure does not see).
     pub warnings: Vec<String>,
+    /// `max-t` by sample splitting (`--sample-split`): the split and the selection
+    /// (`fraction`, `split_s`, `selection_events`, `test_events`, `screened`,
+    /// `screen_surrogates`, `family`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_split: Option<crate::significance::sample_split::SplitSummary>,
 }
 
 impl SignificanceJson {
@@ -73,6 +78,7 @@ impl SignificanceJson {
             tested: r.tested,
             significant: r.tests.iter().filter(|t| t.stats.significant).count(),
             warnings: r.warnings.clone(),
+            sample_split: r.sample_split.clone(),
         }
     }
 }
@@ -301,6 +307,19 @@ pub fn write_text_annotated(
             "# significance: {}, {} surrogates ({}, seed {}), alpha {}: {} of {} tested episodes significant",
             j.correction, j.n_surrogates, j.method, j.seed, j.alpha, j.significant, j.tested
         )?;
+        if let Some(p) = &s.sample_split {
+            writeln!(
+                out,
+                "# sample split at {:.6} s (fraction {}): family of {} chosen among {} episodes frequent in the selection part ({} events, ranked against {} surrogates), tested on the rest ({} events); test_count is the count there",
+                p.split_s,
+                p.fraction,
+                p.family,
+                p.screened,
+                p.selection_events,
+                p.screen_surrogates,
+                p.test_events
+            )?;
+        }
         for w in &s.warnings {
             writeln!(out, "# warning: {w}")?;
         }
@@ -325,9 +344,13 @@ fn write_text_episodes(
             f.count
         )?;
         if let Some(t) = listing.and_then(|l| l.tests[i]) {
+            write!(out, " |")?;
+            if let Some(c) = t.stats.test_count {
+                write!(out, " test_count {c}")?;
+            }
             write!(
                 out,
-                " | surrogate_mean {:.3} surrogate_std {:.3} statistic {:.3} p_value {:.6} p_adjusted {:.6} {}",
+                " surrogate_mean {:.3} surrogate_std {:.3} statistic {:.3} p_value {:.6} p_adjusted {:.6} {}",
                 t.stats.surrogate_mean,
                 t.stats.surrogate_std,
                 t.stats.statistic,

@@ -183,6 +183,18 @@ impl<'g> Engine<'g> {
         }))
     }
 
+    /// Marks every GPU counter as not holding the stream [`Engine::count_surrogate`] generates
+    /// surrogates from, so that its next call loads the stream it is given. Call it before
+    /// counting the surrogates of a stream other than the one counted last (sample
+    /// splitting's parts).
+    pub(crate) fn forget_recording(&self) {
+        if let Kind::Gpu(slots) = &self.kind {
+            for slot in slots {
+                slot.lock().holds_recording = false;
+            }
+        }
+    }
+
     /// Candidate counts made so far: mining candidates after the bounds, and recounts.
     pub(crate) fn candidates_counted(&self) -> u64 {
         self.counted.load(Ordering::Relaxed)

@@ -5,11 +5,13 @@
 //! ([`split`]: one process runs them over every surrogate at once; a cluster splits the
 //! surrogates and gets the same p-values); [`spectrum`]: the `spectrum` procedure's
 //! per-surrogate statistic (the largest count per episode size) by an exact threshold search
-//! instead of mining each surrogate.
+//! instead of mining each surrogate; [`sample_split`]: `max-t` with the family selected on the
+//! first part of the recording and tested on the rest (surrogates counted, not mined).
 
 mod engine;
 mod error;
 pub mod philox;
+pub mod sample_split;
 pub mod spectrum;
 pub mod split;
 pub mod surrogate;

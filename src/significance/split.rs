@@ -668,7 +668,8 @@ impl<'a> Tester<'a> {
         }
     }
 
-    /// The whole test in one process: [`Tester::plan`], every pass over `0..S` and [`finish`].
+    /// The whole test in one process: [`Tester::plan`], every pass over `0..S` and [`finish`];
+    /// with [`SignificanceConfig::sample_split`], [`super::sample_split`]'s test instead.
     ///
     /// # Errors
     /// As [`test_episodes`].
@@ -677,6 +678,17 @@ impl<'a> Tester<'a> {
         data: &MiningResult,
         sig: &SignificanceConfig,
     ) -> Result<SignificanceResult, SignificanceError> {
+        if let Some(fraction) = sig.sample_split {
+            check_settings(sig.n_surrogates, sig.alpha)?;
+            return super::sample_split::run(
+                &self.engine,
+                self.stream,
+                self.config,
+                data,
+                sig,
+                fraction,
+            );
+        }
         let started = std::time::Instant::now();
         let plan = self.plan(data, sig)?;
         let plan_s = started.elapsed().as_secs_f64();
@@ -718,6 +730,11 @@ impl<'a> Tester<'a> {
         sig: &SignificanceConfig,
     ) -> Result<Plan, SignificanceError> {
         check_settings(sig.n_surrogates, sig.alpha)?;
+        if sig.sample_split.is_some() {
+            return Err(SignificanceError::Config(
+                "a sample-split test runs in one process (`Tester::run`): it has no phases to split across processes".into(),
+            ));
+        }
         let before = self.engine.candidates_counted();
         let per_episode = !matches!(sig.correction, Correction::MaxT | Correction::Spectrum);
         let tested: Vec<(Episode, u64)> = match (&sig.watch, per_episode) {
@@ -1209,6 +1226,7 @@ pub fn finish(
         surrogate_max: Vec::new(),
         warnings: Vec::new(),
         candidates_counted: plan.counted + first.iter().map(|p| p.counted).sum::<u64>(),
+        sample_split: None,
     };
     match (plan.correction, second) {
         (_, None) if plan.passes() == 2 => {

@@ -169,6 +169,11 @@ pub struct SignificanceConfig {
     /// per-episode counts (for `surrogate_mean` and `surrogate_std`) are made in a second
     /// pass for the significant episodes alone instead of for every tested one.
     pub significant_only: bool,
+    /// `max-t` by sample splitting ([`super::sample_split`]): the tested family is selected
+    /// on this leading fraction of the recording's span, in (0, 1), and tested on the rest
+    /// (its size `test_top`, default [`super::sample_split::DEFAULT_FAMILY`]). `None`: the
+    /// selection is mining, applied to the recording and to every surrogate.
+    pub sample_split: Option<f64>,
 }
 
 impl SignificanceConfig {
@@ -207,6 +212,17 @@ impl SignificanceConfig {
                 format!("must be in (0, 1), got {}", options.alpha),
             ));
         }
+        if let Some(f) = options.sample_split {
+            if let Err(e) = super::sample_split::check_fraction(f) {
+                errors.push(("sample_split".to_owned(), e));
+            }
+            if correction.is_some_and(|c| c != Correction::MaxT) {
+                errors.push((
+                    "sample_split".to_owned(),
+                    "works with the `max-t` correction only".to_owned(),
+                ));
+            }
+        }
         match (method, correction) {
             (Some(method), Some(correction)) if errors.is_empty() => Ok(Self {
                 method,
@@ -218,6 +234,7 @@ impl SignificanceConfig {
                 watch: None,
                 trials: None,
                 significant_only: options.significant_only,
+                sample_split: options.sample_split,
             }),
             _ => Err(errors),
         }
@@ -239,6 +256,11 @@ pub struct TestStats {
     pub p_adjusted: f64,
     /// `p_adjusted ≤ α`.
     pub significant: bool,
+    /// Sample splitting only ([`SignificanceConfig::sample_split`]): the episode's count in
+    /// the test part of the recording, the count its statistic and p-values compare with the
+    /// test part's surrogates (the surrogates' mean and spread are of the test part too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_count: Option<u64>,
 }
 
 /// One tested episode.
@@ -246,7 +268,8 @@ pub struct TestStats {
 pub struct EpisodeTest {
     /// The episode.
     pub episode: Episode,
-    /// Its count in the recording (non-overlapped occurrences).
+    /// Its count in the tested data (non-overlapped occurrences): the recording, or with
+    /// sample splitting its test part (also in [`TestStats::test_count`]).
     pub count: u64,
     /// Its test.
     pub stats: TestStats,
@@ -273,6 +296,7 @@ impl EpisodeTest {
                 p_value,
                 p_adjusted,
                 significant: p_adjusted <= alpha,
+                test_count: None,
             },
         }
     }
@@ -307,6 +331,8 @@ pub struct SignificanceResult {
     /// counted (after the bounds) plus the episodes recounted in each. The work measure of
     /// `synfire bench significance`.
     pub candidates_counted: u64,
+    /// Sample splitting's parts and selection, when the test was made that way.
+    pub sample_split: Option<super::sample_split::SplitSummary>,
 }
 
 /// A hashable key of an episode (intervals by bit pattern).

@@ -139,6 +139,7 @@ pub fn run(args: &PowerArgs) -> Result<()> {
                     watch: None,
                     trials: None,
                     significant_only: false,
+                    sample_split: None,
                 };
                 let r = test_episodes(&stream, &config, &data, &sig)?;
                 let ty = |u: usize| stream.alphabet().get(&format!("u{u}"));

@@ -55,6 +55,13 @@ pub struct SignificanceArgs {
     /// counts only the significant episodes in the surrogates, in a second pass.
     #[arg(long)]
     significant_only: bool,
+    /// `max-t` by sample splitting (`mine --sample-split`): select the family on this leading
+    /// fraction of each workload, test it on the rest (the `max-t` rows only).
+    #[arg(long, value_name = "FRACTION")]
+    sample_split: Option<f64>,
+    /// With `--sample-split`: the family's size (`mine --test-top`; default 10,000).
+    #[arg(long, value_name = "N", requires = "sample_split")]
+    family: Option<usize>,
     #[command(flatten)]
     output: OutputArg,
 }
@@ -99,7 +106,7 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
     writeln!(out)?;
     writeln!(
         out,
-        "| workload | max level | correction | device | frequent (level ≥ 2) | significant | mining s | testing s | surrogates/s | candidate counts/s |"
+        "| workload | max level | correction | device | tested | significant | mining s | testing s | surrogates/s | candidate counts/s |"
     )?;
     writeln!(out, "|---|---:|---|---|---:|---:|---:|---:|---:|---:|")?;
     let devices: &[DeviceChoice] = match args.device {
@@ -117,16 +124,18 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
         let data = mine(&stream, &config)?;
         let mining_s = started.elapsed().as_secs_f64();
         for &correction in &args.correction {
+            let split = args.sample_split.filter(|_| correction == Correction::MaxT);
             let sig = SignificanceConfig {
                 method: method.clone(),
                 n_surrogates: args.n_surrogates,
                 alpha: 0.05,
                 correction,
                 seed: 0,
-                test_top: None,
+                test_top: split.and(args.family),
                 watch: None,
                 trials: None,
                 significant_only: args.significant_only,
+                sample_split: split,
             };
             let mut reference: Option<SignificanceResult> = None;
             for &device in devices {
@@ -156,6 +165,10 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
                         "{name} {correction}: the {device} result differs from the CPU's"
                     );
                 }
+                let correction = match split {
+                    Some(f) => format!("{correction}, sample split {f}"),
+                    None => correction.to_string(),
+                };
                 writeln!(
                     out,
                     "| {name} | {} | {correction} | {device} | {} | {} | {mining_s:.3} | {testing_s:.3} | {:.2} | {:.3e} |",

@@ -223,6 +223,7 @@ fn episodes_windows_carry_their_significance() {
         watch: None,
         trials: None,
         significant_only: false,
+        sample_split: None,
     };
     let mut stage = EpisodeStage::new(config.clone(), DeviceChoice::Cpu, GpuSettings::default())
         .unwrap()
@@ -263,6 +264,7 @@ fn episodes_windows_carry_their_significance() {
         .unwrap()
         .with_significance(SignificanceConfig {
             significant_only: true,
+            sample_split: None,
             ..sig
         });
     let kept = lines(&mut only, vec![spike_window()]);
