@@ -581,7 +581,7 @@ def _result(doc: dict, cols: dict, occ: dict | None = None) -> MiningResult:
         significant[~tested] = pd.NA
         columns["significant"] = significant
         if doc["significance"].get("sample_split") is not None:
-            columns["test_count"] = pd.Series(cols["test_count"]).astype("Int64").to_numpy()
+            columns["test_count"] = pd.Series(cols["test_count"]).astype("Int64").array
     episodes = pd.DataFrame(columns)
     levels = pd.DataFrame(doc["levels"])
     occurrences = None

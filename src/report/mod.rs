@@ -62,7 +62,7 @@ pub struct SignificanceJson {
     /// (`fraction`, `split_s`, `selection_events`, `test_events`, `screened`,
     /// `screen_surrogates`, `family`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sample_split: Option<crate::significance::sample_split::SplitSummary>,
+    pub sample_split: Option<crate::significance::SplitSummary>,
 }
 
 impl SignificanceJson {

@@ -68,12 +68,13 @@
 
 use std::collections::HashSet;
 
-use serde::{Deserialize, Serialize};
-
 use super::engine::Engine;
 use super::error::SignificanceError;
 use super::surrogate::{SurrogateMethod, Surrogates};
-use super::testing::{EpisodeTest, SignificanceConfig, SignificanceResult, key, surrogate_moments};
+use super::testing::{
+    EpisodeTest, SignificanceConfig, SignificanceResult, SplitSummary, check_fraction, key,
+    surrogate_moments,
+};
 use crate::episode::{Episode, MinerConfig, MiningResult, Threshold};
 use crate::event::{EventStream, Ordering};
 
@@ -86,41 +87,6 @@ pub const SCREEN_SURROGATES: usize = 10;
 /// Added to `--seed` for the screening surrogates' Philox key (so the screening and the test
 /// draw different random numbers); the 64-bit golden-ratio constant.
 const SCREEN_SEED_OFFSET: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// What sample splitting did (the JSON document's `significance.sample_split`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SplitSummary {
-    /// The leading fraction of the span the family was selected on, in (0, 1).
-    pub fraction: f64,
-    /// The split time `tₛ`, seconds: the selection part is before it, the test part at or
-    /// after it.
-    pub split_s: f64,
-    /// Events in the selection part.
-    pub selection_events: usize,
-    /// Events in the test part.
-    pub test_events: usize,
-    /// Frequent episodes of two or more nodes in the selection part (the family's candidates).
-    pub screened: usize,
-    /// Surrogates of the selection part the candidates were ranked against (0 when all were
-    /// taken).
-    pub screen_surrogates: usize,
-    /// Episodes in the family (tested).
-    pub family: usize,
-}
-
-/// Checks a sample-split fraction: finite and strictly between 0 and 1.
-///
-/// # Errors
-/// A message saying what is wrong with `fraction`.
-pub(crate) fn check_fraction(fraction: f64) -> Result<(), String> {
-    if fraction.is_finite() && fraction > 0.0 && fraction < 1.0 {
-        Ok(())
-    } else {
-        Err(format!(
-            "the sample-split fraction must be strictly between 0 and 1, got {fraction}"
-        ))
-    }
-}
 
 /// The selection part (events before the split time) and the test part (at or after it) of
 /// `stream`, both over its alphabet, and the split time `t₀ + fraction (t₁ − t₀)`, seconds.

@@ -43,6 +43,11 @@
 //! their spread and it is frequent (count ≥ `m`); an episode below `m` is never tested, and the
 //! smallest adjusted p-value is `1 / (S + 1)`.
 //!
+//! # `max-t` by sample splitting ([`SignificanceConfig::sample_split`])
+//! The same statistic and maximum over a **fixed family** chosen on the first part of the
+//! recording and tested on the rest, whose surrogates are then counted instead of mined
+//! ([`super::sample_split`] has the procedure, its validity and its power).
+//!
 //! # `spectrum`: SPADE's pattern spectrum filtering
 //! Torre et al. (2013), Front. Comput. Neurosci. 7:132; Quaglio et al. (2017), Front. Comput.
 //! Neurosci. 11:41 (Elephant's `spade.pvalue_spectrum`, `test_signature_significance`). The
@@ -213,7 +218,7 @@ impl SignificanceConfig {
             ));
         }
         if let Some(f) = options.sample_split {
-            if let Err(e) = super::sample_split::check_fraction(f) {
+            if let Err(e) = check_fraction(f) {
                 errors.push(("sample_split".to_owned(), e));
             }
             if correction.is_some_and(|c| c != Correction::MaxT) {
@@ -332,7 +337,42 @@ pub struct SignificanceResult {
     /// `synfire bench significance`.
     pub candidates_counted: u64,
     /// Sample splitting's parts and selection, when the test was made that way.
-    pub sample_split: Option<super::sample_split::SplitSummary>,
+    pub sample_split: Option<SplitSummary>,
+}
+
+/// What sample splitting did (the JSON document's `significance.sample_split`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SplitSummary {
+    /// The leading fraction of the span the family was selected on, in (0, 1).
+    pub fraction: f64,
+    /// The split time `tₛ`, seconds: the selection part is before it, the test part at or
+    /// after it.
+    pub split_s: f64,
+    /// Events in the selection part.
+    pub selection_events: usize,
+    /// Events in the test part.
+    pub test_events: usize,
+    /// Frequent episodes of two or more nodes in the selection part (the family's candidates).
+    pub screened: usize,
+    /// Surrogates of the selection part the candidates were ranked against (0 when all were
+    /// taken).
+    pub screen_surrogates: usize,
+    /// Episodes in the family (tested).
+    pub family: usize,
+}
+
+/// Checks a sample-split fraction: finite and strictly between 0 and 1.
+///
+/// # Errors
+/// A message saying what is wrong with `fraction`.
+pub(crate) fn check_fraction(fraction: f64) -> Result<(), String> {
+    if fraction.is_finite() && fraction > 0.0 && fraction < 1.0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "the sample-split fraction must be strictly between 0 and 1, got {fraction}"
+        ))
+    }
 }
 
 /// A hashable key of an episode (intervals by bit pattern).

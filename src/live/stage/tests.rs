@@ -260,12 +260,11 @@ fn episodes_windows_carry_their_significance() {
         .unwrap();
     assert!(ab.test.as_ref().unwrap().significant, "{ab:?}");
     // `significant_only` keeps only those.
-    let mut only = EpisodeStage::new(config, DeviceChoice::Cpu, GpuSettings::default())
+    let mut only = EpisodeStage::new(config.clone(), DeviceChoice::Cpu, GpuSettings::default())
         .unwrap()
         .with_significance(SignificanceConfig {
             significant_only: true,
-            sample_split: None,
-            ..sig
+            ..sig.clone()
         });
     let kept = lines(&mut only, vec![spike_window()]);
     let episodes = &kept[0].1.result.as_ref().unwrap().episodes;
@@ -275,6 +274,27 @@ fn episodes_windows_carry_their_significance() {
             .iter()
             .all(|e| e.test.as_ref().is_some_and(|t| t.significant))
     );
+    // Sample splitting: the window's summary carries the split, equal to the library's.
+    let split = SignificanceConfig {
+        sample_split: Some(0.5),
+        ..sig
+    };
+    let mut halves = EpisodeStage::new(config.clone(), DeviceChoice::Cpu, GpuSettings::default())
+        .unwrap()
+        .with_significance(split.clone());
+    let got = lines(&mut halves, vec![spike_window()]);
+    let summary = got[0]
+        .1
+        .result
+        .as_ref()
+        .unwrap()
+        .significance
+        .clone()
+        .unwrap();
+    let want = test_episodes(&window, &config, &mined, &split).unwrap();
+    assert_eq!(summary.sample_split, want.sample_split);
+    assert!(summary.sample_split.is_some());
+    assert_eq!(summary.tested, want.tests.len());
 }
 
 #[test]
