@@ -57,6 +57,38 @@ fn run_json(extra: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("JSON document")
 }
 
+/// The library's `max-t` on A2929 with `run_json`'s settings and `SIG`'s test (and
+/// `test_top`, `sample_split`): the stream and the result.
+fn library_max_t(
+    test_top: Option<usize>,
+    sample_split: Option<f64>,
+) -> (
+    synfire::event::EventStream,
+    synfire::significance::SignificanceResult,
+) {
+    let stream = synfire::read_spikes(&fixture(A2929), Ordering::RequireSorted).unwrap();
+    let mut cfg = MinerConfig::new(
+        Interval::parse_list(INTERVALS).unwrap(),
+        Threshold::MinCount(300),
+    );
+    cfg.max_level = 3;
+    let data = mine(&stream, &cfg).unwrap();
+    let sig = SignificanceConfig {
+        method: "dither:0.01".parse().unwrap(),
+        n_surrogates: 19,
+        alpha: 0.1,
+        correction: Correction::MaxT,
+        seed: 0,
+        test_top,
+        watch: None,
+        trials: None,
+        significant_only: false,
+        sample_split,
+    };
+    let lib = test_episodes(&stream, &cfg, &data, &sig).unwrap();
+    (stream, lib)
+}
+
 const SIG: [&str; 6] = [
     "--surrogates",
     "dither:0.01",
@@ -75,31 +107,7 @@ fn json_carries_the_library_s_tests_with_the_documented_names() {
     assert_eq!(sig["correction"], "max-t");
     assert_eq!(sig["seed"], 0);
     // The library on the same input and settings.
-    let stream = synfire::read_spikes(&fixture(A2929), Ordering::RequireSorted).unwrap();
-    let mut cfg = MinerConfig::new(
-        Interval::parse_list(INTERVALS).unwrap(),
-        Threshold::MinCount(300),
-    );
-    cfg.max_level = 3;
-    let data = mine(&stream, &cfg).unwrap();
-    let lib = test_episodes(
-        &stream,
-        &cfg,
-        &data,
-        &SignificanceConfig {
-            method: "dither:0.01".parse().unwrap(),
-            n_surrogates: 19,
-            alpha: 0.1,
-            correction: Correction::MaxT,
-            seed: 0,
-            test_top: None,
-            watch: None,
-            trials: None,
-            significant_only: false,
-            sample_split: None,
-        },
-    )
-    .unwrap();
+    let (_, lib) = library_max_t(None, None);
     assert_eq!(sig["tested"], lib.tests.len());
     assert!(!lib.tests.is_empty());
     let episodes = doc["episodes"].as_array().unwrap();
@@ -366,31 +374,7 @@ fn sample_split_is_carried_to_json_and_text() {
     let split = &sig["sample_split"];
     assert_eq!(split["fraction"], 0.5);
     assert_eq!(split["family"], sig["tested"]);
-    let stream = synfire::read_spikes(&fixture(A2929), Ordering::RequireSorted).unwrap();
-    let mut cfg = MinerConfig::new(
-        Interval::parse_list(INTERVALS).unwrap(),
-        Threshold::MinCount(300),
-    );
-    cfg.max_level = 3;
-    let data = mine(&stream, &cfg).unwrap();
-    let lib = test_episodes(
-        &stream,
-        &cfg,
-        &data,
-        &SignificanceConfig {
-            method: "dither:0.01".parse().unwrap(),
-            n_surrogates: 19,
-            alpha: 0.1,
-            correction: Correction::MaxT,
-            seed: 0,
-            test_top: Some(10),
-            watch: None,
-            trials: None,
-            significant_only: false,
-            sample_split: Some(0.5),
-        },
-    )
-    .unwrap();
+    let (stream, lib) = library_max_t(Some(10), Some(0.5));
     let summary = lib.sample_split.as_ref().unwrap();
     assert_eq!(split["screened"], summary.screened);
     assert_eq!(split["test_events"], summary.test_events);

@@ -71,17 +71,6 @@ fn calibrate(
     runs: u64,
     surrogates: usize,
     alpha: f64,
-) -> Calibration {
-    calibrate_split(correction, method, fast, runs, surrogates, alpha, None)
-}
-
-fn calibrate_split(
-    correction: Correction,
-    method: &str,
-    fast: bool,
-    runs: u64,
-    surrogates: usize,
-    alpha: f64,
     sample_split: Option<f64>,
 ) -> Calibration {
     let mut out = Calibration {
@@ -144,7 +133,7 @@ fn assert_calibrated(name: &str, c: &Calibration, alpha: f64) {
 fn max_t_controls_the_family_wise_error_on_independent_trains() {
     let alpha = 0.1;
     for (fast, method) in [(false, "dither:0.01"), (true, "isi-dither:0.01")] {
-        let c = calibrate(Correction::MaxT, method, fast, 40, 19, alpha);
+        let c = calibrate(Correction::MaxT, method, fast, 40, 19, alpha, None);
         eprintln!(
             "max-t {method} fast={fast}: {} of {} runs, {} tests",
             c.any_discovery, c.runs, c.tested
@@ -157,7 +146,7 @@ fn max_t_controls_the_family_wise_error_on_independent_trains() {
 fn sample_split_max_t_controls_the_family_wise_error_on_independent_trains() {
     let alpha = 0.1;
     for (fast, method) in [(false, "dither:0.01"), (true, "isi-dither:0.01")] {
-        let c = calibrate_split(Correction::MaxT, method, fast, 40, 19, alpha, Some(0.5));
+        let c = calibrate(Correction::MaxT, method, fast, 40, 19, alpha, Some(0.5));
         eprintln!(
             "max-t sample split {method} fast={fast}: {} of {} runs, {} tests",
             c.any_discovery, c.runs, c.tested
@@ -231,7 +220,7 @@ fn holm_bonferroni_and_fdr_bh_are_calibrated_on_independent_trains() {
 #[test]
 fn no_correction_is_not_calibrated_so_the_check_can_fail() {
     let alpha = 0.1;
-    let c = calibrate(Correction::None, "dither:0.01", true, 20, 39, alpha);
+    let c = calibrate(Correction::None, "dither:0.01", true, 20, 39, alpha, None);
     assert!(
         binomial_upper_tail(c.runs, alpha, c.any_discovery) < 0.001,
         "{} of {} runs",

@@ -39,7 +39,8 @@ const ROW_PX: usize = 28;
 pub struct Row {
     /// The episode in synfire's text notation.
     pub name: String,
-    /// Its count in the recording.
+    /// Its count in the tested data: the recording, or with sample splitting the test part
+    /// (`test_count`), the count its surrogates are compared with.
     pub count: u64,
     /// Its surrogates' mean count.
     pub surrogate_mean: f64,
@@ -90,7 +91,7 @@ impl SignificancePlot {
             .filter_map(|e| {
                 e.test.as_ref().map(|t| Row {
                     name: notation(e),
-                    count: e.count,
+                    count: t.test_count.unwrap_or(e.count),
                     surrogate_mean: t.surrogate_mean,
                     surrogate_std: t.surrogate_std,
                     statistic: t.statistic,
@@ -130,8 +131,12 @@ impl SignificancePlot {
         let (title, subtitle) = match &doc.significance {
             Some(s) => (
                 format!(
-                    "{}: observed counts against {} surrogates ({})",
+                    "{}: observed counts{} against {} surrogates ({})",
                     doc.name(),
+                    s.sample_split.as_ref().map_or(String::new(), |p| format!(
+                        " from {:.1} s on (sample split)",
+                        p.split_s
+                    )),
                     s.n_surrogates,
                     s.method
                 ),
@@ -425,6 +430,32 @@ mod tests {
         assert!(
             e.to_string().starts_with("plain.json: ") && e.to_string().contains("--surrogates"),
             "{e}"
+        );
+    }
+
+    /// With sample splitting the dot is the test part's count (`test_count`), the count the
+    /// surrogates describe, not the whole recording's.
+    #[test]
+    fn a_sample_split_draws_the_test_part_s_count() {
+        let split = DOC
+            .replace(
+                r#""warnings": []}"#,
+                r#""warnings": [], "sample_split": {"fraction": 0.5, "split_s": 600.0,
+                "selection_events": 10, "test_events": 12, "screened": 2,
+                "screen_surrogates": 0, "family": 2}}"#,
+            )
+            .replace(
+                r#""significant": true}"#,
+                r#""significant": true, "test_count": 27}"#,
+            );
+        let doc = MineDocument::parse(&split, Path::new("s.json")).unwrap();
+        let p = SignificancePlot::from_document(&doc, 20, None, None).unwrap();
+        assert_eq!(p.rows()[0].count, 27);
+        assert_eq!(p.rows()[1].count, 31, "no test_count: the document's count");
+        assert!(
+            p.title.contains("from 600.0 s on (sample split)"),
+            "{}",
+            p.title
         );
     }
 }
