@@ -5,7 +5,9 @@
 //! probability), mined at 0–5 and 5–10 ms and tested with `max-t` against dithered surrogates.
 //! The table gives the chain's first link `u0 -(5,10]ms-> u1`: its expected excess count
 //! (`rate · duration · p`), the observed count and the surrogates' mean, and in how many seeds
-//! it was significant; with `--max-level 3` the whole chain too.
+//! it was significant; with `--max-level 3` the whole chain too. With `--sample-split F` the
+//! test is `max-t` by sample splitting, and the table also gives the link's count in the test
+//! part beside its surrogates' mean there.
 
 use std::io::Write;
 use std::time::Instant;
@@ -50,6 +52,10 @@ pub struct PowerArgs {
     /// Seeds per cell.
     #[arg(long, default_value_t = 3)]
     seeds: u64,
+    /// `max-t` by sample splitting (`mine --sample-split`): the family chosen on this leading
+    /// fraction of each recording, tested on the rest.
+    #[arg(long, value_name = "FRACTION")]
+    sample_split: Option<f64>,
     #[command(flatten)]
     output: OutputArg,
 }
@@ -59,6 +65,8 @@ pub struct PowerArgs {
 struct Cell {
     observed: f64,
     surrogate_mean: f64,
+    /// The link's count in the tested data, summed over the tested seeds.
+    tested_count: f64,
     /// Seeds in which the link was frequent, so tested.
     tested: u64,
     significant: u64,
@@ -79,9 +87,11 @@ pub fn run(args: &PowerArgs) -> Result<()> {
     let mut out = args.output.writer()?;
     writeln!(
         out,
-        "synfire bench power: {} units × {} s, chain u0 → u1 → u2 (6–9 ms), max-t α = 0.05, {} {} surrogates, min count {}, level ≤ {}, {} seeds per cell",
+        "synfire bench power: {} units × {} s, chain u0 → u1 → u2 (6–9 ms), max-t{} α = 0.05, {} {} surrogates, min count {}, level ≤ {}, {} seeds per cell",
         args.units,
         args.duration_s,
+        args.sample_split
+            .map_or(String::new(), |f| format!(" (sample split {f})")),
         args.n_surrogates,
         args.surrogates,
         args.min_count,
@@ -96,7 +106,12 @@ pub fn run(args: &PowerArgs) -> Result<()> {
     };
     writeln!(
         out,
-        "| rate Hz | evoke p | expected excess | observed (mean) | surrogate mean (tested seeds) | significant |{chain_col} seconds |"
+        "| rate Hz | evoke p | expected excess | observed (mean) | {} | significant |{chain_col} seconds |",
+        if args.sample_split.is_some() {
+            "test part: count vs surrogate mean (tested seeds)"
+        } else {
+            "surrogate mean (tested seeds)"
+        }
     )?;
     writeln!(
         out,
@@ -139,7 +154,7 @@ pub fn run(args: &PowerArgs) -> Result<()> {
                     watch: None,
                     trials: None,
                     significant_only: false,
-                    sample_split: None,
+                    sample_split: args.sample_split,
                 };
                 let r = test_episodes(&stream, &config, &data, &sig)?;
                 let ty = |u: usize| stream.alphabet().get(&format!("u{u}"));
@@ -152,6 +167,7 @@ pub fn run(args: &PowerArgs) -> Result<()> {
                 cell.observed += count_exact(&TypeIndex::new(&stream), &link) as f64;
                 if let Some(t) = r.tests.iter().find(|t| t.episode == link) {
                     cell.surrogate_mean += t.stats.surrogate_mean;
+                    cell.tested_count += t.count as f64;
                     cell.tested += 1;
                     cell.significant += u64::from(t.stats.significant);
                 }
@@ -166,10 +182,16 @@ pub fn run(args: &PowerArgs) -> Result<()> {
             } else {
                 String::new()
             };
-            let surrogate_mean = if cell.tested == 0 {
-                "not frequent".to_owned()
-            } else {
-                format!("{:.1}", cell.surrogate_mean / cell.tested as f64)
+            let tested = cell.tested as f64;
+            let surrogate_mean = match (cell.tested, args.sample_split) {
+                (0, None) => "not frequent".to_owned(),
+                (0, Some(_)) => "not tested".to_owned(),
+                (_, None) => format!("{:.1}", cell.surrogate_mean / tested),
+                (_, Some(_)) => format!(
+                    "{:.1} vs {:.1}",
+                    cell.tested_count / tested,
+                    cell.surrogate_mean / tested
+                ),
             };
             writeln!(
                 out,
