@@ -486,32 +486,52 @@ fn bench_significance_prints_a_row_per_procedure() {
 /// every seed while an uncoupled one (probability 0) is not.
 #[test]
 fn bench_power_finds_a_strong_chain_and_not_an_absent_one() {
-    let out = synfire([
-        "bench",
-        "power",
-        "--rates-hz",
-        "3",
-        "--evoke",
-        "0,0.3",
-        "--units",
-        "12",
-        "--seeds",
-        "2",
-        "--n-surrogates",
-        "39",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .filter(|l| l.starts_with("| 3 |"))
-        .map(|l| l.split('|').map(str::trim).collect())
-        .collect();
-    assert_eq!(rows.len(), 2, "{text}");
-    assert_eq!((rows[0][2], rows[0][6]), ("0", "0 of 2"), "{text}");
-    assert_eq!((rows[1][2], rows[1][6]), ("0.3", "2 of 2"), "{text}");
+    for split in [None, Some("0.5")] {
+        let mut args = vec![
+            "bench",
+            "power",
+            "--rates-hz",
+            "3",
+            "--evoke",
+            "0,0.3",
+            "--units",
+            "12",
+            "--seeds",
+            "2",
+            "--n-surrogates",
+            "39",
+        ];
+        if let Some(f) = split {
+            args.extend(["--sample-split", f]);
+        }
+        let out = synfire(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .filter(|l| l.starts_with("| 3 |"))
+            .map(|l| l.split('|').map(str::trim).collect())
+            .collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        assert_eq!(
+            (rows[0][2], rows[0][6]),
+            ("0", "0 of 2"),
+            "{split:?} {text}"
+        );
+        assert_eq!(
+            (rows[1][2], rows[1][6]),
+            ("0.3", "2 of 2"),
+            "{split:?} {text}"
+        );
+        if split.is_some() {
+            // The test part's count of the strong link stands well above its surrogates'.
+            let (count, mean) = rows[1][5].split_once(" vs ").expect("count vs mean");
+            let (count, mean): (f64, f64) = (count.parse().unwrap(), mean.parse().unwrap());
+            assert!(count > 2.0 * mean, "{text}");
+        }
+    }
 }
