@@ -60,6 +60,18 @@ def test_results_in_a_copy_of_the_input_nwb(tmp_path):
             assert np.all(np.diff(spikes) >= 0)
 
 
+def test_sample_split_test_counts_in_the_nwb(tmp_path):
+    out = tmp_path / "split.nwb"
+    doc = _mine(A2929, out, "--intervals", "0-0.005,0.005-0.010", "--max-level", "3",
+                "--min-count", "300", "--surrogates", "dither:0.01", "--n-surrogates", "9",
+                "--sample-split", "0.5", "--test-top", "10")
+    listed = [e for e in doc["episodes"] if len(e["labels"]) >= 2]
+    with pynwb.NWBHDF5IO(str(out), "r") as io:
+        episodes = io.read().processing["synfire"]["episodes"].to_dataframe()
+        assert list(episodes["test_count"]) == [e.get("test_count", -1) for e in listed]
+        assert (episodes["test_count"] >= 0).sum() == 10
+
+
 def test_results_in_a_new_nwb_for_a_kilosort_folder(tmp_path):
     out = tmp_path / "kilosort-results.nwb"
     doc = _mine(CURATED, out, "--units", "good", "--sample-rate-hz", "30000",

@@ -7,7 +7,8 @@
 //!   `/units`, one row per node: the episode is linked to its units), `unit_labels`,
 //!   `intervals` (per gap, notation in ms), `count` (non-overlapped occurrences), and with a
 //!   significance test `tested`, `surrogate_mean`, `surrogate_std`, `statistic`, `p_value`,
-//!   `p_adjusted`, `significant` (NaN and false where untested);
+//!   `p_adjusted`, `significant` (NaN and false where untested), and with a sample-split test
+//!   `test_count` (the count in the test part; −1 where untested);
 //! - `occurrences`, one row per occurrence: `episode` (a region into `episodes`),
 //!   `start_time`, `stop_time` (seconds: its first and last spike) and `spike_times` (ragged,
 //!   one per node) — the occurrences [`crate::episode::occurrences`] lists, exactly `count`
@@ -112,6 +113,14 @@ pub fn write_results(
         .iter()
         .map(|t| t.is_some_and(|t| t.significant))
         .collect();
+    // Sample splitting: each tested episode's count in the test part (-1: untested).
+    let test_counts: Vec<i64> = tests
+        .iter()
+        .map(|t| {
+            t.and_then(|t| t.test_count)
+                .map_or(-1, |c| i64::try_from(c).unwrap_or(i64::MAX))
+        })
+        .collect();
 
     let mut episode_columns = vec![
         Column {
@@ -188,6 +197,13 @@ pub fn write_results(
                 data: ColumnData::Bool(&significant),
             },
         ]);
+        if sig.is_some_and(|s| s.sample_split.is_some()) {
+            episode_columns.push(Column {
+                name: "test_count",
+                description: "sample splitting: the count in the test part, which the statistic and p-values compare with its surrogates (-1: untested)",
+                data: ColumnData::Int(&test_counts),
+            });
+        }
     }
     let description = match sig {
         Some(s) => format!(
