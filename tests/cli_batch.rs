@@ -100,6 +100,30 @@ fn bad_options_are_named_before_python_runs() {
             vec!["--intervals", "(0,0.005]", "--workers", "0"],
             "--workers",
         ),
+        (
+            vec![
+                "--intervals",
+                "(0,0.005]",
+                "--surrogates",
+                "dither",
+                "--sample-split",
+                "1",
+            ],
+            "`--sample-split`: the sample-split fraction must be strictly between 0 and 1",
+        ),
+        (
+            vec![
+                "--intervals",
+                "(0,0.005]",
+                "--surrogates",
+                "dither",
+                "--correction",
+                "holm",
+                "--sample-split",
+                "0.5",
+            ],
+            "`--sample-split`: works with the `max-t` correction only",
+        ),
     ] {
         let out = batch(&sessions, &python, &extra);
         assert!(!out.status.success(), "{extra:?} accepted");
