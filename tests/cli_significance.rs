@@ -89,6 +89,24 @@ fn library_max_t(
     (stream, lib)
 }
 
+/// The standard output of a command that must have succeeded.
+fn succeeded(out: std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The cells of the table rows of `text` that start with `prefix`.
+fn table_rows<'a>(text: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect()
+}
+
 const SIG: [&str; 6] = [
     "--surrogates",
     "dither:0.01",
@@ -446,17 +464,8 @@ fn bench_significance_prints_a_row_per_procedure() {
         "--correction",
         "max-t,fdr-bh",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .filter(|l| l.starts_with("| Sym26"))
-        .map(|l| l.split('|').map(str::trim).collect())
-        .collect();
+    let text = succeeded(out);
+    let rows = table_rows(&text, "| Sym26");
     assert_eq!(rows.len(), 2, "{text}");
     // The workload's settings (`bench episodes`' Sym26) at level 2.
     let stream = synfire::synth::generate(&synfire::synth::SynthParams::sym26(1)).unwrap();
@@ -505,17 +514,8 @@ fn bench_power_finds_a_strong_chain_and_not_an_absent_one() {
             args.extend(["--sample-split", f]);
         }
         let out = synfire(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
-        let rows: Vec<Vec<&str>> = text
-            .lines()
-            .filter(|l| l.starts_with("| 3 |"))
-            .map(|l| l.split('|').map(str::trim).collect())
-            .collect();
+        let text = succeeded(out);
+        let rows = table_rows(&text, "| 3 |");
         assert_eq!(rows.len(), 2, "{text}");
         assert_eq!(
             (rows[0][2], rows[0][6]),
