@@ -275,6 +275,17 @@ fn batches_cover_the_surrogates_once() {
     assert_eq!(plan.batches(0).len(), 11);
     assert_eq!(plan.batches(100), vec![0..11]);
     assert_eq!(plan.passes(), 2);
+    // A sample-split test has no phases: its plan is refused, saying what to leave out, and
+    // the whole test runs in one call, the same twice.
+    let split = SignificanceConfig {
+        sample_split: Some(0.5),
+        ..sig(Correction::MaxT, 1)
+    };
+    let why = t.plan(&data, &split).unwrap_err().to_string();
+    assert!(why.contains("leave out `surrogate_batch`"), "{why}");
+    let once = t.run(&data, &split).unwrap();
+    assert!(once.sample_split.is_some());
+    assert_eq!(bits(&once), bits(&t.run(&data, &split).unwrap()));
 }
 
 /// A tester with a cancel flag gives the unsplit result while the flag is clear, and once it

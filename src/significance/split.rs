@@ -732,7 +732,7 @@ impl<'a> Tester<'a> {
         check_settings(sig.n_surrogates, sig.alpha)?;
         if sig.sample_split.is_some() {
             return Err(SignificanceError::Config(
-                "a sample-split test runs in one process (`Tester::run`): it has no phases to split across processes".into(),
+                "a sample-split test runs whole in one task (`Tester::run`); its surrogates cannot be split into batches: leave out `surrogate_batch` (`--surrogate-batch`)".into(),
             ));
         }
         let before = self.engine.candidates_counted();
