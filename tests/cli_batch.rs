@@ -109,7 +109,7 @@ fn bad_options_are_named_before_python_runs() {
                 "--sample-split",
                 "1",
             ],
-            "`--sample-split`: the sample-split fraction must be strictly between 0 and 1",
+            "`--sample-split`: the fraction must be strictly between 0 and 1",
         ),
         (
             vec![

@@ -369,7 +369,7 @@ fn bad_significance_options_name_the_option() {
                 "--sample-split",
                 "0.5",
             ],
-            "`--sample-split` works with `--correction max-t` only",
+            "`--sample-split 0.5`: works with the `max-t` correction only, not `spectrum`",
         ),
     ] {
         let out = mine_level2(&extra);

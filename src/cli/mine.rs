@@ -14,8 +14,8 @@ use synfire::episode::{
 use synfire::event::EventStream;
 use synfire::report::{self, MineReport, OccurrenceFormat};
 use synfire::significance::{
-    Correction, Listing, SignificanceConfig, SignificanceResult, SurrogateMethod, Trials, listing,
-    test_episodes_on,
+    Correction, Listing, SignificanceConfig, SignificanceResult, SurrogateMethod, Trials,
+    check_sample_split, listing, test_episodes_on,
 };
 
 use crate::cli::args::{FormatArg, InputArgs, MiningArgs, OutputArg};
@@ -157,24 +157,13 @@ pub fn run(args: &MineArgs) -> Result<()> {
         .map(|p| OccurrenceFormat::from_path(p).map(|f| (p, f)))
         .transpose()
         .map_err(|e| anyhow::anyhow!("`--occurrences`: {e}"))?;
-    if let Some(f) = args.significance.sample_split {
-        if !(f.is_finite() && f > 0.0 && f < 1.0) {
-            anyhow::bail!("`--sample-split {f}`: the fraction must be strictly between 0 and 1");
-        }
-        if args.significance.correction != Correction::MaxT {
-            anyhow::bail!(
-                "`--sample-split` works with `--correction max-t` only, not `{}`",
-                args.significance.correction
-            );
-        }
-        if sig_method
-            .as_ref()
-            .is_some_and(|m| matches!(m, SurrogateMethod::TrialShift { .. }))
-        {
-            anyhow::bail!(
-                "`--sample-split` does not take `trial-shift` surrogates (trials would be cut at the split)"
-            );
-        }
+    if let Some(f) = args.significance.sample_split
+        && let Some(e) =
+            check_sample_split(f, Some(args.significance.correction), sig_method.as_ref())
+                .into_iter()
+                .next()
+    {
+        anyhow::bail!("`--sample-split {f}`: {e}");
     }
     let mut stream = args.input.read(args.mining.sample_rate_hz)?;
     if let (Some(start), Some(end)) = (args.start_s, args.end_s) {

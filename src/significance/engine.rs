@@ -27,19 +27,25 @@ use super::error::SignificanceError;
 use super::spectrum::max_count_by_size;
 use super::surrogate::Surrogates;
 
-/// A GPU counter and whether the recording is the stream it was last loaded with (so that
-/// surrogates can be generated on its devices from it).
+/// A GPU counter and the surrogates whose recording it was last loaded with, if that is the
+/// stream it holds (so that their surrogates can be generated on its devices from it). A weak
+/// reference keeps the allocation, so another `Surrogates` (of another stream: a sample
+/// split's other part, say) never compares equal to it.
 pub(crate) struct Slot<'g> {
     gpu: GpuSlot<'g>,
-    holds_recording: bool,
+    holds: Option<std::sync::Weak<Surrogates>>,
 }
 
 impl<'g> Slot<'g> {
     fn new(gpu: GpuSlot<'g>) -> Self {
-        Self {
-            gpu,
-            holds_recording: false,
-        }
+        Self { gpu, holds: None }
+    }
+
+    /// Whether the counter holds the recording `surrogates` were made from.
+    fn holds(&self, surrogates: &Arc<Surrogates>) -> bool {
+        self.holds
+            .as_ref()
+            .is_some_and(|w| w.ptr_eq(&Arc::downgrade(surrogates)))
     }
 }
 
@@ -183,18 +189,6 @@ impl<'g> Engine<'g> {
         }))
     }
 
-    /// Marks every GPU counter as not holding the stream [`Engine::count_surrogate`] generates
-    /// surrogates from, so that its next call loads the stream it is given. Call it before
-    /// counting the surrogates of a stream other than the one counted last (sample
-    /// splitting's parts).
-    pub(crate) fn forget_recording(&self) {
-        if let Kind::Gpu(slots) = &self.kind {
-            for slot in slots {
-                slot.lock().holds_recording = false;
-            }
-        }
-    }
-
     /// Candidate counts made so far: mining candidates after the bounds, and recounts.
     pub(crate) fn candidates_counted(&self) -> u64 {
         self.counted.load(Ordering::Relaxed)
@@ -244,7 +238,7 @@ impl<'g> Engine<'g> {
             Kind::Cpu => f(&CpuCounter::new(x)),
             Kind::Gpu(slots) => {
                 let mut slot = Self::slot(slots);
-                slot.holds_recording = false;
+                slot.holds = None;
                 let gpu = slot.gpu.get();
                 gpu.reload(x)?;
                 f(&*gpu)
@@ -290,9 +284,9 @@ impl<'g> Engine<'g> {
         };
         self.counted.fetch_add(list.len() as u64, Ordering::Relaxed);
         let mut slot = Self::slot(slots);
-        if !slot.holds_recording {
+        if !slot.holds(surrogates) {
             slot.gpu.get().reload(recording)?;
-            slot.holds_recording = true;
+            slot.holds = Some(Arc::downgrade(surrogates));
         }
         let gpu = slot.gpu.get();
         let maker = std::sync::Arc::clone(surrogates);

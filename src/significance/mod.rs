@@ -21,5 +21,5 @@ pub use split::{test_episodes, test_episodes_on, test_episodes_with_gpu};
 pub use surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};
 pub use testing::{
     Correction, EpisodeTest, Listing, SignificanceConfig, SignificanceError, SignificanceResult,
-    SplitSummary, TestStats, listing,
+    SplitSummary, TestStats, check_sample_split, listing,
 };

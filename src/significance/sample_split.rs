@@ -70,10 +70,10 @@ use std::collections::HashSet;
 
 use super::engine::Engine;
 use super::error::SignificanceError;
-use super::surrogate::{SurrogateMethod, Surrogates};
+use super::surrogate::Surrogates;
 use super::testing::{
-    EpisodeTest, SignificanceConfig, SignificanceResult, SplitSummary, check_fraction, key,
-    surrogate_moments,
+    EpisodeTest, SignificanceConfig, SignificanceResult, SplitSummary, Sums, check_fraction,
+    check_sample_split, key, leave_one_out, max_t_adjusted, surrogate_moments, too_few_for_alpha,
 };
 use crate::episode::{Episode, MinerConfig, MiningResult, Threshold};
 use crate::event::{EventStream, Ordering};
@@ -139,16 +139,11 @@ pub(crate) fn run(
     sig: &SignificanceConfig,
     fraction: f64,
 ) -> Result<SignificanceResult, SignificanceError> {
-    if sig.correction != super::Correction::MaxT {
-        return Err(SignificanceError::Config(format!(
-            "sample splitting works with the `max-t` correction only, not `{}`",
-            sig.correction
-        )));
-    }
-    if matches!(sig.method, SurrogateMethod::TrialShift { .. }) {
-        return Err(SignificanceError::Config(
-            "sample splitting does not take `trial-shift` surrogates (trials would be cut at the split)".into(),
-        ));
+    if let Some(e) = check_sample_split(fraction, Some(sig.correction), Some(&sig.method))
+        .into_iter()
+        .next()
+    {
+        return Err(SignificanceError::Config(format!("sample splitting: {e}")));
     }
     if sig.watch.is_some() {
         return Err(SignificanceError::Config(
@@ -179,34 +174,21 @@ pub(crate) fn run(
             sig.seed.wrapping_add(SCREEN_SEED_OFFSET),
             None,
         )?);
-        engine.forget_recording();
-        let zero = (vec![0u64; list.len()], vec![0u128; list.len()]);
-        let (sum, sumsq) = engine.fold_surrogates(
+        let counts: Vec<u64> = candidates.iter().map(|(_, c)| *c).collect();
+        let sums = engine.fold_surrogates(
             0..SCREEN_SURROGATES as u64,
-            zero.clone(),
+            Sums::zero(list.len()),
             |s| engine.count_surrogate(&selection, &maker, s, &list),
-            |(mut sum, mut sumsq), counts| {
-                for (i, c) in counts.into_iter().enumerate() {
-                    sum[i] += c;
-                    sumsq[i] += u128::from(c) * u128::from(c);
-                }
-                (sum, sumsq)
-            },
-            |(mut a, mut b), (c, d)| {
-                for i in 0..a.len() {
-                    a[i] += c[i];
-                    b[i] += d[i];
-                }
-                (a, b)
-            },
+            |acc, found| acc.add(&found, &counts),
+            |a, b| a.merge(&b),
         )?;
         let n = SCREEN_SURROGATES as f64;
-        let score: Vec<f64> = candidates
+        let score: Vec<f64> = counts
             .iter()
             .enumerate()
-            .map(|(i, (_, c))| {
-                let (mean, sd) = surrogate_moments(sum[i] as f64, sumsq[i] as f64, n);
-                (*c as f64 - mean) / sd.max(1.0)
+            .map(|(i, &c)| {
+                let (mean, sd) = surrogate_moments(sums.sum[i] as f64, sums.sumsq[i] as f64, n);
+                (c as f64 - mean) / sd.max(1.0)
             })
             .collect();
         let mut order: Vec<usize> = (0..candidates.len()).collect();
@@ -230,10 +212,8 @@ pub(crate) fn run(
 
     // Test: count the family in the test part and in each of its surrogates.
     let list: Vec<Episode> = family.iter().map(|(e, _)| e.clone()).collect();
-    engine.forget_recording();
     let recording = engine.count(&test, &list)?;
     let maker = std::sync::Arc::new(Surrogates::new(&test, sig.method.clone(), sig.seed, None)?);
-    engine.forget_recording();
     let per_surrogate: Vec<Vec<u32>> =
         engine.map_surrogates(0..sig.n_surrogates as u64, |s| {
             engine
@@ -250,16 +230,9 @@ pub(crate) fn run(
         })?;
     let (tests, surrogate_max) = max_t(&list, &recording, &per_surrogate, sig.alpha);
 
-    let mut warnings = Vec::new();
-    let n_all = (sig.n_surrogates + 1) as f64;
-    if 1.0 / n_all > sig.alpha {
-        warnings.push(format!(
-            "{} surrogates cannot reach α = {}: the smallest p-value is 1/(S+1) = {:.4}",
-            sig.n_surrogates,
-            sig.alpha,
-            1.0 / n_all
-        ));
-    }
+    let mut warnings: Vec<String> = too_few_for_alpha(sig.n_surrogates, sig.alpha)
+        .into_iter()
+        .collect();
     if screened == 0 {
         warnings.push(format!(
             "no episode of two or more nodes is frequent (count ≥ {}) in the selection part (the first {:.3} s): nothing was tested; give a larger --sample-split fraction or a lower minimum count",
@@ -321,33 +294,23 @@ pub fn max_t(
     surrogates: &[Vec<u32>],
     alpha: f64,
 ) -> (Vec<EpisodeTest>, Vec<f64>) {
-    let n = episodes.len();
-    let s_count = surrogates.len();
-    let mut sum = vec![0u64; n];
-    let mut sumsq = vec![0u128; n];
-    let mut exceed = vec![0u64; n];
+    let s_f = surrogates.len() as f64;
+    let mut sums = Sums::zero(episodes.len());
+    let mut row = vec![0u64; episodes.len()];
     for counts in surrogates {
-        for (i, &c) in counts.iter().enumerate() {
-            let c = u64::from(c);
-            sum[i] += c;
-            sumsq[i] += u128::from(c) * u128::from(c);
-            exceed[i] += u64::from(c >= recording[i]);
+        for (r, &c) in row.iter_mut().zip(counts) {
+            *r = u64::from(c);
         }
+        sums = sums.add(&row, recording);
     }
     // Sums over all S + 1 datasets; each dataset is standardised against the other S.
-    let total: Vec<(f64, f64)> = (0..n)
+    let total: Vec<(f64, f64)> = (0..episodes.len())
         .map(|i| {
             let c = recording[i] as f64;
-            (sum[i] as f64 + c, sumsq[i] as f64 + c * c)
+            (sums.sum[i] as f64 + c, sums.sumsq[i] as f64 + c * c)
         })
         .collect();
-    let s_f = s_count as f64;
-    let stat = |i: usize, c: u64| {
-        let (sum, sumsq) = total[i];
-        let c = c as f64;
-        let (mean, sd) = surrogate_moments(sum - c, sumsq - c * c, s_f);
-        (c - mean) / sd.max(1.0)
-    };
+    let stat = |i: usize, c: u64| leave_one_out(total[i].0, total[i].1, c, s_f);
     let maxima: Vec<f64> = surrogates
         .iter()
         .map(|counts| {
@@ -360,20 +323,18 @@ pub fn max_t(
         .collect();
     let mut sorted = maxima.clone();
     sorted.sort_by(f64::total_cmp);
-    let n_all = (s_count + 1) as f64;
+    let n_all = s_f + 1.0;
     let tests = episodes
         .iter()
         .enumerate()
         .map(|(i, e)| {
-            let t = stat(i, recording[i]);
-            let at_least = sorted.len() - sorted.partition_point(|&m| m < t);
             let mut test = EpisodeTest::new(
                 e.clone(),
                 recording[i],
-                (sum[i] as f64, sumsq[i] as f64, s_f),
+                (sums.sum[i] as f64, sums.sumsq[i] as f64, s_f),
                 (
-                    (1 + exceed[i]) as f64 / n_all,
-                    (1 + at_least) as f64 / n_all,
+                    (1 + sums.exceed[i]) as f64 / n_all,
+                    max_t_adjusted(&sorted, stat(i, recording[i])),
                 ),
                 alpha,
             );

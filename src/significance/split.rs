@@ -67,8 +67,8 @@ use super::engine::{Engine, more_counters};
 use super::error::SignificanceError;
 use super::surrogate::{SurrogateMethod, Surrogates, Trials};
 use super::testing::{
-    Correction, EpisodeTest, Key, SignificanceConfig, SignificanceResult, benjamini_hochberg, holm,
-    key,
+    Correction, EpisodeTest, Key, SignificanceConfig, SignificanceResult, Sums, benjamini_hochberg,
+    holm, key, leave_one_out, max_t_adjusted, too_few_for_alpha,
 };
 use crate::device::{DeviceChoice, DeviceError};
 use crate::episode::count::MAX_EPISODE_LEN;
@@ -338,56 +338,6 @@ impl Plan {
             part: 0,
         }
         .sealed())
-    }
-}
-
-/// Integer sums over a range of surrogates, per episode (shape `[episodes]` each): the sum of
-/// its counts, the sum of their squares and the number of surrogates whose count reaches the
-/// recording's. Exact, so sums of ranges combine in any order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Sums {
-    /// Σ c(e, X_s), occurrences.
-    pub sum: Vec<u64>,
-    /// Σ c(e, X_s)², occurrences².
-    pub sumsq: Vec<u128>,
-    /// #{s : c(e, X_s) ≥ c(e, X₀)}.
-    pub exceed: Vec<u64>,
-}
-
-impl Sums {
-    fn zero(n: usize) -> Self {
-        Self {
-            sum: vec![0; n],
-            sumsq: vec![0; n],
-            exceed: vec![0; n],
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.sum.len()
-    }
-
-    fn consistent(&self) -> bool {
-        self.sumsq.len() == self.sum.len() && self.exceed.len() == self.sum.len()
-    }
-
-    /// Adds one surrogate's `counts` against the recording's `recording` counts.
-    fn add(mut self, counts: &[u64], recording: &[u64]) -> Self {
-        for (i, (&c, &r)) in counts.iter().zip(recording).enumerate() {
-            self.sum[i] += c;
-            self.sumsq[i] += u128::from(c) * u128::from(c);
-            self.exceed[i] += u64::from(c >= r);
-        }
-        self
-    }
-
-    fn merge(mut self, other: &Self) -> Self {
-        for i in 0..self.sum.len() {
-            self.sum[i] += other.sum[i];
-            self.sumsq[i] += other.sumsq[i];
-            self.exceed[i] += other.exceed[i];
-        }
-        self
     }
 }
 
@@ -1337,9 +1287,7 @@ fn finish_max_t(
     let s_f = s_count as f64;
     let stat = |i: u32, c: u64| {
         let (sum, sumsq) = total[i as usize];
-        let c = c as f64;
-        let (mean, sd) = super::testing::surrogate_moments(sum - c, sumsq - c * c, s_f);
-        (c - mean) / sd.max(1.0)
+        leave_one_out(sum, sumsq, c, s_f)
     };
     let maximum = |sel: &Vec<(u32, u64)>| {
         sel.iter()
@@ -1351,9 +1299,7 @@ fn finish_max_t(
     sorted_max.sort_by(f64::total_cmp);
     for ((episode, count), &(id, _)) in plan.tested.iter().zip(&data_sel) {
         let i = id as usize;
-        let t = stat(id, *count);
-        let at_least = sorted_max.len() - sorted_max.partition_point(|&m| m < t);
-        let p_adjusted = (1 + at_least) as f64 / n_all;
+        let p_adjusted = max_t_adjusted(&sorted_max, stat(id, *count));
         result.tests.push(EpisodeTest::new(
             episode.clone(),
             *count,
@@ -1362,13 +1308,9 @@ fn finish_max_t(
             plan.alpha,
         ));
     }
-    if 1.0 / n_all > plan.alpha {
-        result.warnings.push(format!(
-            "{s_count} surrogates cannot reach α = {}: the smallest p-value is 1/(S+1) = {:.4}",
-            plan.alpha,
-            1.0 / n_all
-        ));
-    }
+    result
+        .warnings
+        .extend(too_few_for_alpha(s_count, plan.alpha));
     Ok(())
 }
 

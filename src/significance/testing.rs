@@ -218,15 +218,11 @@ impl SignificanceConfig {
             ));
         }
         if let Some(f) = options.sample_split {
-            if let Err(e) = check_fraction(f) {
-                errors.push(("sample_split".to_owned(), e));
-            }
-            if correction.is_some_and(|c| c != Correction::MaxT) {
-                errors.push((
-                    "sample_split".to_owned(),
-                    "works with the `max-t` correction only".to_owned(),
-                ));
-            }
+            errors.extend(
+                check_sample_split(f, correction, method.as_ref())
+                    .into_iter()
+                    .map(|e| ("sample_split".to_owned(), e)),
+            );
         }
         match (method, correction) {
             (Some(method), Some(correction)) if errors.is_empty() => Ok(Self {
@@ -370,8 +366,80 @@ pub(crate) fn check_fraction(fraction: f64) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "the sample-split fraction must be strictly between 0 and 1, got {fraction}"
+            "the fraction must be strictly between 0 and 1, got {fraction}"
         ))
+    }
+}
+
+/// What is wrong with a sample split at `fraction` for a test by `correction` (when known)
+/// with surrogates by `method` (when known): a fraction outside (0, 1), a correction other
+/// than `max-t`, `trial-shift` surrogates (trials would be cut at the split). Empty when
+/// nothing is. The command line, a pipeline's options and the test itself check with it.
+#[must_use]
+pub fn check_sample_split(
+    fraction: f64,
+    correction: Option<Correction>,
+    method: Option<&SurrogateMethod>,
+) -> Vec<String> {
+    let mut errors: Vec<String> = check_fraction(fraction).err().into_iter().collect();
+    if let Some(c) = correction.filter(|&c| c != Correction::MaxT) {
+        errors.push(format!("works with the `max-t` correction only, not `{c}`"));
+    }
+    if matches!(method, Some(SurrogateMethod::TrialShift { .. })) {
+        errors.push(
+            "does not take `trial-shift` surrogates (trials would be cut at the split)".to_owned(),
+        );
+    }
+    errors
+}
+
+/// Integer sums over a range of surrogates, per episode (shape `[episodes]` each): the sum of
+/// its counts, the sum of their squares and the number of surrogates whose count reaches the
+/// recording's. Exact, so sums of ranges combine in any order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sums {
+    /// Σ c(e, X_s), occurrences.
+    pub sum: Vec<u64>,
+    /// Σ c(e, X_s)², occurrences².
+    pub sumsq: Vec<u128>,
+    /// #{s : c(e, X_s) ≥ c(e, X₀)}.
+    pub exceed: Vec<u64>,
+}
+
+impl Sums {
+    pub(crate) fn zero(n: usize) -> Self {
+        Self {
+            sum: vec![0; n],
+            sumsq: vec![0; n],
+            exceed: vec![0; n],
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.sum.len()
+    }
+
+    pub(crate) fn consistent(&self) -> bool {
+        self.sumsq.len() == self.sum.len() && self.exceed.len() == self.sum.len()
+    }
+
+    /// Adds one surrogate's `counts` against the recording's `recording` counts.
+    pub(crate) fn add(mut self, counts: &[u64], recording: &[u64]) -> Self {
+        for (i, (&c, &r)) in counts.iter().zip(recording).enumerate() {
+            self.sum[i] += c;
+            self.sumsq[i] += u128::from(c) * u128::from(c);
+            self.exceed[i] += u64::from(c >= r);
+        }
+        self
+    }
+
+    pub(crate) fn merge(mut self, other: &Self) -> Self {
+        for i in 0..self.sum.len() {
+            self.sum[i] += other.sum[i];
+            self.sumsq[i] += other.sumsq[i];
+            self.exceed[i] += other.exceed[i];
+        }
+        self
     }
 }
 
@@ -385,6 +453,33 @@ pub(crate) fn key(e: &Episode) -> Key {
         e.types().iter().map(|t| t.0).collect(),
         e.intervals().iter().map(|iv| iv.bits()).collect(),
     )
+}
+
+/// `max-t`'s leave-one-out statistic `T(e, Xᵢ)` of a count `c` in dataset `i`, from the
+/// sum and sum of squares of `e`'s counts over all `s + 1` datasets (`Xᵢ` included): the
+/// z-score against the other `s`, `(c − μ₋ᵢ) / max(σ₋ᵢ, 1)`.
+pub(crate) fn leave_one_out(sum_all: f64, sumsq_all: f64, c: u64, s: f64) -> f64 {
+    let c = c as f64;
+    let (mean, sd) = surrogate_moments(sum_all - c, sumsq_all - c * c, s);
+    (c - mean) / sd.max(1.0)
+}
+
+/// `max-t`'s adjusted p-value of a statistic `t` against the surrogates' maxima
+/// `sorted_max` (ascending, shape `[S]`): `(1 + #{s : M_s ≥ t}) / (S + 1)`.
+pub(crate) fn max_t_adjusted(sorted_max: &[f64], t: f64) -> f64 {
+    let at_least = sorted_max.len() - sorted_max.partition_point(|&m| m < t);
+    (1 + at_least) as f64 / (sorted_max.len() + 1) as f64
+}
+
+/// The warning that `s` surrogates cannot reach `alpha` (no p-value is below `1/(s + 1)`),
+/// when they cannot.
+pub(crate) fn too_few_for_alpha(s: usize, alpha: f64) -> Option<String> {
+    let smallest = 1.0 / (s + 1) as f64;
+    (smallest > alpha).then(|| {
+        format!(
+            "{s} surrogates cannot reach α = {alpha}: the smallest p-value is 1/(S+1) = {smallest:.4}"
+        )
+    })
 }
 
 /// Mean and population standard deviation of `n` values from their sum and sum of squares.
