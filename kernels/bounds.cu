@@ -129,4 +129,45 @@ __global__ void bounds_and_count(unsigned joins, const unsigned* __restrict__ jo
     }
 }
 
+// The joins of one size at one floor, many surrogates at once (the one-floor pass of
+// `src/significance/spectrum.rs`, `max_count_at_floor`; driven by `src/device/floor.rs`):
+// prefix item i (its ends bits at ends + ends_off[i], `words[i]` words over its last type's
+// events, its count cnt[i]) joins every suffix item j of [part_lo[i], part_hi[i]) (the
+// successor bits of j's last pair at succ + succ_off[j], over the same events; its count
+// scnt[j]); the join's bound is min(cnt[i], scnt[j], popcount(ends_i & succ_j)) and the
+// joins whose bound reaches `floor` are appended as (i, j) to out_i/out_j, up to `capacity`;
+// `found` counts them all (the host retries with room for all when it exceeds `capacity`).
+// One thread per join g of [0, join_off[items]): its prefix item by binary search over
+// join_off (prefix sums of the items' partner counts), j = part_lo[i] + g - join_off[i].
+__global__ void bounds_floor_joins(unsigned items, const unsigned* __restrict__ join_off,
+                                   const unsigned* __restrict__ part_lo,
+                                   const synfire_u64* __restrict__ ends,
+                                   const unsigned* __restrict__ ends_off,
+                                   const unsigned* __restrict__ words,
+                                   const unsigned* __restrict__ cnt,
+                                   const synfire_u64* __restrict__ succ,
+                                   const unsigned* __restrict__ succ_off,
+                                   const unsigned* __restrict__ scnt, unsigned floor,
+                                   unsigned capacity, unsigned* __restrict__ found,
+                                   unsigned* __restrict__ out_i, unsigned* __restrict__ out_j) {
+    const unsigned total = join_off[items];
+    for (unsigned g = blockIdx.x * blockDim.x + threadIdx.x; g < total;
+         g += gridDim.x * blockDim.x) {
+        const unsigned i = synfire_item_of(join_off, items, g);
+        const unsigned j = part_lo[i] + (g - join_off[i]);
+        if (cnt[i] < floor || scnt[j] < floor) continue;
+        const synfire_u64* a = ends + ends_off[i];
+        const synfire_u64* b = succ + succ_off[j];
+        unsigned c = 0;
+        for (unsigned w = 0, n = words[i]; w < n; ++w) c += __popcll(a[w] & b[w]);
+        if (c >= floor) {
+            const unsigned k = atomicAdd(found, 1u);
+            if (k < capacity) {
+                out_i[k] = i;
+                out_j[k] = j;
+            }
+        }
+    }
+}
+
 }  // extern "C"

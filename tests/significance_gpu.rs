@@ -410,3 +410,97 @@ fn spectrum_significant_only_gives_the_cpu_tests() {
         assert_eq!(gpu.tested, cpu.tested, "{exact:?}");
     }
 }
+
+/// The `spectrum` search's one-floor pass on the device (`synfire::device::floor`, many
+/// surrogates in one batch) equals its host reference (`max_count_at_floor`) size for size
+/// and surrogate for surrogate: on dithered surrogates of the dense preset (four levels), of
+/// the real IBL raster and of the real A2929 session with a lag-0 interval, at floors from the
+/// minimum count (every frequent episode) up to the largest pair count; and where the pass
+/// resolves, it gives the round-by-round search's maxima.
+#[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
+fn device_floor_pass_equals_the_hosts() {
+    use synfire::episode::{CountKind, Counter, CpuCounter, NoProgress};
+    use synfire::significance::Surrogates;
+    use synfire::significance::spectrum::{floor_job, max_count_at_floor, max_count_by_size};
+    if !common::gpu_or_skip("device_floor_pass_equals_the_hosts") {
+        return;
+    }
+    let dense =
+        synfire::synth::dense::generate_dense(&synfire::synth::dense::DenseParams::neuropixels(1))
+            .unwrap()
+            .0;
+    let read = |rel: &str| synfire::read_spikes(&fixture(rel), Ordering::RequireSorted).unwrap();
+    let cases = [
+        (
+            dense,
+            "0-0.005,0.005-0.010,0.010-0.020",
+            Threshold::PerSecond(0.2),
+            4,
+        ),
+        (
+            read(RECORDINGS[1]),
+            "0-0.005,0.005-0.010,0.010-0.020",
+            Threshold::PerSecond(0.2),
+            4,
+        ),
+        (
+            read(RECORDINGS[0]),
+            "[0,0.001],(0.001,0.005],0.005-0.010",
+            Threshold::MinCount(150),
+            4,
+        ),
+    ];
+    for (stream, intervals, threshold, max_level) in cases {
+        let mut config = MinerConfig::new(Interval::parse_list(intervals).unwrap(), threshold);
+        config.max_level = max_level;
+        let gpu = synfire::episode::select_gpu(
+            &stream,
+            &config.intervals,
+            DeviceChoice::Gpu,
+            &GpuSettings::default(),
+        )
+        .unwrap()
+        .expect("a GPU");
+        let surrogates =
+            Surrogates::new(&stream, "dither:0.015".parse().unwrap(), 3, None).unwrap();
+        let xs: Vec<_> = (0..5).map(|s| surrogates.generate(s).unwrap()).collect();
+        let counters: Vec<CpuCounter> = xs.iter().map(CpuCounter::new).collect();
+        let singles = synfire::episode::candidates::level_one(stream.alphabet().len());
+        let c1s: Vec<Vec<u64>> = counters
+            .iter()
+            .map(|c| c.count(CountKind::Exact, &singles).unwrap())
+            .collect();
+        let exact = max_count_by_size(&xs[0], &config, &counters[0], &NoProgress).unwrap();
+        let m = exact.min_count;
+        let deepest = exact.max_by_size[max_level];
+        let mut floors = vec![m, deepest * 9 / 10, deepest, exact.max_by_size[2] + 1];
+        floors.iter_mut().for_each(|f| *f = (*f).max(m));
+        floors.dedup();
+        for floor in floors {
+            let batch: Vec<_> = xs
+                .iter()
+                .zip(&counters)
+                .zip(&c1s)
+                .map(|((x, c), c1)| (x, c.index(), &c1[..]))
+                .collect();
+            let job = floor_job(&config, floor, &batch).expect("one recording's surrogates");
+            let got = gpu.floor_pass(std::sync::Arc::new(job), 0).unwrap();
+            for (i, (x, c)) in xs.iter().zip(&counters).enumerate() {
+                let want = max_count_at_floor(x, &config, c, &NoProgress, floor).unwrap();
+                assert_eq!(
+                    got.best[i], want.best_by_size,
+                    "{intervals} floor {floor} surrogate {i}"
+                );
+                if i == 0
+                    && let Some(r) = want.resolved()
+                {
+                    assert_eq!(r, exact.max_by_size, "{intervals} floor {floor}");
+                }
+            }
+        }
+    }
+}

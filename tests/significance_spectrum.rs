@@ -20,7 +20,7 @@ use synfire::episode::{
 };
 use synfire::event::EventStream;
 use synfire::significance::Surrogates;
-use synfire::significance::spectrum::max_count_by_size;
+use synfire::significance::spectrum::{max_count_at_floor, max_count_by_size, pair_candidates_at};
 use synfire::synth::dense::{DenseParams, generate_dense};
 use synfire::synth::sym26::Chain;
 
@@ -115,7 +115,88 @@ fn check(stream: &EventStream, config: &MinerConfig) -> Result<u64, TestCaseErro
             mining
         );
     }
+    check_floors(stream, config, &mined, min_count, &want)?;
     Ok(got.counted)
+}
+
+/// The one-floor pass (`max_count_at_floor`) at several floors against mining's episodes:
+/// its largest count per size among the episodes reaching the floor equals the mined one, it
+/// resolves to the search's maxima whenever the floor is at or below every size's maximum (or
+/// is the minimum count), never to anything else, and its pair candidates hold every pair
+/// reaching the floor.
+fn check_floors(
+    stream: &EventStream,
+    config: &MinerConfig,
+    mined: &synfire::episode::MiningResult,
+    min_count: u64,
+    want: &[u64],
+) -> Result<(), TestCaseError> {
+    let counter = CpuCounter::new(stream);
+    let top = config.max_level.max(1);
+    let c1: Vec<u64> = counter
+        .count(
+            CountKind::Exact,
+            &(0..stream.alphabet().len())
+                .map(|t| Episode::single(synfire::event::EventType(t as u32)))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+    for floor in [
+        0,
+        min_count,
+        min_count + 3,
+        want[top],
+        want.get(2).copied().unwrap_or(0),
+        want.get(2).copied().unwrap_or(0) + 1,
+    ] {
+        let got = max_count_at_floor(stream, config, &counter, &NoProgress, floor).unwrap();
+        let f = floor.max(min_count);
+        prop_assert_eq!(got.floor, f);
+        let mut best = vec![0u64; config.max_level + 1];
+        for e in mined
+            .episodes
+            .iter()
+            .filter(|e| e.episode.len() >= 2 && e.count >= f)
+        {
+            let b = &mut best[e.episode.len()];
+            *b = (*b).max(e.count);
+        }
+        prop_assert_eq!(&got.best_by_size, &best, "floor {}", f);
+        let resolved = got.resolved();
+        if let Some(r) = &resolved {
+            prop_assert_eq!(r, want, "floor {}", f);
+        }
+        if f == min_count || (2..=config.max_level).all(|k| want[k] >= f) {
+            prop_assert!(resolved.is_some(), "floor {} at or below every maximum", f);
+        }
+        if config.max_level >= 2 {
+            let pairs = pair_candidates_at(stream, &TypeIndex::new(stream), config, &c1, f);
+            prop_assert!(
+                pairs
+                    .windows(2)
+                    .all(|w| (w[0].0, w[0].1, w[0].2) < (w[1].0, w[1].1, w[1].2))
+            );
+            for e in mined
+                .episodes
+                .iter()
+                .filter(|e| e.episode.len() == 2 && e.count >= f)
+            {
+                let (a, b) = (e.episode.types()[0], e.episode.types()[1]);
+                let iv = config
+                    .intervals
+                    .iter()
+                    .position(|&iv| iv == e.episode.intervals()[0])
+                    .unwrap();
+                prop_assert!(
+                    pairs.contains(&(a, iv, b)),
+                    "pair {:?} with count {} missing",
+                    e.episode,
+                    e.count
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Intervals as `(low, high, closed, rate_hz)`: seconds when `rate_hz` is 0, else whole

@@ -357,6 +357,15 @@ impl EpisodeWorker {
         self.worker.run(move |d| join_bounds(d, &job))
     }
 
+    /// The one-floor pass of the `spectrum` search over a batch of surrogates
+    /// ([`super::floor`]; independent of the counted stream, which it leaves as it is).
+    pub fn floor_pass(
+        &self,
+        job: Arc<super::floor::FloorJob>,
+    ) -> Ticket<super::floor::FloorResult> {
+        self.worker.run(move |d| super::floor::floor_pass(d, &job))
+    }
+
     /// The exact counts of `job`'s candidates (see [`EndsJob`]) on the counted stream.
     pub fn count_by_ends(&self, job: Arc<EndsJob>) -> Ticket<BatchCounts> {
         self.worker.run(move |d| count_by_ends(d, &job))
@@ -375,7 +384,7 @@ impl EpisodeWorker {
 
 /// Copies `v` to the device without a host copy; an empty slice becomes one zero element
 /// (zero-length device allocations are not allowed, and the kernels never read it).
-fn upload<T: cudarc::driver::DeviceRepr + Default>(
+pub(super) fn upload<T: cudarc::driver::DeviceRepr + Default>(
     s: &Arc<CudaStream>,
     v: &[T],
 ) -> Result<CudaSlice<T>, cudarc::driver::DriverError> {
@@ -709,16 +718,72 @@ const ENDS_CHUNK: u32 = 64;
 /// for every event of its items' last types, then the candidates' counts.
 fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceError> {
     let s = dev.stream.clone();
-    let count_f = dev.function(&ENDS, "ends_count")?;
-    let level_f = dev.function(&ENDS, "ends_level")?;
-    let chunk_count_f = dev.function(&ENDS, "ends_chunk_count")?;
-    let chunk_scan_f = dev.function(&ENDS, "ends_chunk_scan")?;
-    let chunk_pack_f = dev.function(&ENDS, "ends_chunk_pack")?;
-    let drv = launch::drv;
+    let fns = EndsFunctions::of(dev)?;
     let data =
         dev.slot::<Episodes>().data.as_ref().ok_or_else(|| {
             DeviceError::Unsupported("a count before the stream was loaded".into())
         })?;
+    count_by_ends_on(&s, &fns, &Csr::of(data), job)
+}
+
+/// The `kernels/ends.cu` functions [`count_by_ends_on`] launches.
+pub(super) struct EndsFunctions {
+    count: CudaFunction,
+    level: CudaFunction,
+    chunk_count: CudaFunction,
+    chunk_scan: CudaFunction,
+    chunk_pack: CudaFunction,
+}
+
+impl EndsFunctions {
+    /// Loads (once per device) and returns the ends kernels.
+    pub(super) fn of(dev: &mut Device) -> Result<Self, DeviceError> {
+        Ok(Self {
+            count: dev.function(&ENDS, "ends_count")?,
+            level: dev.function(&ENDS, "ends_level")?,
+            chunk_count: dev.function(&ENDS, "ends_chunk_count")?,
+            chunk_scan: dev.function(&ENDS, "ends_chunk_scan")?,
+            chunk_pack: dev.function(&ENDS, "ends_chunk_pack")?,
+        })
+    }
+}
+
+/// A stream on the device grouped by type, as the ends and bounds kernels read it: times
+/// `[events]` (seconds), offsets `[types + 1]`, and the offsets on the host.
+pub(super) struct Csr<'a> {
+    pub(super) times: &'a CudaSlice<f64>,
+    pub(super) offsets: &'a CudaSlice<u32>,
+    pub(super) host_offsets: &'a [u32],
+}
+
+impl<'a> Csr<'a> {
+    fn of(data: &'a DeviceStream) -> Self {
+        Self {
+            times: &data.times,
+            offsets: &data.offsets,
+            host_offsets: &data.host_offsets,
+        }
+    }
+}
+
+/// [`count_by_ends`] on any stream grouped by type (`data`): the counted stream, or a batch
+/// of surrogates laid side by side as one stream of `surrogates × types` types
+/// (`device::floor`).
+pub(super) fn count_by_ends_on(
+    s: &Arc<CudaStream>,
+    fns: &EndsFunctions,
+    data: &Csr<'_>,
+    job: &EndsJob,
+) -> Result<BatchCounts, DeviceError> {
+    let s = s.clone();
+    let (count_f, level_f, chunk_count_f, chunk_scan_f, chunk_pack_f) = (
+        &fns.count,
+        &fns.level,
+        &fns.chunk_count,
+        &fns.chunk_scan,
+        &fns.chunk_pack,
+    );
+    let drv = launch::drv;
     let types = data.host_offsets.len().saturating_sub(1);
     let levels: Vec<&EndsLevel> = job.prefixes.iter().chain([&job.candidates]).collect();
     let malformed = levels.iter().enumerate().any(|(d, l)| {
@@ -833,14 +898,14 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
     fn item_args<'a>(
         s: &'a Arc<CudaStream>,
         f: &'a CudaFunction,
-        data: &'a DeviceStream,
+        data: &'a Csr<'a>,
         l: &'a Level,
         prev: Option<&'a Buffers>,
         null: &'a u64,
     ) -> cudarc::driver::LaunchArgs<'a> {
         let mut b = s.launch_builder(f);
-        b.arg(&data.times)
-            .arg(&data.offsets)
+        b.arg(data.times)
+            .arg(data.offsets)
             .arg(&l.items)
             .arg(&l.parent)
             .arg(&l.last)
@@ -861,7 +926,7 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
             let (before, rest) = buffers.split_at_mut(d);
             let o = &mut rest[0];
             let (item_off, threads) = &o.item_off;
-            let mut b = item_args(&s, &level_f, data, l, before.last(), &null);
+            let mut b = item_args(&s, level_f, data, l, before.last(), &null);
             b.arg(&mut o.flags)
                 .arg(&mut o.unpacked)
                 .arg(&o.off)
@@ -878,7 +943,7 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
                 .map_err(drv("cuLaunchKernel"))?;
             let (chunk_off, chunks) = &o.chunk_off;
             let chunk_grid = launch::cover((*chunks).max(1), THREADS_PER_BLOCK);
-            let mut b = s.launch_builder(&chunk_count_f);
+            let mut b = s.launch_builder(chunk_count_f);
             b.arg(&l.items)
                 .arg(item_off)
                 .arg(chunk_off)
@@ -892,7 +957,7 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
             // item, so every chunk lies inside its item's room; threads past the last chunk
             // return first.
             unsafe { b.launch(chunk_grid) }.map_err(drv("cuLaunchKernel"))?;
-            let mut b = s.launch_builder(&chunk_scan_f);
+            let mut b = s.launch_builder(chunk_scan_f);
             b.arg(&l.items)
                 .arg(chunk_off)
                 .arg(&o.counts)
@@ -901,7 +966,7 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
             // SAFETY: matches `ends_chunk_scan` (items u32, chunk_off u32* [items + 1],
             // counts u32* [chunks], bases u32* [chunks], out_len u32* [items]).
             unsafe { b.launch(grid(l.items)) }.map_err(drv("cuLaunchKernel"))?;
-            let mut b = s.launch_builder(&chunk_pack_f);
+            let mut b = s.launch_builder(chunk_pack_f);
             b.arg(&l.items)
                 .arg(item_off)
                 .arg(chunk_off)
@@ -920,7 +985,7 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
             unsafe { b.launch(chunk_grid) }.map_err(drv("cuLaunchKernel"))?;
             continue;
         }
-        let mut b = item_args(&s, &count_f, data, l, buffers.last(), &null);
+        let mut b = item_args(&s, count_f, data, l, buffers.last(), &null);
         b.arg(&mut out);
         // SAFETY: matches `ends_count` in kernels/ends.cu (times, offsets, items u32,
         // parent/last/x u32* [items], low/high f64* [items], the last prefix level's idx u32*,
@@ -936,7 +1001,7 @@ fn count_by_ends(dev: &mut Device, job: &EndsJob) -> Result<BatchCounts, DeviceE
 }
 
 /// Words of a bit set over `n` events.
-fn words_of(n: u32) -> u32 {
+pub(super) fn words_of(n: u32) -> u32 {
     n.div_ceil(64)
 }
 
@@ -1090,26 +1155,28 @@ fn join_bounds(dev: &mut Device, job: &BoundJob) -> Result<Vec<u32>, DeviceError
 
 /// One launch's items on the device: their first and second types, their gaps' delays, and
 /// where each item's elements (the events of its counted type) and bit-set words start.
-struct BoundItems {
-    items: u32,
-    from: CudaSlice<u32>,
-    to: CudaSlice<u32>,
-    low: CudaSlice<f64>,
-    high: CudaSlice<f64>,
+pub(super) struct BoundItems {
+    pub(super) items: u32,
+    pub(super) from: CudaSlice<u32>,
+    pub(super) to: CudaSlice<u32>,
+    pub(super) low: CudaSlice<f64>,
+    pub(super) high: CudaSlice<f64>,
     /// Prefix sums of the items' element counts. Shape `[items + 1]`.
-    item_off: CudaSlice<u32>,
+    pub(super) item_off: CudaSlice<u32>,
     /// Prefix sums of the items' word counts. Shape `[items + 1]`.
-    word_off: CudaSlice<u32>,
+    pub(super) word_off: CudaSlice<u32>,
+    /// `word_off` on the host. Shape `[items + 1]`.
+    pub(super) host_word_off: Vec<u32>,
     /// Elements (threads) in all.
-    elements: u32,
+    pub(super) elements: u32,
     /// Words of all the items' bit sets.
-    words: usize,
+    pub(super) words: usize,
 }
 
 impl BoundItems {
     /// Uploads `[from, to]`, `[low, high]` and the offsets of bit sets over the events of
     /// `counted[i]` (types of the stream whose CSR offsets are `offsets`).
-    fn upload(
+    pub(super) fn upload(
         s: &Arc<CudaStream>,
         offsets: &[u32],
         [from, to]: [&[u32]; 2],
@@ -1134,6 +1201,7 @@ impl BoundItems {
             high: upload(s, high).map_err(up)?,
             item_off: upload(s, &item_off).map_err(up)?,
             word_off: upload(s, &word_off).map_err(up)?,
+            host_word_off: word_off.clone(),
             elements: *item_off.last().unwrap_or(&0),
             words: words as usize,
         })

@@ -10,7 +10,8 @@
 //!   scratch slots) for the life of its user, running jobs over crossbeam channels (paper §6.2:
 //!   contexts are thread-bound). It knows no domain.
 //! * The domain modules submit their jobs to it: [`episodes`] ([`EpisodeWorker`], the episode
-//!   counters), `motif`, `search`, `shapelet`, [`softdtw`]. They take plain data and
+//!   counters, and [`floor`], the `spectrum` search's one-floor pass over a batch of
+//!   surrogates), `motif`, `search`, `shapelet`, [`softdtw`]. They take plain data and
 //!   share the launch plumbing (grids, CUDA-event timing); none imports a type of the domain
 //!   it serves.
 //! * `kernels` embeds `kernels/*.cu`, compiles them with NVRTC for each device's
@@ -22,6 +23,7 @@
 pub mod choice;
 pub mod episodes;
 pub mod error;
+pub mod floor;
 pub(crate) mod kernels;
 mod launch;
 pub(crate) mod motif;
@@ -36,6 +38,7 @@ pub use episodes::{
     StreamData, StreamReport, SurrogateJob,
 };
 pub use error::DeviceError;
+pub use floor::{FloorGap, FloorJob, FloorResult};
 pub use kernels::MAX_GPU_NODES;
 pub use worker::{GpuWorker, Ticket};
 

@@ -271,6 +271,28 @@ impl GpuCounter {
         Ok(())
     }
 
+    /// Runs the `spectrum` search's one-floor pass for a batch of surrogates
+    /// ([`crate::device::floor`]) on device `worker % devices` (a counter has a worker on
+    /// every GPU it uses); the counted stream is left as it is.
+    ///
+    /// # Errors
+    /// [`DeviceError`] for a malformed job or a failing device.
+    pub fn floor_pass(
+        &self,
+        job: Arc<crate::device::FloorJob>,
+        worker: usize,
+    ) -> Result<crate::device::FloorResult, DeviceError> {
+        self.workers[worker % self.workers.len()]
+            .floor_pass(job)
+            .wait()
+    }
+
+    /// Number of device workers (one per GPU it counts on).
+    #[must_use]
+    pub fn worker_count(&self) -> usize {
+        self.workers.len()
+    }
+
     /// The counted stream's times on the first device, grouped by type (for tests).
     ///
     /// # Errors

@@ -24,7 +24,7 @@ use crate::episode::{
 use crate::event::EventStream;
 
 use super::error::SignificanceError;
-use super::spectrum::max_count_by_size;
+use super::spectrum::{FloorMax, floor_job, max_count_by_size};
 use super::surrogate::Surrogates;
 
 /// A GPU counter and the surrogates whose recording it was last loaded with, if that is the
@@ -79,6 +79,31 @@ pub(crate) struct SpectrumCounts {
     pub(crate) search_s: f64,
     /// Seconds of the counts of the list.
     pub(crate) count_s: f64,
+}
+
+/// Surrogates searched round by round before the one-floor pass's batches (their deepest
+/// maxima set the floor; [`Engine::spectrum_maxima`]).
+pub const FLOOR_PILOT: u64 = 8;
+
+/// Surrogates per device batch of the one-floor pass ([`Engine::spectrum_maxima`]).
+pub const FLOOR_BATCH: usize = 32;
+
+/// Batches in flight at once (each one thread: its host preparation runs on rayon's pool,
+/// so a few threads keep the device and the host's cores busy together).
+const FLOOR_THREADS: usize = 3;
+
+/// Where a batch's maxima (or its error) land. Shape of the maxima `[batch][max_level + 1]`.
+type BatchSlot = Mutex<Option<Result<Vec<Vec<u64>>, SignificanceError>>>;
+
+/// The one-floor pass's work, summed over batches.
+#[derive(Default)]
+struct FloorStats {
+    fell_back: usize,
+    counted: u64,
+    joins: u64,
+    kernel_ms: f32,
+    prep_s: f64,
+    device_s: f64,
 }
 
 /// GPU counters (each on every GPU) working on different surrogates at once: one per host
@@ -371,6 +396,194 @@ impl<'g> Engine<'g> {
         })?;
         self.counted
             .fetch_add(found.counted + list.len() as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// Whether [`Engine::spectrum_maxima`] runs the one-floor pass on GPUs (else it runs
+    /// the round-by-round search per surrogate).
+    pub(crate) fn floor_batches(&self, config: &MinerConfig) -> bool {
+        matches!(self.kind, Kind::Gpu(_)) && config.max_level >= 2
+    }
+
+    /// Each surrogate's largest count per size among its frequent episodes (what
+    /// [`Engine::spectrum_and_count`] finds, [`max_count_by_size`]), for every surrogate of
+    /// `range`, in order.
+    ///
+    /// On the CPU, the round-by-round search per surrogate. On the GPUs
+    /// ([`Engine::floor_batches`]):
+    /// 1. **Pilot.** The first [`FLOOR_PILOT`] surrogates by the round-by-round search; the
+    ///    floor is `φ = ⌊0.9 · min M_K⌋` over them (`K` the deepest size; 1 when some has
+    ///    `M_K = 0`). Any floor gives exact results; this one makes the rest rarely fall back.
+    /// 2. **Batches** of [`FLOOR_BATCH`] surrogates: the host generates each, its minimum count
+    ///    `m_s` and single counts, and its pairs whose successor bound reaches the batch's
+    ///    floor `max(φ, min m_s)` ([`pair_candidates_at`]); one device pass
+    ///    ([`crate::device::floor`]) counts every episode of every size with `c` at the floor,
+    ///    for the whole batch.
+    /// 3. **Resolution.** Each surrogate's largest count per size at its floor
+    ///    `max(φ, m_s)` gives its maxima wherever they reach that floor
+    ///    ([`FloorMax::resolved`]); a surrogate whose deepest maximum lies below it (or whose
+    ///    types' event counts differ from the batch's) is searched round by round on the host.
+    ///
+    /// # Errors
+    /// Surrogate generation, counting and device errors; [`SignificanceError::Cancelled`].
+    pub(crate) fn spectrum_maxima(
+        &self,
+        surrogates: &Arc<Surrogates>,
+        range: Range<u64>,
+        config: &MinerConfig,
+    ) -> Result<Vec<Vec<u64>>, SignificanceError> {
+        let adaptive = |s: u64| -> Result<Vec<u64>, SignificanceError> {
+            Ok(self
+                .spectrum_and_count(&surrogates.generate(s)?, config, &[])?
+                .max_by_size)
+        };
+        let Kind::Gpu(slots) = &self.kind else {
+            return self.map_surrogates(range, adaptive);
+        };
+        if !self.floor_batches(config) {
+            return self.map_surrogates(range, adaptive);
+        }
+        let pilot_end = (range.start + FLOOR_PILOT).min(range.end);
+        let mut out = self.map_surrogates(range.start..pilot_end, adaptive)?;
+        if pilot_end == range.end {
+            return Ok(out);
+        }
+        let deepest = out.iter().map(|m| m[config.max_level]).min().unwrap_or(0);
+        let phi = (deepest * 9 / 10).max(1);
+        let rest: Vec<u64> = (pilot_end..range.end).collect();
+        let batches: Vec<&[u64]> = rest.chunks(FLOOR_BATCH).collect();
+        let results: Vec<BatchSlot> = batches.iter().map(|_| Mutex::new(None)).collect();
+        let stats = Mutex::new(FloorStats::default());
+        let started = Instant::now();
+        let threads = slots.len().min(batches.len()).min(FLOOR_THREADS);
+        on_threads(threads, 0..batches.len() as u64, |b| {
+            let r = self.check_cancel().and_then(|()| {
+                let mut slot = Self::slot(slots);
+                let gpu = slot.gpu.get();
+                self.floor_batch(
+                    gpu,
+                    b as usize,
+                    surrogates,
+                    batches[b as usize],
+                    config,
+                    phi,
+                    &stats,
+                )
+            });
+            let ok = r.is_ok();
+            *results[b as usize].lock() = Some(r);
+            ok
+        });
+        for r in results {
+            match r.into_inner() {
+                Some(r) => out.extend(r?),
+                None => return Err(SignificanceError::Cancelled),
+            }
+        }
+        let stats = stats.into_inner();
+        tracing::debug!(
+            pilot = pilot_end - range.start,
+            floor = phi,
+            batched = rest.len(),
+            fell_back = stats.fell_back,
+            counted_on_device = stats.counted,
+            joins_on_device = stats.joins,
+            kernel_s = f64::from(stats.kernel_ms) / 1e3,
+            host_prep_s = stats.prep_s,
+            device_s = stats.device_s,
+            wall_s = started.elapsed().as_secs_f64(),
+            "Spectrum maxima by the one-floor pass on the GPUs."
+        );
+        Ok(out)
+    }
+
+    /// One batch of [`Engine::spectrum_maxima`] on `gpu` (its device `which % devices`).
+    #[allow(clippy::too_many_arguments)]
+    fn floor_batch(
+        &self,
+        gpu: &GpuCounter,
+        which: usize,
+        surrogates: &Arc<Surrogates>,
+        batch: &[u64],
+        config: &MinerConfig,
+        phi: u64,
+        stats: &Mutex<FloorStats>,
+    ) -> Result<Vec<Vec<u64>>, SignificanceError> {
+        use rayon::prelude::*;
+        let started = Instant::now();
+        let streams: Vec<EventStream> = batch
+            .par_iter()
+            .map(|&s| surrogates.generate(s).map_err(SignificanceError::from))
+            .collect::<Result<_, _>>()?;
+        let counters: Vec<CpuCounter> = streams.par_iter().map(CpuCounter::new).collect();
+        let mins: Vec<u64> = streams
+            .iter()
+            .map(|x| config.threshold.min_count(x.len(), x.span()))
+            .collect::<Result<_, _>>()
+            .map_err(SignificanceError::from)?;
+        let floor = phi.max(mins.iter().copied().min().unwrap_or(1));
+        let n_types = streams[0].alphabet().len();
+        let singles = crate::episode::candidates::level_one(n_types);
+        let c1s: Vec<Vec<u64>> = counters
+            .par_iter()
+            .map(|c| c.count(CountKind::Exact, &singles))
+            .collect::<Result<_, _>>()?;
+        // The surrogates whose types' event counts are the first's go to the device together;
+        // any other is searched round by round.
+        let on_device: Vec<usize> = (0..batch.len())
+            .filter(|&i| {
+                counters[i].index().offsets() == counters[0].index().offsets()
+                    && streams[i].alphabet().len() == n_types
+            })
+            .collect();
+        let items: Vec<(&EventStream, &crate::episode::TypeIndex, &[u64])> = on_device
+            .iter()
+            .map(|&i| (&streams[i], counters[i].index(), &c1s[i][..]))
+            .collect();
+        let job = floor_job(config, floor, &items).ok_or_else(|| {
+            SignificanceError::Device(DeviceError::Unsupported(
+                "a floor batch whose streams differ".into(),
+            ))
+        })?;
+        let prep_s = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let found = gpu.floor_pass(Arc::new(job), which)?;
+        let device_s = started.elapsed().as_secs_f64();
+        self.counted.fetch_add(found.counted, Ordering::Relaxed);
+        // Each surrogate's maxima from its floor, or None: searched round by round.
+        let mut resolved: Vec<Option<Vec<u64>>> = vec![None; batch.len()];
+        for (&i, best) in on_device.iter().zip(&found.best) {
+            let at = floor.max(mins[i]);
+            let pass = FloorMax {
+                min_count: mins[i],
+                floor: at,
+                best_by_size: best.iter().map(|&b| if b >= at { b } else { 0 }).collect(),
+            };
+            resolved[i] = pass.resolved();
+        }
+        let progress = CancelOnly(self.cancel.as_deref());
+        let fell_back = resolved.iter().filter(|r| r.is_none()).count();
+        let out = resolved
+            .into_par_iter()
+            .zip(&streams)
+            .zip(&counters)
+            .map(|((r, x), c)| match r {
+                Some(v) => Ok(v),
+                None => max_count_by_size(x, config, c, &progress)
+                    .map(|f| f.max_by_size)
+                    .map_err(|e| match e {
+                        MineError::Cancelled => SignificanceError::Cancelled,
+                        e => e.into(),
+                    }),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut st = stats.lock();
+        st.fell_back += fell_back;
+        st.counted += found.counted;
+        st.joins += found.joins;
+        st.kernel_ms += found.kernel_ms;
+        st.prep_s += prep_s;
+        st.device_s += device_s;
         Ok(out)
     }
 

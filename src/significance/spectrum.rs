@@ -212,6 +212,189 @@ pub fn max_count_by_size(
     Ok(out)
 }
 
+/// What [`max_count_at_floor`] finds: the largest count of each size among the episodes whose
+/// count reaches one fixed floor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct FloorMax {
+    /// The minimum count the configuration's threshold resolved to, occurrences.
+    pub min_count: u64,
+    /// The floor used: the one asked for, raised to `min_count`, occurrences.
+    pub floor: u64,
+    /// At index `k`: `max{c(e) : |e| = k, c(e) ≥ floor}`, 0 when no `k`-episode reaches the
+    /// floor; indices 0 and 1 are 0. Shape `[max_level + 1]`, occurrences.
+    pub best_by_size: Vec<u64>,
+}
+
+impl FloorMax {
+    /// `M_k` of [`max_count_by_size`] when this pass determines it, for every size:
+    /// `best_k` where it reaches the floor (every `k`-episode with `c ≥ floor` was counted,
+    /// so none uncounted beats it); 0 from the first size with none at a floor equal to the
+    /// minimum count (and above it: a frequent episode's prefix would be frequent). `None`
+    /// when some size has no episode at a floor above the minimum count: its maximum lies
+    /// below the floor, which this pass does not search (run [`max_count_by_size`]).
+    #[must_use]
+    pub fn resolved(&self) -> Option<Vec<u64>> {
+        let mut out = vec![0; self.best_by_size.len()];
+        for (k, &best) in self.best_by_size.iter().enumerate().skip(2) {
+            if best >= self.floor && best >= self.min_count {
+                out[k] = best;
+            } else if self.floor == self.min_count {
+                break;
+            } else {
+                return None;
+            }
+        }
+        Some(out)
+    }
+}
+
+/// The largest count of each size (2..=`config.max_level`) among the episodes of `stream`
+/// whose exact count reaches `floor` (raised to the configuration's minimum count `m`): the
+/// threshold search of the module documentation run once, with every size's floor set to
+/// `floor` (`ensure(max_level, floor)`), instead of lowered round by round. Every
+/// `k`-episode with `c ≥ floor` is counted (the floor's invariant), so the result does not
+/// depend on the bounds or the counter, and [`FloorMax::resolved`] gives `M_k` wherever the
+/// floor is at or below it. A floor close below the deepest `M_k` costs about what the
+/// round-by-round search costs (it ends at `M_K + 1`), in one round per size: the form a
+/// device runs for many surrogates at once (`device::floor`), which this pass is the
+/// reference of.
+///
+/// # Errors
+/// As [`max_count_by_size`].
+pub fn max_count_at_floor(
+    stream: &EventStream,
+    config: &MinerConfig,
+    counter: &dyn Counter,
+    progress: &dyn Progress,
+    floor: u64,
+) -> Result<FloorMax, MineError> {
+    config.validate()?;
+    let m = config.threshold.min_count(stream.len(), stream.span())?;
+    let floor = floor.max(m);
+    let max_level = config.max_level;
+    let mut out = FloorMax {
+        min_count: m,
+        floor,
+        best_by_size: vec![0; max_level + 1],
+    };
+    if max_level < 2 {
+        return Ok(out);
+    }
+    let c1 = count_batched(counter, progress, level_one(stream.alphabet().len()))?
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect();
+    let mut search = Search::new(stream, config, counter, progress, m, c1);
+    search.ensure(max_level, floor)?;
+    for k in 2..=max_level {
+        out.best_by_size[k] = search.levels[k]
+            .counts
+            .iter()
+            .copied()
+            .filter(|&c| c >= floor)
+            .max()
+            .unwrap_or(0);
+    }
+    Ok(out)
+}
+
+/// The pairs `(a, interval index, b)` whose successor bound
+/// `min(c(a), c(b), |Succ(a, iv, b)|)` (module documentation) reaches `floor`, ordered by
+/// `(a, interval, b)`, from the single counts `c1` (shape `[types]`, occurrences): every pair
+/// with `c ≥ floor` is among them. `index` is `stream`'s ([`TypeIndex::new`]). The first
+/// step of [`max_count_at_floor`], which a device pass takes from the host (`device::floor`).
+#[must_use]
+pub fn pair_candidates_at(
+    stream: &EventStream,
+    index: &TypeIndex,
+    config: &MinerConfig,
+    c1: &[u64],
+    floor: u64,
+) -> Vec<(EventType, usize, EventType)> {
+    let active: Vec<EventType> = (0..c1.len())
+        .filter(|&t| c1[t] >= floor)
+        .map(|t| EventType(u32::try_from(t).unwrap_or(u32::MAX)))
+        .collect();
+    if active.is_empty() {
+        return Vec::new();
+    }
+    let rows = pair_successor_counts(stream, index, &active, &config.intervals);
+    let n_types = stream.alphabet().len();
+    let width = config.intervals.len() * n_types;
+    let mut out = Vec::new();
+    for (i, &a) in active.iter().enumerate() {
+        let row = &rows[i * width..(i + 1) * width];
+        for v in 0..config.intervals.len() {
+            for &b in &active {
+                let bound = c1[a.index()]
+                    .min(c1[b.index()])
+                    .min(u64::from(row[v * n_types + b.index()]));
+                if bound >= floor {
+                    out.push((a, v, b));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The device job of the one-floor pass ([`crate::device::floor`], whose host reference is
+/// [`max_count_at_floor`]) at `floor` for a batch of streams, each given with its
+/// [`TypeIndex`] and its single counts (shape `[types]`): their times grouped by type side by
+/// side, and each one's pairs at the floor ([`pair_candidates_at`]). `None` when the streams'
+/// types' event counts differ (one set of offsets serves the batch; surrogates keep every
+/// unit's count) or there is no stream.
+#[must_use]
+pub fn floor_job(
+    config: &MinerConfig,
+    floor: u64,
+    batch: &[(&EventStream, &TypeIndex, &[u64])],
+) -> Option<crate::device::FloorJob> {
+    use rayon::prelude::*;
+    let (_, first, _) = batch.first()?;
+    let offsets: Vec<u32> = first
+        .offsets()
+        .iter()
+        .map(|&o| u32::try_from(o).ok())
+        .collect::<Option<_>>()?;
+    if batch
+        .iter()
+        .any(|(_, index, _)| index.offsets() != first.offsets())
+    {
+        return None;
+    }
+    let pairs = batch
+        .par_iter()
+        .map(|(x, index, c1)| {
+            pair_candidates_at(x, index, config, c1, floor)
+                .into_iter()
+                .map(|(a, v, b)| (a.0, u32::try_from(v).unwrap_or(u32::MAX), b.0))
+                .collect()
+        })
+        .collect();
+    let mut times = Vec::with_capacity(batch.len() * first.all_times().len());
+    for (_, index, _) in batch {
+        times.extend_from_slice(index.all_times());
+    }
+    Some(crate::device::FloorJob {
+        offsets,
+        times,
+        gaps: config
+            .intervals
+            .iter()
+            .map(|iv| crate::device::FloorGap {
+                low_up: iv.low_by_time(true),
+                low: iv.low_by_time(false),
+                high: iv.high(),
+            })
+            .collect(),
+        pairs,
+        floor: u32::try_from(floor).unwrap_or(u32::MAX),
+        max_level: config.max_level,
+    })
+}
+
 /// The next floor to try below `x`: about three quarters of it, or half of it for a counter
 /// whose rounds are costly ([`Counter::coarse_thresholds`]: fewer rounds that count more).
 fn lower(x: u64, coarse: bool) -> u64 {

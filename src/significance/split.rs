@@ -839,17 +839,36 @@ impl<'a> Tester<'a> {
                 let list: Vec<Episode> = tested.iter().map(|(e, _)| e.clone()).collect();
                 let recording: Vec<u64> = tested.iter().map(|(_, c)| *c).collect();
                 let started = std::time::Instant::now();
-                let per = engine.map_surrogates(range.clone(), |s| {
-                    engine.spectrum_and_count(&surrogates.generate(s)?, &fixed, &list)
-                })?;
                 let mut sums = Sums::zero(list.len());
                 let mut seconds = [0.0f64; 2];
-                for found in per {
-                    debug_assert_eq!(found.max_by_size.len(), levels);
-                    part.max_by_size.push(found.max_by_size);
-                    sums = sums.add(&found.counts, &recording);
-                    seconds[0] += found.search_s;
-                    seconds[1] += found.count_s;
+                if engine.floor_batches(&fixed) {
+                    // On the GPUs: the maxima by the one-floor pass in batches, then the
+                    // tested episodes' counts per surrogate (generated on the devices).
+                    part.max_by_size =
+                        engine.spectrum_maxima(&surrogates, range.clone(), &fixed)?;
+                    seconds[0] = started.elapsed().as_secs_f64();
+                    if !list.is_empty() {
+                        let counted = std::time::Instant::now();
+                        sums = engine.fold_surrogates(
+                            range.clone(),
+                            sums,
+                            |s| engine.count_surrogate(self.stream, &surrogates, s, &list),
+                            |acc, counts| acc.add(&counts, &recording),
+                            |a, b| a.merge(&b),
+                        )?;
+                        seconds[1] = counted.elapsed().as_secs_f64();
+                    }
+                } else {
+                    let per = engine.map_surrogates(range.clone(), |s| {
+                        engine.spectrum_and_count(&surrogates.generate(s)?, &fixed, &list)
+                    })?;
+                    for found in per {
+                        debug_assert_eq!(found.max_by_size.len(), levels);
+                        part.max_by_size.push(found.max_by_size);
+                        sums = sums.add(&found.counts, &recording);
+                        seconds[0] += found.search_s;
+                        seconds[1] += found.count_s;
+                    }
                 }
                 part.sums = sums;
                 tracing::debug!(
