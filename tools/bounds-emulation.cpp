@@ -2,7 +2,8 @@
 // the threshold search's join bounds against plain definitions: a prefix chain's ends (an
 // event of the last type is an end when some chain of events, one per node, has every gap's
 // delay d with low < d <= high), each pair's successor bits, and each join's popcount of
-// their intersection. Streams on a coarse grid (equal times and delays on interval edges are
+// their intersection, and the one-floor pass's joins (bounds_floor_joins: which joins reach a
+// floor, found through each prefix's range of partners). Streams on a coarse grid (equal times and delays on interval edges are
 // common), gaps whose `low` admits a zero delay, repeated types; several blocks and threads
 // to exercise the grid-stride loops. On a GPU, tests/significance_gpu.rs compares the
 // kernels with the host's join_bounds_cpu. Built and run by tools/check-kernels.sh.
@@ -128,6 +129,54 @@ int main() {
       for (unsigned e = 0; e < want_succ[jq[i]].size(); ++e) want += want_ends[jp[i]][e] && want_succ[jq[i]][e];
       ++checked;
       bad += bound[i] != want;
+    }
+    // The one-floor pass's joins (bounds_floor_joins): the pairs ordered by first type, each
+    // prefix joined with the range of pairs starting at its last type; counts drawn at random;
+    // the joins whose min(count, count, popcount) reaches the floor, appended up to a capacity
+    // (too small half the time: `found` must still count them all).
+    {
+      std::vector<unsigned> order(pairs);
+      for (unsigned q = 0; q < pairs; ++q) order[q] = q;
+      std::stable_sort(order.begin(), order.end(), [&](unsigned a, unsigned b) { return pf[a] < pf[b]; });
+      std::vector<unsigned> cnt(prefixes), scnt(pairs), part_lo(prefixes), join_off{0}, ends_off(prefixes), wds(prefixes), soff(pairs);
+      for (auto& c : cnt) c = rng() % 12;
+      for (auto& c : scnt) c = rng() % 12;
+      const unsigned fl = 1 + rng() % 6;
+      for (unsigned p = 0; p < prefixes; ++p) {
+        const unsigned last = ct[p * nodes + nodes - 1];
+        unsigned lo = 0;
+        while (lo < pairs && pf[order[lo]] < last) ++lo;
+        unsigned hi = lo;
+        while (hi < pairs && pf[order[hi]] == last) ++hi;
+        part_lo[p] = lo;
+        join_off.push_back(join_off.back() + (hi - lo));
+        ends_off[p] = prev_off[p];
+        wds[p] = words(n_of(last));
+      }
+      for (unsigned j = 0; j < pairs; ++j) soff[j] = succ_off[order[j]];
+      std::vector<unsigned> sc(pairs);
+      for (unsigned j = 0; j < pairs; ++j) sc[j] = scnt[order[j]];
+      std::vector<std::pair<unsigned, unsigned>> want_joins;
+      for (unsigned p = 0; p < prefixes; ++p)
+        for (unsigned j = part_lo[p]; j < part_lo[p] + (join_off[p + 1] - join_off[p]); ++j) {
+          unsigned c = 0;
+          for (unsigned e = 0; e < want_succ[order[j]].size(); ++e) c += want_ends[p][e] && want_succ[order[j]][e];
+          if (std::min(std::min(cnt[p], sc[j]), c) >= fl) want_joins.push_back({p, j});
+        }
+      const unsigned capacity = (rng() % 2) ? (unsigned)want_joins.size() + 1 : (unsigned)(want_joins.size() / 2);
+      std::vector<unsigned> out_i(capacity + 1), out_j(capacity + 1);
+      unsigned found = 0;
+      current = [&] { bounds_floor_joins(prefixes, join_off.data(), part_lo.data(), prev.data(), ends_off.data(), wds.data(), cnt.data(), succ.data(), soff.data(), sc.data(), fl, capacity, &found, out_i.data(), out_j.data()); };
+      run_grid(join_off.back(), rng, call_current);
+      ++checked;
+      bad += found != want_joins.size();
+      if (found <= capacity) {
+        std::vector<std::pair<unsigned, unsigned>> got;
+        for (unsigned k = 0; k < found; ++k) got.push_back({out_i[k], out_j[k]});
+        std::sort(got.begin(), got.end());
+        ++checked;
+        bad += got != want_joins;
+      }
     }
   }
   std::printf("bounds emulation: checked %ld bits and bounds, mismatches %ld\n", checked, bad);

@@ -366,6 +366,15 @@ impl EpisodeWorker {
         self.worker.run(move |d| super::floor::floor_pass(d, &job))
     }
 
+    /// The exact counts of a list in each of a batch of streams ([`super::floor`]); per
+    /// job, stream by stream; and the kernel milliseconds.
+    pub fn count_batch(
+        &self,
+        job: Arc<super::floor::BatchCountJob>,
+    ) -> Ticket<(Vec<Vec<u32>>, f32)> {
+        self.worker.run(move |d| super::floor::count_batch(d, &job))
+    }
+
     /// The exact counts of `job`'s candidates (see [`EndsJob`]) on the counted stream.
     pub fn count_by_ends(&self, job: Arc<EndsJob>) -> Ticket<BatchCounts> {
         self.worker.run(move |d| count_by_ends(d, &job))

@@ -93,6 +93,37 @@ pub struct FloorResult {
     pub joins: u64,
     /// Kernel time of the exact counts (CUDA events), milliseconds.
     pub kernel_ms: f32,
+    /// Kernel time of the joins' bounds (CUDA events), milliseconds.
+    pub joins_ms: f32,
+    /// Time of the whole pass on the device's thread (uploads, launches, the host's index
+    /// work between them), milliseconds.
+    pub wall_ms: f64,
+    /// The same time by step (each step's launches waited for), milliseconds.
+    pub steps_ms: Vec<(&'static str, f64)>,
+    /// When the last step ended.
+    lap_at: Option<std::time::Instant>,
+}
+
+/// Adds the time since the last step to step `name` of `result.steps_ms`, after the
+/// launches so far have run (the pass synchronises after each step anyway: it reads back
+/// counts and joins).
+fn lap(
+    s: &Arc<CudaStream>,
+    result: &mut FloorResult,
+    name: &'static str,
+) -> Result<(), DeviceError> {
+    s.synchronize()
+        .map_err(launch::drv("cuStreamSynchronize"))?;
+    let now = std::time::Instant::now();
+    let ms = result
+        .lap_at
+        .map_or(0.0, |t| now.duration_since(t).as_secs_f64() * 1e3);
+    result.lap_at = Some(now);
+    match result.steps_ms.iter_mut().find(|(n, _)| *n == name) {
+        Some((_, t)) => *t += ms,
+        None => result.steps_ms.push((name, ms)),
+    }
+    Ok(())
 }
 
 /// An episode of one size in the pass: its surrogate, its keys for joining, its last gap,
@@ -155,22 +186,15 @@ pub(super) fn floor_pass(dev: &mut Device, job: &FloorJob) -> Result<FloorResult
     if n_sur == 0 || events == 0 {
         return Ok(result);
     }
-    launch::u32_of("surrogates × events", n_sur * events)?;
-    let bt = launch::u32_of("surrogates × types", n_sur * types)?;
+    let started = std::time::Instant::now();
+    result.lap_at = Some(started);
     let s = dev.stream.clone();
     let ends_fns = EndsFunctions::of(dev)?;
     let step_f = dev.function(&BOUNDS, "bounds_chain_step")?;
     let succ_f = dev.function(&BOUNDS, "bounds_successors")?;
     let joins_f = dev.function(&BOUNDS, "bounds_floor_joins")?;
     let drv = launch::drv;
-    let mut host_offsets = Vec::with_capacity(bt as usize + 1);
-    for k in 0..n_sur {
-        let base = (k * events) as u32;
-        host_offsets.extend(job.offsets[..types].iter().map(|&o| base + o));
-    }
-    host_offsets.push((n_sur * events) as u32);
-    let times = upload(&s, &job.times).map_err(drv("cuMemcpyHtoD"))?;
-    let offsets = upload(&s, &host_offsets).map_err(drv("cuMemcpyHtoD"))?;
+    let (times, offsets, host_offsets) = upload_batch(&s, &job.offsets, &job.times, n_sur)?;
     let csr = Csr {
         times: &times,
         offsets: &offsets,
@@ -180,12 +204,18 @@ pub(super) fn floor_pass(dev: &mut Device, job: &FloorJob) -> Result<FloorResult
     let batched = |k: usize, t: u32| (k * types) as u32 + t;
 
     // Size 2: the candidate pairs, counted.
+    lap(&s, &mut result, "upload")?;
     let mut cands = Vec::new();
     for (k, pairs) in job.pairs.iter().enumerate() {
-        let mut sorted = pairs.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        for (a, v, b) in sorted {
+        // Sorted and distinct as `pair_candidates_at` gives them; sorted here otherwise.
+        let mut sorted = std::borrow::Cow::Borrowed(pairs);
+        if !pairs.windows(2).all(|w| w[0] < w[1]) {
+            let mut own = pairs.clone();
+            own.sort_unstable();
+            own.dedup();
+            sorted = std::borrow::Cow::Owned(own);
+        }
+        for &(a, v, b) in sorted.iter() {
             let (a, b) = (batched(k, a), batched(k, b));
             cands.push(Ep {
                 surrogate: k as u32,
@@ -199,10 +229,12 @@ pub(super) fn floor_pass(dev: &mut Device, job: &FloorJob) -> Result<FloorResult
             });
         }
     }
+    lap(&s, &mut result, "pair list")?;
     let counted = count_eps(&s, &ends_fns, &csr, job, &[], &cands)?;
     result.counted += cands.len() as u64;
     result.kernel_ms += counted.kernel_ms;
     let mut level = keep(&mut cands, &counted.counts, floor, &mut result.best, 2);
+    lap(&s, &mut result, "pair counts")?;
     for (i, e) in level.iter_mut().enumerate() {
         e.last_pair = i as u32;
     }
@@ -234,6 +266,7 @@ pub(super) fn floor_pass(dev: &mut Device, job: &FloorJob) -> Result<FloorResult
             .map_err(drv("cuLaunchKernel"))?;
         (bits, it.host_word_off)
     };
+    lap(&s, &mut result, "successor bits")?;
     let mut sizes: Vec<Level> = Vec::with_capacity(job.max_level + 1);
     sizes.push(Level {
         eps: Vec::new(),
@@ -262,6 +295,7 @@ pub(super) fn floor_pass(dev: &mut Device, job: &FloorJob) -> Result<FloorResult
         let prev = &sizes[k - 1];
         let (ends_bits, ends_off) = prev.ends.as_ref().expect("set above");
         // Partners: the episodes whose prefix key equals a prefix's suffix key.
+        lap(&s, &mut result, "end bits")?;
         let keys = prev
             .eps
             .iter()
@@ -317,6 +351,7 @@ pub(super) fn floor_pass(dev: &mut Device, job: &FloorJob) -> Result<FloorResult
         let d_succ_off = upload(&s, &succ_off).map_err(&up)?;
         let d_scnt = upload(&s, &scnt).map_err(&up)?;
         let mut capacity = (4 * prev.eps.len()).max(1 << 16) as u32;
+        lap(&s, &mut result, "partners")?;
         let found = loop {
             let mut found = s.alloc_zeros::<u32>(1).map_err(drv("cuMemAlloc"))?;
             let mut out_i = s
@@ -326,6 +361,7 @@ pub(super) fn floor_pass(dev: &mut Device, job: &FloorJob) -> Result<FloorResult
                 .alloc_zeros::<u32>(capacity as usize)
                 .map_err(drv("cuMemAlloc"))?;
             let total32 = join_off[prev.eps.len()];
+            let timer = launch::Timer::start(&s)?;
             let mut b = s.launch_builder(&joins_f);
             b.arg(&items)
                 .arg(&d_join_off)
@@ -351,7 +387,9 @@ pub(super) fn floor_pass(dev: &mut Device, job: &FloorJob) -> Result<FloorResult
             // successor bits (their first type is the prefix's last); writes stop at capacity.
             unsafe { b.launch(launch::cover(total32.max(1), THREADS_PER_BLOCK)) }
                 .map_err(drv("cuLaunchKernel"))?;
+            let timed = timer.stop(&s)?;
             let n = s.clone_dtoh(&found).map_err(drv("cuMemcpyDtoH"))?[0];
+            result.joins_ms += timed.ms()?;
             if n <= capacity {
                 let i = s.clone_dtoh(&out_i).map_err(drv("cuMemcpyDtoH"))?;
                 let j = s.clone_dtoh(&out_j).map_err(drv("cuMemcpyDtoH"))?;
@@ -365,6 +403,7 @@ pub(super) fn floor_pass(dev: &mut Device, job: &FloorJob) -> Result<FloorResult
             }
             capacity = n;
         };
+        lap(&s, &mut result, "joins")?;
         let mut cands: Vec<Ep> = found
             .iter()
             .map(|&(i, j)| {
@@ -384,13 +423,122 @@ pub(super) fn floor_pass(dev: &mut Device, job: &FloorJob) -> Result<FloorResult
         if cands.is_empty() {
             break;
         }
+        lap(&s, &mut result, "join list")?;
         let counted = count_eps(&s, &ends_fns, &csr, job, &sizes, &cands)?;
+        lap(&s, &mut result, "counts")?;
         result.counted += cands.len() as u64;
         result.kernel_ms += counted.kernel_ms;
         let eps = keep(&mut cands, &counted.counts, floor, &mut result.best, k);
+        lap(&s, &mut result, "keep")?;
         sizes.push(Level { eps, ends: None });
     }
+    result.wall_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(result)
+}
+
+/// A batch on the device: times, batched offsets, and those offsets on the host.
+type Uploaded = (CudaSlice<f64>, CudaSlice<u32>, Vec<u32>);
+
+/// Uploads `n_sur` streams grouped by type by the same `offsets` (`[types + 1]`), their times
+/// side by side (`[n_sur × events]`), as one stream of `n_sur × types` types: returns the
+/// times, the batched offsets and those offsets on the host.
+fn upload_batch(
+    s: &Arc<CudaStream>,
+    offsets: &[u32],
+    times: &[f64],
+    n_sur: usize,
+) -> Result<Uploaded, DeviceError> {
+    let types = offsets.len().saturating_sub(1);
+    let events = offsets.last().copied().unwrap_or(0) as usize;
+    if times.len() != n_sur * events || offsets.windows(2).any(|w| w[0] > w[1]) {
+        return Err(DeviceError::Unsupported(
+            "a batch of streams whose times do not match their offsets".into(),
+        ));
+    }
+    launch::u32_of("surrogates × events", n_sur * events)?;
+    let bt = launch::u32_of("surrogates × types", n_sur * types)?;
+    let mut host_offsets = Vec::with_capacity(bt as usize + 1);
+    for k in 0..n_sur {
+        let base = (k * events) as u32;
+        host_offsets.extend(offsets[..types].iter().map(|&o| base + o));
+    }
+    host_offsets.push((n_sur * events) as u32);
+    let up = launch::drv("cuMemcpyHtoD");
+    let d_times = upload(s, times).map_err(&up)?;
+    let d_offsets = upload(s, &host_offsets).map_err(&up)?;
+    Ok((d_times, d_offsets, host_offsets))
+}
+
+/// A list of episodes to count exactly in each of a batch of streams (surrogates of one
+/// recording: one set of offsets), as [`EndsJob`]s over one stream's types.
+#[derive(Clone, Debug, Default)]
+pub struct BatchCountJob {
+    /// Events per type, as CSR offsets of one stream. Shape `[types + 1]`.
+    pub offsets: Vec<u32>,
+    /// The streams' times, each grouped by type by `offsets`, one after the other, seconds.
+    /// Shape `[streams × events]`.
+    pub times: Vec<f64>,
+    /// Number of streams.
+    pub streams: usize,
+    /// The episodes, as jobs over one stream's types (`episode::gpu::ends_jobs`).
+    pub jobs: Vec<EndsJob>,
+}
+
+/// Runs [`BatchCountJob`]: each job's candidates counted in every stream at once (the job's
+/// items repeated per stream with that stream's types, as [`floor_pass`] lays a batch out).
+/// Returns, per job, the counts stream by stream: shape `[jobs][streams × candidates]`.
+///
+/// # Errors
+/// [`DeviceError::Unsupported`] for a malformed job; driver errors.
+pub(super) fn count_batch(
+    dev: &mut Device,
+    job: &BatchCountJob,
+) -> Result<(Vec<Vec<u32>>, f32), DeviceError> {
+    let types = job.offsets.len().saturating_sub(1) as u32;
+    if job.streams == 0 || job.jobs.is_empty() {
+        return Ok((vec![Vec::new(); job.jobs.len()], 0.0));
+    }
+    let s = dev.stream.clone();
+    let fns = EndsFunctions::of(dev)?;
+    let (times, offsets, host_offsets) = upload_batch(&s, &job.offsets, &job.times, job.streams)?;
+    let csr = Csr {
+        times: &times,
+        offsets: &offsets,
+        host_offsets: &host_offsets,
+    };
+    let mut out = Vec::with_capacity(job.jobs.len());
+    let mut kernel_ms = 0.0;
+    for one in &job.jobs {
+        let repeat = |l: &EndsLevel, parents: usize| {
+            let mut r = EndsLevel::default();
+            for k in 0..job.streams as u32 {
+                for i in 0..l.len() {
+                    r.push(
+                        l.parent[i] + k * parents as u32,
+                        l.last[i] + k * types,
+                        l.x[i] + k * types,
+                        l.low[i],
+                        l.high[i],
+                    );
+                }
+            }
+            r
+        };
+        let mut prefixes = Vec::with_capacity(one.prefixes.len());
+        let mut parents = 0;
+        for l in &one.prefixes {
+            prefixes.push(repeat(l, parents));
+            parents = l.len();
+        }
+        let batched = EndsJob {
+            prefixes,
+            candidates: repeat(&one.candidates, parents),
+        };
+        let counted = count_by_ends_on(&s, &fns, &csr, &batched)?;
+        kernel_ms += counted.kernel_ms;
+        out.push(counted.counts);
+    }
+    Ok((out, kernel_ms))
 }
 
 /// The `(low, high)` of each episode's last gap, for its type order.

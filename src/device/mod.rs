@@ -38,7 +38,7 @@ pub use episodes::{
     StreamData, StreamReport, SurrogateJob,
 };
 pub use error::DeviceError;
-pub use floor::{FloorGap, FloorJob, FloorResult};
+pub use floor::{BatchCountJob, FloorGap, FloorJob, FloorResult};
 pub use kernels::MAX_GPU_NODES;
 pub use worker::{GpuWorker, Ticket};
 

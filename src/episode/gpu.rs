@@ -287,6 +287,74 @@ impl GpuCounter {
             .wait()
     }
 
+    /// The exact counts of `list` (episodes of two or more nodes, any lengths) in each of a
+    /// batch of streams that share one set of type offsets (`offsets`, `[types + 1]`; their
+    /// times grouped by type side by side in `times`, `[streams × events]`, seconds), counted
+    /// together on device `worker % devices` ([`crate::device::floor`]: one launch per
+    /// length for the whole batch). Returns the counts stream by stream, each in `list`'s
+    /// order: shape `[streams × list]`.
+    ///
+    /// # Errors
+    /// [`DeviceError::Unsupported`] for an episode of fewer than two nodes or a malformed
+    /// batch; a failing device.
+    pub fn count_batch(
+        &self,
+        list: &[Episode],
+        offsets: Vec<u32>,
+        times: Vec<f64>,
+        streams: usize,
+        worker: usize,
+    ) -> Result<Vec<u64>, DeviceError> {
+        if list.iter().any(|e| e.len() < 2) {
+            return Err(DeviceError::Unsupported(
+                "a batch count of single-node episodes".into(),
+            ));
+        }
+        let events_of = |t: u32| -> u64 {
+            let t = t as usize;
+            match (offsets.get(t), offsets.get(t + 1)) {
+                (Some(&a), Some(&b)) => u64::from(b.saturating_sub(a)),
+                _ => 0,
+            }
+        };
+        let mut by_length: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for (i, e) in list.iter().enumerate() {
+            by_length.entry(e.len()).or_default().push(i);
+        }
+        let room = (ENDS_JOB_ROOM / streams.max(1) as u64).max(1);
+        let mut jobs = Vec::new();
+        let mut positions = Vec::new();
+        for members in by_length.values() {
+            let refs: Vec<&Episode> = members.iter().map(|&i| &list[i]).collect();
+            for (job, at) in ends_jobs(&refs, events_of, room) {
+                jobs.push(job);
+                positions.push(at.into_iter().map(|p| members[p]).collect::<Vec<_>>());
+            }
+        }
+        let job = crate::device::BatchCountJob {
+            offsets,
+            times,
+            streams,
+            jobs,
+        };
+        let (counts, ms) = self.workers[worker % self.workers.len()]
+            .count_batch(Arc::new(job))
+            .wait()?;
+        let mut out = vec![0u64; streams * list.len()];
+        for (part, at) in counts.iter().zip(&positions) {
+            let n = at.len();
+            for k in 0..streams {
+                for (j, &i) in at.iter().enumerate() {
+                    out[k * list.len() + i] = u64::from(part[k * n + j]);
+                }
+            }
+        }
+        let mut stats = self.stats.lock();
+        stats.ends_candidates += (streams * list.len()) as u64;
+        stats.kernel_ms += f64::from(ms);
+        Ok(out)
+    }
+
     /// Number of device workers (one per GPU it counts on).
     #[must_use]
     pub fn worker_count(&self) -> usize {

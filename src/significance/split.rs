@@ -849,12 +849,12 @@ impl<'a> Tester<'a> {
                     seconds[0] = started.elapsed().as_secs_f64();
                     if !list.is_empty() {
                         let counted = std::time::Instant::now();
-                        sums = engine.fold_surrogates(
+                        sums = engine.sums_of_counts(
+                            self.stream,
+                            &surrogates,
                             range.clone(),
-                            sums,
-                            |s| engine.count_surrogate(self.stream, &surrogates, s, &list),
-                            |acc, counts| acc.add(&counts, &recording),
-                            |a, b| a.merge(&b),
+                            &list,
+                            &recording,
                         )?;
                         seconds[1] = counted.elapsed().as_secs_f64();
                     }
@@ -884,13 +884,8 @@ impl<'a> Tester<'a> {
             _ => {
                 let list: Vec<Episode> = plan.tested.iter().map(|(e, _)| e.clone()).collect();
                 let recording: Vec<u64> = plan.tested.iter().map(|(_, c)| *c).collect();
-                part.sums = engine.fold_surrogates(
-                    range,
-                    Sums::zero(list.len()),
-                    |s| engine.count_surrogate(self.stream, &surrogates, s, &list),
-                    |acc, counts| acc.add(&counts, &recording),
-                    |a, b| a.merge(&b),
-                )?;
+                part.sums =
+                    engine.sums_of_counts(self.stream, &surrogates, range, &list, &recording)?;
             }
         }
         part.counted = engine.candidates_counted() - before;
@@ -1029,13 +1024,24 @@ impl<'a> Tester<'a> {
             }
             Ok(counts)
         };
-        let sums = engine.fold_surrogates(
-            first.range.clone(),
-            Sums::zero(u),
-            counts_in,
-            |acc, counts| acc.add(&counts, &union.recording),
-            |a, b| a.merge(&b),
-        )?;
+        let sums = if mined {
+            engine.fold_surrogates(
+                first.range.clone(),
+                Sums::zero(u),
+                counts_in,
+                |acc, counts| acc.add(&counts, &union.recording),
+                |a, b| a.merge(&b),
+            )?
+        } else {
+            // Every episode of the union in every surrogate: one list for all.
+            engine.sums_of_counts(
+                self.stream,
+                &surrogates,
+                first.range.clone(),
+                &union.episodes,
+                &union.recording,
+            )?
+        };
         Ok(SecondPart {
             fingerprint: want,
             range: first.range.clone(),
