@@ -241,7 +241,7 @@ pub const THREADS_PER_BLOCK: u32 = 128;
 
 /// A device thread with the episode kernels loaded: what `episode::GpuCounter` counts on.
 pub struct EpisodeWorker {
-    worker: GpuWorker,
+    pub(super) worker: GpuWorker,
     /// PTPE resident threads per N, known once that size is loaded.
     ptpe_resident: std::sync::Mutex<Vec<Option<u64>>>,
 }
@@ -355,24 +355,6 @@ impl EpisodeWorker {
     /// The join bounds of `job` (see [`BoundJob`]) on the counted stream, one per join.
     pub fn join_bounds(&self, job: Arc<BoundJob>) -> Ticket<Vec<u32>> {
         self.worker.run(move |d| join_bounds(d, &job))
-    }
-
-    /// The one-floor pass of the `spectrum` search over a batch of surrogates
-    /// ([`super::floor`]; independent of the counted stream, which it leaves as it is).
-    pub fn floor_pass(
-        &self,
-        job: Arc<super::floor::FloorJob>,
-    ) -> Ticket<super::floor::FloorResult> {
-        self.worker.run(move |d| super::floor::floor_pass(d, &job))
-    }
-
-    /// The exact counts of a list in each of a batch of streams ([`super::floor`]); per
-    /// job, stream by stream; and the kernel milliseconds.
-    pub fn count_batch(
-        &self,
-        job: Arc<super::floor::BatchCountJob>,
-    ) -> Ticket<(Vec<Vec<u32>>, f32)> {
-        self.worker.run(move |d| super::floor::count_batch(d, &job))
     }
 
     /// The exact counts of `job`'s candidates (see [`EndsJob`]) on the counted stream.

@@ -33,12 +33,13 @@ use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
 
 use super::DeviceError;
 use super::episodes::{
-    BatchCounts, BoundItems, Csr, EndsFunctions, EndsJob, EndsLevel, THREADS_PER_BLOCK,
-    count_by_ends_on, upload, words_of,
+    BatchCounts, BoundItems, Csr, EndsFunctions, EndsJob, EndsLevel, EpisodeWorker,
+    THREADS_PER_BLOCK, count_by_ends_on, upload, words_of,
 };
 use super::kernels::BOUNDS;
 use super::launch;
 use super::worker::Device;
+use super::worker::Ticket;
 
 /// One interval of the configuration as the kernels compare delays: a delay `d` fits when
 /// `low < d ≤ high`, with `low` the interval's `Interval::low_by_time` for the pair's type
@@ -60,7 +61,7 @@ impl FloorGap {
     }
 }
 
-/// A batch of surrogates for [`floor_pass`]: their streams (one recording's surrogates keep
+/// A batch of surrogates for the one-floor pass ([`EpisodeWorker::floor_pass`]): their streams (one recording's surrogates keep
 /// every type's event count, so one set of offsets), the floor, and each one's candidate
 /// pairs.
 #[derive(Clone, Debug, Default)]
@@ -81,7 +82,7 @@ pub struct FloorJob {
     pub max_level: usize,
 }
 
-/// What [`floor_pass`] finds.
+/// What the one-floor pass ([`EpisodeWorker::floor_pass`]) finds.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FloorResult {
     /// Per surrogate, at index `k`, the largest count among its `k`-episodes with `c ≥ φ`
@@ -124,6 +125,20 @@ fn lap(
         None => result.steps_ms.push((name, ms)),
     }
     Ok(())
+}
+
+impl EpisodeWorker {
+    /// The one-floor pass of the `spectrum` search over a batch of surrogates
+    /// ([`FloorJob`]; independent of the counted stream, which it leaves as it is).
+    pub fn floor_pass(&self, job: Arc<FloorJob>) -> Ticket<FloorResult> {
+        self.worker.run(move |d| floor_pass(d, &job))
+    }
+
+    /// The exact counts of a list in each of a batch of streams ([`BatchCountJob`]); per
+    /// job, stream by stream; and the kernel milliseconds.
+    pub fn count_batch(&self, job: Arc<BatchCountJob>) -> Ticket<(Vec<Vec<u32>>, f32)> {
+        self.worker.run(move |d| count_batch(d, &job))
+    }
 }
 
 /// An episode of one size in the pass: its surrogate, its keys for joining, its last gap,

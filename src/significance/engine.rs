@@ -559,7 +559,20 @@ impl<'g> Engine<'g> {
         })?;
         let prep_s = started.elapsed().as_secs_f64();
         let started = Instant::now();
-        let found = gpu.floor_pass(Arc::new(job), which)?;
+        let found = match gpu.floor_pass(Arc::new(job), which) {
+            Ok(found) => found,
+            // A batch the pass cannot lay out (more than 2^32 joins or events in it): every
+            // surrogate of it round by round, said once per batch.
+            Err(DeviceError::Unsupported(why)) => {
+                tracing::warn!(
+                    why,
+                    surrogates = batch.len(),
+                    "The one-floor pass on the GPU declined a batch; searching its surrogates round by round on the host."
+                );
+                crate::device::FloorResult::default()
+            }
+            Err(e) => return Err(e.into()),
+        };
         let device_s = started.elapsed().as_secs_f64();
         self.counted.fetch_add(found.counted, Ordering::Relaxed);
         // Each surrogate's maxima from its floor, or None: searched round by round.
@@ -708,18 +721,34 @@ impl<'g> Engine<'g> {
                         );
                     }
                     let mut slot = Self::slot(slots);
-                    let counts = slot.gpu.get().count_batch(
+                    let counted = slot.gpu.get().count_batch(
                         list,
                         offsets,
                         times,
                         together.len(),
                         b as usize,
-                    )?;
+                    );
                     drop(slot);
-                    self.counted
-                        .fetch_add((together.len() * list.len()) as u64, Ordering::Relaxed);
-                    for c in counts.chunks(list.len()) {
-                        sums = sums.add(c, recording_counts);
+                    match counted {
+                        Ok(counts) => {
+                            self.counted.fetch_add(
+                                (together.len() * list.len()) as u64,
+                                Ordering::Relaxed,
+                            );
+                            for c in counts.chunks(list.len()) {
+                                sums = sums.add(c, recording_counts);
+                            }
+                        }
+                        // A batch too large to lay out on the device: one surrogate at a time.
+                        Err(DeviceError::Unsupported(why)) => {
+                            tracing::warn!(why, "A batch count on the GPU declined; counting its surrogates one at a time.");
+                            for &k in &together {
+                                let counts =
+                                    self.count_surrogate(recording, surrogates, batch[k], list)?;
+                                sums = sums.add(&counts, recording_counts);
+                            }
+                        }
+                        Err(e) => return Err(e.into()),
                     }
                 }
                 Ok(sums)
