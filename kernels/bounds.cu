@@ -111,6 +111,15 @@ __global__ void bounds_successors(const double* __restrict__ times,
     }
 }
 
+// popcount(a & b) over n words: the successor bound of a join.
+__device__ __forceinline__ unsigned synfire_and_count(const synfire_u64* __restrict__ a,
+                                                      const synfire_u64* __restrict__ b,
+                                                      unsigned n) {
+    unsigned c = 0;
+    for (unsigned w = 0; w < n; ++w) c += __popcll(a[w] & b[w]);
+    return c;
+}
+
 // bound[i] = popcount(ends[join_prefix[i]] & succ[join_pair[i]]) over `words[i]` words.
 __global__ void bounds_and_count(unsigned joins, const unsigned* __restrict__ join_prefix,
                                  const unsigned* __restrict__ join_pair,
@@ -121,11 +130,8 @@ __global__ void bounds_and_count(unsigned joins, const unsigned* __restrict__ jo
                                  const unsigned* __restrict__ words, unsigned* __restrict__ bound) {
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < joins;
          i += gridDim.x * blockDim.x) {
-        const synfire_u64* a = ends + ends_off[join_prefix[i]];
-        const synfire_u64* b = succ + succ_off[join_pair[i]];
-        unsigned c = 0;
-        for (unsigned w = 0, n = words[i]; w < n; ++w) c += __popcll(a[w] & b[w]);
-        bound[i] = c;
+        bound[i] = synfire_and_count(ends + ends_off[join_prefix[i]],
+                                     succ + succ_off[join_pair[i]], words[i]);
     }
 }
 
@@ -156,10 +162,7 @@ __global__ void bounds_floor_joins(unsigned items, const unsigned* __restrict__ 
         const unsigned i = synfire_item_of(join_off, items, g);
         const unsigned j = part_lo[i] + (g - join_off[i]);
         if (cnt[i] < floor || scnt[j] < floor) continue;
-        const synfire_u64* a = ends + ends_off[i];
-        const synfire_u64* b = succ + succ_off[j];
-        unsigned c = 0;
-        for (unsigned w = 0, n = words[i]; w < n; ++w) c += __popcll(a[w] & b[w]);
+        const unsigned c = synfire_and_count(ends + ends_off[i], succ + succ_off[j], words[i]);
         if (c >= floor) {
             const unsigned k = atomicAdd(found, 1u);
             if (k < capacity) {

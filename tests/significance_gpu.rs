@@ -23,6 +23,21 @@ const RECORDINGS: [&str; 2] = [
     "fixtures/spikes/ibl-ephys_test/ibl-ephys_test.csv",
 ];
 
+/// A GPU counter holding `stream` with `intervals`.
+fn gpu_for(
+    stream: &synfire::event::EventStream,
+    intervals: &[Interval],
+) -> synfire::episode::GpuCounter {
+    synfire::episode::select_gpu(
+        stream,
+        intervals,
+        DeviceChoice::Gpu,
+        &GpuSettings::default(),
+    )
+    .unwrap()
+    .expect("a GPU")
+}
+
 /// A recording, a GPU counter holding it with `intervals`, and its units busiest first.
 fn on_gpu(
     rel: &str,
@@ -33,14 +48,7 @@ fn on_gpu(
     Vec<u32>,
 ) {
     let stream = synfire::read_spikes(&fixture(rel), Ordering::RequireSorted).unwrap();
-    let gpu = synfire::episode::select_gpu(
-        &stream,
-        intervals,
-        DeviceChoice::Gpu,
-        &GpuSettings::default(),
-    )
-    .unwrap()
-    .expect("a GPU");
+    let gpu = gpu_for(&stream, intervals);
     let counts = stream.counts_per_type();
     let mut busy: Vec<u32> = (0..counts.len() as u32).collect();
     busy.sort_by_key(|&u| std::cmp::Reverse(counts[u as usize]));
@@ -117,14 +125,7 @@ fn gpu_surrogates_give_the_cpu_p_values() {
         assert_eq!(by_ends.surrogate_max, cpu.surrogate_max, "{method} by ends");
         assert_eq!(gpu.surrogate_max, cpu.surrogate_max, "{method}");
         // A counter the caller lends (a pipeline stage's) gives the same again.
-        let mut lent = synfire::episode::select_gpu(
-            &stream,
-            &config.intervals,
-            DeviceChoice::Gpu,
-            &GpuSettings::default(),
-        )
-        .unwrap()
-        .expect("a GPU");
+        let mut lent = gpu_for(&stream, &config.intervals);
         let again = test_episodes_with_gpu(&stream, &config, &data, &sig, &mut lent).unwrap();
         assert_eq!(again.tests, cpu.tests, "{method} on a lent counter");
     }
@@ -457,14 +458,7 @@ fn device_floor_pass_equals_the_hosts() {
     for (stream, intervals, threshold, max_level) in cases {
         let mut config = MinerConfig::new(Interval::parse_list(intervals).unwrap(), threshold);
         config.max_level = max_level;
-        let gpu = synfire::episode::select_gpu(
-            &stream,
-            &config.intervals,
-            DeviceChoice::Gpu,
-            &GpuSettings::default(),
-        )
-        .unwrap()
-        .expect("a GPU");
+        let gpu = gpu_for(&stream, &config.intervals);
         let surrogates =
             Surrogates::new(&stream, "dither:0.015".parse().unwrap(), 3, None).unwrap();
         let xs: Vec<_> = (0..5).map(|s| surrogates.generate(s).unwrap()).collect();
