@@ -877,8 +877,9 @@ impl<'a> Tester<'a> {
                     search_s = seconds[0],
                     sums_s = seconds[1],
                     tested = list.len(),
-                    "Spectrum first pass: seconds summed over surrogates in the search for the \
-                     largest counts and in the counts of the tested episodes."
+                    "Spectrum first pass: seconds in the search for the largest counts and in \
+                     the counts of the tested episodes (summed over surrogates, or wall seconds \
+                     of each step on the GPUs' batched path)."
                 );
             }
             _ => {
