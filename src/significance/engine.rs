@@ -300,12 +300,7 @@ impl<'g> Engine<'g> {
         };
         let Some((slots, job)) = job else {
             // Only the listed episodes' units: the same counts (`generate_units`).
-            let mut keep = vec![false; recording.alphabet().len()];
-            for t in list.iter().flat_map(Episode::types) {
-                if let Some(k) = keep.get_mut(t.index()) {
-                    *k = true;
-                }
-            }
+            let keep = units_of(list, recording.alphabet().len());
             return match surrogates.generate_units(s, &keep) {
                 Ok(x) => self.count(&x, list),
                 // No kept unit fires (surrogates keep every unit's spike count): no
@@ -653,12 +648,7 @@ impl<'g> Engine<'g> {
         if list.is_empty() || list.iter().any(|e| e.len() < 2) {
             return one_by_one(range);
         }
-        let mut keep = vec![false; recording.alphabet().len()];
-        for t in list.iter().flat_map(Episode::types) {
-            if let Some(k) = keep.get_mut(t.index()) {
-                *k = true;
-            }
-        }
+        let keep = units_of(list, recording.alphabet().len());
         let all: Vec<u64> = range.collect();
         let batches: Vec<&[u64]> = all.chunks(COUNT_BATCH).collect();
         let results: Vec<Mutex<Option<Result<Sums, SignificanceError>>>> =
@@ -877,6 +867,17 @@ impl Engine<'_> {
             .map(Mutex::into_inner)
             .try_fold(zero.clone(), |a, b| Ok(merge(a, b?)))
     }
+}
+
+/// Which of `n_types` units `list`'s episodes use (what [`Surrogates::generate_units`] keeps).
+fn units_of(list: &[Episode], n_types: usize) -> Vec<bool> {
+    let mut keep = vec![false; n_types];
+    for t in list.iter().flat_map(Episode::types) {
+        if let Some(k) = keep.get_mut(t.index()) {
+            *k = true;
+        }
+    }
+    keep
 }
 
 /// Runs `f(s)` for every `s` of `range` on `threads` scoped threads pulling the next index;

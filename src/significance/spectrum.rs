@@ -162,13 +162,8 @@ pub fn max_count_by_size(
     if max_level < 2 {
         return Ok(out);
     }
-    let singles = level_one(stream.alphabet().len());
-    out.counted += singles.len() as u64;
-    let c1 = count_batched(counter, progress, singles)?
-        .into_iter()
-        .map(|(_, c)| c)
-        .collect();
-    let mut search = Search::new(stream, config, counter, progress, m, c1);
+    out.counted += stream.alphabet().len() as u64;
+    let mut search = Search::with_singles(stream, config, counter, progress, m)?;
     let Some(mut upper) = search.pairs.c1.iter().copied().filter(|&c| c >= m).max() else {
         return Ok(out);
     };
@@ -281,11 +276,7 @@ pub fn max_count_at_floor(
     if max_level < 2 {
         return Ok(out);
     }
-    let c1 = count_batched(counter, progress, level_one(stream.alphabet().len()))?
-        .into_iter()
-        .map(|(_, c)| c)
-        .collect();
-    let mut search = Search::new(stream, config, counter, progress, m, c1);
+    let mut search = Search::with_singles(stream, config, counter, progress, m)?;
     search.ensure(max_level, floor)?;
     for k in 2..=max_level {
         out.best_by_size[k] = search.levels[k]
@@ -550,6 +541,22 @@ impl<'a> Search<'a> {
             counted: 0,
             count_s: 0.0,
         }
+    }
+
+    /// [`Search::new`] after counting every single type exactly (`min_count`: the
+    /// configuration's minimum count).
+    fn with_singles(
+        stream: &'a EventStream,
+        config: &'a MinerConfig,
+        counter: &'a dyn Counter,
+        progress: &'a dyn Progress,
+        min_count: u64,
+    ) -> Result<Self, MineError> {
+        let c1 = count_batched(counter, progress, level_one(stream.alphabet().len()))?
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect();
+        Ok(Self::new(stream, config, counter, progress, min_count, c1))
     }
 
     fn best(&self, k: usize) -> u64 {
