@@ -1112,6 +1112,70 @@ fn time_budget_and_bad_limits() {
     }
 }
 
+/// The memory budget (issue 45): a budget below what the process holds stops before level 1,
+/// saying so; a budget a little above it stops a later level, and the finished levels equal
+/// the unbounded run's exactly, with a threshold that would fit. Bad budgets are errors naming
+/// the flag.
+#[test]
+fn a_memory_budget_stops_a_level_and_keeps_the_finished_ones() {
+    let run = |min_count: &str, budget: &str| -> Value {
+        let mut args = standard_args(&fixture(A2929));
+        let s = args.iter().position(|a| a == "--support").unwrap();
+        args.drain(s..s + 4);
+        let at = args.iter().position(|a| a == "--max-level").unwrap();
+        args[at + 1] = "5".into();
+        args.extend(
+            ["--min-count", min_count, "--memory-budget", budget]
+                .iter()
+                .map(|s| (*s).to_owned()),
+        );
+        mine_json(&args).0
+    };
+    // One byte: the process is past it before level 1, which is not started.
+    let none = run("5", "1");
+    let t = &none["truncated"];
+    assert_eq!(t["reason"]["kind"], "memory_budget", "{t}");
+    assert_eq!(u64_of(&t["level"]), 1);
+    assert_eq!(u64_of(&t["done"]), 0);
+    assert!(none["episodes"].as_array().unwrap().is_empty());
+    let resident = u64_of(&t["reason"]["resident_bytes"]);
+    assert!(resident > 1 << 20, "{t}");
+    // The unbounded run holds about 70,000 five-node episodes at the end (tens of MiB): a
+    // budget of what the process held before level 1 plus 24 MiB stops a later level.
+    let full = run("5", "off");
+    assert!(full["truncated"].is_null(), "{}", full["truncated"]);
+    let budget = resident + (24 << 20);
+    let cut = run("5", &budget.to_string());
+    let t = &cut["truncated"];
+    assert_eq!(t["reason"]["kind"], "memory_budget", "{t}");
+    assert_eq!(u64_of(&t["reason"]["budget_bytes"]), budget);
+    let level = u64_of(&t["level"]) as usize;
+    assert!((2..=5).contains(&level), "{t}");
+    // It stopped because the level would have passed the budget.
+    assert!(
+        u64_of(&t["reason"]["resident_bytes"]) + u64_of(&t["reason"]["needed_bytes"]) > budget,
+        "{t}"
+    );
+    assert_prefix_of(&cut, &full, level - 1);
+    assert_eq!(cut["levels"].as_array().unwrap().len(), level - 1);
+    // The suggested threshold is above the run's.
+    assert!(u64_of(&t["suggested_min_count"]) > 5, "{t}");
+    for value in ["0", "8X", "-1G"] {
+        let mut args = standard_args(&fixture(A2929));
+        args.push(format!("--memory-budget={value}"));
+        let out = synfire(&args);
+        assert!(
+            !out.status.success(),
+            "--memory-budget {value} was accepted"
+        );
+        assert!(
+            stderr(&out).contains("--memory-budget"),
+            "{value}: {}",
+            stderr(&out)
+        );
+    }
+}
+
 /// `--output` is rewritten after every level: a run killed in a later level leaves a whole
 /// document with its finished levels (marked incomplete), identical to the full run's.
 #[test]

@@ -12,7 +12,7 @@ use clap::{Args, ValueEnum};
 use synfire::device::{DeviceChoice, DeviceTarget};
 use synfire::episode::hybrid::ExactAlgorithm;
 use synfire::episode::{
-    GpuSettings, Interval, IntervalSpec, MinerConfig, MiningOptions, Threshold,
+    GpuSettings, Interval, IntervalSpec, MemoryBudget, MinerConfig, MiningOptions, Threshold,
 };
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest;
@@ -242,6 +242,12 @@ pub struct MiningArgs {
     /// truncated, with a threshold that would fit.
     #[arg(long)]
     pub time_budget_s: Option<f64>,
+    /// Stop a level before the process holds more memory than this: `auto` (what it holds at
+    /// the start plus a third of the memory available then, cgroup limits included), `off`,
+    /// or a size such as `8G` or `512M`; the finished levels are written, marked as
+    /// truncated, with a threshold that would fit.
+    #[arg(long, default_value = "auto", value_name = "auto|off|SIZE")]
+    pub memory_budget: MemoryBudget,
     /// `--device` and `--gpus`: where to count (every GPU found or listed, falling back to the
     /// CPU with `auto`).
     #[command(flatten)]
@@ -284,6 +290,7 @@ impl MiningArgs {
             bounds: !self.no_bounds,
             max_candidates: self.max_candidates,
             time_budget_s: self.time_budget_s,
+            memory_budget: self.memory_budget,
             device: self.device.device.into(),
             gpus: self.device.gpus.clone(),
             exact_kernel: self.exact_kernel.into(),

@@ -345,15 +345,33 @@ fn significance(
     doc: &Document<'_>,
     result: &MiningResult,
 ) -> Result<Option<SignificanceResult>> {
-    let (stream, config) = (doc.stream, doc.config);
+    let stream = doc.stream;
     let Some(method) = method else {
         return Ok(None);
     };
-    if result.truncated.is_some() {
-        anyhow::bail!(
-            "mining was truncated: the surrogates would be mined at a different depth than the recording; raise the limits or the threshold before testing significance"
-        );
-    }
+    // A truncated run tests the levels it finished: the surrogates are mined to the same
+    // depth, so the family (every episode of those levels) is the same in both.
+    let finished;
+    let config = match &result.truncated {
+        None => doc.config,
+        Some(t) if t.level <= 1 => anyhow::bail!(
+            "mining stopped before level 1 finished ({t}): nothing to test against surrogates"
+        ),
+        Some(t) => {
+            tracing::warn!(
+                level = t.level,
+                "Mining was truncated at level {}: testing the finished levels 1 to {} (the surrogates are mined to level {} too).",
+                t.level,
+                t.level - 1,
+                t.level - 1
+            );
+            finished = MinerConfig {
+                max_level: t.level - 1,
+                ..doc.config.clone()
+            };
+            &finished
+        }
+    };
     let trials = args.trials.as_deref().map(read_trials).transpose()?;
     let watch = args
         .watch

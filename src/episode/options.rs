@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::count::MAX_EPISODE_LEN;
 use super::hybrid::{Calibration, ExactAlgorithm};
+use super::memory::MemoryBudget;
 use super::model::{IntervalError, IntervalUnit};
 use super::{GpuSettings, Interval, MinerConfig, Strategy, SupportPer, Threshold};
 use crate::device::DeviceChoice;
@@ -105,6 +106,11 @@ pub struct MiningOptions {
     pub max_candidates: Option<u64>,
     /// Stop after this many seconds of mining, wall clock (default: no limit).
     pub time_budget_s: Option<f64>,
+    /// Stop a level before the process holds more memory than this: `"auto"` (default: what
+    /// it holds at the start plus a third of the available memory), `"off"`, or a size
+    /// (`"8G"`, or bytes). [`MemoryBudget`].
+    #[serde(default)]
+    pub memory_budget: MemoryBudget,
     /// `auto` (default), `cpu` or `gpu`.
     #[serde(default)]
     pub device: DeviceChoice,
@@ -203,6 +209,7 @@ impl MiningOptions {
             bounds: true,
             max_candidates: None,
             time_budget_s: None,
+            memory_budget: MemoryBudget::default(),
             device: DeviceChoice::default(),
             gpus: None,
             exact_kernel: ExactAlgorithm::default(),
@@ -298,6 +305,7 @@ impl MiningOptions {
         config.bounds = self.bounds;
         config.max_candidates = self.max_candidates;
         config.time_budget_s = self.time_budget_s;
+        config.memory_budget = self.memory_budget.resolve();
         if self.max_candidates == Some(0) {
             err("max_candidates".into(), "must be at least 1".into());
         }
