@@ -65,6 +65,8 @@
 //! `from_json`), which uses `wire.rs` (the JSON structures, an episode's encoding and the
 //! fingerprint, which the tester also takes of its recording); `warm.rs` ([`WarmCounters`])
 //! stands apart.
+//!
+//! [`finish`]: fn@finish
 
 mod finish;
 mod plan;
