@@ -27,7 +27,7 @@ use pyo3::types::PyDict;
 use crate::episode::{MiningOptions, mine_with, select_counter};
 use crate::event::{Alphabet, EventStream, EventType, Ordering};
 use crate::report::MineReport;
-use crate::significance::split::Tester;
+use crate::significance::phases::Tester;
 use crate::significance::{SignificanceConfig, listing};
 use interrupt::{MineProgress, interruptible};
 
