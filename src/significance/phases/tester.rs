@@ -237,6 +237,9 @@ impl<'a> Tester<'a> {
         fixed.threshold = Threshold::MinCount(plan.min_count);
         fixed.max_candidates = None;
         fixed.time_budget_s = None;
+        // A surrogate mined to a shallower depth than the recording would make its maxima
+        // wrong: the recording's run finished within the budget at this depth.
+        fixed.memory_budget = None;
         fixed
     }
 
