@@ -220,11 +220,17 @@ fn json_document_has_every_documented_key_and_value() {
             "levels",
             "complete",
             "truncated",
+            "warnings",
             "episodes"
         ])
     );
     assert_eq!(doc["complete"], true);
     assert!(doc["truncated"].is_null());
+    assert_eq!(
+        doc["warnings"],
+        serde_json::json!([]),
+        "a real recording looks right"
+    );
     // Field order of the pretty-printed document is the documented one.
     let positions: Vec<usize> = [
         "input",
@@ -234,6 +240,7 @@ fn json_document_has_every_documented_key_and_value() {
         "levels",
         "complete",
         "truncated",
+        "warnings",
         "episodes",
     ]
     .iter()

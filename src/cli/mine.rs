@@ -261,6 +261,9 @@ pub fn run(args: &MineArgs) -> Result<()> {
             result
         }
     };
+    for w in synfire::episode::sanity::check(&stream, &result) {
+        tracing::warn!("{w}.");
+    }
     if let Some(t) = &result.truncated {
         tracing::warn!(
             level = t.level,

@@ -16,6 +16,8 @@
 //! * [`miner`]: the level-wise miner, one-pass or two-pass (Algorithm 4);
 //! * [`memory`]: the memory budget a run checks (`--memory-budget`), resident and available
 //!   memory;
+//! * [`sanity`]: warnings for results that look wrong (a span or rate outside physiology, a
+//!   threshold above every count);
 //! * [`options`]: every option of `synfire mine` in one type, shared by the command line, the
 //!   pipeline stage and the library.
 //!
@@ -37,6 +39,7 @@ pub mod model;
 pub mod mtpe;
 pub mod online;
 pub mod options;
+pub mod sanity;
 
 pub use count::{TypeIndex, count_exact, count_pair, count_preelim, occurrences};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
