@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _synfire
 from ._io import spike_arrays
-from ._options import interval, reader_json
+from ._options import MINING, mining_json, reader_options_json
 from ._results import MiningResult, result_of
 from ._synfire import SynfireError
 
@@ -66,20 +66,20 @@ def mine(
     spikes: Any,
     intervals: Sequence[Any],
     *,
-    min_count: int | None = None,
-    support: float | None = None,
-    support_per: str = "events",
-    max_level: int = 10,
-    one_pass: bool = False,
-    bounds: bool = True,
-    max_candidates: int | None = None,
-    time_budget_s: float | None = None,
-    device: str = "auto",
-    gpus: Sequence[int] | None = None,
-    exact_kernel: str = "hybrid",
-    calibration: str | os.PathLike | None = None,
-    sample_rate_hz: float | None = None,
-    significance: Mapping[str, Any] | None = None,
+    min_count: int | None = MINING["min_count"],
+    support: float | None = MINING["support"],
+    support_per: str = MINING["support_per"],
+    max_level: int = MINING["max_level"],
+    one_pass: bool = MINING["one_pass"],
+    bounds: bool = MINING["bounds"],
+    max_candidates: int | None = MINING["max_candidates"],
+    time_budget_s: float | None = MINING["time_budget_s"],
+    device: str = MINING["device"],
+    gpus: Sequence[int] | None = MINING["gpus"],
+    exact_kernel: str = MINING["exact_kernel"],
+    calibration: str | os.PathLike | None = MINING["calibration"],
+    sample_rate_hz: float | None = MINING["sample_rate_hz"],
+    significance: Mapping[str, Any] | None = MINING["significance"],
     occurrences: bool = False,
     progress: ProgressArg = None,
     unit_label: str | None = None,
@@ -91,7 +91,8 @@ def mine(
     sort: bool = False,
 ) -> MiningResult:
     """Mines the frequent serial episodes of ``spikes`` (``synfire mine``, same options and
-    defaults).
+    defaults: each keyword's default is the library's, ``synfire._synfire.defaults()``, which
+    the command line's flags read too).
 
     The work runs on a thread of its own with the GIL released (other Python threads go on);
     Ctrl-C raises ``KeyboardInterrupt`` within about 0.1 s and stops the mining at its next
@@ -119,8 +120,9 @@ def mine(
         sample_rate_hz: read ``intervals`` in whole samples of this clock (for a phy folder
             without ``params.py`` also its sampling rate).
         significance: test the episodes against surrogates: a dict with ``surrogates``
-            (``"dither:0.015"``, ...) and optionally ``n_surrogates`` (default 19), ``alpha``,
-            ``correction`` (``"max-t"``, ...), ``seed``, ``test_top``, ``significant_only``,
+            (``"dither:0.015"``, ...) and optionally ``n_surrogates`` (default 200, as
+            ``--n-surrogates``; 19 before issue 44), ``alpha`` (0.05), ``correction``
+            (``"max-t"``, ...), ``seed`` (0), ``test_top``, ``significant_only``,
             ``sample_split`` (a fraction in (0, 1): ``max-t`` with the family selected on
             that leading part of the recording and tested on the rest, as
             ``--sample-split``).
@@ -150,34 +152,21 @@ def mine(
             no use for.
         KeyboardInterrupt: Ctrl-C during the call.
     """
-    specs = [interval(iv) for iv in intervals]
-    options: dict[str, Any] = {
-        "min_count": min_count,
-        "support": support,
-        "support_per": support_per,
-        "max_level": max_level,
-        "one_pass": one_pass,
-        "bounds": bounds,
-        "max_candidates": max_candidates,
-        "time_budget_s": time_budget_s,
-        "device": device,
-        "gpus": list(gpus) if gpus is not None else None,
-        "exact_kernel": exact_kernel,
-        "calibration": os.fspath(calibration) if calibration is not None else None,
-        "significance": dict(significance) if significance is not None else None,
-    }
-    if sample_rate_hz is not None:
-        options["intervals_samples"] = specs
-        options["sample_rate_hz"] = float(sample_rate_hz)
-    else:
-        options["intervals_s"] = specs
-    options_json = json.dumps(options)
+    options_json = mining_json(intervals, sample_rate_hz, {
+        "min_count": min_count, "support": support, "support_per": support_per,
+        "max_level": max_level, "one_pass": one_pass, "bounds": bounds,
+        "max_candidates": max_candidates, "time_budget_s": time_budget_s, "device": device,
+        "gpus": gpus, "exact_kernel": exact_kernel, "calibration": calibration,
+        "significance": significance,
+    })
     report = _progress(progress)
     try:
         if isinstance(spikes, (str, os.PathLike)):
-            reader = reader_json(units, sample_rate_hz, time_column, unit_column, sort,
-                                 unit_label=unit_label, epochs=epochs,
-                                 epochs_table=epochs_table)
+            reader = reader_options_json(sample_rate_hz, {
+                "units": units, "time_column": time_column, "unit_column": unit_column,
+                "sort": sort, "unit_label": unit_label, "epochs": epochs,
+                "epochs_table": epochs_table,
+            })
             text, cols, occ = _synfire.mine_file(os.fspath(spikes), options_json, reader,
                                                  report, bool(occurrences))
         else:

@@ -15,23 +15,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from .. import _synfire
-from .._options import interval, reader_json
+from .._options import mining_json, reader_options_json
 from .._results import MiningResult, result_of
 from ._common import ray_module, session_names
 from .actors import Workers, start_workers
 
 __all__ = ["mine_sessions", "test_session", "SessionsResult", "SessionFailed"]
-
-
-#: The options of :func:`synfire.mine` that go into the mining options (the rest are the
-#: reader's).
-_MINE_KEYS = ("min_count", "support", "support_per", "max_level", "one_pass", "bounds",
-              "max_candidates", "time_budget_s", "device", "gpus", "exact_kernel",
-              "calibration", "significance")
-
-
-_READER_KEYS = ("units", "time_column", "unit_column", "sort", "unit_key", "unit_label",
-                "epochs", "epochs_table")
 
 
 class SessionFailed(Exception):
@@ -47,34 +36,10 @@ class SessionFailed(Exception):
 
 def _options_json(intervals: Sequence[Any], sample_rate_hz: float | None,
                   mine_options: Mapping[str, Any]) -> tuple[str, str]:
-    """(mining options, reader options) as JSON, built as :func:`synfire.mine` builds them."""
-    unknown = sorted(set(mine_options) - set(_MINE_KEYS) - set(_READER_KEYS))
-    if unknown:
-        raise TypeError(f"unknown option(s) of synfire.mine: {', '.join(unknown)}")
-    specs = [interval(iv) for iv in intervals]
-    options: dict[str, Any] = {}
-    for k in _MINE_KEYS:
-        if k in mine_options and mine_options[k] is not None:
-            v = mine_options[k]
-            if k == "gpus":
-                v = list(v)
-            elif k == "calibration":
-                v = os.fspath(v)
-            elif k == "significance":
-                v = dict(v)
-            options[k] = v
-    if sample_rate_hz is not None:
-        options["intervals_samples"] = specs
-        options["sample_rate_hz"] = float(sample_rate_hz)
-    else:
-        options["intervals_s"] = specs
-    reader = {k: mine_options.get(k) for k in _READER_KEYS}
-    reader_text = reader_json(units=reader["units"], sample_rate_hz=sample_rate_hz,
-                              time_column=reader["time_column"],
-                              unit_column=reader["unit_column"], sort=bool(reader["sort"]),
-                              unit_key=reader["unit_key"], unit_label=reader["unit_label"],
-                              epochs=reader["epochs"], epochs_table=reader["epochs_table"])
-    options_json = json.dumps(options)
+    """(mining options, reader options) as JSON, built by :func:`synfire.mine`'s builder and
+    checked (every bad option named in one ValueError)."""
+    options_json = mining_json(intervals, sample_rate_hz, mine_options)
+    reader_text = reader_options_json(sample_rate_hz, mine_options)
     _synfire.check_options(options_json)
     return options_json, reader_text
 
