@@ -57,9 +57,9 @@ def spike_arrays(spikes: Any, unit_label: str | None = None
                 f"spikes: the sorting has {segments} segments; mine one at a time "
                 "(spikeinterface.core.select_segment_sorting(sorting, i))")
         fs = float(spikes.get_sampling_frequency())
-        ids = list(spikes.get_unit_ids())
+        unit_ids = list(spikes.get_unit_ids())
         trains = {u: np.asarray(spikes.get_unit_spike_train(u, segment_index=0)) / fs
-                  for u in ids}
+                  for u in unit_ids}
         values = None
         if unit_label is not None:
             values = spikes.get_property(unit_label)
@@ -78,7 +78,8 @@ def spike_arrays(spikes: Any, unit_label: str | None = None
                 raise ValueError(f"unit_label: the TsGroup has no metadata column "
                                  f"{unit_label!r} (it has {columns})")
             try:
-                values = list(spikes.get_info(unit_label))
+                group: Any = spikes  # a TsGroup: a Mapping with metadata
+                values = list(group.get_info(unit_label))
             except Exception as e:  # pynapple raises its own errors for a missing column
                 raise ValueError(f"unit_label: the TsGroup has no metadata column "
                                  f"{unit_label!r}: {e}") from None

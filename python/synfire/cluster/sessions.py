@@ -291,7 +291,7 @@ def mine_sessions(
     out = Path(output_dir) if output_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    jobs = []
+    jobs: list[dict[str, Any]] = []
     for name, path in pairs:
         jobs.append({
             "session": name, "path": path, "options": options_json, "reader": reader_json,
@@ -301,8 +301,8 @@ def mine_sessions(
             "combine": bool(combine),
         })
     own = not isinstance(workers, Workers)
-    pool = start_workers(workers, cpus_per_worker=cpus_per_worker, retries=retries,
-                         address=address) if own else workers
+    pool = workers if isinstance(workers, Workers) else start_workers(
+        workers, cpus_per_worker=cpus_per_worker, retries=retries, address=address)
     records: dict[str, dict] = {}
     bar = _Progress(len(jobs), "sessions", progress)
     try:
