@@ -23,7 +23,7 @@ def ray_module():
 
 
 def session_names(sessions: Sequence[str | os.PathLike] | Mapping[str, str | os.PathLike]
-                   ) -> list[tuple[str, str]]:
+                  ) -> list[tuple[str, str]]:
     """(name, path) of every session: a mapping's keys, else each path's file or folder name
     without its extension. Raises ValueError for two sessions of one name."""
     if isinstance(sessions, Mapping):
