@@ -1263,3 +1263,76 @@ fn a_killed_run_leaves_its_finished_levels_in_the_output_file() {
     }
     assert_prefix_of(&left, &full, 2);
 }
+
+/// The `[default: …]` of every flag `synfire COMMAND --help` lists, by flag name (without the
+/// dashes).
+fn help_defaults(command: &str) -> BTreeMap<String, String> {
+    let out = synfire([command, "--help"]);
+    assert!(out.status.success(), "synfire {command} --help failed");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut defaults = BTreeMap::new();
+    let mut flag: Option<String> = None;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        // A flag's line (`-o, --output <OUTPUT>`, `--max-level <MAX_LEVEL>`: its long name),
+        // not a possible value's (`- events: ...`).
+        if trimmed.starts_with('-')
+            && let Some(long) = trimmed
+                .split(|c: char| c.is_whitespace() || c == ',' || c == '=')
+                .filter(|w| !w.is_empty())
+                .take(2)
+                .find_map(|w| w.strip_prefix("--"))
+        {
+            flag = Some(long.to_owned());
+        }
+        if let (Some(f), Some(at)) = (&flag, line.find("[default: ")) {
+            let rest = &line[at + "[default: ".len()..];
+            let value = rest.split(']').next().unwrap_or(rest);
+            defaults.insert(f.clone(), value.to_owned());
+        }
+    }
+    defaults
+}
+
+/// The flags' defaults are the library's (issue 44): `--max-level`, `--support-per`,
+/// `--device`, `--exact-kernel` are [`MiningOptions`]' serde defaults (what a pipeline and
+/// Python get for an absent key), and `--n-surrogates`, `--alpha`, `--correction`, `--seed`
+/// the constants of `synfire::episode::options` that Python's `significance=` takes through
+/// `synfire._synfire.defaults()`; `synfire batch` shows the same ones.
+#[test]
+fn the_flags_defaults_are_the_library_s() {
+    use synfire::episode::MiningOptions;
+    use synfire::episode::options::{
+        DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_MAX_LEVEL, DEFAULT_N_SURROGATES, DEFAULT_SEED,
+    };
+    let library: MiningOptions = serde_json::from_str("{}").unwrap();
+    let name = |v: Value| v.as_str().unwrap().to_owned();
+    let want = [
+        ("max-level", library.max_level.to_string()),
+        (
+            "support-per",
+            name(serde_json::to_value(library.support_per).unwrap()),
+        ),
+        ("device", format!("{:?}", library.device).to_lowercase()),
+        (
+            "exact-kernel",
+            name(serde_json::to_value(library.exact_kernel).unwrap()),
+        ),
+        ("n-surrogates", DEFAULT_N_SURROGATES.to_string()),
+        ("alpha", DEFAULT_ALPHA.to_string()),
+        ("correction", DEFAULT_CORRECTION.to_owned()),
+        ("seed", DEFAULT_SEED.to_string()),
+    ];
+    assert_eq!(library.max_level, DEFAULT_MAX_LEVEL);
+    assert!(library.bounds && !library.one_pass);
+    for command in ["mine", "batch"] {
+        let shown = help_defaults(command);
+        for (flag, value) in &want {
+            assert_eq!(
+                shown.get(*flag),
+                Some(value),
+                "`synfire {command} --{flag}`'s default ({shown:?})"
+            );
+        }
+    }
+}

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use synfire::episode::options::{
+    DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_N_SURROGATES, DEFAULT_SEED,
+};
 use synfire::episode::{
     FrequentEpisode, LevelStats, MinerConfig, MiningResult, Progress, mine_with, select_counter,
 };
@@ -77,19 +80,19 @@ pub struct SignificanceArgs {
     surrogates: Option<String>,
     /// Number of surrogates S (`max-t` mines each one as the recording; `spectrum` searches
     /// each for its largest count per episode size).
-    #[arg(long, default_value_t = 200, requires = "surrogates")]
+    #[arg(long, default_value_t = DEFAULT_N_SURROGATES, requires = "surrogates")]
     n_surrogates: usize,
     /// Level α of the test.
-    #[arg(long, default_value_t = 0.05, requires = "surrogates")]
+    #[arg(long, default_value_t = DEFAULT_ALPHA, requires = "surrogates")]
     alpha: f64,
     /// Multiple-testing procedure: `max-t` (family-wise, over every episode of every level,
     /// the mining selection included), `spectrum` (SPADE's pattern spectrum filtering),
     /// `fdr-bh`, `holm`, `bonferroni`, `none` (per-episode p-values of the `--watch` list, the
     /// `--test-top` most frequent, or every frequent episode).
-    #[arg(long, default_value = "max-t", value_parser = parse_correction, requires = "surrogates")]
+    #[arg(long, default_value = DEFAULT_CORRECTION, value_parser = parse_correction, requires = "surrogates")]
     correction: Correction,
     /// Seed of the surrogates (the same seed gives the same surrogates and p-values).
-    #[arg(long, default_value_t = 0, requires = "surrogates")]
+    #[arg(long, default_value_t = DEFAULT_SEED, requires = "surrogates")]
     seed: u64,
     /// Per-episode procedures: test only the N most frequent episodes (with
     /// `--sample-split`: the family's size).

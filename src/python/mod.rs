@@ -11,6 +11,7 @@
 //! rest (device failures, unreadable files).
 
 mod cluster;
+mod defaults;
 mod interrupt;
 mod sensors;
 
@@ -584,6 +585,7 @@ fn _synfire(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mine_file, m)?)?;
     sensors::register(m)?;
     cluster::register(m)?;
+    defaults::register(m)?;
     m.add("SynfireError", m.py().get_type::<SynfireError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
