@@ -1,24 +1,33 @@
-//! Flags shared by several commands: `--device`, `--format`, `--output`, the mining options
-//! (with the `--intervals` parser) and the benchmark workloads, plus the reader of labelled
-//! collections two commands name. Command files import this module and the library, never
-//! each other.
+//! Flags shared by several commands, each declared once and flattened
+//! (`#[command(flatten)]`) where it is taken: `--device`, `--format`, `--output`, the reader
+//! flags of a spike recording (`ReaderArgs`, in `InputArgs` and `RecordingArgs`), the mining
+//! options (with the `--intervals` parser), the significance test (`SurrogateArgs`,
+//! `SignificantOnlyArg`, `SignificanceArgs`) and the benchmark workloads, plus the reader of
+//! labelled collections two commands name. Command files import this module and the library,
+//! never each other.
 
 use std::fs::File;
 use std::io::{self, BufWriter, LineWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
+use clap::builder::Resettable;
+use clap::{Arg, Args, ValueEnum};
+use serde::Serialize;
 use synfire::device::{DeviceChoice, DeviceTarget};
 use synfire::episode::hybrid::ExactAlgorithm;
-use synfire::episode::options::DEFAULT_MAX_LEVEL;
+use synfire::episode::options::{
+    DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_MAX_LEVEL, DEFAULT_N_SURROGATES, DEFAULT_SEED,
+};
 use synfire::episode::{
-    GpuSettings, Interval, IntervalSpec, MemoryBudget, MinerConfig, MiningOptions, Threshold,
+    Episode, GpuSettings, Interval, IntervalSpec, MemoryBudget, MinerConfig, MiningOptions,
+    SignificanceOptions, Threshold,
 };
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest;
 use synfire::series::read_dataset;
 use synfire::shapelet::univariate;
+use synfire::significance::{Correction, SignificanceConfig, SurrogateMethod, Trials};
 use synfire::synth::{self, SynthParams};
 
 /// `--device`.
@@ -132,14 +141,15 @@ impl OutputArg {
     }
 }
 
-/// The spike input of a command and how to read it.
-#[derive(Debug, Clone, Args)]
-pub struct InputArgs {
-    /// Spikes: `.nwb`/`.h5`/`.hdf5` (NWB units table), `.csv`/`.txt` (`label,time_s` lines,
-    /// or columns named by a header), a phy/Kilosort folder (`spike_times.npy`,
-    /// `spike_clusters.npy`, `params.py`), or an Open Ephys binary recording
-    /// (`structure.oebin`, or its recording, experiment or Record Node folder).
-    pub input: PathBuf,
+/// How to read a spike recording: every reader flag of the commands that read one (`mine`,
+/// `count`, `plot raster`, and `batch` for each of its sessions), declared here once.
+///
+/// The input's path is not among them ([`InputArgs`] adds it), since `batch` reads its paths
+/// from a sessions file. Serialised (`serde`, one key per flag: `sort`, `units`, `unit_key`,
+/// …), these flags are the reader options `batch` hands the Python side
+/// (`python -m synfire.cluster batch --reader-json`).
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct ReaderArgs {
     /// Sort the input by time instead of rejecting an unsorted stream.
     #[arg(long)]
     pub sort: bool,
@@ -174,20 +184,20 @@ pub struct InputArgs {
     pub epochs_table: Option<String>,
 }
 
-impl InputArgs {
-    /// Reads the input; `sample_rate_hz` (the command's `--sample-rate-hz`) stands in for a
-    /// phy folder's `params.py` rate.
+impl ReaderArgs {
+    /// Reads `input` with these flags; `sample_rate_hz` (the command's `--sample-rate-hz`)
+    /// stands in for a phy folder's `params.py` rate.
     ///
     /// # Errors
     /// Any reader error (it names the file and what is wrong), or an option the input's
     /// format has no use for.
-    pub fn read(&self, sample_rate_hz: Option<f64>) -> Result<EventStream> {
+    pub fn read(&self, input: &Path, sample_rate_hz: Option<f64>) -> Result<EventStream> {
         let ordering = if self.sort {
             Ordering::SortIfNeeded
         } else {
             Ordering::RequireSorted
         };
-        let phy = ingest::InputFormat::from_path(&self.input)? == ingest::InputFormat::Phy;
+        let phy = ingest::InputFormat::from_path(input)? == ingest::InputFormat::Phy;
         let options = ingest::ReadOptions {
             ordering,
             columns: ingest::csv::Columns {
@@ -201,7 +211,58 @@ impl InputArgs {
             epochs_table: self.epochs_table.clone(),
             unit_key: self.unit_key,
         };
-        Ok(ingest::read_spikes_with(&self.input, &options)?)
+        Ok(ingest::read_spikes_with(input, &options)?)
+    }
+}
+
+/// The spike input of a command and how to read it: the path and the [`ReaderArgs`].
+#[derive(Debug, Clone, Args)]
+pub struct InputArgs {
+    /// Spikes: `.nwb`/`.h5`/`.hdf5` (NWB units table), `.csv`/`.txt` (`label,time_s` lines,
+    /// or columns named by a header), a phy/Kilosort folder (`spike_times.npy`,
+    /// `spike_clusters.npy`, `params.py`), or an Open Ephys binary recording
+    /// (`structure.oebin`, or its recording, experiment or Record Node folder).
+    pub input: PathBuf,
+    /// How to read it.
+    #[command(flatten)]
+    pub reader: ReaderArgs,
+}
+
+impl InputArgs {
+    /// Reads the input ([`ReaderArgs::read`]).
+    ///
+    /// # Errors
+    /// As [`ReaderArgs::read`].
+    pub fn read(&self, sample_rate_hz: Option<f64>) -> Result<EventStream> {
+        self.reader.read(&self.input, sample_rate_hz)
+    }
+}
+
+/// The input of a command that reads a recording and mines nothing (`count`, `plot raster`):
+/// [`InputArgs`] and the `--sample-rate-hz` a phy folder may need. (`mine` and `batch` take
+/// `--sample-rate-hz` from [`MiningArgs`], where it also sets the clock of `--intervals`.)
+#[derive(Debug, Clone, Args)]
+pub struct RecordingArgs {
+    /// The input and how to read it.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// phy/Kilosort: the sampling rate (Hz) when the folder's `params.py` lacks it.
+    #[arg(long)]
+    pub sample_rate_hz: Option<f64>,
+}
+
+impl RecordingArgs {
+    /// Reads the input ([`ReaderArgs::read`] with `--sample-rate-hz`).
+    ///
+    /// # Errors
+    /// As [`ReaderArgs::read`].
+    pub fn read(&self) -> Result<EventStream> {
+        self.input.read(self.sample_rate_hz)
+    }
+
+    /// The input's path.
+    pub fn path(&self) -> &Path {
+        &self.input.input
     }
 }
 
@@ -339,6 +400,176 @@ impl MiningArgs {
         })?;
         Ok((options, config, gpu))
     }
+}
+
+/// The surrogates a test is made against: `--surrogates`, `--n-surrogates` and
+/// `--sample-split`, the flags every command that tests significance takes, benchmarks
+/// included (`synfire::significance`; `docs/significance.md`). Declared here once;
+/// [`SignificanceArgs`] adds the rest of the test.
+///
+/// As declared, a command tests only with `--surrogates` (the others require it) and tests
+/// 200 surrogates. A benchmark always tests, so it flattens these flags with two variations
+/// applied by [`SurrogateArgs::bench_defaults`], through clap's `Command::mut_args` (which
+/// changes the declared arguments in place, keeping their help text and order):
+/// `--surrogates` defaults to `dither:0.015`, `--n-surrogates` to the benchmark's own
+/// count, and nothing requires `--surrogates` any more.
+#[derive(Debug, Clone, Args)]
+pub struct SurrogateArgs {
+    /// Test the episodes against surrogates: `METHOD[:Δ[:d]]`, METHOD one of `dither`,
+    /// `dither-dead-time`, `shift`, `isi-dither`, `joint-isi-dither`, `trial-shift` (`mine`
+    /// only: it needs `--trials`); Δ the displacement in seconds (default 0.015), d the dead
+    /// time in seconds for the dead-time and ISI methods (default 0.002), e.g.
+    /// `dither:0.015`, `shift:2.0`.
+    #[arg(long, value_name = "METHOD[:Δ[:d]]")]
+    pub surrogates: Option<String>,
+    /// Number of surrogates S (`max-t` mines each one as the recording; `spectrum` searches
+    /// each for its largest count per episode size).
+    #[arg(long, default_value_t = DEFAULT_N_SURROGATES, requires = "surrogates")]
+    pub n_surrogates: usize,
+    /// `max-t` by sample splitting: select the tested family on this leading fraction of the
+    /// recording (e.g. 0.5: the first half), ranked against 10 surrogates of that part, and
+    /// test it on the rest against surrogates that are counted, not mined (minutes instead of
+    /// hours at S = 1,000). `--test-top N` (`bench significance`: `--family N`) sets the
+    /// family's size (default 10,000). Each tested episode's `test_count` is its count in the
+    /// test part. `docs/significance.md`.
+    #[arg(long, value_name = "FRACTION", requires = "surrogates")]
+    pub sample_split: Option<f64>,
+}
+
+impl SurrogateArgs {
+    /// The benchmarks' variation of these flags (and of `--significant-only`,
+    /// [`SignificantOnlyArg`]), for `#[command(mut_args(SurrogateArgs::bench_defaults(N)))]`
+    /// on a benchmark's options: `--surrogates` defaults to `dither:0.015`, `--n-surrogates`
+    /// to `n_surrogates`, and no flag requires `--surrogates`. Other arguments pass
+    /// unchanged.
+    pub fn bench_defaults(n_surrogates: &'static str) -> impl FnMut(Arg) -> Arg {
+        move |arg| match arg.get_id().as_str() {
+            "surrogates" => arg.default_value(BENCH_SURROGATES),
+            "n_surrogates" => arg.default_value(n_surrogates).requires(Resettable::Reset),
+            "sample_split" | "significant_only" => arg.requires(Resettable::Reset),
+            _ => arg,
+        }
+    }
+
+    /// `--surrogates` parsed (`None` without it).
+    ///
+    /// # Errors
+    /// A method that does not parse, named as `--surrogates`.
+    pub fn method(&self) -> Result<Option<SurrogateMethod>> {
+        self.surrogates
+            .as_deref()
+            .map(str::parse::<SurrogateMethod>)
+            .transpose()
+            .context("`--surrogates`")
+    }
+
+    /// `--surrogates` of a benchmark (always given, [`Self::bench_defaults`]): the text and
+    /// the method.
+    ///
+    /// # Errors
+    /// A method that does not parse, named as `--surrogates`.
+    pub fn bench_method(&self) -> Result<(&str, SurrogateMethod)> {
+        let text = self.surrogates.as_deref().unwrap_or(BENCH_SURROGATES);
+        let method = text.parse().context("`--surrogates`")?;
+        Ok((text, method))
+    }
+}
+
+/// `--surrogates` of a benchmark when not given.
+const BENCH_SURROGATES: &str = "dither:0.015";
+
+/// `--significant-only`, declared here once for [`SignificanceArgs`] and `bench
+/// significance` (which applies [`SurrogateArgs::bench_defaults`]: there it requires no
+/// `--surrogates`).
+#[derive(Debug, Clone, Args)]
+pub struct SignificantOnlyArg {
+    /// List only the significant episodes. With `--correction spectrum` this also saves most
+    /// of the work: the surrogates' per-episode counts (for `surrogate_mean` and
+    /// `surrogate_std`) are then made for the significant episodes only.
+    #[arg(long, requires = "surrogates")]
+    pub significant_only: bool,
+}
+
+/// Significance testing against surrogates: every flag of the test, declared here once and
+/// flattened into each command that mines and tests (`mine`, `batch`). `mine` adds what
+/// needs its own files (`--watch`, `--trials`) and `--closed`; the benchmarks take
+/// [`SurrogateArgs`] and [`SignificantOnlyArg`] only, since their `--correction` and `--seed`
+/// are other options.
+///
+/// The test reaches the library in one of two forms, each built here and nowhere else:
+/// [`Self::config`] (a [`SignificanceConfig`], for a test run in this process) and
+/// [`Self::options`] (the serialisable [`SignificanceOptions`] of a pipeline stage, which
+/// `batch` checks and hands the Python side).
+#[derive(Debug, Clone, Args)]
+pub struct SignificanceArgs {
+    /// `--surrogates`, `--n-surrogates`, `--sample-split`.
+    #[command(flatten)]
+    pub surrogates: SurrogateArgs,
+    /// Level α of the test.
+    #[arg(long, default_value_t = DEFAULT_ALPHA, requires = "surrogates")]
+    pub alpha: f64,
+    /// Multiple-testing procedure: `max-t` (family-wise, over every episode of every level,
+    /// the mining selection included), `spectrum` (SPADE's pattern spectrum filtering),
+    /// `fdr-bh`, `holm`, `bonferroni`, `none` (per-episode p-values of the `--watch` list, the
+    /// `--test-top` most frequent, or every frequent episode).
+    #[arg(long, default_value = DEFAULT_CORRECTION, value_parser = parse_correction, requires = "surrogates")]
+    pub correction: Correction,
+    /// Seed of the surrogates (the same seed gives the same surrogates and p-values, however
+    /// the surrogates are split).
+    #[arg(long, default_value_t = DEFAULT_SEED, requires = "surrogates")]
+    pub seed: u64,
+    /// Per-episode procedures: test only the N most frequent episodes (with
+    /// `--sample-split`: the family's size).
+    #[arg(long, value_name = "N", requires = "surrogates")]
+    pub test_top: Option<usize>,
+    /// `--significant-only`.
+    #[command(flatten)]
+    pub listing: SignificantOnlyArg,
+}
+
+impl SignificanceArgs {
+    /// The test as the library runs it: `method` is `--surrogates` parsed
+    /// ([`SurrogateArgs::method`]); `watch` and `trials` are what `mine` read from its
+    /// `--watch` and `--trials` files (`None` elsewhere).
+    pub fn config(
+        &self,
+        method: SurrogateMethod,
+        watch: Option<Vec<Episode>>,
+        trials: Option<Trials>,
+    ) -> SignificanceConfig {
+        SignificanceConfig {
+            method,
+            n_surrogates: self.surrogates.n_surrogates,
+            alpha: self.alpha,
+            correction: self.correction,
+            seed: self.seed,
+            test_top: self.test_top,
+            watch,
+            trials,
+            significant_only: self.listing.significant_only,
+            sample_split: self.surrogates.sample_split,
+        }
+    }
+
+    /// The test as the serialisable options of a pipeline stage (`None` without
+    /// `--surrogates`), unchecked: `SignificanceConfig::from_options` checks them.
+    pub fn options(&self) -> Option<SignificanceOptions> {
+        let surrogates = self.surrogates.surrogates.clone()?;
+        Some(SignificanceOptions {
+            surrogates,
+            n_surrogates: self.surrogates.n_surrogates,
+            alpha: self.alpha,
+            correction: self.correction.to_string(),
+            seed: self.seed,
+            test_top: self.test_top,
+            significant_only: self.listing.significant_only,
+            sample_split: self.surrogates.sample_split,
+        })
+    }
+}
+
+fn parse_correction(s: &str) -> Result<Correction, String> {
+    s.parse()
 }
 
 /// `--exact-kernel`.

@@ -17,13 +17,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use synfire::episode::SignificanceOptions;
-use synfire::episode::options::{
-    DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_N_SURROGATES, DEFAULT_SEED,
-};
 use synfire::significance::SignificanceConfig;
 
-use crate::cli::args::{DeviceArg, MiningArgs};
+use crate::cli::args::{DeviceArg, MiningArgs, ReaderArgs, SignificanceArgs};
 
 /// The Ray the Python side is written against.
 const RAY_REQUIREMENT: &str = "ray>=2.9,<3";
@@ -38,68 +34,23 @@ pub struct BatchArgs {
     sessions: PathBuf,
     #[command(flatten)]
     mining: MiningArgs,
-    /// Test every session's episodes against surrogates (`synfire mine --surrogates`):
-    /// `METHOD[:Δ[:d]]`, e.g. `dither:0.015`; `trial-shift` is not available here.
-    #[arg(long, value_name = "METHOD[:Δ[:d]]")]
-    surrogates: Option<String>,
-    /// Number of surrogates S.
-    #[arg(long, default_value_t = DEFAULT_N_SURROGATES, requires = "surrogates")]
-    n_surrogates: usize,
-    /// Level α of the test.
-    #[arg(long, default_value_t = DEFAULT_ALPHA, requires = "surrogates")]
-    alpha: f64,
-    /// Multiple-testing procedure: `max-t`, `spectrum`, `fdr-bh`, `holm`, `bonferroni`,
-    /// `none` (`synfire mine --correction`).
-    #[arg(long, default_value = DEFAULT_CORRECTION, requires = "surrogates")]
-    correction: String,
-    /// Seed of the surrogates (the same seed gives the same p-values, however the surrogates
-    /// are split).
-    #[arg(long, default_value_t = DEFAULT_SEED, requires = "surrogates")]
-    seed: u64,
-    /// Per-episode procedures: test only the N most frequent episodes.
-    #[arg(long, value_name = "N", requires = "surrogates")]
-    test_top: Option<usize>,
-    /// List only the significant episodes.
-    #[arg(long, requires = "surrogates")]
-    significant_only: bool,
-    /// `max-t` by sample splitting (`synfire mine --sample-split`): select on this leading
-    /// fraction of each session, test on the rest; runs in one task per session.
+    /// The significance test of every session, as `synfire mine`'s (no `trial-shift`, which
+    /// needs trials).
+    #[command(flatten)]
+    significance: SignificanceArgs,
+    /// Split each session's surrogates into batches of N across every worker (sessions then
+    /// run one after another); default: one task per session, as always with
+    /// `--sample-split`.
     #[arg(
         long,
-        value_name = "FRACTION",
+        value_name = "N",
         requires = "surrogates",
-        conflicts_with = "surrogate_batch"
+        conflicts_with = "sample_split"
     )]
-    sample_split: Option<f64>,
-    /// Split each session's surrogates into batches of N across every worker (sessions then
-    /// run one after another); default: one task per session.
-    #[arg(long, value_name = "N", requires = "surrogates")]
     surrogate_batch: Option<usize>,
-    /// Sort each input by time instead of rejecting an unsorted stream.
-    #[arg(long)]
-    sort: bool,
-    /// phy/Kilosort: keep only the clusters of these groups, comma-separated (e.g. `good`);
-    /// Open Ephys binary: `sorted` or `unsorted` (as `synfire mine --units`).
-    #[arg(long, value_delimiter = ',')]
-    units: Option<Vec<String>>,
-    /// Open Ephys binary: how units are named (`electrode_sorted_id`, `electrode`, `full`).
-    #[arg(long, value_name = "KEY")]
-    unit_key: Option<String>,
-    /// CSV: the header name of the time column (seconds).
-    #[arg(long)]
-    time_column: Option<String>,
-    /// CSV: the header name of the unit column.
-    #[arg(long)]
-    unit_column: Option<String>,
-    /// NWB: label each unit by this column of the units table and its id (`adn:6`).
-    #[arg(long, value_name = "COLUMN")]
-    unit_label: Option<String>,
-    /// NWB: keep only the spikes inside the epochs with these tags, comma-separated.
-    #[arg(long, value_delimiter = ',', value_name = "TAGS")]
-    epochs: Option<Vec<String>>,
-    /// NWB: the TimeIntervals table `--epochs` reads (default `epochs`).
-    #[arg(long, requires = "epochs", value_name = "NAME")]
-    epochs_table: Option<String>,
+    /// How each session is read (as `synfire mine`).
+    #[command(flatten)]
+    reader: ReaderArgs,
     /// The Ray cluster: `auto` (`$RAY_ADDRESS`, else a cluster already running on this node
     /// such as `ray start --head` on a Slurm allocation, else a new local one), `local` (a
     /// new one on this machine), or an address (`10.0.0.1:6379`, `ray://head:10001`).
@@ -225,35 +176,22 @@ impl BatchArgs {
     /// `synfire.mine` passes them to the extension, every option checked first.
     fn checked_options(&self) -> Result<(String, String)> {
         let (options, _, _) = self.mining.resolve()?;
-        let significance = match &self.surrogates {
-            None => None,
-            Some(method) => {
-                let o = SignificanceOptions {
-                    surrogates: method.clone(),
-                    n_surrogates: self.n_surrogates,
-                    alpha: self.alpha,
-                    correction: self.correction.clone(),
-                    seed: self.seed,
-                    test_top: self.test_top,
-                    significant_only: self.significant_only,
-                    sample_split: self.sample_split,
-                };
-                SignificanceConfig::from_options(&o).map_err(|errors| {
-                    let lines: Vec<String> = errors
-                        .iter()
-                        .map(|(field, message)| {
-                            if field == "surrogates" && message.contains("trials") {
-                                "`--surrogates`: `trial-shift` needs trials, which `synfire batch` does not take".to_owned()
-                            } else {
-                                format!("`--{}`: {message}", field.replace('_', "-"))
-                            }
-                        })
-                        .collect();
-                    anyhow::anyhow!("{}", lines.join("\n"))
-                })?;
-                Some(o)
-            }
-        };
+        let significance = self.significance.options();
+        if let Some(o) = &significance {
+            SignificanceConfig::from_options(o).map_err(|errors| {
+                let lines: Vec<String> = errors
+                    .iter()
+                    .map(|(field, message)| {
+                        if field == "surrogates" && message.contains("trials") {
+                            "`--surrogates`: `trial-shift` needs trials, which `synfire batch` does not take".to_owned()
+                        } else {
+                            format!("`--{}`: {message}", field.replace('_', "-"))
+                        }
+                    })
+                    .collect();
+                anyhow::anyhow!("{}", lines.join("\n"))
+            })?;
+        }
         if self.surrogate_batch == Some(0) {
             anyhow::bail!("`--surrogate-batch`: must be at least 1");
         }
@@ -273,12 +211,6 @@ impl BatchArgs {
         if self.cluster.trim().is_empty() {
             anyhow::bail!("`--cluster`: give `auto`, `local` or an address");
         }
-        let unit_key = self
-            .unit_key
-            .as_deref()
-            .map(str::parse::<synfire::ingest::openephys::UnitKey>)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("`--unit-key`: {e}"))?;
         let device = match self.mining.device.device {
             DeviceArg::Auto => "auto",
             DeviceArg::Cpu => "cpu",
@@ -302,16 +234,7 @@ impl BatchArgs {
             "calibration": options.calibration,
             "significance": significance,
         });
-        let reader = serde_json::json!({
-            "units": self.units,
-            "sort": self.sort,
-            "time_column": self.time_column,
-            "unit_column": self.unit_column,
-            "unit_key": unit_key,
-            "unit_label": self.unit_label,
-            "epochs": self.epochs,
-            "epochs_table": self.epochs_table,
-        });
+        let reader = serde_json::to_value(&self.reader).context("the reader options as JSON")?;
         Ok((mining.to_string(), reader.to_string()))
     }
 }

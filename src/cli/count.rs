@@ -10,7 +10,7 @@ use serde::Serialize;
 use synfire::episode::{CountKind, Counter, CpuCounter, Episode};
 use synfire::report::{self, OccurrenceFormat};
 
-use crate::cli::args::{FormatArg, InputArgs, OutputArg};
+use crate::cli::args::{FormatArg, OutputArg, RecordingArgs};
 
 /// Options of `synfire count`.
 #[derive(Debug, Args)]
@@ -21,10 +21,7 @@ pub struct CountArgs {
     /// lines are skipped.
     episodes: PathBuf,
     #[command(flatten)]
-    input: InputArgs,
-    /// phy/Kilosort: the sampling rate (Hz) when the folder's `params.py` lacks it.
-    #[arg(long)]
-    sample_rate_hz: Option<f64>,
+    input: RecordingArgs,
     /// Output format: `text` lines `episode : count` (as `synfire mine`), or `json`.
     #[arg(long, value_enum, default_value_t = FormatArg::Text)]
     format: FormatArg,
@@ -57,7 +54,7 @@ pub fn run(args: &CountArgs) -> Result<()> {
         .map(|p| OccurrenceFormat::from_path(p).map(|f| (p, f)))
         .transpose()
         .map_err(|e| anyhow::anyhow!("`--occurrences`: {e}"))?;
-    let stream = args.input.read(args.sample_rate_hz)?;
+    let stream = args.input.read()?;
     let text = std::fs::read_to_string(&args.episodes)
         .with_context(|| format!("reading the episodes file {}", args.episodes.display()))?;
     let mut episodes: Vec<Episode> = Vec::new();
@@ -76,7 +73,7 @@ pub fn run(args: &CountArgs) -> Result<()> {
                 "episodes file {} line {}: {e} (units of {}: {})",
                 args.episodes.display(),
                 n + 1,
-                args.input.input.display(),
+                args.input.path().display(),
                 preview(stream.alphabet().labels())
             )
         })?;
@@ -93,7 +90,7 @@ pub fn run(args: &CountArgs) -> Result<()> {
     let mut out = args.output.writer()?;
     match args.format {
         FormatArg::Text => {
-            writeln!(out, "# synfire count {}", args.input.input.display())?;
+            writeln!(out, "# synfire count {}", args.input.path().display())?;
             for (e, c) in episodes.iter().zip(&counts) {
                 writeln!(out, "{} : {c}", e.display(alphabet))?;
             }
@@ -116,7 +113,7 @@ pub fn run(args: &CountArgs) -> Result<()> {
             serde_json::to_writer_pretty(
                 &mut out,
                 &serde_json::json!({
-                    "input": args.input.input.display().to_string(),
+                    "input": args.input.path().display().to_string(),
                     "events": stream.len(),
                     "span_s": stream.span(),
                     "episodes": list,
@@ -134,7 +131,7 @@ pub fn run(args: &CountArgs) -> Result<()> {
         report::write_occurrences(
             &mut w,
             format,
-            &args.input.input.display().to_string(),
+            &args.input.path().display().to_string(),
             &stream,
             &pairs,
         )

@@ -8,20 +8,17 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use synfire::episode::options::{
-    DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_N_SURROGATES, DEFAULT_SEED,
-};
 use synfire::episode::{
     FrequentEpisode, LevelStats, MinerConfig, MiningResult, Progress, mine_with, select_counter,
 };
 use synfire::event::EventStream;
 use synfire::report::{self, MineReport, OccurrenceFormat};
 use synfire::significance::{
-    Correction, Listing, SignificanceConfig, SignificanceResult, SurrogateMethod, Trials,
-    check_sample_split, listing, test_episodes_on,
+    Listing, SignificanceResult, SurrogateMethod, Trials, check_sample_split, listing,
+    test_episodes_on,
 };
 
-use crate::cli::args::{FormatArg, InputArgs, MiningArgs, OutputArg};
+use crate::cli::args::{FormatArg, InputArgs, MiningArgs, OutputArg, SignificanceArgs};
 
 /// Options of `synfire mine`.
 #[derive(Debug, Args)]
@@ -53,7 +50,7 @@ pub struct MineArgs {
     #[arg(long, requires = "start_s")]
     end_s: Option<f64>,
     #[command(flatten)]
-    significance: SignificanceArgs,
+    significance: MineSignificanceArgs,
     /// Also write every listed episode's non-overlapped occurrences (the event times of each,
     /// exactly `count` of them; episodes of two or more nodes) to this file: `.csv` a long
     /// table `episode_index,episode,occurrence,node,unit,time_s`, `.json` one list per
@@ -69,73 +66,29 @@ pub struct MineArgs {
     nwb_output: Option<PathBuf>,
 }
 
-/// Significance testing against surrogates (`synfire::significance`; `docs/significance.md`).
+/// The significance test of `synfire mine`: the shared flags ([`SignificanceArgs`]) and those
+/// only `mine` takes, since they name files it reads or shape its listing.
 #[derive(Debug, Args)]
-pub struct SignificanceArgs {
-    /// Test the episodes against surrogates: `METHOD[:Δ[:d]]`, METHOD one of `dither`,
-    /// `dither-dead-time`, `shift`, `isi-dither`, `joint-isi-dither`, `trial-shift`; Δ the
-    /// displacement in seconds (default 0.015), d the dead time in seconds for the dead-time
-    /// and ISI methods (default 0.002), e.g. `dither:0.015`, `shift:2.0`.
-    #[arg(long, value_name = "METHOD[:Δ[:d]]")]
-    surrogates: Option<String>,
-    /// Number of surrogates S (`max-t` mines each one as the recording; `spectrum` searches
-    /// each for its largest count per episode size).
-    #[arg(long, default_value_t = DEFAULT_N_SURROGATES, requires = "surrogates")]
-    n_surrogates: usize,
-    /// Level α of the test.
-    #[arg(long, default_value_t = DEFAULT_ALPHA, requires = "surrogates")]
-    alpha: f64,
-    /// Multiple-testing procedure: `max-t` (family-wise, over every episode of every level,
-    /// the mining selection included), `spectrum` (SPADE's pattern spectrum filtering),
-    /// `fdr-bh`, `holm`, `bonferroni`, `none` (per-episode p-values of the `--watch` list, the
-    /// `--test-top` most frequent, or every frequent episode).
-    #[arg(long, default_value = DEFAULT_CORRECTION, value_parser = parse_correction, requires = "surrogates")]
-    correction: Correction,
-    /// Seed of the surrogates (the same seed gives the same surrogates and p-values).
-    #[arg(long, default_value_t = DEFAULT_SEED, requires = "surrogates")]
-    seed: u64,
-    /// Per-episode procedures: test only the N most frequent episodes (with
-    /// `--sample-split`: the family's size).
-    #[arg(
-        long,
-        value_name = "N",
-        requires = "surrogates",
-        conflicts_with = "watch"
-    )]
-    test_top: Option<usize>,
+struct MineSignificanceArgs {
+    #[command(flatten)]
+    test: SignificanceArgs,
     /// Per-episode procedures: test exactly the episodes listed in FILE, one per line in the
     /// text output's form (`u3-[0.000000,0.005000]-u5`; a ` : count` tail and `#` lines are
     /// ignored).
-    #[arg(long, value_name = "FILE", requires = "surrogates")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "surrogates",
+        conflicts_with_all = ["test_top", "sample_split"]
+    )]
     watch: Option<PathBuf>,
     /// Trials for `trial-shift`: FILE with one `start_s,stop_s` per line.
     #[arg(long, value_name = "FILE", requires = "surrogates")]
     trials: Option<PathBuf>,
-    /// List only the significant episodes. With `--correction spectrum` this also saves most
-    /// of the work: the surrogates' per-episode counts (for `surrogate_mean` and
-    /// `surrogate_std`) are then made for the significant episodes only.
-    #[arg(long, requires = "surrogates")]
-    significant_only: bool,
     /// List only closed episodes: none with a frequent one-node-longer extension (at either
     /// end) of the same count.
     #[arg(long)]
     closed: bool,
-    /// `max-t` by sample splitting: select the tested family on this leading fraction of the
-    /// recording (e.g. 0.5: the first half), ranked against 10 surrogates of that part, and
-    /// test it on the rest against surrogates that are counted, not mined (minutes instead of
-    /// hours at S = 1,000). `--test-top N` sets the family's size (default 10,000). Each tested
-    /// episode's `test_count` is its count in the test part. `docs/significance.md`.
-    #[arg(
-        long,
-        value_name = "FRACTION",
-        requires = "surrogates",
-        conflicts_with = "watch"
-    )]
-    sample_split: Option<f64>,
-}
-
-fn parse_correction(s: &str) -> Result<Correction, String> {
-    s.parse()
 }
 
 /// Runs `synfire mine`.
@@ -147,24 +100,21 @@ pub fn run(args: &MineArgs) -> Result<()> {
     // Checked before any work (a `--calibration` file too, whichever device ends up
     // counting).
     let (options, config, settings) = args.mining.resolve()?;
-    let sig_method = args
-        .significance
-        .surrogates
-        .as_deref()
-        .map(str::parse::<SurrogateMethod>)
-        .transpose()
-        .context("`--surrogates`")?;
+    let sig_method = args.significance.test.surrogates.method()?;
     let occurrences = args
         .occurrences
         .as_deref()
         .map(|p| OccurrenceFormat::from_path(p).map(|f| (p, f)))
         .transpose()
         .map_err(|e| anyhow::anyhow!("`--occurrences`: {e}"))?;
-    if let Some(f) = args.significance.sample_split
-        && let Some(e) =
-            check_sample_split(f, Some(args.significance.correction), sig_method.as_ref())
-                .into_iter()
-                .next()
+    if let Some(f) = args.significance.test.surrogates.sample_split
+        && let Some(e) = check_sample_split(
+            f,
+            Some(args.significance.test.correction),
+            sig_method.as_ref(),
+        )
+        .into_iter()
+        .next()
     {
         anyhow::bail!("`--sample-split {f}`: {e}");
     }
@@ -333,20 +283,25 @@ fn write_occurrences(
 /// Tests `result`'s significance as `args` ask (if they do), lists what they keep, and hands
 /// both to `write`.
 fn test_and_list(
-    args: &SignificanceArgs,
+    args: &MineSignificanceArgs,
     method: Option<SurrogateMethod>,
     doc: &Document<'_>,
     result: &MiningResult,
     write: impl FnOnce(Option<&SignificanceResult>, &Listing<'_>) -> Result<()>,
 ) -> Result<()> {
     let sig = significance(args, method, doc, result)?;
-    let list = listing(result, sig.as_ref(), args.significant_only, args.closed);
+    let list = listing(
+        result,
+        sig.as_ref(),
+        args.test.listing.significant_only,
+        args.closed,
+    );
     write(sig.as_ref(), &list)
 }
 
 /// Runs the significance test `args` ask for, if any, logging what it does and its outcome.
 fn significance(
-    args: &SignificanceArgs,
+    args: &MineSignificanceArgs,
     method: Option<SurrogateMethod>,
     doc: &Document<'_>,
     result: &MiningResult,
@@ -384,18 +339,7 @@ fn significance(
         .as_deref()
         .map(|p| read_watch(p, stream, &config.intervals))
         .transpose()?;
-    let sig = SignificanceConfig {
-        method,
-        n_surrogates: args.n_surrogates,
-        alpha: args.alpha,
-        correction: args.correction,
-        seed: args.seed,
-        test_top: args.test_top,
-        watch,
-        trials,
-        significant_only: args.significant_only,
-        sample_split: args.sample_split,
-    };
+    let sig = args.test.config(method, watch, trials);
     tracing::info!(
         surrogates = %sig.method,
         n_surrogates = sig.n_surrogates,

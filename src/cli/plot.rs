@@ -9,7 +9,7 @@ use synfire::episode::Episode;
 use synfire::event::EventStream;
 use synfire::plot::{self, Format, LevelsPlot, MineDocument, Raster, RasterOptions, Rows};
 
-use crate::cli::args::InputArgs;
+use crate::cli::args::RecordingArgs;
 
 /// Options of `synfire plot`.
 #[derive(Debug, Args)]
@@ -74,10 +74,7 @@ impl PictureArgs {
 #[derive(Debug, Args)]
 struct RasterArgs {
     #[command(flatten)]
-    input: InputArgs,
-    /// phy/Kilosort: the sampling rate (Hz) when the folder's `params.py` lacks it.
-    #[arg(long)]
-    sample_rate_hz: Option<f64>,
+    input: RecordingArgs,
     /// Episodes to highlight, one per line as `synfire mine` prints them (`6-(10,20]ms-2`; a
     /// trailing ` : count` is ignored; `#` lines, blank lines and single units are skipped).
     /// The first 10 are drawn, one colour each.
@@ -147,8 +144,8 @@ fn raster(args: &RasterArgs) -> Result<()> {
     {
         anyhow::bail!("`--start-s` ({s}) must be before `--end-s` ({e})");
     }
-    let stream = args.input.read(args.sample_rate_hz)?;
-    let mut episodes = read_episodes(&args.episodes, &stream, &args.input.input)?;
+    let stream = args.input.read()?;
+    let mut episodes = read_episodes(&args.episodes, &stream, args.input.path())?;
     if episodes.len() > plot::raster::MAX_EPISODES {
         tracing::warn!(
             file = %args.episodes.display(),
@@ -165,8 +162,8 @@ fn raster(args: &RasterArgs) -> Result<()> {
             extra: args.show_units.clone().unwrap_or_default(),
         }
     };
-    let title = args.input.input.file_name().map_or_else(
-        || args.input.input.display().to_string(),
+    let title = args.input.path().file_name().map_or_else(
+        || args.input.path().display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
     let options = RasterOptions {
@@ -178,7 +175,7 @@ fn raster(args: &RasterArgs) -> Result<()> {
         height: args.picture.height,
     };
     let raster = Raster::new(&stream, &episodes, &options)
-        .with_context(|| format!("plotting {}", args.input.input.display()))?;
+        .with_context(|| format!("plotting {}", args.input.path().display()))?;
     let (start, end) = raster.window();
     for h in raster.highlights() {
         tracing::info!(

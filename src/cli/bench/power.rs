@@ -20,10 +20,12 @@ use synfire::significance::{Correction, SignificanceConfig, test_episodes};
 use synfire::synth::dense::{DenseParams, generate_dense};
 use synfire::synth::sym26::Chain;
 
-use crate::cli::args::OutputArg;
+use crate::cli::args::{OutputArg, SurrogateArgs};
 
-/// Options of `synfire bench power`.
+/// Options of `synfire bench power`: the surrogates are [`SurrogateArgs`] with the
+/// benchmarks' defaults (`dither:0.015`, 99 surrogates; [`SurrogateArgs::bench_defaults`]).
 #[derive(Debug, Args)]
+#[command(mut_args(SurrogateArgs::bench_defaults("99")))]
 pub struct PowerArgs {
     /// Firing rates of every unit, Hz, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [1.0, 3.0, 10.0, 30.0])]
@@ -43,19 +45,13 @@ pub struct PowerArgs {
     /// Largest episode size mined (3 adds the whole chain).
     #[arg(long, default_value_t = 2)]
     max_level: usize,
-    /// Surrogate method.
-    #[arg(long, default_value = "dither:0.015")]
-    surrogates: String,
-    /// Surrogates per test.
-    #[arg(long, default_value_t = 99)]
-    n_surrogates: usize,
+    /// `--surrogates`, `--n-surrogates` (per test) and `--sample-split` (the family chosen on
+    /// the leading fraction of each recording, tested on the rest).
+    #[command(flatten)]
+    surrogates: SurrogateArgs,
     /// Seeds per cell.
     #[arg(long, default_value_t = 3)]
     seeds: u64,
-    /// `max-t` by sample splitting (`mine --sample-split`): the family chosen on this leading
-    /// fraction of each recording, tested on the rest.
-    #[arg(long, value_name = "FRACTION")]
-    sample_split: Option<f64>,
     #[command(flatten)]
     output: OutputArg,
 }
@@ -80,20 +76,17 @@ struct Cell {
 pub fn run(args: &PowerArgs) -> Result<()> {
     anyhow::ensure!(args.units >= 3, "`--units` must be at least 3 (the chain)");
     anyhow::ensure!(args.seeds >= 1, "`--seeds` must be at least 1");
-    let method: synfire::significance::SurrogateMethod = args
-        .surrogates
-        .parse()
-        .map_err(|e| anyhow::anyhow!("`--surrogates`: {e}"))?;
+    let (surrogates, method) = args.surrogates.bench_method()?;
+    let (n_surrogates, sample_split) = (args.surrogates.n_surrogates, args.surrogates.sample_split);
     let mut out = args.output.writer()?;
     writeln!(
         out,
         "synfire bench power: {} units × {} s, chain u0 → u1 → u2 (6–9 ms), max-t{} α = 0.05, {} {} surrogates, min count {}, level ≤ {}, {} seeds per cell",
         args.units,
         args.duration_s,
-        args.sample_split
-            .map_or(String::new(), |f| format!(" (sample split {f})")),
-        args.n_surrogates,
-        args.surrogates,
+        sample_split.map_or(String::new(), |f| format!(" (sample split {f})")),
+        n_surrogates,
+        surrogates,
         args.min_count,
         args.max_level,
         args.seeds
@@ -107,7 +100,7 @@ pub fn run(args: &PowerArgs) -> Result<()> {
     writeln!(
         out,
         "| rate Hz | evoke p | expected excess | observed (mean) | {} | significant |{chain_col} seconds |",
-        if args.sample_split.is_some() {
+        if sample_split.is_some() {
             "test part: count vs surrogate mean (tested seeds)"
         } else {
             "surrogate mean (tested seeds)"
@@ -146,7 +139,7 @@ pub fn run(args: &PowerArgs) -> Result<()> {
                 let data = mine(&stream, &config)?;
                 let sig = SignificanceConfig {
                     method: method.clone(),
-                    n_surrogates: args.n_surrogates,
+                    n_surrogates,
                     alpha: 0.05,
                     correction: Correction::MaxT,
                     seed,
@@ -154,7 +147,7 @@ pub fn run(args: &PowerArgs) -> Result<()> {
                     watch: None,
                     trials: None,
                     significant_only: false,
-                    sample_split: args.sample_split,
+                    sample_split,
                 };
                 let r = test_episodes(&stream, &config, &data, &sig)?;
                 let ty = |u: usize| stream.alphabet().get(&format!("u{u}"));
@@ -183,7 +176,7 @@ pub fn run(args: &PowerArgs) -> Result<()> {
                 String::new()
             };
             let tested = cell.tested as f64;
-            let surrogate_mean = match (cell.tested, args.sample_split) {
+            let surrogate_mean = match (cell.tested, sample_split) {
                 (0, None) => "not frequent".to_owned(),
                 (0, Some(_)) => "not tested".to_owned(),
                 (_, None) => format!("{:.1}", cell.surrogate_mean / tested),

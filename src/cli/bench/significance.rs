@@ -12,10 +12,14 @@ use synfire::device::DeviceChoice;
 use synfire::episode::{GpuSettings, mine};
 use synfire::significance::{Correction, SignificanceConfig, SignificanceResult, test_episodes_on};
 
-use crate::cli::args::{ExactKernelArg, OutputArg, Workload};
+use crate::cli::args::{ExactKernelArg, OutputArg, SignificantOnlyArg, SurrogateArgs, Workload};
 
-/// Options of `synfire bench significance`.
+/// Options of `synfire bench significance`: the surrogates are [`SurrogateArgs`] and
+/// [`SignificantOnlyArg`] with the benchmarks' defaults (`dither:0.015`, 1,000 surrogates;
+/// [`SurrogateArgs::bench_defaults`]). `--correction` (a list) and `--seed` (the workloads')
+/// are this benchmark's own.
 #[derive(Debug, Args)]
+#[command(mut_args(SurrogateArgs::bench_defaults("1000")))]
 pub struct SignificanceArgs {
     /// Workloads, comma-separated (as `bench episodes`: `neuropixels` and `ibl` at 0–5, 5–10,
     /// 10–20 ms, 0.2/s).
@@ -24,12 +28,9 @@ pub struct SignificanceArgs {
     /// Procedures, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [Correction::MaxT, Correction::Spectrum], value_parser = parse_correction)]
     correction: Vec<Correction>,
-    /// Surrogate method (`--surrogates` of `mine`).
-    #[arg(long, default_value = "dither:0.015")]
-    surrogates: String,
-    /// Number of surrogates.
-    #[arg(long, default_value_t = 1000)]
-    n_surrogates: usize,
+    /// `--surrogates`, `--n-surrogates` and `--sample-split` (the `max-t` rows only).
+    #[command(flatten)]
+    surrogates: SurrogateArgs,
     /// Largest episode size (the workloads' own is 4).
     #[arg(long)]
     max_level: Option<usize>,
@@ -51,14 +52,10 @@ pub struct SignificanceArgs {
     /// stream into follows from it; default 4).
     #[arg(long)]
     mtpe_threads_per_slot: Option<u64>,
-    /// Keep only the significant episodes' tests (`mine --significant-only`): `spectrum` then
-    /// counts only the significant episodes in the surrogates, in a second pass.
-    #[arg(long)]
-    significant_only: bool,
-    /// `max-t` by sample splitting (`mine --sample-split`): select the family on this leading
-    /// fraction of each workload, test it on the rest (the `max-t` rows only).
-    #[arg(long, value_name = "FRACTION")]
-    sample_split: Option<f64>,
+    /// `--significant-only`: `spectrum` then counts only the significant episodes in the
+    /// surrogates, in a second pass.
+    #[command(flatten)]
+    listing: SignificantOnlyArg,
     /// With `--sample-split`: the family's size (`mine --test-top`; default 10,000).
     #[arg(long, value_name = "N", requires = "sample_split")]
     family: Option<usize>,
@@ -86,18 +83,17 @@ fn parse_correction(s: &str) -> Result<Correction, String> {
 /// # Errors
 /// Unreadable fixtures, bad options, mining or surrogate errors.
 pub fn run(args: &SignificanceArgs) -> Result<()> {
-    let method: synfire::significance::SurrogateMethod = args
-        .surrogates
-        .parse()
-        .map_err(|e| anyhow::anyhow!("`--surrogates`: {e}"))?;
+    let (surrogates, method) = args.surrogates.bench_method()?;
+    let n_surrogates = args.surrogates.n_surrogates;
+    let significant_only = args.listing.significant_only;
     let mut out = args.output.writer()?;
     writeln!(
         out,
         "synfire bench significance: {} surrogates ({}), CPU on {} threads{}",
-        args.n_surrogates,
-        args.surrogates,
+        n_surrogates,
+        surrogates,
         rayon::current_num_threads(),
-        if args.significant_only {
+        if significant_only {
             ", significant episodes only"
         } else {
             ""
@@ -124,17 +120,20 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
         let data = mine(&stream, &config)?;
         let mining_s = started.elapsed().as_secs_f64();
         for &correction in &args.correction {
-            let split = args.sample_split.filter(|_| correction == Correction::MaxT);
+            let split = args
+                .surrogates
+                .sample_split
+                .filter(|_| correction == Correction::MaxT);
             let sig = SignificanceConfig {
                 method: method.clone(),
-                n_surrogates: args.n_surrogates,
+                n_surrogates,
                 alpha: 0.05,
                 correction,
                 seed: 0,
                 test_top: split.and(args.family),
                 watch: None,
                 trials: None,
-                significant_only: args.significant_only,
+                significant_only,
                 sample_split: split,
             };
             let mut reference: Option<SignificanceResult> = None;
@@ -175,7 +174,7 @@ pub fn run(args: &SignificanceArgs) -> Result<()> {
                     config.max_level,
                     r.tested,
                     r.tests.iter().filter(|t| t.stats.significant).count(),
-                    args.n_surrogates as f64 / testing_s,
+                    n_surrogates as f64 / testing_s,
                     r.candidates_counted as f64 / testing_s
                 )?;
                 out.flush()?;
