@@ -13,6 +13,7 @@
 //! returns each stage ready to build ([`StageSpec::builder`]): what it reads from files
 //! (templates, models, training sets, calibrations) is read there, once.
 
+pub mod kinds;
 pub mod section;
 
 use std::collections::BTreeMap;
@@ -346,14 +347,14 @@ impl PipelineConfig {
                 continue;
             };
             if let Some(src) = sources.get(&window.source)
-                && src.produces() != parsed.kind.input
+                && src.produces() != parsed.kind.row.input
             {
                 errors.push(ConfigError::new(
                     format!("{p}.window"),
                     format!(
                         "window `{window_name}` carries {} but this stage reads {}",
                         src.produces(),
-                        parsed.kind.input
+                        parsed.kind.row.input
                     ),
                 ));
                 continue;

@@ -17,5 +17,5 @@ pub static KINDS: &[StageKind] = &[
 /// The kind named `name` (as written in `kind = "…"`).
 #[must_use]
 pub fn named(name: &str) -> Option<&'static StageKind> {
-    KINDS.iter().find(|k| k.name == name)
+    crate::live::config::kinds::named(KINDS, name)
 }

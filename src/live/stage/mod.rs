@@ -30,7 +30,8 @@ use crossbeam_channel::{Receiver, Sender};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::live::config::section::{ConfigError, typed};
+use crate::live::config::kinds::{Erased, Family, Kind, KindConfig, Spec};
+use crate::live::config::section::ConfigError;
 use crate::live::window::{Window, WindowConfig, WindowData};
 use crate::record::StreamKind;
 
@@ -60,90 +61,55 @@ pub trait StageBuilder: std::fmt::Debug + Send + Sync {
     fn build(&self) -> Result<Box<dyn AnyStage>, StageError>;
 }
 
-/// A stage kind's options, type-erased for the kinds table.
-trait AnyStageConfig: std::fmt::Debug + Send + Sync {
+/// The stage family of the kinds table ([`kinds::KINDS`]).
+#[derive(Debug)]
+pub struct Stages;
+
+/// What a stage kind's row says besides its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StageRow {
+    /// What the stage reads.
+    pub input: StreamKind,
+}
+
+impl Family for Stages {
+    type Options = dyn AnyStageConfig;
+    type Row = StageRow;
+}
+
+impl<T: StageConfig> KindConfig<Stages> for T {
+    const NAME: &'static str = T::KIND;
+    const ROW: StageRow = StageRow { input: T::INPUT };
+    fn erase(self) -> Box<dyn AnyStageConfig> {
+        Box::new(self)
+    }
+}
+
+/// A stage kind's options with the type erased, as a [`ParsedStage`] holds them (every
+/// [`StageConfig`] is one).
+pub trait AnyStageConfig: Erased {
+    /// [`StageConfig::validate`].
+    ///
+    /// # Errors
+    /// Every problem found, fields relative to the section.
     fn validate(&self, window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>>;
-    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 impl<T: StageConfig> AnyStageConfig for T {
     fn validate(&self, window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
         StageConfig::validate(self, window)
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
-/// Parses one section's options into a kind's typed config (phase 1).
-type ParseFn = fn(toml::Value, &str, &mut Vec<ConfigError>) -> Option<Box<dyn AnyStageConfig>>;
+/// One row of [`kinds::KINDS`]: a stage kind's name, what it reads ([`StageRow`]), and how its
+/// section is parsed.
+pub type StageKind = Kind<Stages>;
 
-/// One row of [`kinds::KINDS`]: a stage kind's name, what it reads, and how its section is parsed.
-#[derive(Clone, Copy)]
-pub struct StageKind {
-    /// The name in `kind = "…"`.
-    pub name: &'static str,
-    /// What the stage reads.
-    pub input: StreamKind,
-    parse: ParseFn,
-}
-
-impl std::fmt::Debug for StageKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name)
-    }
-}
-
-fn parse_as<T: StageConfig>(
-    value: toml::Value,
-    prefix: &str,
-    errors: &mut Vec<ConfigError>,
-) -> Option<Box<dyn AnyStageConfig>> {
-    typed::<T>(value, prefix, errors).map(|c| Box::new(c) as Box<dyn AnyStageConfig>)
-}
-
-impl StageKind {
-    /// The row of kind `T`.
-    #[must_use]
-    pub const fn of<T: StageConfig>() -> Self {
-        Self {
-            name: T::KIND,
-            input: T::INPUT,
-            parse: parse_as::<T>,
-        }
-    }
-
-    /// Parses a section's options (phase 1: unknown fields and wrong types, into `errors`).
-    #[must_use]
-    pub fn parse(
-        &'static self,
-        options: toml::Value,
-        prefix: &str,
-        errors: &mut Vec<ConfigError>,
-    ) -> Option<ParsedStage> {
-        (self.parse)(options, prefix, errors).map(|options| ParsedStage {
-            kind: self,
-            options,
-        })
-    }
-}
-
-/// A stage section after phase 1: its kind and typed options.
-#[derive(Debug)]
-pub struct ParsedStage {
-    /// The kind.
-    pub kind: &'static StageKind,
-    options: Box<dyn AnyStageConfig>,
-}
+/// A stage section after phase 1: its kind and typed options ([`ParsedStage::options`] gives
+/// them back as the kind's type).
+pub type ParsedStage = Spec<Stages>;
 
 impl ParsedStage {
-    /// The options as kind `T`'s, if the stage is of that kind.
-    #[must_use]
-    pub fn options<T: StageConfig>(&self) -> Option<&T> {
-        self.options.as_any().downcast_ref()
-    }
-
     /// Phase 2: checks the options against the window; the stage ready to build.
     ///
     /// # Errors
@@ -152,7 +118,7 @@ impl ParsedStage {
         &self,
         window: &WindowConfig,
     ) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
-        self.options.validate(window)
+        self.erased().validate(window)
     }
 }
 
