@@ -349,12 +349,13 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         stages.push((name.clone(), st, rx, preview_rx));
     }
     let mut sinks = Vec::new();
-    let mut ttl_sinks: Vec<(String, ttl::TtlSink, Vec<String>)> = Vec::new();
+    // Side-thread sinks that detect stages signal (their kind decides: `sink::Opened`).
+    let mut signal_sinks: Vec<(String, Box<dyn sink::SignalSink>, Vec<String>)> = Vec::new();
     for (name, s) in &config.sinks {
         match s.open(name, &ctx)? {
             sink::Opened::Lines(l) => sinks.push(l),
-            sink::Opened::Ttl(t) => {
-                ttl_sinks.push((name.clone(), t, s.stages().unwrap_or_default().to_vec()));
+            sink::Opened::Signals(t) => {
+                signal_sinks.push((name.clone(), t, s.stages().unwrap_or_default().to_vec()));
             }
         }
     }
@@ -373,10 +374,10 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     let mut detectors: BTreeMap<&str, Vec<detect::LiveDetector>> = BTreeMap::new();
     let mut refreshers = Vec::new();
     for (name, spec) in &config.detectors {
-        let ttl: Vec<ttl::TtlSender> = ttl_sinks
+        let ttl: Vec<ttl::TtlSender> = signal_sinks
             .iter()
             .filter(|(_, _, stages)| stages.iter().any(|s| s == name))
-            .map(|(_, t, _)| t.sender.clone())
+            .map(|(_, t, _)| t.sender())
             .collect();
         let (d, refresher) =
             detect::LiveDetector::new(name, spec, ttl, out_tx.clone()).map_err(|e| {
@@ -472,7 +473,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         view: live_view.map(view::View::finish),
         ..RunSummary::default()
     };
-    for (name, t, _) in ttl_sinks {
+    for (name, t, _) in signal_sinks {
         summary.ttl.insert(name, t.join());
     }
     for (name, s) in stats {

@@ -3,7 +3,8 @@
 //!
 //! The loader knows the sections and their cross-references; each component's options,
 //! checks and defaults live beside its code and are reached through the kinds tables
-//! ([`crate::live::source::kinds::KINDS`], [`crate::live::stage::kinds::KINDS`], [`SinkConfig::KINDS`]).
+//! ([`crate::live::source::kinds::KINDS`], [`crate::live::stage::kinds::KINDS`], [`crate::live::sink::kinds::KINDS`]; one
+//! generic table type, [`kinds::Kind`]).
 //!
 //! Validation runs in two phases and collects **every** error before reporting
 //! ([`ConfigErrors`]): phase 1 parses each section on its own (unknown fields, wrong types,
@@ -25,7 +26,7 @@ use section::typed;
 pub use section::{ConfigError, ConfigErrors, SocketMode};
 
 use crate::live::detect::{self, DetectConfig, DetectSpec};
-use crate::live::sink::SinkConfig;
+use crate::live::sink::{self, SinkSpec};
 use crate::live::source::{self, SourceSpec};
 use crate::live::stage::{self, ParsedStage, StageBuilder};
 use crate::live::window::WindowConfig;
@@ -71,7 +72,7 @@ pub struct PipelineConfig {
     /// Detect stages by name (`kind = "detect"`: they read a source spike by spike).
     pub detectors: BTreeMap<String, DetectSpec>,
     /// Sinks by name.
-    pub sinks: BTreeMap<String, SinkConfig>,
+    pub sinks: BTreeMap<String, SinkSpec>,
 }
 
 const SECTIONS: &[&str] = &["pipeline", "sources", "windows", "stages", "sinks"];
@@ -219,7 +220,7 @@ impl PipelineConfig {
             Some(v) => typed(v, "pipeline", &mut errors).unwrap_or_default(),
             None => PipelineSection::default(),
         };
-        let source_kinds: Vec<&str> = source::kinds::KINDS.iter().map(|k| k.name).collect();
+        let source_kinds = kinds::names(source::kinds::KINDS);
         let mut sources = BTreeMap::new();
         for (name, mut t) in sections(&mut root, "sources", &mut errors) {
             let p = format!("sources.{name}");
@@ -241,7 +242,7 @@ impl PipelineConfig {
                 windows.insert(name, w);
             }
         }
-        let mut stage_kinds: Vec<&str> = stage::kinds::KINDS.iter().map(|k| k.name).collect();
+        let mut stage_kinds = kinds::names(stage::kinds::KINDS);
         stage_kinds.push(detect::KIND);
         let mut parsed_stages = Vec::new();
         let mut parsed_detectors = Vec::new();
@@ -298,13 +299,17 @@ impl PipelineConfig {
                 parsed_stages.push((name, window, parsed));
             }
         }
+        let sink_kinds = kinds::names(sink::kinds::KINDS);
         let mut sinks = BTreeMap::new();
         for (name, mut t) in sections(&mut root, "sinks", &mut errors) {
             let p = format!("sinks.{name}");
-            let Some(kind) = take_name(&mut t, "kind", &p, SinkConfig::KINDS, &mut errors) else {
+            let Some(kind) = take_name(&mut t, "kind", &p, &sink_kinds, &mut errors) else {
                 continue;
             };
-            if let Some(s) = SinkConfig::parse(kind, toml::Value::Table(t), &p, &mut errors) {
+            let Some(kind) = sink::kinds::named(kind) else {
+                continue;
+            };
+            if let Some(s) = kind.parse(toml::Value::Table(t), &p, &mut errors) {
                 sinks.insert(name, s);
             }
         }
@@ -429,10 +434,12 @@ impl PipelineConfig {
                         format!("{p}.stages"),
                         format!("no stage named `{st}`"),
                     ));
-                } else if matches!(s, SinkConfig::OpenephysTtl(_)) && !detectors.contains_key(st) {
+                } else if let Some(why) = s.kind.row.only_detect_stages
+                    && !detectors.contains_key(st)
+                {
                     errors.push(ConfigError::new(
                         format!("{p}.stages"),
-                        format!("`{st}` is not a detect stage; a TTL sink signals occurrences"),
+                        format!("`{st}` is not a detect stage; {why}"),
                     ));
                 }
             }
