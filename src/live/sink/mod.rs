@@ -15,6 +15,7 @@
 //! wall-clock seconds from the window's close to the line being written and flushed
 //! ([`crate::live::telemetry::names::RESULT_LATENCY`], per stage; [`ResultLatency`]).
 
+pub mod csv;
 pub mod jsonl;
 pub mod kinds;
 pub mod openephys_ttl;
