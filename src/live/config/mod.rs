@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use kinds::{Family, Kind, Spec};
 use section::typed;
 pub use section::{ConfigError, ConfigErrors, SocketMode};
 
@@ -209,8 +210,8 @@ impl PipelineConfig {
     ///
     /// Each section is read by a function of its own, phase 1 (each entry on its own) then
     /// phase 2 (values and references): [`parse_pipeline`] / [`check_pipeline`],
-    /// [`parse_sources`] / [`check_sources`], [`parse_windows`] / [`check_windows`],
-    /// [`parse_stages`] / [`check_stages`], [`parse_sinks`] / [`check_sinks`].
+    /// [`parse_kinds`] / [`check_sources`], [`parse_windows`] / [`check_windows`],
+    /// [`parse_stages`] / [`check_stages`], [`parse_kinds`] / [`check_sinks`].
     ///
     /// # Errors
     /// [`ConfigErrors`] with every error found.
@@ -236,10 +237,10 @@ impl PipelineConfig {
         }
         // Phase 1: each section on its own.
         let pipeline = parse_pipeline(&mut root, &mut errors);
-        let sources = parse_sources(&mut root, &mut errors);
+        let sources = parse_kinds(&mut root, "sources", source::kinds::KINDS, &mut errors);
         let windows = parse_windows(&mut root, &mut errors);
         let parsed_stages = parse_stages(&mut root, &mut errors);
-        let sinks = parse_sinks(&mut root, &mut errors);
+        let sinks = parse_kinds(&mut root, "sinks", sink::kinds::KINDS, &mut errors);
 
         // Phase 2: values and references.
         check_pipeline(&pipeline, &mut errors);
@@ -279,27 +280,29 @@ fn parse_pipeline(root: &mut toml::Table, errors: &mut Vec<ConfigError>) -> Pipe
     }
 }
 
-/// Phase 1 of `[sources.*]`: each entry's `kind` looked up in the source kinds table, its
-/// options parsed by the kind.
-fn parse_sources(
+/// Phase 1 of a section of kinds (`[sources.*]`, `[sinks.*]`): each entry's `kind` looked up
+/// in the family's `table`, its options parsed by the kind.
+fn parse_kinds<F: Family>(
     root: &mut toml::Table,
+    section: &str,
+    table: &'static [Kind<F>],
     errors: &mut Vec<ConfigError>,
-) -> BTreeMap<String, SourceSpec> {
-    let source_kinds = kinds::names(source::kinds::KINDS);
-    let mut sources = BTreeMap::new();
-    for (name, mut t) in sections(root, "sources", errors) {
-        let p = format!("sources.{name}");
-        let Some(kind) = take_name(&mut t, "kind", &p, &source_kinds, errors) else {
+) -> BTreeMap<String, Spec<F>> {
+    let names = kinds::names(table);
+    let mut specs = BTreeMap::new();
+    for (name, mut t) in sections(root, section, errors) {
+        let p = format!("{section}.{name}");
+        let Some(kind) = take_name(&mut t, "kind", &p, &names, errors) else {
             continue;
         };
-        let Some(kind) = source::kinds::named(kind) else {
+        let Some(kind) = kinds::named(table, kind) else {
             continue;
         };
         if let Some(s) = kind.parse(toml::Value::Table(t), &p, errors) {
-            sources.insert(name, s);
+            specs.insert(name, s);
         }
     }
-    sources
+    specs
 }
 
 /// Phase 1 of `[windows.*]`.
@@ -360,8 +363,8 @@ fn parse_stages(root: &mut toml::Table, errors: &mut Vec<ConfigError>) -> Vec<Pa
     let mut parsed_stages = Vec::new();
     for (name, mut t) in sections(root, "stages", errors) {
         let p = format!("stages.{name}");
-        let kind =
-            take_name(&mut t, "kind", &p, &stage_kinds, errors).and_then(stage::kinds::named);
+        let kind = take_name(&mut t, "kind", &p, &stage_kinds, errors)
+            .and_then(|k| kinds::named(stage::kinds::KINDS, k));
         let reads = match kind {
             Some(k) if k.row.placement == Placement::Spikes => take_reference(
                 &mut t,
@@ -397,29 +400,6 @@ fn parse_stages(root: &mut toml::Table, errors: &mut Vec<ConfigError>) -> Vec<Pa
         }
     }
     parsed_stages
-}
-
-/// Phase 1 of `[sinks.*]`: each entry's `kind` looked up in the sink kinds table, its
-/// options parsed by the kind.
-fn parse_sinks(
-    root: &mut toml::Table,
-    errors: &mut Vec<ConfigError>,
-) -> BTreeMap<String, SinkSpec> {
-    let sink_kinds = kinds::names(sink::kinds::KINDS);
-    let mut sinks = BTreeMap::new();
-    for (name, mut t) in sections(root, "sinks", errors) {
-        let p = format!("sinks.{name}");
-        let Some(kind) = take_name(&mut t, "kind", &p, &sink_kinds, errors) else {
-            continue;
-        };
-        let Some(kind) = sink::kinds::named(kind) else {
-            continue;
-        };
-        if let Some(s) = kind.parse(toml::Value::Table(t), &p, errors) {
-            sinks.insert(name, s);
-        }
-    }
-    sinks
 }
 
 /// Phase 2 of `[sources.*]`: each source's own checks; a source that feeds nothing is

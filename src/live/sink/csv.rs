@@ -17,14 +17,15 @@
 //! `result`. The header row is written when the file is new or empty (appending to a file
 //! that has rows adds rows only); every row is flushed as it is written, like `jsonl`.
 
-use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{LineWriter, Opened, Sink, SinkConfig, SinkError};
+use super::{
+    LineWriter, Opened, Sink, SinkConfig, SinkError, append_to, check_file_path, file_path,
+};
 use crate::live::config::section::ConfigError;
 
 /// The envelope columns, in order (then `result`): the fields of
@@ -61,17 +62,7 @@ impl SinkConfig for CsvConfig {
     }
 
     fn validate(&self) -> Vec<ConfigError> {
-        let mut errors = Vec::new();
-        if let Some(path) = &self.path {
-            let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-            if path.as_os_str() != "-" && parent.is_some_and(|d| !d.is_dir()) {
-                errors.push(ConfigError::new(
-                    "path",
-                    format!("directory of {} does not exist", path.display()),
-                ));
-            }
-        }
-        errors
+        check_file_path(self.path.as_deref())
     }
 
     fn open(&self, name: &str, _ctx: &zmq::Context) -> Result<Opened, SinkError> {
@@ -79,23 +70,19 @@ impl SinkConfig for CsvConfig {
             sink: name.into(),
             message: format!("cannot {what}: {e}"),
         };
-        let (target, header): (Box<dyn Write + Send>, bool) =
-            match self.path.as_deref().filter(|p| p.as_os_str() != "-") {
-                None => (Box::new(io::stdout()), true),
-                Some(p) => {
-                    let file = OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(p)
-                        .map_err(|e| err(e, &format!("open {}", p.display())))?;
-                    let empty = file
-                        .metadata()
-                        .map_err(|e| err(e, &format!("read {}", p.display())))?
-                        .len()
-                        == 0;
-                    (Box::new(file), empty)
-                }
-            };
+        let (target, header): (Box<dyn Write + Send>, bool) = match file_path(self.path.as_deref())
+        {
+            None => (Box::new(io::stdout()), true),
+            Some(p) => {
+                let file = append_to(name, p)?;
+                let empty = file
+                    .metadata()
+                    .map_err(|e| err(e, &format!("read {}", p.display())))?
+                    .len()
+                    == 0;
+                (Box::new(file), empty)
+            }
+        };
         let mut rows = Rows(csv::WriterBuilder::new().from_writer(target));
         if header {
             rows.0

@@ -8,13 +8,15 @@
 //! stages = ["episodes"]    # default: every stage
 //! ```
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{LineWriter, Opened, Sink, SinkConfig, SinkError};
+use super::{
+    LineWriter, Opened, Sink, SinkConfig, SinkError, append_to, check_file_path, file_path,
+};
 use crate::live::config::section::ConfigError;
 
 /// `[sinks.<name>]` with `kind = "jsonl"`.
@@ -34,17 +36,7 @@ impl SinkConfig for JsonlConfig {
     }
 
     fn validate(&self) -> Vec<ConfigError> {
-        let mut errors = Vec::new();
-        if let Some(path) = &self.path {
-            let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-            if path.as_os_str() != "-" && parent.is_some_and(|d| !d.is_dir()) {
-                errors.push(ConfigError::new(
-                    "path",
-                    format!("directory of {} does not exist", path.display()),
-                ));
-            }
-        }
-        errors
+        check_file_path(self.path.as_deref())
     }
 
     fn open(&self, name: &str, _ctx: &zmq::Context) -> Result<Opened, SinkError> {
@@ -62,18 +54,9 @@ pub fn sink(
     path: Option<&Path>,
     stages: Option<Vec<String>>,
 ) -> Result<Sink, SinkError> {
-    let target = match path.filter(|p| p.as_os_str() != "-") {
+    let target = match file_path(path) {
         None => JsonLines::Stdout(io::stdout()),
-        Some(p) => JsonLines::File(BufWriter::new(
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| SinkError {
-                    sink: name.into(),
-                    message: format!("cannot open {}: {e}", p.display()),
-                })?,
-        )),
+        Some(p) => JsonLines::File(BufWriter::new(append_to(name, p)?)),
     };
     Ok(Sink::custom(name, stages, Box::new(target)))
 }

@@ -10,9 +10,3 @@ pub static KINDS: &[SinkKind] = &[
     SinkKind::of::<openephys_ttl::TtlConfig>(),
     SinkKind::of::<csv::CsvConfig>(),
 ];
-
-/// The kind named `name` (as written in `kind = "…"`).
-#[must_use]
-pub fn named(name: &str) -> Option<&'static SinkKind> {
-    crate::live::config::kinds::named(KINDS, name)
-}

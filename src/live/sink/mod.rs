@@ -22,7 +22,9 @@ pub mod openephys_ttl;
 pub mod zmq_pub;
 
 use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
 use std::io;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -162,6 +164,44 @@ pub trait SignalSink: Send + std::fmt::Debug {
     /// Waits for the sink to finish (after every handle is dropped) and returns its summary
     /// ([`crate::live::RunSummary::ttl`]).
     fn join(self: Box<Self>) -> TtlSummary;
+}
+
+/// The file a file sink (`jsonl`, `csv`) writes: `None` for standard output (`path` absent or
+/// `-`).
+#[must_use]
+pub fn file_path(path: Option<&Path>) -> Option<&Path> {
+    path.filter(|p| p.as_os_str() != "-")
+}
+
+/// Phase-2 check of a file sink's `path`: its folder exists.
+#[must_use]
+pub fn check_file_path(path: Option<&Path>) -> Vec<ConfigError> {
+    let mut errors = Vec::new();
+    if let Some(path) = file_path(path) {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        if parent.is_some_and(|d| !d.is_dir()) {
+            errors.push(ConfigError::new(
+                "path",
+                format!("directory of {} does not exist", path.display()),
+            ));
+        }
+    }
+    errors
+}
+
+/// Opens `path` for sink `name` to append to (created when absent).
+///
+/// # Errors
+/// [`SinkError`] naming the file.
+pub fn append_to(name: &str, path: &Path) -> Result<File, SinkError> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| SinkError {
+            sink: name.into(),
+            message: format!("cannot open {}: {e}", path.display()),
+        })
 }
 
 /// Where a line sink ([`Sink::custom`]) writes its lines: a kind's file or socket, an

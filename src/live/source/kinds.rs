@@ -8,9 +8,3 @@ pub static KINDS: &[SourceKind] = &[
     SourceKind::of::<archive::Hdf5SourceConfig>(),
     SourceKind::of::<zmq::ZmqSourceConfig>(),
 ];
-
-/// The kind named `name` (as written in `kind = "…"`).
-#[must_use]
-pub fn named(name: &str) -> Option<&'static SourceKind> {
-    crate::live::config::kinds::named(KINDS, name)
-}

@@ -14,9 +14,3 @@ pub static KINDS: &[StageKind] = &[
     StageKind::of::<rate::RateConfig>(),
     StageKind::on_spikes::<detect::DetectConfig>(),
 ];
-
-/// The kind named `name` (as written in `kind = "…"`).
-#[must_use]
-pub fn named(name: &str) -> Option<&'static StageKind> {
-    crate::live::config::kinds::named(KINDS, name)
-}
