@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde_json::Value;
 use synfire::live::config::PipelineConfig;
-use synfire::live::sink::SinkConfig;
+use synfire::live::sink::jsonl::JsonlConfig;
 use synfire::live::{RunOptions, run};
 
 fn main() -> Result<()> {
@@ -29,7 +29,7 @@ fn main() -> Result<()> {
     let results = std::env::temp_dir().join("synfire-live-replay.jsonl");
     let _ = std::fs::remove_file(&results); // the sink appends
     for sink in config.sinks.values_mut() {
-        if let SinkConfig::Jsonl(jsonl) = sink {
+        if let Some(jsonl) = sink.options_mut::<JsonlConfig>() {
             jsonl.path = Some(results.clone());
         }
     }

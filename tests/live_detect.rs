@@ -17,7 +17,7 @@ use synfire::episode::{
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest::wire;
 use synfire::live::config::PipelineConfig;
-use synfire::live::detect::OccurrenceLine;
+use synfire::live::stage::detect::OccurrenceLine;
 use synfire::live::{RunOptions, RunSummary, run};
 use synfire::report::MineReport;
 

@@ -743,12 +743,12 @@ fn bench_search_runs_and_verifies_against_brute_force() {
 #[test]
 fn shipped_search_pipeline_answers_equal_brute_force() {
     use synfire::live::config::PipelineConfig;
-    use synfire::live::sink::SinkConfig;
+    use synfire::live::sink::jsonl::JsonlConfig;
     use synfire::live::{RunOptions, run};
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let mut config = PipelineConfig::load(Path::new("pipelines/replay-search.toml")).unwrap();
     for s in config.sinks.values_mut() {
-        if let SinkConfig::Jsonl(j) = s {
+        if let Some(j) = s.options_mut::<JsonlConfig>() {
             j.path = Some(
                 std::env::temp_dir().join(format!("synfire-search-{}.jsonl", std::process::id())),
             );

@@ -379,7 +379,7 @@ fn shipped_pipelines_validate_and_the_archive_replay_runs() {
     let (tx, rx) = unbounded();
     let mut config = config;
     for s in config.sinks.values_mut() {
-        if let synfire::live::sink::SinkConfig::Jsonl(j) = s {
+        if let Some(j) = s.options_mut::<synfire::live::sink::jsonl::JsonlConfig>() {
             j.path = Some(
                 std::env::temp_dir().join(format!("synfire-shipped-{}.jsonl", std::process::id())),
             );

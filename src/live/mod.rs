@@ -17,7 +17,6 @@
 
 pub mod buffer;
 pub mod config;
-pub mod detect;
 pub mod replay;
 pub mod sink;
 pub mod source;
@@ -171,7 +170,7 @@ struct WindowRoute {
 fn window_loop(
     mut ring: RingConsumer,
     mut routes: Vec<WindowRoute>,
-    mut detectors: Vec<detect::LiveDetector>,
+    mut detectors: Vec<Box<dyn stage::SpikeStage>>,
     view: Option<view::SourceFeed>,
 ) -> Vec<(String, crate::episode::DetectorStats)> {
     let mut names: Vec<Arc<str>> = Vec::new();
@@ -349,12 +348,13 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         stages.push((name.clone(), st, rx, preview_rx));
     }
     let mut sinks = Vec::new();
-    let mut ttl_sinks: Vec<(String, ttl::TtlSink, Vec<String>)> = Vec::new();
+    // Side-thread sinks that detect stages signal (their kind decides: `sink::Opened`).
+    let mut signal_sinks: Vec<(String, Box<dyn sink::SignalSink>, Vec<String>)> = Vec::new();
     for (name, s) in &config.sinks {
         match s.open(name, &ctx)? {
             sink::Opened::Lines(l) => sinks.push(l),
-            sink::Opened::Ttl(t) => {
-                ttl_sinks.push((name.clone(), t, s.stages().unwrap_or_default().to_vec()));
+            sink::Opened::Signals(t) => {
+                signal_sinks.push((name.clone(), t, s.stages().unwrap_or_default().to_vec()));
             }
         }
     }
@@ -369,24 +369,28 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         sinks.push(s);
     }
 
-    // Detect stages, by source; the refreshers their episodes stages feed.
-    let mut detectors: BTreeMap<&str, Vec<detect::LiveDetector>> = BTreeMap::new();
-    let mut refreshers = Vec::new();
-    for (name, spec) in &config.detectors {
-        let ttl: Vec<ttl::TtlSender> = ttl_sinks
+    // Stages on spikes (detect), by source; what they observe of other stages' lines (a
+    // detect stage refreshed from an episodes stage).
+    let mut detectors: BTreeMap<&str, Vec<Box<dyn stage::SpikeStage>>> = BTreeMap::new();
+    let mut observers: Vec<Box<dyn stage::ResultObserver>> = Vec::new();
+    for (name, spec) in &config.spike_stages {
+        let signals: Vec<ttl::TtlSender> = signal_sinks
             .iter()
             .filter(|(_, _, stages)| stages.iter().any(|s| s == name))
-            .map(|(_, t, _)| t.sender.clone())
+            .map(|(_, t, _)| t.sender())
             .collect();
-        let (d, refresher) =
-            detect::LiveDetector::new(name, spec, ttl, out_tx.clone()).map_err(|e| {
-                LiveError::Stage {
-                    stage: name.clone(),
-                    source: stage::StageError::Config(e.to_string()),
-                }
+        let built = spec
+            .builder
+            .build(name, signals, out_tx.clone())
+            .map_err(|source| LiveError::Stage {
+                stage: name.clone(),
+                source,
             })?;
-        detectors.entry(spec.source.as_str()).or_default().push(d);
-        refreshers.extend(refresher);
+        detectors
+            .entry(spec.source.as_str())
+            .or_default()
+            .push(built.stage);
+        observers.extend(built.observer);
     }
 
     // Connect and spawn, back to front.
@@ -398,8 +402,8 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     threads.spawn("synfire:sinks".into(), move || {
         for mut out in &out_rx {
             if !out.preview {
-                for r in refreshers.iter().filter(|r| *r.stage == *out.stage) {
-                    r.offer(&out.json);
+                for r in observers.iter().filter(|r| r.stage() == &*out.stage) {
+                    r.offer(&out);
                 }
             }
             for s in &mut sinks {
@@ -472,7 +476,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         view: live_view.map(view::View::finish),
         ..RunSummary::default()
     };
-    for (name, t, _) in ttl_sinks {
+    for (name, t, _) in signal_sinks {
         summary.ttl.insert(name, t.join());
     }
     for (name, s) in stats {

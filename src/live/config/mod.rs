@@ -3,7 +3,8 @@
 //!
 //! The loader knows the sections and their cross-references; each component's options,
 //! checks and defaults live beside its code and are reached through the kinds tables
-//! ([`crate::live::source::kinds::KINDS`], [`crate::live::stage::kinds::KINDS`], [`SinkConfig::KINDS`]).
+//! ([`crate::live::source::kinds::KINDS`], [`crate::live::stage::kinds::KINDS`], [`crate::live::sink::kinds::KINDS`]; one
+//! generic table type, [`kinds::Kind`]).
 //!
 //! Validation runs in two phases and collects **every** error before reporting
 //! ([`ConfigErrors`]): phase 1 parses each section on its own (unknown fields, wrong types,
@@ -13,20 +14,23 @@
 //! returns each stage ready to build ([`StageSpec::builder`]): what it reads from files
 //! (templates, models, training sets, calibrations) is read there, once.
 
+pub mod kinds;
 pub mod section;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use kinds::{Family, Kind, Spec};
 use section::typed;
 pub use section::{ConfigError, ConfigErrors, SocketMode};
 
-use crate::live::detect::{self, DetectConfig, DetectSpec};
-use crate::live::sink::SinkConfig;
+use crate::live::sink::{self, SinkSpec};
 use crate::live::source::{self, SourceSpec};
-use crate::live::stage::{self, ParsedStage, StageBuilder};
+use crate::live::stage::{
+    self, ParsedStage, Placement, SpikeContext, SpikeStageBuilder, StageBuilder,
+};
 use crate::live::window::WindowConfig;
 
 /// `[pipeline]`: settings of the whole pipeline.
@@ -54,6 +58,18 @@ pub struct StageSpec {
     pub builder: Box<dyn StageBuilder>,
 }
 
+/// A validated stage placed on a source's spikes: its source, its parsed options and the
+/// stage ready to build.
+#[derive(Debug)]
+pub struct SpikeStageSpec {
+    /// The spike source it reads.
+    pub source: String,
+    /// Its kind and options.
+    pub parsed: ParsedStage,
+    /// The stage, validated, ready to build.
+    pub builder: Box<dyn SpikeStageBuilder>,
+}
+
 /// A validated pipeline.
 #[derive(Debug)]
 pub struct PipelineConfig {
@@ -65,12 +81,13 @@ pub struct PipelineConfig {
     pub sources: BTreeMap<String, SourceSpec>,
     /// Windows by name.
     pub windows: BTreeMap<String, WindowConfig>,
-    /// Stages by name (those that read windows).
+    /// Stages on windows by name ([`Placement::Windows`]).
     pub stages: BTreeMap<String, StageSpec>,
-    /// Detect stages by name (`kind = "detect"`: they read a source spike by spike).
-    pub detectors: BTreeMap<String, DetectSpec>,
+    /// Stages on a source's spikes by name ([`Placement::Spikes`]: `kind = "detect"`, which
+    /// reads a source spike by spike, before any window).
+    pub spike_stages: BTreeMap<String, SpikeStageSpec>,
     /// Sinks by name.
-    pub sinks: BTreeMap<String, SinkConfig>,
+    pub sinks: BTreeMap<String, SinkSpec>,
 }
 
 const SECTIONS: &[&str] = &["pipeline", "sources", "windows", "stages", "sinks"];
@@ -191,6 +208,11 @@ impl PipelineConfig {
     /// Validates pipeline text; `file` names it in errors, and its folder (if it has one)
     /// anchors the relative file paths.
     ///
+    /// Each section is read by a function of its own, phase 1 (each entry on its own) then
+    /// phase 2 (values and references): [`parse_pipeline`] / [`check_pipeline`],
+    /// [`parse_kinds`] / [`check_sources`], [`parse_windows`] / [`check_windows`],
+    /// [`parse_stages`] / [`check_stages`], [`parse_kinds`] / [`check_sinks`].
+    ///
     /// # Errors
     /// [`ConfigErrors`] with every error found.
     pub fn parse(text: &str, file: &Path) -> Result<Self, ConfigErrors> {
@@ -214,229 +236,24 @@ impl PipelineConfig {
             }
         }
         // Phase 1: each section on its own.
-        let pipeline = match root.remove("pipeline") {
-            Some(v) => typed(v, "pipeline", &mut errors).unwrap_or_default(),
-            None => PipelineSection::default(),
-        };
-        let source_kinds: Vec<&str> = source::kinds::KINDS.iter().map(|k| k.name).collect();
-        let mut sources = BTreeMap::new();
-        for (name, mut t) in sections(&mut root, "sources", &mut errors) {
-            let p = format!("sources.{name}");
-            let Some(kind) = take_name(&mut t, "kind", &p, &source_kinds, &mut errors) else {
-                continue;
-            };
-            let Some(kind) = source::kinds::named(kind) else {
-                continue;
-            };
-            if let Some(s) = kind.parse(toml::Value::Table(t), &p, &mut errors) {
-                sources.insert(name, s);
-            }
-        }
-        let mut windows = BTreeMap::new();
-        for (name, t) in sections(&mut root, "windows", &mut errors) {
-            let p = format!("windows.{name}");
-            if let Some(mut w) = typed::<WindowConfig>(toml::Value::Table(t), &p, &mut errors) {
-                w.name.clone_from(&name);
-                windows.insert(name, w);
-            }
-        }
-        let mut stage_kinds: Vec<&str> = stage::kinds::KINDS.iter().map(|k| k.name).collect();
-        stage_kinds.push(detect::KIND);
-        let mut parsed_stages = Vec::new();
-        let mut parsed_detectors = Vec::new();
-        for (name, mut t) in sections(&mut root, "stages", &mut errors) {
-            let p = format!("stages.{name}");
-            let kind = take_name(&mut t, "kind", &p, &stage_kinds, &mut errors);
-            if kind == Some(detect::KIND) {
-                let source = match t.remove("source") {
-                    Some(toml::Value::String(s)) => Some(s),
-                    other => {
-                        errors.push(ConfigError::new(
-                            format!("{p}.source"),
-                            match other {
-                                Some(v) => format!("must be the name of a spike source, got {v}"),
-                                None => "missing: the spike source a detect stage reads (it \
-                                         reads spikes as they arrive, not windows)"
-                                    .into(),
-                            },
-                        ));
-                        None
-                    }
-                };
-                if let (Some(c), Some(source)) = (
-                    typed::<DetectConfig>(toml::Value::Table(t), &p, &mut errors),
-                    source,
-                ) {
-                    parsed_detectors.push((name, source, c));
-                }
-                continue;
-            }
-            let window = match t.remove("window") {
-                Some(toml::Value::String(w)) => Some(w),
-                Some(other) => {
-                    errors.push(ConfigError::new(
-                        format!("{p}.window"),
-                        format!("must be the name of a window, got {other}"),
-                    ));
-                    None
-                }
-                None => {
-                    errors.push(ConfigError::new(
-                        format!("{p}.window"),
-                        "missing: the window the stage reads",
-                    ));
-                    None
-                }
-            };
-            let Some(kind) = kind.and_then(stage::kinds::named) else {
-                continue;
-            };
-            if let (Some(parsed), Some(window)) =
-                (kind.parse(toml::Value::Table(t), &p, &mut errors), window)
-            {
-                parsed_stages.push((name, window, parsed));
-            }
-        }
-        let mut sinks = BTreeMap::new();
-        for (name, mut t) in sections(&mut root, "sinks", &mut errors) {
-            let p = format!("sinks.{name}");
-            let Some(kind) = take_name(&mut t, "kind", &p, SinkConfig::KINDS, &mut errors) else {
-                continue;
-            };
-            if let Some(s) = SinkConfig::parse(kind, toml::Value::Table(t), &p, &mut errors) {
-                sinks.insert(name, s);
-            }
-        }
+        let pipeline = parse_pipeline(&mut root, &mut errors);
+        let sources = parse_kinds(&mut root, "sources", source::kinds::KINDS, &mut errors);
+        let windows = parse_windows(&mut root, &mut errors);
+        let parsed_stages = parse_stages(&mut root, &mut errors);
+        let sinks = parse_kinds(&mut root, "sinks", sink::kinds::KINDS, &mut errors);
 
         // Phase 2: values and references.
         check_pipeline(&pipeline, &mut errors);
-        for (name, s) in &sources {
-            let p = format!("sources.{name}");
-            errors.extend(s.validate().into_iter().map(|e| e.within(&p)));
-            if !windows.values().any(|w| &w.source == name)
-                && !parsed_detectors.iter().any(|(_, s, _)| s == name)
-            {
-                tracing::warn!(source = %name, "Source feeds no window and no detect stage.");
-            }
-        }
-        for (name, w) in &windows {
-            let p = format!("windows.{name}");
-            match sources.get(&w.source) {
-                None => errors.push(ConfigError::new(
-                    format!("{p}.source"),
-                    format!("no source named `{}`", w.source),
-                )),
-                Some(source) => errors.extend(
-                    w.validate(source.produces())
-                        .into_iter()
-                        .map(|e| e.within(&p)),
-                ),
-            }
-        }
-        let mut stages = BTreeMap::new();
-        let stage_names: std::collections::BTreeSet<String> =
-            parsed_stages.iter().map(|(n, _, _)| n.clone()).collect();
-        for (name, window_name, parsed) in parsed_stages {
-            let p = format!("stages.{name}");
-            let Some(window) = windows.get(&window_name) else {
-                errors.push(ConfigError::new(
-                    format!("{p}.window"),
-                    format!("no window named `{window_name}`"),
-                ));
-                continue;
-            };
-            if let Some(src) = sources.get(&window.source)
-                && src.produces() != parsed.kind.input
-            {
-                errors.push(ConfigError::new(
-                    format!("{p}.window"),
-                    format!(
-                        "window `{window_name}` carries {} but this stage reads {}",
-                        src.produces(),
-                        parsed.kind.input
-                    ),
-                ));
-                continue;
-            }
-            match parsed.validate(window) {
-                Ok(builder) => {
-                    stages.insert(
-                        name,
-                        StageSpec {
-                            window: window_name,
-                            parsed,
-                            builder,
-                        },
-                    );
-                }
-                Err(list) => errors.extend(list.into_iter().map(|e| e.within(&p))),
-            }
-        }
-        let episodes_stages: BTreeMap<String, Vec<crate::episode::Interval>> = stages
+        check_sources(&sources, &windows, &parsed_stages, &mut errors);
+        check_windows(&windows, &sources, &mut errors);
+        // Stages on windows count by name once parsed; stages on spikes once validated.
+        let window_stages: BTreeSet<String> = parsed_stages
             .iter()
-            .filter_map(|(name, st)| {
-                let options = st.parsed.options::<crate::episode::MiningOptions>()?;
-                let (config, _) = options.resolve().ok()?;
-                Some((name.clone(), config.intervals))
-            })
+            .filter(|s| s.parsed.kind.row.placement == Placement::Windows)
+            .map(|s| s.name.clone())
             .collect();
-        let mut detectors = BTreeMap::new();
-        for (name, source, c) in parsed_detectors {
-            let p = format!("stages.{name}");
-            match sources.get(&source) {
-                None => {
-                    errors.push(ConfigError::new(
-                        format!("{p}.source"),
-                        format!("no source named `{source}`"),
-                    ));
-                    continue;
-                }
-                Some(src) if src.produces() != crate::record::StreamKind::Spikes => {
-                    errors.push(ConfigError::new(
-                        format!("{p}.source"),
-                        format!(
-                            "source `{source}` carries {} but a detect stage reads spikes",
-                            src.produces()
-                        ),
-                    ));
-                    continue;
-                }
-                Some(_) => {}
-            }
-            match c.validate(source, |s| episodes_stages.get(s).cloned()) {
-                Ok(spec) => {
-                    detectors.insert(name, spec);
-                }
-                Err(list) => errors.extend(list.into_iter().map(|e| e.within(&p))),
-            }
-        }
-        let stage_names: std::collections::BTreeSet<String> = stage_names
-            .into_iter()
-            .chain(detectors.keys().cloned())
-            .collect();
-        if stage_names.is_empty() {
-            errors.push(ConfigError::new("stages", "the pipeline has no stage"));
-        }
-        if sinks.is_empty() {
-            errors.push(ConfigError::new("sinks", "the pipeline has no sink"));
-        }
-        for (name, s) in &sinks {
-            let p = format!("sinks.{name}");
-            for st in s.stages().unwrap_or_default() {
-                if !stage_names.contains(st) {
-                    errors.push(ConfigError::new(
-                        format!("{p}.stages"),
-                        format!("no stage named `{st}`"),
-                    ));
-                } else if matches!(s, SinkConfig::OpenephysTtl(_)) && !detectors.contains_key(st) {
-                    errors.push(ConfigError::new(
-                        format!("{p}.stages"),
-                        format!("`{st}` is not a detect stage; a TTL sink signals occurrences"),
-                    ));
-                }
-            }
-            errors.extend(s.validate().into_iter().map(|e| e.within(&p)));
-        }
+        let (stages, spike_stages) = check_stages(parsed_stages, &sources, &windows, &mut errors);
+        check_sinks(&sinks, &window_stages, &spike_stages, &mut errors);
         if !errors.is_empty() {
             return Err(ConfigErrors {
                 file: file.into(),
@@ -449,9 +266,329 @@ impl PipelineConfig {
             sources,
             windows,
             stages,
-            detectors,
+            spike_stages,
             sinks,
         })
+    }
+}
+
+/// Phase 1 of `[pipeline]`.
+fn parse_pipeline(root: &mut toml::Table, errors: &mut Vec<ConfigError>) -> PipelineSection {
+    match root.remove("pipeline") {
+        Some(v) => typed(v, "pipeline", errors).unwrap_or_default(),
+        None => PipelineSection::default(),
+    }
+}
+
+/// Phase 1 of a section of kinds (`[sources.*]`, `[sinks.*]`): each entry's `kind` looked up
+/// in the family's `table`, its options parsed by the kind.
+fn parse_kinds<F: Family>(
+    root: &mut toml::Table,
+    section: &str,
+    table: &'static [Kind<F>],
+    errors: &mut Vec<ConfigError>,
+) -> BTreeMap<String, Spec<F>> {
+    let names = kinds::names(table);
+    let mut specs = BTreeMap::new();
+    for (name, mut t) in sections(root, section, errors) {
+        let p = format!("{section}.{name}");
+        let Some(kind) = take_name(&mut t, "kind", &p, &names, errors) else {
+            continue;
+        };
+        let Some(kind) = kinds::named(table, kind) else {
+            continue;
+        };
+        if let Some(s) = kind.parse(toml::Value::Table(t), &p, errors) {
+            specs.insert(name, s);
+        }
+    }
+    specs
+}
+
+/// Phase 1 of `[windows.*]`.
+fn parse_windows(
+    root: &mut toml::Table,
+    errors: &mut Vec<ConfigError>,
+) -> BTreeMap<String, WindowConfig> {
+    let mut windows = BTreeMap::new();
+    for (name, t) in sections(root, "windows", errors) {
+        let p = format!("windows.{name}");
+        if let Some(mut w) = typed::<WindowConfig>(toml::Value::Table(t), &p, errors) {
+            w.name.clone_from(&name);
+            windows.insert(name, w);
+        }
+    }
+    windows
+}
+
+/// A stage section after phase 1: its name, what it reads (by its kind's
+/// [`Placement`]: a window's name, or a spike source's), and its parsed options.
+struct ParsedSection {
+    name: String,
+    reads: String,
+    parsed: ParsedStage,
+}
+
+/// Takes the string `key` of a stage section (its `window` or `source`); `missing` is the
+/// message when it is absent, `what` names it when it is not a string.
+fn take_reference(
+    t: &mut toml::Table,
+    key: &str,
+    prefix: &str,
+    what: &str,
+    missing: String,
+    errors: &mut Vec<ConfigError>,
+) -> Option<String> {
+    match t.remove(key) {
+        Some(toml::Value::String(s)) => Some(s),
+        Some(other) => {
+            errors.push(ConfigError::new(
+                format!("{prefix}.{key}"),
+                format!("must be the name of {what}, got {other}"),
+            ));
+            None
+        }
+        None => {
+            errors.push(ConfigError::new(format!("{prefix}.{key}"), missing));
+            None
+        }
+    }
+}
+
+/// Phase 1 of `[stages.*]`: each entry's `kind` looked up in the stage kinds table; then,
+/// as the kind's row places it, its `window` (a stage on windows, or of an unknown kind) or
+/// its `source` (a stage on a source's spikes); its options parsed by the kind.
+fn parse_stages(root: &mut toml::Table, errors: &mut Vec<ConfigError>) -> Vec<ParsedSection> {
+    let stage_kinds = kinds::names(stage::kinds::KINDS);
+    let mut parsed_stages = Vec::new();
+    for (name, mut t) in sections(root, "stages", errors) {
+        let p = format!("stages.{name}");
+        let kind = take_name(&mut t, "kind", &p, &stage_kinds, errors)
+            .and_then(|k| kinds::named(stage::kinds::KINDS, k));
+        let reads = match kind {
+            Some(k) if k.row.placement == Placement::Spikes => take_reference(
+                &mut t,
+                "source",
+                &p,
+                "a spike source",
+                format!(
+                    "missing: the spike source a {} stage reads (it reads spikes as they \
+                     arrive, not windows)",
+                    k.name
+                ),
+                errors,
+            ),
+            _ => take_reference(
+                &mut t,
+                "window",
+                &p,
+                "a window",
+                "missing: the window the stage reads".into(),
+                errors,
+            ),
+        };
+        let Some(kind) = kind else {
+            continue;
+        };
+        if let (Some(parsed), Some(reads)) = (kind.parse(toml::Value::Table(t), &p, errors), reads)
+        {
+            parsed_stages.push(ParsedSection {
+                name,
+                reads,
+                parsed,
+            });
+        }
+    }
+    parsed_stages
+}
+
+/// Phase 2 of `[sources.*]`: each source's own checks; a source that feeds nothing is
+/// logged.
+fn check_sources(
+    sources: &BTreeMap<String, SourceSpec>,
+    windows: &BTreeMap<String, WindowConfig>,
+    stages: &[ParsedSection],
+    errors: &mut Vec<ConfigError>,
+) {
+    for (name, s) in sources {
+        let p = format!("sources.{name}");
+        errors.extend(s.validate().into_iter().map(|e| e.within(&p)));
+        let read_by_a_stage = stages
+            .iter()
+            .any(|st| st.parsed.kind.row.placement == Placement::Spikes && &st.reads == name);
+        if !windows.values().any(|w| &w.source == name) && !read_by_a_stage {
+            tracing::warn!(source = %name, "Source feeds no window and no detect stage.");
+        }
+    }
+}
+
+/// Phase 2 of `[windows.*]`: each window's source, and its options against what the source
+/// produces.
+fn check_windows(
+    windows: &BTreeMap<String, WindowConfig>,
+    sources: &BTreeMap<String, SourceSpec>,
+    errors: &mut Vec<ConfigError>,
+) {
+    for (name, w) in windows {
+        let p = format!("windows.{name}");
+        match sources.get(&w.source) {
+            None => errors.push(ConfigError::new(
+                format!("{p}.source"),
+                format!("no source named `{}`", w.source),
+            )),
+            Some(source) => errors.extend(
+                w.validate(source.produces())
+                    .into_iter()
+                    .map(|e| e.within(&p)),
+            ),
+        }
+    }
+}
+
+/// Phase 2 of `[stages.*]`: the stages on windows first (each window, its stream kind, the
+/// kind's own checks against the window), then those on a source's spikes (their source, the
+/// kind's own checks, which may read a validated window stage's options: a detect stage's
+/// `from_stage`). Every stage validated, ready to build, by placement.
+fn check_stages(
+    parsed: Vec<ParsedSection>,
+    sources: &BTreeMap<String, SourceSpec>,
+    windows: &BTreeMap<String, WindowConfig>,
+    errors: &mut Vec<ConfigError>,
+) -> (
+    BTreeMap<String, StageSpec>,
+    BTreeMap<String, SpikeStageSpec>,
+) {
+    let (on_spikes, on_windows): (Vec<_>, Vec<_>) = parsed
+        .into_iter()
+        .partition(|s| s.parsed.kind.row.placement == Placement::Spikes);
+    let mut stages = BTreeMap::new();
+    for ParsedSection {
+        name,
+        reads: window_name,
+        parsed,
+    } in on_windows
+    {
+        let p = format!("stages.{name}");
+        let Some(window) = windows.get(&window_name) else {
+            errors.push(ConfigError::new(
+                format!("{p}.window"),
+                format!("no window named `{window_name}`"),
+            ));
+            continue;
+        };
+        if let Some(src) = sources.get(&window.source)
+            && src.produces() != parsed.kind.row.input
+        {
+            errors.push(ConfigError::new(
+                format!("{p}.window"),
+                format!(
+                    "window `{window_name}` carries {} but this stage reads {}",
+                    src.produces(),
+                    parsed.kind.row.input
+                ),
+            ));
+            continue;
+        }
+        match parsed.validate(window) {
+            Ok(builder) => {
+                stages.insert(
+                    name,
+                    StageSpec {
+                        window: window_name,
+                        parsed,
+                        builder,
+                    },
+                );
+            }
+            Err(list) => errors.extend(list.into_iter().map(|e| e.within(&p))),
+        }
+    }
+    let mut spike_stages = BTreeMap::new();
+    for ParsedSection {
+        name,
+        reads: source,
+        parsed,
+    } in on_spikes
+    {
+        let p = format!("stages.{name}");
+        match sources.get(&source) {
+            None => {
+                errors.push(ConfigError::new(
+                    format!("{p}.source"),
+                    format!("no source named `{source}`"),
+                ));
+                continue;
+            }
+            Some(src) if src.produces() != parsed.kind.row.input => {
+                errors.push(ConfigError::new(
+                    format!("{p}.source"),
+                    format!(
+                        "source `{source}` carries {} but a {} stage reads {}",
+                        src.produces(),
+                        parsed.kind.name,
+                        parsed.kind.row.input
+                    ),
+                ));
+                continue;
+            }
+            Some(_) => {}
+        }
+        let stage = |s: &str| stages.get(s).map(|st: &StageSpec| &st.parsed);
+        let at = SpikeContext {
+            source: &source,
+            stage: &stage,
+        };
+        match parsed.validate_on_spikes(&at) {
+            Ok(builder) => {
+                spike_stages.insert(
+                    name,
+                    SpikeStageSpec {
+                        source,
+                        parsed,
+                        builder,
+                    },
+                );
+            }
+            Err(list) => errors.extend(list.into_iter().map(|e| e.within(&p))),
+        }
+    }
+    (stages, spike_stages)
+}
+
+/// Phase 2 of `[sinks.*]`: there is a stage (`window_stages`: the stages on windows that
+/// parsed) and a sink; each sink's stages exist (and are
+/// detect stages for a kind that takes only those); each sink's own checks.
+fn check_sinks(
+    sinks: &BTreeMap<String, SinkSpec>,
+    window_stages: &BTreeSet<String>,
+    spike_stages: &BTreeMap<String, SpikeStageSpec>,
+    errors: &mut Vec<ConfigError>,
+) {
+    let stage_names: BTreeSet<&String> = window_stages.iter().chain(spike_stages.keys()).collect();
+    if stage_names.is_empty() {
+        errors.push(ConfigError::new("stages", "the pipeline has no stage"));
+    }
+    if sinks.is_empty() {
+        errors.push(ConfigError::new("sinks", "the pipeline has no sink"));
+    }
+    for (name, s) in sinks {
+        let p = format!("sinks.{name}");
+        for st in s.stages().unwrap_or_default() {
+            if !stage_names.contains(st) {
+                errors.push(ConfigError::new(
+                    format!("{p}.stages"),
+                    format!("no stage named `{st}`"),
+                ));
+            } else if let Some(why) = s.kind.row.only_detect_stages
+                && !spike_stages.contains_key(st)
+            {
+                errors.push(ConfigError::new(
+                    format!("{p}.stages"),
+                    format!("`{st}` is not a detect stage; {why}"),
+                ));
+            }
+        }
+        errors.extend(s.validate().into_iter().map(|e| e.within(&p)));
     }
 }
 

@@ -1,5 +1,5 @@
 //! The one table of source kinds, read by the pipeline loader. A new kind is one module of
-//! `live::source` and one row here.
+//! `live::source` and one row here (`docs/adding-a-stage.md`).
 
 use super::{SourceKind, archive, zmq};
 
@@ -8,9 +8,3 @@ pub static KINDS: &[SourceKind] = &[
     SourceKind::of::<archive::Hdf5SourceConfig>(),
     SourceKind::of::<zmq::ZmqSourceConfig>(),
 ];
-
-/// The kind named `name` (as written in `kind = "…"`).
-#[must_use]
-pub fn named(name: &str) -> Option<&'static SourceKind> {
-    KINDS.iter().find(|k| k.name == name)
-}

@@ -15,7 +15,8 @@ pub mod zmq;
 use serde::de::DeserializeOwned;
 
 use crate::live::buffer::{Overflow, RingProducer};
-use crate::live::config::section::{ConfigError, typed};
+use crate::live::config::kinds::{Erased, Family, Kind, KindConfig, Spec};
+use crate::live::config::section::ConfigError;
 use crate::record::StreamKind;
 
 /// What opening a source may need from the pipeline: the process's ZeroMQ context.
@@ -61,11 +62,36 @@ pub trait Source: Send {
     fn run(self: Box<Self>, ring: RingProducer);
 }
 
-/// A source kind's options, type-erased for the kinds table.
-trait AnySourceConfig: std::fmt::Debug + Send + Sync {
+/// The source family of the kinds table ([`kinds::KINDS`]).
+#[derive(Debug)]
+pub struct Sources;
+
+impl Family for Sources {
+    type Options = dyn AnySourceConfig;
+    type Row = ();
+}
+
+impl<T: SourceConfig> KindConfig<Sources> for T {
+    const NAME: &'static str = T::KIND;
+    const ROW: () = ();
+    fn erase(self) -> Box<dyn AnySourceConfig> {
+        Box::new(self)
+    }
+}
+
+/// A source kind's options with the type erased, as a [`SourceSpec`] holds them (every
+/// [`SourceConfig`] is one).
+pub trait AnySourceConfig: Erased {
+    /// [`SourceConfig::produces`].
     fn produces(&self) -> StreamKind;
+    /// [`SourceConfig::ring`].
     fn ring(&self) -> (usize, Overflow);
+    /// [`SourceConfig::validate`].
     fn validate(&self) -> Vec<ConfigError>;
+    /// [`SourceConfig::open`].
+    ///
+    /// # Errors
+    /// [`OpenError`] naming the file or endpoint.
     fn open(&self, name: &str, ctx: &OpenContext<'_>) -> Result<Box<dyn Source>, OpenError>;
 }
 
@@ -84,81 +110,29 @@ impl<T: SourceConfig> AnySourceConfig for T {
     }
 }
 
-/// Parses one section's options into a kind's typed config (phase 1).
-type ParseFn = fn(toml::Value, &str, &mut Vec<ConfigError>) -> Option<Box<dyn AnySourceConfig>>;
-
 /// One row of [`kinds::KINDS`]: a source kind's name and how its section is parsed.
-#[derive(Clone, Copy)]
-pub struct SourceKind {
-    /// The name in `kind = "…"`.
-    pub name: &'static str,
-    parse: ParseFn,
-}
-
-impl std::fmt::Debug for SourceKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name)
-    }
-}
-
-fn parse_as<T: SourceConfig>(
-    value: toml::Value,
-    prefix: &str,
-    errors: &mut Vec<ConfigError>,
-) -> Option<Box<dyn AnySourceConfig>> {
-    typed::<T>(value, prefix, errors).map(|c| Box::new(c) as Box<dyn AnySourceConfig>)
-}
-
-impl SourceKind {
-    /// The row of kind `T`.
-    #[must_use]
-    pub const fn of<T: SourceConfig>() -> Self {
-        Self {
-            name: T::KIND,
-            parse: parse_as::<T>,
-        }
-    }
-
-    /// Parses a section's options (phase 1: unknown fields and wrong types, into `errors`).
-    #[must_use]
-    pub fn parse(
-        &'static self,
-        options: toml::Value,
-        prefix: &str,
-        errors: &mut Vec<ConfigError>,
-    ) -> Option<SourceSpec> {
-        (self.parse)(options, prefix, errors).map(|options| SourceSpec {
-            kind: self,
-            options,
-        })
-    }
-}
+pub type SourceKind = Kind<Sources>;
 
 /// A parsed source section: its kind and typed options.
-#[derive(Debug)]
-pub struct SourceSpec {
-    /// The kind.
-    pub kind: &'static SourceKind,
-    options: Box<dyn AnySourceConfig>,
-}
+pub type SourceSpec = Spec<Sources>;
 
 impl SourceSpec {
     /// What the source produces.
     #[must_use]
     pub fn produces(&self) -> StreamKind {
-        self.options.produces()
+        self.erased().produces()
     }
 
     /// Ring capacity (records) and overflow policy.
     #[must_use]
     pub fn ring(&self) -> (usize, Overflow) {
-        self.options.ring()
+        self.erased().ring()
     }
 
     /// Phase-2 checks, fields relative to the section.
     #[must_use]
     pub fn validate(&self) -> Vec<ConfigError> {
-        self.options.validate()
+        self.erased().validate()
     }
 
     /// Opens the source.
@@ -166,6 +140,6 @@ impl SourceSpec {
     /// # Errors
     /// [`OpenError`] naming the file or endpoint.
     pub fn open(&self, name: &str, ctx: &OpenContext<'_>) -> Result<Box<dyn Source>, OpenError> {
-        self.options.open(name, ctx)
+        self.erased().open(name, ctx)
     }
 }

@@ -1,7 +1,7 @@
 //! The one table of stage kinds, read by the pipeline loader. A new kind is one module of
 //! `live::stage` and one row here (`docs/adding-a-stage.md`).
 
-use super::{StageKind, episodes, motif, rate, search, shapelet, softdtw, summary};
+use super::{StageKind, detect, episodes, motif, rate, search, shapelet, softdtw, summary};
 
 /// Every stage kind. A new kind is one module of `live::stage` and one row here.
 pub static KINDS: &[StageKind] = &[
@@ -12,10 +12,5 @@ pub static KINDS: &[StageKind] = &[
     StageKind::of::<softdtw::SoftDtwStageConfig>(),
     StageKind::of::<shapelet::ShapeletStageConfig>(),
     StageKind::of::<rate::RateConfig>(),
+    StageKind::on_spikes::<detect::DetectConfig>(),
 ];
-
-/// The kind named `name` (as written in `kind = "…"`).
-#[must_use]
-pub fn named(name: &str) -> Option<&'static StageKind> {
-    KINDS.iter().find(|k| k.name == name)
-}

@@ -14,6 +14,7 @@
 //! each stage as an [`AnyStage`] (every [`Stage`] is one, its result type erased). A line
 //! reads back into [`WindowLine`] with the stage's result type.
 
+pub mod detect;
 pub mod episodes;
 pub mod kinds;
 pub mod motif;
@@ -30,7 +31,9 @@ use crossbeam_channel::{Receiver, Sender};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::live::config::section::{ConfigError, typed};
+use crate::live::config::kinds::{Erased, Family, Kind, KindConfig, Spec};
+use crate::live::config::section::ConfigError;
+use crate::live::ttl::TtlSender;
 use crate::live::window::{Window, WindowConfig, WindowData};
 use crate::record::StreamKind;
 
@@ -60,10 +63,65 @@ pub trait StageBuilder: std::fmt::Debug + Send + Sync {
     fn build(&self) -> Result<Box<dyn AnyStage>, StageError>;
 }
 
-/// A stage kind's options, type-erased for the kinds table.
-trait AnyStageConfig: std::fmt::Debug + Send + Sync {
+/// The stage family of the kinds table ([`kinds::KINDS`]).
+#[derive(Debug)]
+pub struct Stages;
+
+/// What a stage kind's row says besides its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StageRow {
+    /// What the stage reads.
+    pub input: StreamKind,
+    /// Where it reads it.
+    pub placement: Placement,
+}
+
+/// Where a stage kind reads, as its row declares ([`StageKind::of`] for a [`StageConfig`],
+/// [`StageKind::on_spikes`] for a [`SpikeStageConfig`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// On the windows of one window definition (its section names a `window`), on a thread
+    /// of its own.
+    Windows,
+    /// On a spike source's records one by one, before any window sees them (its section
+    /// names a `source`), on the source's window thread: `detect`.
+    Spikes,
+}
+
+impl Family for Stages {
+    type Options = dyn AnyStageConfig;
+    type Row = StageRow;
+}
+
+impl<T: StageConfig> KindConfig<Stages> for T {
+    const NAME: &'static str = T::KIND;
+    const ROW: StageRow = StageRow {
+        input: T::INPUT,
+        placement: Placement::Windows,
+    };
+    fn erase(self) -> Box<dyn AnyStageConfig> {
+        Box::new(self)
+    }
+}
+
+/// A stage kind's options with the type erased, as a [`ParsedStage`] holds them (every
+/// [`StageConfig`] and [`SpikeStageConfig`] is one). The loader calls the method of the
+/// kind's [`Placement`]; the other one answers that the stage is not placed there.
+pub trait AnyStageConfig: Erased {
+    /// [`StageConfig::validate`].
+    ///
+    /// # Errors
+    /// Every problem found, fields relative to the section.
     fn validate(&self, window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>>;
-    fn as_any(&self) -> &dyn std::any::Any;
+
+    /// [`SpikeStageConfig::validate`].
+    ///
+    /// # Errors
+    /// Every problem found, fields relative to the section.
+    fn validate_on_spikes(
+        &self,
+        at: &SpikeContext<'_>,
+    ) -> Result<Box<dyn SpikeStageBuilder>, Vec<ConfigError>>;
 }
 
 impl<T: StageConfig> AnyStageConfig for T {
@@ -71,80 +129,146 @@ impl<T: StageConfig> AnyStageConfig for T {
         StageConfig::validate(self, window)
     }
 
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+    fn validate_on_spikes(
+        &self,
+        _at: &SpikeContext<'_>,
+    ) -> Result<Box<dyn SpikeStageBuilder>, Vec<ConfigError>> {
+        Err(vec![ConfigError::new(
+            "window",
+            "missing: the window the stage reads",
+        )])
     }
 }
 
-/// Parses one section's options into a kind's typed config (phase 1).
-type ParseFn = fn(toml::Value, &str, &mut Vec<ConfigError>) -> Option<Box<dyn AnyStageConfig>>;
+/// The options of a stage kind placed on a source's spikes ([`Placement::Spikes`]): its
+/// `[stages.<name>]` table less `kind` and `source` (which the loader reads). It reads each
+/// spike as it comes off the source's ring, before any window (`detect`).
+pub trait SpikeStageConfig: DeserializeOwned + std::fmt::Debug + Send + Sync + 'static {
+    /// The kind's name, as written in `kind = "…"`.
+    const KIND: &'static str;
 
-/// One row of [`kinds::KINDS`]: a stage kind's name, what it reads, and how its section is parsed.
-#[derive(Clone, Copy)]
-pub struct StageKind {
-    /// The name in `kind = "…"`.
-    pub name: &'static str,
-    /// What the stage reads.
-    pub input: StreamKind,
-    parse: ParseFn,
+    /// Checks the options (phase 2 of validation) and returns the stage ready to build.
+    /// Everything the stage needs from files is read here, once.
+    ///
+    /// # Errors
+    /// Every problem found, each naming its field relative to the section.
+    fn validate(
+        &self,
+        at: &SpikeContext<'_>,
+    ) -> Result<Box<dyn SpikeStageBuilder>, Vec<ConfigError>>;
 }
 
-impl std::fmt::Debug for StageKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name)
+/// What the validation of a stage on spikes sees of the pipeline.
+#[allow(missing_debug_implementations)]
+pub struct SpikeContext<'a> {
+    /// The spike source it reads (its `source`).
+    pub source: &'a str,
+    /// A stage on windows of the pipeline, by name, if it validated (a detect stage's
+    /// `from_stage`).
+    pub stage: &'a dyn Fn(&str) -> Option<&'a ParsedStage>,
+}
+
+/// A kind placed on spikes, as its row holds its options.
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+struct OnSpikes<T>(T);
+
+impl<T: SpikeStageConfig> KindConfig<Stages> for OnSpikes<T> {
+    const NAME: &'static str = T::KIND;
+    const ROW: StageRow = StageRow {
+        input: StreamKind::Spikes,
+        placement: Placement::Spikes,
+    };
+    fn erase(self) -> Box<dyn AnyStageConfig> {
+        Box::new(self)
     }
 }
 
-fn parse_as<T: StageConfig>(
-    value: toml::Value,
-    prefix: &str,
-    errors: &mut Vec<ConfigError>,
-) -> Option<Box<dyn AnyStageConfig>> {
-    typed::<T>(value, prefix, errors).map(|c| Box::new(c) as Box<dyn AnyStageConfig>)
+impl<T: SpikeStageConfig> AnyStageConfig for OnSpikes<T> {
+    fn validate(&self, _window: &WindowConfig) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
+        Err(vec![ConfigError::new(
+            "source",
+            "missing: the spike source the stage reads",
+        )])
+    }
+
+    fn validate_on_spikes(
+        &self,
+        at: &SpikeContext<'_>,
+    ) -> Result<Box<dyn SpikeStageBuilder>, Vec<ConfigError>> {
+        SpikeStageConfig::validate(&self.0, at)
+    }
 }
 
 impl StageKind {
-    /// The row of kind `T`.
+    /// The row of kind `T`, a stage placed on a source's spikes ([`Placement::Spikes`]).
     #[must_use]
-    pub const fn of<T: StageConfig>() -> Self {
-        Self {
-            name: T::KIND,
-            input: T::INPUT,
-            parse: parse_as::<T>,
-        }
-    }
-
-    /// Parses a section's options (phase 1: unknown fields and wrong types, into `errors`).
-    #[must_use]
-    pub fn parse(
-        &'static self,
-        options: toml::Value,
-        prefix: &str,
-        errors: &mut Vec<ConfigError>,
-    ) -> Option<ParsedStage> {
-        (self.parse)(options, prefix, errors).map(|options| ParsedStage {
-            kind: self,
-            options,
-        })
+    pub const fn on_spikes<T: SpikeStageConfig>() -> Self {
+        Self::of::<OnSpikes<T>>()
     }
 }
 
-/// A stage section after phase 1: its kind and typed options.
-#[derive(Debug)]
-pub struct ParsedStage {
-    /// The kind.
-    pub kind: &'static StageKind,
-    options: Box<dyn AnyStageConfig>,
+/// A validated stage on spikes, ready to build.
+pub trait SpikeStageBuilder: std::fmt::Debug + Send + Sync {
+    /// Builds the stage named `name`: `signals` are the handles of the signal sinks that
+    /// take it (TTL, [`crate::live::sink::SignalSink`]), `out` where its lines go.
+    ///
+    /// # Errors
+    /// [`StageError`] when it cannot be built.
+    fn build(
+        &self,
+        name: &str,
+        signals: Vec<TtlSender>,
+        out: Sender<Output>,
+    ) -> Result<BuiltSpikeStage, StageError>;
 }
+
+/// A stage on spikes, built: the stage for its source's window thread, and what the sink
+/// thread shows it of other stages' results, if anything.
+#[allow(missing_debug_implementations)]
+pub struct BuiltSpikeStage {
+    /// The stage.
+    pub stage: Box<dyn SpikeStage>,
+    /// Sees another stage's lines on the sink thread (a detect stage's `from_stage`).
+    pub observer: Option<Box<dyn ResultObserver>>,
+}
+
+/// A stage on spikes at run time, on its source's window thread: each record, before any
+/// window sees it.
+pub trait SpikeStage: Send {
+    /// Names a unit (a source's `Record::Unit`).
+    fn announce(&mut self, id: u32, name: Arc<str>);
+    /// One spike, seconds and unit id.
+    fn spike(&mut self, t_s: f64, unit: u32);
+    /// A publisher restart.
+    fn restart(&mut self);
+    /// The end of the input.
+    fn finish(&mut self);
+    /// The stage's name.
+    fn name(&self) -> &str;
+    /// Its counters ([`crate::live::RunSummary::detectors`]).
+    fn stats(&self) -> crate::episode::DetectorStats;
+}
+
+/// Sees the lines of one stage on the sink thread, before the sinks write them.
+pub trait ResultObserver: Send {
+    /// The stage whose lines it sees.
+    fn stage(&self) -> &str;
+    /// One line of that stage (not a preview's).
+    fn offer(&self, out: &Output);
+}
+
+/// One row of [`kinds::KINDS`]: a stage kind's name, what it reads ([`StageRow`]), and how its
+/// section is parsed.
+pub type StageKind = Kind<Stages>;
+
+/// A stage section after phase 1: its kind and typed options ([`ParsedStage::options`] gives
+/// them back as the kind's type).
+pub type ParsedStage = Spec<Stages>;
 
 impl ParsedStage {
-    /// The options as kind `T`'s, if the stage is of that kind.
-    #[must_use]
-    pub fn options<T: StageConfig>(&self) -> Option<&T> {
-        self.options.as_any().downcast_ref()
-    }
-
-    /// Phase 2: checks the options against the window; the stage ready to build.
+    /// Phase 2 of a stage on windows: checks the options against the window; the stage
+    /// ready to build.
     ///
     /// # Errors
     /// Every problem found, fields relative to the section.
@@ -152,7 +276,18 @@ impl ParsedStage {
         &self,
         window: &WindowConfig,
     ) -> Result<Box<dyn StageBuilder>, Vec<ConfigError>> {
-        self.options.validate(window)
+        self.erased().validate(window)
+    }
+
+    /// Phase 2 of a stage on spikes; the stage ready to build.
+    ///
+    /// # Errors
+    /// Every problem found, fields relative to the section.
+    pub fn validate_on_spikes(
+        &self,
+        at: &SpikeContext<'_>,
+    ) -> Result<Box<dyn SpikeStageBuilder>, Vec<ConfigError>> {
+        self.erased().validate_on_spikes(at)
     }
 }
 

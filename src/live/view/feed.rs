@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::live::buffer::SourceStats;
 use crate::live::config::PipelineConfig;
-use crate::live::detect::OccurrenceLine;
+use crate::live::stage::detect::OccurrenceLine;
 use crate::live::telemetry::ResultLatency;
 use crate::record::StreamKind;
 use crate::report::{EpisodeJson, SignificanceJson};
@@ -150,11 +150,11 @@ impl ViewLayout {
                     .unwrap_or_default(),
             })
             .collect();
-        stages.extend(config.detectors.iter().map(|(name, d)| StageInfo {
+        stages.extend(config.spike_stages.iter().map(|(name, s)| StageInfo {
             name: name.clone(),
-            kind: crate::live::detect::KIND.to_owned(),
+            kind: s.parsed.kind.name.to_owned(),
             window: None,
-            source: d.source.clone(),
+            source: s.source.clone(),
         }));
         Self {
             span_s,
@@ -177,7 +177,7 @@ impl ViewLayout {
     pub fn is_detect(&self, name: &str) -> bool {
         self.stages
             .iter()
-            .any(|s| s.name == name && s.kind == crate::live::detect::KIND)
+            .any(|s| s.name == name && s.kind == crate::live::stage::detect::KIND)
     }
 }
 
@@ -499,7 +499,8 @@ impl StageState {
                 samples: recent.windows(),
             },
             window: self.window.as_ref(),
-            occurrences: (self.info.kind == crate::live::detect::KIND).then_some(&self.occurrences),
+            occurrences: (self.info.kind == crate::live::stage::detect::KIND)
+                .then_some(&self.occurrences),
         }
     }
 }
@@ -665,7 +666,7 @@ impl FeedState {
                 st.latency.pop_front();
             }
         }
-        if st.info.kind == crate::live::detect::KIND {
+        if st.info.kind == crate::live::stage::detect::KIND {
             let Ok(o) = serde_json::from_str::<OccurrenceLine>(&msg.json) else {
                 st.unreadable += 1;
                 return;

@@ -1,174 +1,211 @@
-//! Sinks: where results go. JSON lines (a file, or standard output) and ZeroMQ PUB (two
-//! frames: the stage name as topic, then the JSON object), so a dashboard can subscribe to the
-//! stages it shows; from code, any [`LineWriter`] ([`Sink::custom`]); and TTL pulses in the
-//! Open Ephys GUI per occurrence of a detect stage ([`crate::live::ttl`], on its own thread).
+//! Sinks: where results go. One kind per file beside its configuration ([`SinkConfig`]: the
+//! options of its `[sinks.<name>]` section, their checks, and how it opens): JSON lines to a
+//! file or standard output ([`jsonl`]), ZeroMQ PUB (two frames: the stage name as topic, then
+//! the JSON object, so a dashboard can subscribe to the stages it shows; [`zmq_pub`]), and TTL
+//! pulses in the Open Ephys GUI per occurrence of a detect stage ([`openephys_ttl`], on its own
+//! thread, [`crate::live::ttl`]); from code, any [`LineWriter`] ([`Sink::custom`]).
+//! [`kinds::KINDS`] is the one table the loader reads: a new kind is one file here and one row
+//! there (`docs/adding-a-stage.md`).
 //!
-//! Each sink records the **result latency** of every window line it writes: the wall-clock
-//! seconds from the window's close to the line being written and flushed
+//! An opened sink ([`Opened`]) is what its kind decides: a [`Sink`] that writes result lines on
+//! the pipeline's sink thread, or a [`SignalSink`] running on its own thread that detect stages
+//! signal directly, never waiting.
+//!
+//! Each line sink records the **result latency** of every window line it writes: the
+//! wall-clock seconds from the window's close to the line being written and flushed
 //! ([`crate::live::telemetry::names::RESULT_LATENCY`], per stage; [`ResultLatency`]).
+
+pub mod csv;
+pub mod jsonl;
+pub mod kinds;
+pub mod openephys_ttl;
+pub mod zmq_pub;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use metrics::{Counter, Histogram};
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
-use crate::live::config::section::{ConfigError, SocketMode, typed};
+use crate::live::config::kinds::{Erased, Family, Kind, KindConfig, Spec};
+use crate::live::config::section::ConfigError;
 use crate::live::stage::Output;
 pub use crate::live::telemetry::ResultLatency;
-use crate::live::ttl::{TtlConfig, TtlSink};
+use crate::live::ttl::{TtlSender, TtlSummary};
 
-/// `[sinks.<name>]` with `kind = "jsonl"`.
-#[derive(Clone, Debug, Deserialize)]
-pub struct JsonlConfig {
-    /// File to append to, or `-` for standard output (default).
-    pub path: Option<PathBuf>,
-    /// Stages whose results it writes (default: all).
-    pub stages: Option<Vec<String>>,
+/// The options of one sink kind: its `[sinks.<name>]` table less `kind`. Defaults live in
+/// the type.
+pub trait SinkConfig: DeserializeOwned + std::fmt::Debug + Send + Sync + 'static {
+    /// The kind's name, as written in `kind = "…"`.
+    const KIND: &'static str;
+
+    /// `Some(why)` for a kind that takes detect stages only (its `stages` must name detect
+    /// stages; the loader's error says `why`); `None` (default) for a kind that takes any
+    /// stage's lines.
+    const ONLY_DETECT_STAGES: Option<&'static str> = None;
+
+    /// The stages it takes (`None`: all).
+    fn stages(&self) -> Option<&[String]>;
+
+    /// Phase 2 of validation: every problem found, fields relative to the section.
+    fn validate(&self) -> Vec<ConfigError>;
+
+    /// Opens the sink named `name` (file opened, socket bound or connected, a side thread
+    /// started), on the thread that builds the pipeline.
+    ///
+    /// # Errors
+    /// [`SinkError`] naming the sink and the file or endpoint.
+    fn open(&self, name: &str, ctx: &zmq::Context) -> Result<Opened, SinkError>;
 }
 
-/// `[sinks.<name>]` with `kind = "zmq_pub"`.
-#[derive(Clone, Debug, Deserialize)]
-pub struct ZmqPubConfig {
-    /// Endpoint, e.g. `tcp://127.0.0.1:5560`.
-    pub endpoint: String,
-    /// `bind` (default) or `connect`.
-    pub mode: Option<SocketMode>,
-    /// Stages whose results it publishes (default: all).
-    pub stages: Option<Vec<String>>,
-}
-
-/// A sink section: one variant per kind. The kinds are this enum and [`SinkConfig::KINDS`].
-#[derive(Clone, Debug)]
-pub enum SinkConfig {
-    /// JSON lines.
-    Jsonl(JsonlConfig),
-    /// ZeroMQ PUB, topic = stage name.
-    ZmqPub(ZmqPubConfig),
-    /// A TTL pulse in the Open Ephys GUI per occurrence of detect stages
-    /// ([`crate::live::ttl`]).
-    OpenephysTtl(TtlConfig),
-}
-
-/// An opened sink: one that writes result lines (on the sink thread), or a TTL sink on its
-/// own thread that detect stages signal directly.
+/// The sink family of the kinds table ([`kinds::KINDS`]).
 #[derive(Debug)]
-pub enum Opened {
-    /// Writes lines.
-    Lines(Sink),
-    /// Sends TTL requests.
-    Ttl(TtlSink),
+pub struct Sinks;
+
+/// What a sink kind's row says besides its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SinkRow {
+    /// [`SinkConfig::ONLY_DETECT_STAGES`].
+    pub only_detect_stages: Option<&'static str>,
 }
 
-impl SinkConfig {
-    /// The kind names, as written in `kind = "…"`.
-    pub const KINDS: &'static [&'static str] = &["jsonl", "zmq_pub", "openephys_ttl"];
+impl Family for Sinks {
+    type Options = dyn AnySinkConfig;
+    type Row = SinkRow;
+}
 
-    /// Parses a section of kind `kind` (one of [`Self::KINDS`]; phase 1, errors into
-    /// `errors`).
-    #[must_use]
-    pub fn parse(
-        kind: &str,
-        options: toml::Value,
-        prefix: &str,
-        errors: &mut Vec<ConfigError>,
-    ) -> Option<Self> {
-        match kind {
-            "jsonl" => typed(options, prefix, errors).map(Self::Jsonl),
-            "zmq_pub" => typed(options, prefix, errors).map(Self::ZmqPub),
-            "openephys_ttl" => typed(options, prefix, errors).map(Self::OpenephysTtl),
-            other => {
-                errors.push(ConfigError::new(
-                    format!("{prefix}.kind"),
-                    format!(
-                        "unknown kind \"{other}\"; expected one of {:?}",
-                        Self::KINDS
-                    ),
-                ));
-                None
-            }
-        }
+impl<T: SinkConfig> KindConfig<Sinks> for T {
+    const NAME: &'static str = T::KIND;
+    const ROW: SinkRow = SinkRow {
+        only_detect_stages: T::ONLY_DETECT_STAGES,
+    };
+    fn erase(self) -> Box<dyn AnySinkConfig> {
+        Box::new(self)
     }
+}
 
-    /// The stages it takes (None: all).
+/// A sink kind's options with the type erased, as a [`SinkSpec`] holds them (every
+/// [`SinkConfig`] is one).
+pub trait AnySinkConfig: Erased {
+    /// [`SinkConfig::stages`].
+    fn stages(&self) -> Option<&[String]>;
+    /// [`SinkConfig::validate`].
+    fn validate(&self) -> Vec<ConfigError>;
+    /// [`SinkConfig::open`].
+    ///
+    /// # Errors
+    /// [`SinkError`] naming the sink and the file or endpoint.
+    fn open(&self, name: &str, ctx: &zmq::Context) -> Result<Opened, SinkError>;
+}
+
+impl<T: SinkConfig> AnySinkConfig for T {
+    fn stages(&self) -> Option<&[String]> {
+        SinkConfig::stages(self)
+    }
+    fn validate(&self) -> Vec<ConfigError> {
+        SinkConfig::validate(self)
+    }
+    fn open(&self, name: &str, ctx: &zmq::Context) -> Result<Opened, SinkError> {
+        SinkConfig::open(self, name, ctx)
+    }
+}
+
+/// One row of [`kinds::KINDS`]: a sink kind's name, [`SinkRow`], and how its section is
+/// parsed.
+pub type SinkKind = Kind<Sinks>;
+
+/// A parsed sink section: its kind and typed options ([`SinkSpec::options`] /
+/// [`SinkSpec::options_mut`] give them back as the kind's type, e.g.
+/// [`jsonl::JsonlConfig`]).
+pub type SinkSpec = Spec<Sinks>;
+
+impl SinkSpec {
+    /// The stages it takes (`None`: all).
     #[must_use]
     pub fn stages(&self) -> Option<&[String]> {
-        match self {
-            Self::Jsonl(j) => j.stages.as_deref(),
-            Self::ZmqPub(z) => z.stages.as_deref(),
-            Self::OpenephysTtl(t) => Some(&t.stages),
-        }
+        self.erased().stages()
     }
 
     /// Phase-2 checks of the sink's own options, fields relative to the section.
     #[must_use]
     pub fn validate(&self) -> Vec<ConfigError> {
-        let mut errors = Vec::new();
-        match self {
-            Self::ZmqPub(z) => {
-                if !z.endpoint.contains("://") {
-                    errors.push(ConfigError::new(
-                        "endpoint",
-                        format!(
-                            "`{}` is not a ZeroMQ endpoint like `tcp://127.0.0.1:5560`",
-                            z.endpoint
-                        ),
-                    ));
-                }
-            }
-            Self::Jsonl(JsonlConfig {
-                path: Some(path), ..
-            }) => {
-                let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-                if path.as_os_str() != "-" && parent.is_some_and(|d| !d.is_dir()) {
-                    errors.push(ConfigError::new(
-                        "path",
-                        format!("directory of {} does not exist", path.display()),
-                    ));
-                }
-            }
-            Self::Jsonl(_) => {}
-            Self::OpenephysTtl(t) => errors.extend(t.validate()),
-        }
-        errors
+        self.erased().validate()
     }
 
-    /// Opens the sink named `name` (file opened, socket bound or connected; a TTL sink's
-    /// thread started, its socket connecting on the first request).
+    /// Opens the sink named `name`.
     ///
     /// # Errors
     /// [`SinkError`] naming the sink and the file or endpoint.
     pub fn open(&self, name: &str, ctx: &zmq::Context) -> Result<Opened, SinkError> {
-        match self {
-            Self::Jsonl(j) => {
-                Sink::jsonl(name, j.path.as_deref(), j.stages.clone()).map(Opened::Lines)
-            }
-            Self::ZmqPub(z) => Sink::zmq_pub(
-                name,
-                ctx,
-                &z.endpoint,
-                z.mode != Some(SocketMode::Connect),
-                z.stages.clone(),
-            )
-            .map(Opened::Lines),
-            Self::OpenephysTtl(t) => {
-                TtlSink::spawn(name, t, ctx)
-                    .map(Opened::Ttl)
-                    .map_err(|e| SinkError {
-                        sink: name.into(),
-                        message: format!("cannot start its thread: {e}"),
-                    })
-            }
-        }
+        self.erased().open(name, ctx)
     }
 }
 
-/// Where a sink made from code ([`Sink::custom`]) writes its lines: an application's own
-/// consumer, or a test's probe.
+/// An opened sink, as its kind decides: one that writes result lines (on the sink thread),
+/// or one on its own thread that detect stages signal directly.
+#[derive(Debug)]
+pub enum Opened {
+    /// Writes lines.
+    Lines(Sink),
+    /// Takes occurrence signals from the detect stages it names, on its own thread.
+    Signals(Box<dyn SignalSink>),
+}
+
+/// A sink on its own thread that detect stages signal per occurrence, never waiting (the
+/// `openephys_ttl` kind: [`crate::live::ttl::TtlSink`]).
+pub trait SignalSink: Send + std::fmt::Debug {
+    /// A handle for one detect stage (enqueues, never blocks).
+    fn sender(&self) -> TtlSender;
+
+    /// Waits for the sink to finish (after every handle is dropped) and returns its summary
+    /// ([`crate::live::RunSummary::ttl`]).
+    fn join(self: Box<Self>) -> TtlSummary;
+}
+
+/// The file a file sink (`jsonl`, `csv`) writes: `None` for standard output (`path` absent or
+/// `-`).
+#[must_use]
+pub fn file_path(path: Option<&Path>) -> Option<&Path> {
+    path.filter(|p| p.as_os_str() != "-")
+}
+
+/// Phase-2 check of a file sink's `path`: its folder exists.
+#[must_use]
+pub fn check_file_path(path: Option<&Path>) -> Vec<ConfigError> {
+    let mut errors = Vec::new();
+    if let Some(path) = file_path(path) {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        if parent.is_some_and(|d| !d.is_dir()) {
+            errors.push(ConfigError::new(
+                "path",
+                format!("directory of {} does not exist", path.display()),
+            ));
+        }
+    }
+    errors
+}
+
+/// Opens `path` for sink `name` to append to (created when absent).
+///
+/// # Errors
+/// [`SinkError`] naming the file.
+pub fn append_to(name: &str, path: &Path) -> Result<File, SinkError> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| SinkError {
+            sink: name.into(),
+            message: format!("cannot open {}: {e}", path.display()),
+        })
+}
+
+/// Where a line sink ([`Sink::custom`]) writes its lines: a kind's file or socket, an
+/// application's own consumer, or a test's probe.
 pub trait LineWriter: Send {
     /// Writes one result line of stage `stage`: `json` is one JSON object, no trailing
     /// newline.
@@ -187,14 +224,6 @@ pub trait LineWriter: Send {
     }
 }
 
-/// Where a sink writes.
-enum Target {
-    Stdout(io::Stdout),
-    File(BufWriter<File>),
-    Pub(zmq::Socket),
-    Custom(Box<dyn LineWriter>),
-}
-
 /// One stage's latencies at one sink: the histogram and the exact collector.
 struct StageLatency {
     histogram: Histogram,
@@ -204,7 +233,7 @@ struct StageLatency {
 /// One sink: its target, the stages it takes, its results counter and result latencies.
 pub struct Sink {
     name: String,
-    target: Target,
+    target: Box<dyn LineWriter>,
     stages: Option<Vec<String>>,
     written: Counter,
     count: u64,
@@ -230,74 +259,16 @@ pub struct SinkError {
 }
 
 impl Sink {
-    /// A JSON-lines sink appending to `path`, or writing to standard output for `None` / `-`.
-    ///
-    /// # Errors
-    /// [`SinkError`] when the file cannot be opened.
-    pub fn jsonl(
-        name: &str,
-        path: Option<&Path>,
-        stages: Option<Vec<String>>,
-    ) -> Result<Self, SinkError> {
-        let target = match path.filter(|p| p.as_os_str() != "-") {
-            None => Target::Stdout(io::stdout()),
-            Some(p) => Target::File(BufWriter::new(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|e| SinkError {
-                        sink: name.into(),
-                        message: format!("cannot open {}: {e}", p.display()),
-                    })?,
-            )),
-        };
-        Ok(Self::with(name, target, stages))
-    }
-
-    /// A ZeroMQ PUB sink on `endpoint` (bound, or connected when `bind` is false).
-    ///
-    /// # Errors
-    /// [`SinkError`] naming the endpoint.
-    pub fn zmq_pub(
-        name: &str,
-        ctx: &zmq::Context,
-        endpoint: &str,
-        bind: bool,
-        stages: Option<Vec<String>>,
-    ) -> Result<Self, SinkError> {
-        let err = |m: String| SinkError {
-            sink: name.into(),
-            message: format!("endpoint `{endpoint}`: {m}"),
-        };
-        let s = ctx
-            .socket(zmq::PUB)
-            .map_err(|e| err(format!("cannot create a PUB socket: {e}")))?;
-        s.set_linger(1000)
-            .map_err(|e| err(format!("cannot set options: {e}")))?;
-        if bind {
-            s.bind(endpoint)
-                .map_err(|e| err(format!("cannot bind: {e}")))?;
-        } else {
-            s.connect(endpoint)
-                .map_err(|e| err(format!("cannot connect: {e}")))?;
-        }
-        Ok(Self::with(name, Target::Pub(s), stages))
-    }
-
     /// A sink named `name` writing through `writer` (results of `stages`, or of every stage
-    /// for `None`): for an application that takes lines in process, given to
-    /// [`crate::live::run`] in [`crate::live::RunOptions::sinks`]. It counts results and
-    /// records result latencies like the sinks of a pipeline file.
+    /// for `None`). Every line sink is one: the kinds of a pipeline file build theirs here
+    /// ([`jsonl`], [`zmq_pub`]), and an application that takes lines in process gives its
+    /// own to [`crate::live::run`] in [`crate::live::RunOptions::sinks`]. It counts results
+    /// and records result latencies.
     #[must_use]
     pub fn custom(name: &str, stages: Option<Vec<String>>, writer: Box<dyn LineWriter>) -> Self {
-        Self::with(name, Target::Custom(writer), stages)
-    }
-
-    fn with(name: &str, target: Target, stages: Option<Vec<String>>) -> Self {
         Self {
             name: name.into(),
-            target,
+            target: writer,
             stages,
             written: crate::live::telemetry::results_out(name),
             count: 0,
@@ -322,26 +293,8 @@ impl Sink {
     /// # Errors
     /// I/O or socket errors.
     pub fn write(&mut self, out: &Output) -> io::Result<()> {
-        match &mut self.target {
-            Target::Stdout(s) => {
-                let mut s = s.lock();
-                s.write_all(out.json.as_bytes())?;
-                s.write_all(b"\n")?;
-                s.flush()?;
-            }
-            Target::File(f) => {
-                f.write_all(out.json.as_bytes())?;
-                f.write_all(b"\n")?;
-                f.flush()?;
-            }
-            Target::Pub(s) => s
-                .send_multipart([out.stage.as_bytes(), out.json.as_bytes()], 0)
-                .map_err(io::Error::other)?,
-            Target::Custom(w) => {
-                w.write_line(&out.stage, &out.json)?;
-                w.flush()?;
-            }
-        }
+        self.target.write_line(&out.stage, &out.json)?;
+        self.target.flush()?;
         let written_at = Instant::now();
         self.count += 1;
         self.written.increment(1);
@@ -392,12 +345,7 @@ impl Sink {
     /// # Errors
     /// I/O errors.
     pub fn flush(&mut self) -> io::Result<()> {
-        match &mut self.target {
-            Target::Stdout(s) => s.flush(),
-            Target::File(f) => f.flush(),
-            Target::Pub(_) => Ok(()),
-            Target::Custom(w) => w.flush(),
-        }
+        self.target.flush()
     }
 
     /// The sink's name.

@@ -12,8 +12,9 @@
 //! # or: from_stage = "episodes"          # the top episodes of that stage's latest window
 //! ```
 //!
-//! The stage runs on the source's window thread (`live::window_loop`), before any
-//! window sees the spike, through an [`episode::Detector`](crate::episode::Detector): the
+//! A stage kind like the others (one row of `live::stage::kinds`), placed on spikes
+//! ([`crate::live::stage::Placement::Spikes`], [`SpikeStageConfig`]): the stage runs on the
+//! source's window thread (`live::window_loop`), before any window sees the spike, through an [`episode::Detector`](crate::episode::Detector): the
 //! exact occurrence machine of each watched episode, so its occurrences equal
 //! `synfire mine --occurrences` (and [`crate::episode::occurrences`]) on the events it
 //! accepted. Each occurrence is sent at once to the stage's TTL sinks (never blocking:
@@ -31,7 +32,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::episode::{Detector, DetectorStats, Interval, OnlineOccurrence, WatchEpisode};
 use crate::live::config::section::ConfigError;
-use crate::live::stage::Output;
+use crate::live::stage::{
+    BuiltSpikeStage, Output, ResultObserver, SpikeContext, SpikeStage, SpikeStageBuilder,
+    SpikeStageConfig, StageError,
+};
 use crate::live::ttl::TtlSender;
 use crate::report::EpisodeJson;
 
@@ -59,6 +63,39 @@ pub struct DetectConfig {
     /// Seconds of out-of-order delivery to wait for before processing an event (default 0:
     /// process at once; events older than one processed are counted late and dropped).
     pub lateness_s: Option<f64>,
+}
+
+impl SpikeStageConfig for DetectConfig {
+    const KIND: &'static str = KIND;
+
+    fn validate(
+        &self,
+        at: &SpikeContext<'_>,
+    ) -> Result<Box<dyn SpikeStageBuilder>, Vec<ConfigError>> {
+        let episodes_stage = |name: &str| {
+            let options = (at.stage)(name)?.options::<crate::episode::MiningOptions>()?;
+            let (config, _) = options.resolve().ok()?;
+            Some(config.intervals)
+        };
+        DetectConfig::validate(self, at.source.to_owned(), episodes_stage)
+            .map(|spec| Box::new(spec) as Box<dyn SpikeStageBuilder>)
+    }
+}
+
+impl SpikeStageBuilder for DetectSpec {
+    fn build(
+        &self,
+        name: &str,
+        signals: Vec<TtlSender>,
+        out: Sender<Output>,
+    ) -> Result<BuiltSpikeStage, StageError> {
+        let (stage, refresher) = LiveDetector::new(name, self, signals, out)
+            .map_err(|e| StageError::Config(e.to_string()))?;
+        Ok(BuiltSpikeStage {
+            stage: Box::new(stage),
+            observer: refresher.map(|r| Box::new(r) as Box<dyn ResultObserver>),
+        })
+    }
 }
 
 /// Where a detect stage's watch list is refreshed from.
@@ -359,6 +396,16 @@ impl Refresher {
     }
 }
 
+impl ResultObserver for Refresher {
+    fn stage(&self) -> &str {
+        &self.stage
+    }
+
+    fn offer(&self, out: &Output) {
+        Refresher::offer(self, &out.json);
+    }
+}
+
 /// One occurrence as a JSON line of a detect stage.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OccurrenceLine {
@@ -540,5 +587,26 @@ impl LiveDetector {
                 published_at: None,
             });
         }
+    }
+}
+
+impl SpikeStage for LiveDetector {
+    fn announce(&mut self, id: u32, name: Arc<str>) {
+        LiveDetector::announce(self, id, name);
+    }
+    fn spike(&mut self, t_s: f64, unit: u32) {
+        LiveDetector::spike(self, t_s, unit);
+    }
+    fn restart(&mut self) {
+        LiveDetector::restart(self);
+    }
+    fn finish(&mut self) {
+        LiveDetector::finish(self);
+    }
+    fn name(&self) -> &str {
+        LiveDetector::name(self)
+    }
+    fn stats(&self) -> DetectorStats {
+        LiveDetector::stats(self)
     }
 }

@@ -1,0 +1,269 @@
+//! `kind = "csv"`: one CSV row per result line, for a spreadsheet or a lab's analysis script.
+//!
+//! ```toml
+//! [sinks.table]
+//! kind = "csv"
+//! path = "results.csv"     # default `-`: standard output
+//! stages = ["rates"]       # default: every stage
+//! ```
+//!
+//! The columns are the fields every window line carries ([`COLUMNS`]: `stage`, `window`,
+//! `source`, `window_index`, `window_start_s`, `window_end_s`, `complete`, `events`, `late`,
+//! `dropped`, `seconds`, `error`), then `result`: the stage's own fields as one compact JSON
+//! object (e.g. `{"units":[…],"population_rate_hz":12.5}`), empty when the stage failed on the
+//! window. A cell holds the line's value as written in the JSON line (numbers and booleans as
+//! their JSON text, strings unquoted), empty when the line has no such field: a detect stage's
+//! occurrence line has only `stage`, and its fields (`kind`, `seq`, `episode`, …) go to
+//! `result`. The header row is written when the file is new or empty (appending to a file
+//! that has rows adds rows only); every row is flushed as it is written, like `jsonl`.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::{
+    LineWriter, Opened, Sink, SinkConfig, SinkError, append_to, check_file_path, file_path,
+};
+use crate::live::config::section::ConfigError;
+
+/// The envelope columns, in order (then `result`): the fields of
+/// [`crate::live::stage::WindowEnvelope`].
+pub const COLUMNS: [&str; 12] = [
+    "stage",
+    "window",
+    "source",
+    "window_index",
+    "window_start_s",
+    "window_end_s",
+    "complete",
+    "events",
+    "late",
+    "dropped",
+    "seconds",
+    "error",
+];
+
+/// `[sinks.<name>]` with `kind = "csv"`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct CsvConfig {
+    /// File to append to, or `-` for standard output (default).
+    pub path: Option<PathBuf>,
+    /// Stages whose results it writes (default: all).
+    pub stages: Option<Vec<String>>,
+}
+
+impl SinkConfig for CsvConfig {
+    const KIND: &'static str = "csv";
+
+    fn stages(&self) -> Option<&[String]> {
+        self.stages.as_deref()
+    }
+
+    fn validate(&self) -> Vec<ConfigError> {
+        check_file_path(self.path.as_deref())
+    }
+
+    fn open(&self, name: &str, _ctx: &zmq::Context) -> Result<Opened, SinkError> {
+        let err = |e: io::Error, what: &str| SinkError {
+            sink: name.into(),
+            message: format!("cannot {what}: {e}"),
+        };
+        let (target, header): (Box<dyn Write + Send>, bool) = match file_path(self.path.as_deref())
+        {
+            None => (Box::new(io::stdout()), true),
+            Some(p) => {
+                let file = append_to(name, p)?;
+                let empty = file
+                    .metadata()
+                    .map_err(|e| err(e, &format!("read {}", p.display())))?
+                    .len()
+                    == 0;
+                (Box::new(file), empty)
+            }
+        };
+        let mut rows = Rows(csv::WriterBuilder::new().from_writer(target));
+        if header {
+            rows.0
+                .write_record(COLUMNS.iter().chain(&["result"]))
+                .and_then(|()| rows.0.flush().map_err(csv::Error::from))
+                .map_err(|e| err(io::Error::other(e), "write the header"))?;
+        }
+        Ok(Opened::Lines(Sink::custom(
+            name,
+            self.stages.clone(),
+            Box::new(rows),
+        )))
+    }
+}
+
+/// The CSV writer of one sink.
+struct Rows(csv::Writer<Box<dyn Write + Send>>);
+
+/// A cell: a string as is, a number or boolean as its JSON text, nothing for null or absent.
+fn cell(value: Option<Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s,
+        Some(v) => v.to_string(),
+    }
+}
+
+impl LineWriter for Rows {
+    fn write_line(&mut self, _stage: &str, json: &str) -> io::Result<()> {
+        let mut fields: Map<String, Value> =
+            serde_json::from_str(json).map_err(io::Error::other)?;
+        let mut row: Vec<String> = COLUMNS
+            .iter()
+            .map(|c| cell(fields.shift_remove(*c)))
+            .collect();
+        row.push(if fields.is_empty() {
+            String::new()
+        } else {
+            Value::Object(fields).to_string()
+        });
+        self.0.write_record(&row).map_err(io::Error::other)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::live::config::PipelineConfig;
+    use crate::live::{RunOptions, run};
+
+    /// The bundled archive's spike stream in 5-minute windows, one rate stage, written both
+    /// as JSON lines and as CSV.
+    fn pipeline(dir: &Path) -> String {
+        format!(
+            r#"
+[sources.a2929]
+kind = "hdf5"
+path = "{nwb}"
+overflow = "block"
+
+[windows.w300]
+source = "a2929"
+length_s = 300.0
+hop_s = 150.0
+
+[stages.rates]
+kind = "rate"
+window = "w300"
+min_rate_hz = 1.0
+
+[sinks.lines]
+kind = "jsonl"
+path = "{jsonl}"
+
+[sinks.table]
+kind = "csv"
+path = "{csv}"
+"#,
+            nwb = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/fixtures/spikes/A2929-200711/A2929-200711.nwb"
+            ),
+            jsonl = dir.join("out.jsonl").display(),
+            csv = dir.join("out.csv").display(),
+        )
+    }
+
+    #[test]
+    fn csv_rows_equal_the_json_lines_windows() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = PipelineConfig::parse(&pipeline(dir.path()), Path::new("t.toml")).unwrap();
+        assert_eq!(config.sinks["table"].kind.name, "csv");
+        let summary = run(&config, RunOptions::default()).unwrap();
+        let lines: Vec<Map<String, Value>> = std::fs::read_to_string(dir.path().join("out.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(lines.len() >= 7, "{} lines", lines.len());
+        assert_eq!(summary.sinks["table"], lines.len() as u64);
+        let mut reader = csv::Reader::from_path(dir.path().join("out.csv")).unwrap();
+        let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+        let mut want: Vec<&str> = COLUMNS.to_vec();
+        want.push("result");
+        assert_eq!(header, want);
+        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), lines.len());
+        for (row, line) in rows.iter().zip(&lines) {
+            let col = |name: &str| &row[header.iter().position(|h| h == name).unwrap()];
+            assert_eq!(col("stage"), "rates");
+            assert_eq!(col("window"), "w300");
+            assert_eq!(
+                col("window_index").parse::<u64>().unwrap(),
+                line["window_index"].as_u64().unwrap()
+            );
+            for f in ["window_start_s", "window_end_s", "seconds"] {
+                assert_eq!(
+                    col(f).parse::<f64>().unwrap(),
+                    line[f].as_f64().unwrap(),
+                    "{f}"
+                );
+            }
+            assert_eq!(
+                col("complete").parse::<bool>().unwrap(),
+                line["complete"].as_bool().unwrap()
+            );
+            assert_eq!(
+                col("events").parse::<u64>().unwrap(),
+                line["events"].as_u64().unwrap()
+            );
+            assert_eq!(col("error"), "");
+            // The result column is the line less the envelope, keys in order.
+            let mut rest = line.clone();
+            for c in COLUMNS {
+                rest.shift_remove(c);
+            }
+            let result: Map<String, Value> = serde_json::from_str(col("result")).unwrap();
+            assert_eq!(result, rest);
+            assert_eq!(
+                result.keys().collect::<Vec<_>>(),
+                rest.keys().collect::<Vec<_>>()
+            );
+        }
+        // Appending to a file with rows adds rows, not a second header.
+        run(&config, RunOptions::default()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("out.csv")).unwrap();
+        assert_eq!(text.lines().filter(|l| l.starts_with("stage,")).count(), 1);
+        assert_eq!(text.lines().count(), 1 + 2 * lines.len());
+    }
+
+    #[test]
+    fn an_occurrence_line_keeps_its_fields_in_the_result_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("o.csv");
+        let config = CsvConfig {
+            path: Some(path.clone()),
+            stages: None,
+        };
+        let Ok(Opened::Lines(mut sink)) = config.open("t", &zmq::Context::new()) else {
+            panic!("a csv sink writes lines");
+        };
+        let out = crate::live::stage::Output {
+            stage: "d".into(),
+            json: r#"{"stage":"d","kind":"occurrence","seq":0,"times_s":[1.5,1.75]}"#.into(),
+            closed_at: std::time::Instant::now(),
+            preview: false,
+            complete: true,
+            published_at: None,
+        };
+        sink.write(&out).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let row = text.lines().nth(1).unwrap();
+        assert_eq!(
+            row,
+            r#"d,,,,,,,,,,,,"{""kind"":""occurrence"",""seq"":0,""times_s"":[1.5,1.75]}""#
+        );
+    }
+}
