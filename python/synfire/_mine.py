@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
@@ -74,6 +75,7 @@ def mine(
     bounds: bool = MINING["bounds"],
     max_candidates: int | None = MINING["max_candidates"],
     time_budget_s: float | None = MINING["time_budget_s"],
+    memory_budget: str | int = MINING["memory_budget"],
     device: str = MINING["device"],
     gpus: Sequence[int] | None = MINING["gpus"],
     exact_kernel: str = MINING["exact_kernel"],
@@ -117,6 +119,11 @@ def mine(
             calibration: as the command line's ``--one-pass``, ``--no-bounds`` (False),
             ``--max-candidates``, ``--time-budget-s``, ``--device auto|cpu|gpu``, ``--gpus``,
             ``--exact-kernel``, ``--calibration``.
+        memory_budget: a ceiling on the process's resident memory while it mines, as
+            ``--memory-budget``: ``"auto"`` (default: what the process holds when mining
+            starts plus a third of the memory available then), ``"off"``, a size such as
+            ``"8G"`` or a number of bytes. A level that would pass it is stopped; the
+            finished levels are returned and :attr:`MiningResult.truncated` says why.
         sample_rate_hz: read ``intervals`` in whole samples of this clock (for a phy folder
             without ``params.py`` also its sampling rate).
         significance: test the episodes against surrogates: a dict with ``surrogates``
@@ -155,7 +162,8 @@ def mine(
     options_json = mining_json(intervals, sample_rate_hz, {
         "min_count": min_count, "support": support, "support_per": support_per,
         "max_level": max_level, "one_pass": one_pass, "bounds": bounds,
-        "max_candidates": max_candidates, "time_budget_s": time_budget_s, "device": device,
+        "max_candidates": max_candidates, "time_budget_s": time_budget_s,
+        "memory_budget": memory_budget, "device": device,
         "gpus": gpus, "exact_kernel": exact_kernel, "calibration": calibration,
         "significance": significance,
     })
@@ -181,7 +189,10 @@ def mine(
     finally:
         if isinstance(report, _StderrProgress):
             report.close()
-    return result_of(json.loads(text), cols, occ)
+    result = result_of(json.loads(text), cols, occ)
+    for message in result.warnings:
+        warnings.warn(f"synfire.mine: {message}", UserWarning, stacklevel=2)
+    return result
 
 
 def gpus() -> list[dict]:

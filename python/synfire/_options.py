@@ -23,7 +23,7 @@ SIGNIFICANCE: dict[str, Any] = DEFAULTS["significance"]
 #: The keywords of :func:`synfire.mine` that go into the mining options (``sample_rate_hz``
 #: goes into both; the intervals are an argument of their own).
 MINING_KEYS = ("min_count", "support", "support_per", "max_level", "one_pass", "bounds",
-               "max_candidates", "time_budget_s", "device", "gpus", "exact_kernel",
+               "max_candidates", "time_budget_s", "memory_budget", "device", "gpus", "exact_kernel",
                "calibration", "significance")
 #: The keywords of :func:`synfire.mine` that say how a path is read.
 READER_KEYS = ("units", "time_column", "unit_column", "sort", "unit_key", "unit_label",

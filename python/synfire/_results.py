@@ -30,7 +30,12 @@ class MiningResult:
         params: the settings used (``params`` of ``docs/mine-json.md``).
         significance: the test's summary (``method``, ``n_surrogates``, ``alpha``, ...), or
             None without one.
-        truncated: why mining stopped early (a dict), or None.
+        truncated: why mining stopped early (a dict: ``level``, ``reason`` such as
+            ``{"kind": "memory_budget", ...}``, ``suggested_min_count``, ...), or None.
+        warnings: what looks wrong with the recording or the result, one sentence each
+            saying what to check (a span longer than a week, a stray timestamp, a unit above
+            1 kHz, a threshold above every count); empty when nothing does.
+            :func:`synfire.mine` also issues each as a :class:`UserWarning`.
         document: the ``synfire mine --format json`` document, without its ``episodes``
             (they are the frame).
         occurrences: with ``mine(..., occurrences=True)``, the non-overlapped occurrences of
@@ -51,6 +56,7 @@ class MiningResult:
     truncated: dict | None
     document: dict = field(repr=False)
     occurrences: pd.DataFrame | None = field(default=None, repr=False)
+    warnings: list[str] = field(default_factory=list)
 
 
 _TEST_COLUMNS = ("surrogate_mean", "surrogate_std", "statistic", "p_value", "p_adjusted",
@@ -111,4 +117,5 @@ def result_of(doc: dict, cols: dict, occ: dict | None = None) -> MiningResult:
         truncated=doc.get("truncated"),
         document=doc,
         occurrences=occurrences,
+        warnings=list(doc.get("warnings", [])),
     )

@@ -174,3 +174,20 @@ def test_phy_folder_reads_like_the_files():
     result = synfire.mine(root, ["(0,150]"], sample_rate_hz=30000, units="good",
                           support=0.2, support_per="seconds", max_level=2, device="cpu")
     assert len(result.episodes) > 0
+
+
+def test_a_memory_budget_truncates_and_a_stray_timestamp_warns():
+    """``memory_budget`` stops mining as ``--memory-budget`` does (the finished levels kept,
+    ``truncated`` saying why), and a result that looks wrong warns (issue 45, issue 47)."""
+    r = synfire.mine(A2929, [(0, 0.005)], min_count=100, max_level=3, memory_budget=1)
+    assert r.truncated["reason"]["kind"] == "memory_budget"
+    assert r.truncated["level"] == 1 and len(r.episodes) == 0
+    with pytest.raises(ValueError, match="memory"):
+        synfire.mine(A2929, [(0, 0.005)], min_count=100, memory_budget="8X")
+    times = np.concatenate([np.arange(0, 100, 0.5), [1e12]])
+    units = np.array([0, 1] * 100 + [0])
+    with pytest.warns(UserWarning, match="check for a wrong timestamp"):
+        r = synfire.mine((times, units), [(0, 0.6)], min_count=10, max_level=2)
+    assert any("days" in w for w in r.warnings)
+    r = synfire.mine(A2929, [(0, 0.005)], min_count=100, max_level=2)
+    assert r.warnings == []
