@@ -412,7 +412,7 @@ fn spectrum_significant_only_gives_the_cpu_tests() {
     }
 }
 
-/// The `spectrum` search's one-floor pass on the device (`synfire::device::floor`, many
+/// The `spectrum` search's one-floor pass on the device (`synfire::device::episodes::floor`, many
 /// surrogates in one batch) equals its host reference (`max_count_at_floor`) size for size
 /// and surrogate for surrogate: on dithered surrogates of the dense preset (four levels), of
 /// the real IBL raster and of the real A2929 session with a lag-0 interval, at floors from the

@@ -9,9 +9,10 @@
 //!   GPU's CUDA context once and keeps it (with the modules loaded so far and the domains'
 //!   scratch slots) for the life of its user, running jobs over crossbeam channels (paper §6.2:
 //!   contexts are thread-bound). It knows no domain.
-//! * The domain modules submit their jobs to it: [`episodes`] ([`EpisodeWorker`], the episode
-//!   counters, and [`floor`], the `spectrum` search's one-floor pass over a batch of
-//!   surrogates), `motif`, `search`, `shapelet`, [`softdtw`]. They take plain data and
+//! * The domain modules submit their jobs to it: [`episodes`] ([`EpisodeWorker`], one file per
+//!   kernel family: the episode counters, ends, bounds, surrogates, and
+//!   [`episodes::floor`], the `spectrum` search's one-floor pass over a batch of surrogates),
+//!   `motif`, `search`, `shapelet`, [`softdtw`]. They take plain data and
 //!   share the launch plumbing (grids, CUDA-event timing); none imports a type of the domain
 //!   it serves.
 //! * `kernels` embeds `kernels/*.cu`, compiles them with NVRTC for each device's
@@ -23,7 +24,6 @@
 pub mod choice;
 pub mod episodes;
 pub mod error;
-pub mod floor;
 pub(crate) mod kernels;
 mod launch;
 pub(crate) mod motif;
@@ -34,11 +34,10 @@ pub mod worker;
 
 pub use choice::{DeviceChoice, DeviceTarget, resolve};
 pub use episodes::{
-    BatchCounts, CandidateBatch, DeviceSurrogate, EndsJob, EndsLevel, EpisodeKernel, EpisodeWorker,
-    StreamData, StreamReport, SurrogateJob,
+    BatchCountJob, BatchCounts, CandidateBatch, DeviceSurrogate, EndsJob, EndsLevel, EpisodeKernel,
+    EpisodeWorker, FloorGap, FloorJob, FloorResult, StreamData, StreamReport, SurrogateJob,
 };
 pub use error::DeviceError;
-pub use floor::{BatchCountJob, FloorGap, FloorJob, FloorResult};
 pub use kernels::MAX_GPU_NODES;
 pub use worker::{GpuWorker, Ticket};
 

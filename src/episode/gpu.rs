@@ -272,7 +272,7 @@ impl GpuCounter {
     }
 
     /// Runs the `spectrum` search's one-floor pass for a batch of surrogates
-    /// ([`crate::device::floor`]) on device `worker % devices` (a counter has a worker on
+    /// ([`crate::device::episodes::floor`]) on device `worker % devices` (a counter has a worker on
     /// every GPU it uses); the counted stream is left as it is.
     ///
     /// # Errors
@@ -290,7 +290,7 @@ impl GpuCounter {
     /// The exact counts of `list` (episodes of two or more nodes, any lengths) in each of a
     /// batch of streams that share one set of type offsets (`offsets`, `[types + 1]`; their
     /// times grouped by type side by side in `times`, `[streams × events]`, seconds), counted
-    /// together on device `worker % devices` ([`crate::device::floor`]: one launch per
+    /// together on device `worker % devices` ([`crate::device::episodes::floor`]: one launch per
     /// length for the whole batch). Returns the counts stream by stream, each in `list`'s
     /// order: shape `[streams × list]`.
     ///

@@ -252,7 +252,7 @@ impl FloorMax {
 /// depend on the bounds or the counter, and [`FloorMax::resolved`] gives `M_k` wherever the
 /// floor is at or below it. A floor close below the deepest `M_k` costs about what the
 /// round-by-round search costs (it ends at `M_K + 1`), in one round per size: the form a
-/// device runs for many surrogates at once (`device::floor`), which this pass is the
+/// device runs for many surrogates at once (`device::episodes::floor`), which this pass is the
 /// reference of.
 ///
 /// # Errors
@@ -294,7 +294,7 @@ pub fn max_count_at_floor(
 /// `min(c(a), c(b), |Succ(a, iv, b)|)` (module documentation) reaches `floor`, ordered by
 /// `(a, interval, b)`, from the single counts `c1` (shape `[types]`, occurrences): every pair
 /// with `c ≥ floor` is among them. `index` is `stream`'s ([`TypeIndex::new`]). The first
-/// step of [`max_count_at_floor`], which a device pass takes from the host (`device::floor`).
+/// step of [`max_count_at_floor`], which a device pass takes from the host (`device::episodes::floor`).
 #[must_use]
 pub fn pair_candidates_at(
     stream: &EventStream,
@@ -330,7 +330,7 @@ pub fn pair_candidates_at(
     out
 }
 
-/// The device job of the one-floor pass ([`crate::device::floor`], whose host reference is
+/// The device job of the one-floor pass ([`crate::device::episodes::floor`], whose host reference is
 /// [`max_count_at_floor`]) at `floor` for a batch of streams, each given with its
 /// [`TypeIndex`] and its single counts (shape `[types]`): their times grouped by type side by
 /// side, and each one's pairs at the floor ([`pair_candidates_at`]). `None` when the streams'

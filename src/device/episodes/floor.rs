@@ -31,15 +31,13 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
 
-use super::DeviceError;
-use super::episodes::{
-    BatchCounts, BoundItems, Csr, EndsFunctions, EndsJob, EndsLevel, EpisodeWorker,
-    THREADS_PER_BLOCK, count_by_ends_on, upload, words_of,
-};
-use super::kernels::BOUNDS;
-use super::launch;
-use super::worker::Device;
-use super::worker::Ticket;
+use super::bounds::{BoundItems, words_of};
+use super::ends::{EndsFunctions, count_by_ends_on};
+use super::{BatchCounts, Csr, EndsJob, EndsLevel, EpisodeWorker, THREADS_PER_BLOCK, upload};
+use crate::device::DeviceError;
+use crate::device::kernels::BOUNDS;
+use crate::device::launch;
+use crate::device::worker::{Device, Ticket};
 
 /// One interval of the configuration as the kernels compare delays: a delay `d` fits when
 /// `low < d ≤ high`, with `low` the interval's `Interval::low_by_time` for the pair's type
