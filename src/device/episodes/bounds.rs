@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::{EpisodeWorker, Episodes, THREADS_PER_BLOCK, upload};
 use crate::device::DeviceError;
@@ -121,26 +121,24 @@ fn join_bounds(dev: &mut Device, job: &BoundJob) -> Result<Vec<u32>, DeviceError
             &to,
         )?;
         let mut out = s.alloc_zeros::<u64>(it.words.max(1)).map_err(&alloc)?;
-        let null: u64 = 0;
-        let mut b = s.launch_builder(&step_f);
-        b.arg(&data.times)
-            .arg(&data.offsets)
-            .arg(&it.items)
-            .arg(&it.from)
-            .arg(&it.to)
-            .arg(&it.low)
-            .arg(&it.high);
-        match &prev {
-            Some((bits, off)) => b.arg(bits).arg(off),
-            None => b.arg(&null).arg(&null),
+        let step = ChainStepArgs {
+            times: &data.times,
+            offsets: &data.offsets,
+            items: &it.items,
+            from: &it.from,
+            to: &it.to,
+            low: &it.low,
+            high: &it.high,
+            prev: prev.as_ref().map(|(bits, _)| bits),
+            prev_off: prev.as_ref().map(|(_, off)| off),
+            out: &mut out,
+            out_off: &it.word_off,
+            item_off: &it.item_off,
         };
-        b.arg(&mut out).arg(&it.word_off).arg(&it.item_off);
-        // SAFETY: matches `bounds_chain_step` (times f64*, offsets u32*, items u32, from u32*
-        // [items], to u32* [items], low f64* [items], high f64* [items], prev u64* (null on
-        // the first step), prev_off u32* [items + 1], out u64* [out_off[items]], out_off u32*
-        // [items + 1], item_off u32* [items + 1]); every type was checked against the
-        // stream's, each element's word lies inside its item's words.
-        unsafe { b.launch(grid(it.elements)) }.map_err(drv("cuLaunchKernel"))?;
+        // SAFETY: `step_f` is `bounds_chain_step`; every type was checked against the
+        // stream's, each element's word lies inside its item's words, and the previous step's
+        // bits (none on the first step) have its items' words (`prev_off [items + 1]`).
+        unsafe { step.launch(&s, &step_f, grid(it.elements)) }?;
         prev = Some((out, it.word_off));
     }
     let Some((ends, ends_off_d)) = prev else {
@@ -157,21 +155,21 @@ fn join_bounds(dev: &mut Device, job: &BoundJob) -> Result<Vec<u32>, DeviceError
         &job.pair_from,
     )?;
     let mut succ = s.alloc_zeros::<u64>(it.words.max(1)).map_err(&alloc)?;
-    let mut b = s.launch_builder(&succ_f);
-    b.arg(&data.times)
-        .arg(&data.offsets)
-        .arg(&it.items)
-        .arg(&it.from)
-        .arg(&it.to)
-        .arg(&it.low)
-        .arg(&it.high)
-        .arg(&mut succ)
-        .arg(&it.word_off)
-        .arg(&it.item_off);
-    // SAFETY: matches `bounds_successors` (times, offsets, items u32, from u32* [items], to
-    // u32* [items], low f64* [items], high f64* [items], out u64* [out_off[items]], out_off
-    // u32* [items + 1], item_off u32* [items + 1]); types checked as above.
-    unsafe { b.launch(grid(it.elements)) }.map_err(drv("cuLaunchKernel"))?;
+    let successors = SuccessorsArgs {
+        times: &data.times,
+        offsets: &data.offsets,
+        items: &it.items,
+        from: &it.from,
+        to: &it.to,
+        low: &it.low,
+        high: &it.high,
+        out: &mut succ,
+        out_off: &it.word_off,
+        item_off: &it.item_off,
+    };
+    // SAFETY: `succ_f` is `bounds_successors`; types checked as above, each element's word
+    // lies inside its item's words.
+    unsafe { successors.launch(&s, &succ_f, grid(it.elements)) }?;
     let succ_off_d = it.word_off;
     // One and-count per join, over the prefix's last type's words (the pair's first type).
     let words: Vec<u32> = job
@@ -186,21 +184,21 @@ fn join_bounds(dev: &mut Device, job: &BoundJob) -> Result<Vec<u32>, DeviceError
     let words_d = upload(&s, &words).map_err(&up)?;
     let mut bound = s.alloc_zeros::<u32>(joins).map_err(&alloc)?;
     let joins_u = launch::u32_of("joins", joins)?;
-    let mut b = s.launch_builder(&and_f);
-    b.arg(&joins_u)
-        .arg(&jp)
-        .arg(&jq)
-        .arg(&ends)
-        .arg(&ends_off_d)
-        .arg(&succ)
-        .arg(&succ_off_d)
-        .arg(&words_d)
-        .arg(&mut bound);
-    // SAFETY: matches `bounds_and_count` (joins u32, join_prefix u32* [joins], join_pair u32*
-    // [joins], ends u64*, ends_off u32* [prefixes + 1], succ u64*, succ_off u32* [pairs + 1],
-    // words u32* [joins], bound u32* [joins]); a join's prefix ends on its pair's first type,
-    // so both sets have `words[i]` words.
-    unsafe { b.launch(grid(joins_u)) }.map_err(drv("cuLaunchKernel"))?;
+    let and_count = AndCountArgs {
+        joins: &joins_u,
+        join_prefix: &jp,
+        join_pair: &jq,
+        ends: &ends,
+        ends_off: &ends_off_d,
+        succ: &succ,
+        succ_off: &succ_off_d,
+        words: &words_d,
+        bound: &mut bound,
+    };
+    // SAFETY: `and_f` is `bounds_and_count`; join prefixes and pairs were checked against
+    // their counts, and a join's prefix ends on its pair's first type, so both sets have
+    // `words[i]` words.
+    unsafe { and_count.launch(&s, &and_f, grid(joins_u)) }?;
     s.clone_dtoh(&bound).map_err(drv("cuMemcpyDtoH"))
 }
 
@@ -256,5 +254,126 @@ impl BoundItems {
             elements: *item_off.last().unwrap_or(&0),
             words: words as usize,
         })
+    }
+}
+
+launch::kernel_args! {
+    /// The arguments of `bounds_chain_step` (`kernels/bounds.cu`): `(const double* times,
+    /// const unsigned* offsets, unsigned items, const unsigned* from, const unsigned* to, const
+    /// double* low, const double* high, const synfire_u64* prev, const unsigned* prev_off,
+    /// synfire_u64* out, const unsigned* out_off, const unsigned* item_off)`. Shapes: `from`,
+    /// `to`, `low`, `high` `[items]`; `prev` the previous step's bits (null on the first step)
+    /// with each item's first word in `prev_off`; `out [out_off[items]]` words, zeroed;
+    /// `out_off`/`item_off` `[items + 1]`.
+    pub(super) struct ChainStepArgs<'a> {
+        times: &'a CudaSlice<f64>,
+        offsets: &'a CudaSlice<u32>,
+        items: &'a u32,
+        from: &'a CudaSlice<u32>,
+        to: &'a CudaSlice<u32>,
+        low: &'a CudaSlice<f64>,
+        high: &'a CudaSlice<f64>,
+        prev: Option<&'a CudaSlice<u64>>,
+        prev_off: Option<&'a CudaSlice<u32>>,
+        out: &'a mut CudaSlice<u64>,
+        out_off: &'a CudaSlice<u32>,
+        item_off: &'a CudaSlice<u32>,
+    }
+}
+
+launch::kernel_args! {
+    /// The arguments of `bounds_successors` (`kernels/bounds.cu`): `(const double* times,
+    /// const unsigned* offsets, unsigned items, const unsigned* from, const unsigned* to, const
+    /// double* low, const double* high, synfire_u64* out, const unsigned* out_off, const
+    /// unsigned* item_off)`. Shapes as [`ChainStepArgs`].
+    pub(super) struct SuccessorsArgs<'a> {
+        times: &'a CudaSlice<f64>,
+        offsets: &'a CudaSlice<u32>,
+        items: &'a u32,
+        from: &'a CudaSlice<u32>,
+        to: &'a CudaSlice<u32>,
+        low: &'a CudaSlice<f64>,
+        high: &'a CudaSlice<f64>,
+        out: &'a mut CudaSlice<u64>,
+        out_off: &'a CudaSlice<u32>,
+        item_off: &'a CudaSlice<u32>,
+    }
+}
+
+launch::kernel_args! {
+    /// The arguments of `bounds_and_count` (`kernels/bounds.cu`): `(unsigned joins, const
+    /// unsigned* join_prefix, const unsigned* join_pair, const synfire_u64* ends, const
+    /// unsigned* ends_off, const synfire_u64* succ, const unsigned* succ_off, const unsigned*
+    /// words, unsigned* bound)`. Shapes: `join_prefix`, `join_pair`, `words`, `bound`
+    /// `[joins]`; `ends_off [prefixes + 1]`, `succ_off [pairs + 1]` (first words).
+    struct AndCountArgs<'a> {
+        joins: &'a u32,
+        join_prefix: &'a CudaSlice<u32>,
+        join_pair: &'a CudaSlice<u32>,
+        ends: &'a CudaSlice<u64>,
+        ends_off: &'a CudaSlice<u32>,
+        succ: &'a CudaSlice<u64>,
+        succ_off: &'a CudaSlice<u32>,
+        words: &'a CudaSlice<u32>,
+        bound: &'a mut CudaSlice<u32>,
+    }
+}
+
+launch::kernel_args! {
+    /// The arguments of `bounds_floor_joins` (`kernels/bounds.cu`): `(unsigned items, const
+    /// unsigned* join_off, const unsigned* part_lo, const synfire_u64* ends, const unsigned*
+    /// ends_off, const unsigned* words, const unsigned* cnt, const synfire_u64* succ, const
+    /// unsigned* succ_off, const unsigned* scnt, unsigned floor, unsigned capacity, unsigned*
+    /// found, unsigned* out_i, unsigned* out_j)`. Shapes: `join_off [items + 1]`; `part_lo`,
+    /// `ends_off`, `words`, `cnt` `[items]`; `succ_off`, `scnt` `[suffixes]`; `found [1]`;
+    /// `out_i`/`out_j` `[capacity]`.
+    pub(super) struct FloorJoinsArgs<'a> {
+        items: &'a u32,
+        join_off: &'a CudaSlice<u32>,
+        part_lo: &'a CudaSlice<u32>,
+        ends: &'a CudaSlice<u64>,
+        ends_off: &'a CudaSlice<u32>,
+        words: &'a CudaSlice<u32>,
+        cnt: &'a CudaSlice<u32>,
+        succ: &'a CudaSlice<u64>,
+        succ_off: &'a CudaSlice<u32>,
+        scnt: &'a CudaSlice<u32>,
+        floor: &'a u32,
+        capacity: &'a u32,
+        found: &'a mut CudaSlice<u32>,
+        out_i: &'a mut CudaSlice<u32>,
+        out_j: &'a mut CudaSlice<u32>,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::kernels::BOUNDS;
+    use crate::device::launch::kernel_params;
+
+    /// Every launch wrapper pushes the parameters of its kernel's `.cu` signature, in order.
+    #[test]
+    fn wrappers_match_the_kernel_signatures() {
+        assert_eq!(
+            kernel_params(BOUNDS.source, "bounds_chain_step"),
+            ChainStepArgs::PARAMS,
+            "bounds_chain_step"
+        );
+        assert_eq!(
+            kernel_params(BOUNDS.source, "bounds_successors"),
+            SuccessorsArgs::PARAMS,
+            "bounds_successors"
+        );
+        assert_eq!(
+            kernel_params(BOUNDS.source, "bounds_and_count"),
+            AndCountArgs::PARAMS,
+            "bounds_and_count"
+        );
+        assert_eq!(
+            kernel_params(BOUNDS.source, "bounds_floor_joins"),
+            FloorJoinsArgs::PARAMS,
+            "bounds_floor_joins"
+        );
     }
 }

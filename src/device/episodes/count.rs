@@ -6,7 +6,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice};
 
 use super::{BatchCounts, EpisodeWorker, Episodes, THREADS_PER_BLOCK, upload};
 use crate::device::DeviceError;
@@ -272,65 +272,175 @@ fn count(
         None
     };
     let timer = Timer::start(s)?;
-    // The arguments every kernel starts with: times, offsets, lo,
-    // hi, types [m*n], ivs [m*(n-1)], n_cands.
-    let exact_family = |f| {
-        let mut b = s.launch_builder(f);
-        b.arg(&data.times)
-            .arg(&data.offsets)
-            .arg(&data.lo)
-            .arg(&data.hi)
-            .arg(&types)
-            .arg(&ivs)
-            .arg(&m32);
-        b
-    };
     match kernel {
-        EpisodeKernel::PreElim => {
-            let mut b = exact_family(&kernels.preelim);
-            b.arg(&mut out);
-            // SAFETY: the argument list matches `episodes_preelim_n{n}` in kernels/episodes.cu
-            // (times f64*, offsets u32*, lo f64*, hi f64*, types u32* [m*n],
-            // ivs u32* [m*(n-1)], n_cands u32, out u32* [m]); every buffer is as long as the
-            // kernel reads, and threads with c >= m return before touching memory.
-            unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
-        }
-        EpisodeKernel::Ptpe => {
-            let mut b = exact_family(&kernels.ptpe);
-            b.arg(&mut out);
-            // SAFETY: as above, for `episodes_ptpe_n{n}` (times, offsets, lo f64*, hi, types,
-            // ivs, n_cands, out).
-            unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
+        EpisodeKernel::PreElim | EpisodeKernel::Ptpe => {
+            let f = if kernel == EpisodeKernel::PreElim {
+                &kernels.preelim
+            } else {
+                &kernels.ptpe
+            };
+            let args = CountArgs {
+                times: &data.times,
+                offsets: &data.offsets,
+                lo: &data.lo,
+                hi: &data.hi,
+                types: &types,
+                ivs: &ivs,
+                n_cands: &m32,
+                out: &mut out,
+            };
+            // SAFETY: `f` is `episodes_preelim_n{n}` or `episodes_ptpe_n{n}` of this batch's
+            // size; `types` and `ivs` hold the range's m candidates of n nodes, every type and
+            // interval indexes the uploaded stream's, and threads with c >= m return before
+            // touching memory.
+            unsafe { args.launch(s, f, cfg) }?;
         }
         EpisodeKernel::Mtpe { .. } | EpisodeKernel::PreElimMtpe { .. } => {
             let machine = usize::from(matches!(kernel, EpisodeKernel::PreElimMtpe { .. }));
             let (r, threads, bounds, seg_count, seg_first, seg_last) =
                 mtpe.as_mut().expect("allocated above for MTPE");
             let (r, threads) = (*r, *threads);
-            let mut b = exact_family(&kernels.mtpe_count[machine]);
-            b.arg(&*bounds).arg(&r);
-            b.arg(&mut *seg_count)
-                .arg(&mut *seg_first)
-                .arg(&mut *seg_last);
-            let count_cfg = launch::cover(threads, block);
-            // SAFETY: matches `episodes_{mtpe,preelim_mtpe}_count_n{n}`: times, offsets,
-            // lo, hi, types [m*n], ivs [m*(n-1)], n_cands u32, bounds f64* [r+1], r_segs
-            // u32, seg_count u32* [m*r], seg_first f64* [m*r*RECORDED], seg_last f64*
-            // [m*r]; threads with g / m >= r return before touching memory.
-            unsafe { b.launch(count_cfg) }.map_err(drv("cuLaunchKernel"))?;
-            let mut b = exact_family(&kernels.mtpe_merge[machine]);
-            b.arg(&*bounds).arg(&r);
-            b.arg(&*seg_count)
-                .arg(&*seg_first)
-                .arg(&*seg_last)
-                .arg(&mut out);
-            // SAFETY: matches `episodes_{mtpe,preelim_mtpe}_merge_n{n}` (the count kernel's
-            // buffers, read only, then out u32* [m]); threads with c >= m return first.
-            unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel"))?;
+            let args = MtpeCountArgs {
+                times: &data.times,
+                offsets: &data.offsets,
+                lo: &data.lo,
+                hi: &data.hi,
+                types: &types,
+                ivs: &ivs,
+                n_cands: &m32,
+                bounds,
+                r_segs: &r,
+                seg_count,
+                seg_first,
+                seg_last,
+            };
+            // SAFETY: `mtpe_count` is `episodes_{mtpe,preelim_mtpe}_count_n{n}`; candidates
+            // as above, `bounds [r + 1]`, the segment buffers `[m * r]` (`seg_first` times
+            // `MTPE_RECORDED`); threads with g / m >= r return before touching memory.
+            unsafe {
+                args.launch(
+                    s,
+                    &kernels.mtpe_count[machine],
+                    launch::cover(threads, block),
+                )
+            }?;
+            let args = MtpeMergeArgs {
+                times: &data.times,
+                offsets: &data.offsets,
+                lo: &data.lo,
+                hi: &data.hi,
+                types: &types,
+                ivs: &ivs,
+                n_cands: &m32,
+                bounds,
+                r_segs: &r,
+                seg_count,
+                seg_first,
+                seg_last,
+                out: &mut out,
+            };
+            // SAFETY: `mtpe_merge` is `episodes_{mtpe,preelim_mtpe}_merge_n{n}`; the count
+            // kernel's buffers, read only, then `out [m]`; threads with c >= m return first.
+            unsafe { args.launch(s, &kernels.mtpe_merge[machine], cfg) }?;
         }
     }
     let timed = timer.stop(s)?;
     let counts = s.clone_dtoh(&out).map_err(drv("cuMemcpyDtoH"))?;
     let kernel_ms = timed.ms()?;
     Ok(BatchCounts { counts, kernel_ms })
+}
+
+launch::kernel_args! {
+    /// The arguments of `episodes_preelim_n{N}` and `episodes_ptpe_n{N}`
+    /// (`kernels/episodes.cu`): `(const double* times, const u32* offsets, const double* lo,
+    /// const double* hi, const u32* types, const u32* ivs, u32 n_cands, u32* out)`. Shapes:
+    /// the stream's `times [events]` and `offsets [types + 1]`, the intervals' `lo`/`hi`
+    /// `[intervals]` (seconds); `types [n_cands × N]`, `ivs [n_cands × (N − 1)]`, `out
+    /// [n_cands]`.
+    struct CountArgs<'a> {
+        times: &'a CudaSlice<f64>,
+        offsets: &'a CudaSlice<u32>,
+        lo: &'a CudaSlice<f64>,
+        hi: &'a CudaSlice<f64>,
+        types: &'a CudaSlice<u32>,
+        ivs: &'a CudaSlice<u32>,
+        n_cands: &'a u32,
+        out: &'a mut CudaSlice<u32>,
+    }
+}
+
+launch::kernel_args! {
+    /// The arguments of `episodes_mtpe_count_n{N}` and `episodes_preelim_mtpe_count_n{N}`
+    /// (`kernels/episodes.cu`): [`CountArgs`]' first seven, then `(const double* bounds, u32
+    /// r_segs, u32* seg_count, double* seg_first, double* seg_last)`. Shapes: `bounds [r_segs
+    /// + 1]` (seconds), `seg_count`/`seg_last` `[n_cands × r_segs]`, `seg_first [n_cands ×
+    /// r_segs × MTPE_RECORDED]`.
+    struct MtpeCountArgs<'a> {
+        times: &'a CudaSlice<f64>,
+        offsets: &'a CudaSlice<u32>,
+        lo: &'a CudaSlice<f64>,
+        hi: &'a CudaSlice<f64>,
+        types: &'a CudaSlice<u32>,
+        ivs: &'a CudaSlice<u32>,
+        n_cands: &'a u32,
+        bounds: &'a CudaSlice<f64>,
+        r_segs: &'a u32,
+        seg_count: &'a mut CudaSlice<u32>,
+        seg_first: &'a mut CudaSlice<f64>,
+        seg_last: &'a mut CudaSlice<f64>,
+    }
+}
+
+launch::kernel_args! {
+    /// The arguments of `episodes_mtpe_merge_n{N}` and `episodes_preelim_mtpe_merge_n{N}`
+    /// (`kernels/episodes.cu`): [`MtpeCountArgs`]' with the segment buffers read only (`const
+    /// u32* seg_count, const double* seg_first, const double* seg_last`), then `u32* out`
+    /// `[n_cands]`.
+    struct MtpeMergeArgs<'a> {
+        times: &'a CudaSlice<f64>,
+        offsets: &'a CudaSlice<u32>,
+        lo: &'a CudaSlice<f64>,
+        hi: &'a CudaSlice<f64>,
+        types: &'a CudaSlice<u32>,
+        ivs: &'a CudaSlice<u32>,
+        n_cands: &'a u32,
+        bounds: &'a CudaSlice<f64>,
+        r_segs: &'a u32,
+        seg_count: &'a CudaSlice<u32>,
+        seg_first: &'a CudaSlice<f64>,
+        seg_last: &'a CudaSlice<f64>,
+        out: &'a mut CudaSlice<u32>,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::kernels::EPISODES;
+    use crate::device::launch::kernel_params;
+
+    /// Every launch wrapper pushes the parameters of its kernel's `.cu` signature, in order.
+    #[test]
+    fn wrappers_match_the_kernel_signatures() {
+        assert_eq!(
+            kernel_params(EPISODES.source, "episodes_preelim_n##NN"),
+            CountArgs::PARAMS,
+            "episodes_preelim_n##NN"
+        );
+        assert_eq!(
+            kernel_params(EPISODES.source, "episodes_ptpe_n##NN"),
+            CountArgs::PARAMS,
+            "episodes_ptpe_n##NN"
+        );
+        assert_eq!(
+            kernel_params(EPISODES.source, "episodes_##NAME##_count_n##NN"),
+            MtpeCountArgs::PARAMS,
+            "episodes_##NAME##_count_n##NN"
+        );
+        assert_eq!(
+            kernel_params(EPISODES.source, "episodes_##NAME##_merge_n##NN"),
+            MtpeMergeArgs::PARAMS,
+            "episodes_##NAME##_merge_n##NN"
+        );
+    }
 }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
 
 use super::{BatchCounts, Csr, EpisodeWorker, Episodes, THREADS_PER_BLOCK, upload};
 use crate::device::DeviceError;
@@ -241,110 +241,248 @@ pub(super) fn count_by_ends_on(
         });
     }
     let mut out = s.alloc_zeros::<u32>(m).map_err(&alloc)?;
-    let null: u64 = 0;
-    /// The arguments `ends_level` and `ends_count` start with: the stream, the level's
-    /// items, and the previous level's ends (null pointers at the first level).
-    fn item_args<'a>(
-        s: &'a Arc<CudaStream>,
-        f: &'a CudaFunction,
-        data: &'a Csr<'a>,
-        l: &'a Level,
-        prev: Option<&'a Buffers>,
-        null: &'a u64,
-    ) -> cudarc::driver::LaunchArgs<'a> {
-        let mut b = s.launch_builder(f);
-        b.arg(data.times)
-            .arg(data.offsets)
-            .arg(&l.items)
-            .arg(&l.parent)
-            .arg(&l.last)
-            .arg(&l.x)
-            .arg(&l.low)
-            .arg(&l.high);
-        match prev {
-            Some(p) => b.arg(&p.idx).arg(&p.starts).arg(&p.off).arg(&p.len),
-            None => b.arg(null).arg(null).arg(null).arg(null),
-        };
-        b
-    }
     let timer = Timer::start(&s)?;
     for (d, l) in uploaded.iter().enumerate() {
-        let counting = d == uploaded.len() - 1;
-        if !counting {
+        let (before, rest) = buffers.split_at_mut(d);
+        let prev = before.last();
+        if d + 1 < uploaded.len() {
             // A prefix level, data-parallel: flags and starts per event, then packed.
-            let (before, rest) = buffers.split_at_mut(d);
             let o = &mut rest[0];
             let (item_off, threads) = &o.item_off;
-            let mut b = item_args(&s, level_f, data, l, before.last(), &null);
-            b.arg(&mut o.flags)
-                .arg(&mut o.unpacked)
-                .arg(&o.off)
-                .arg(item_off);
-            // SAFETY: matches `ends_level` in kernels/ends.cu (times f64*, offsets u32*
-            // [types + 1], items u32, parent/last/x u32* [items], low/high f64* [items], the
-            // previous level's idx u32*, starts f64*, off u64* [parents + 1], len u32*
-            // [parents] (null at the first level, where no parent is read), flags u32* and
-            // starts f64* [off[items]], out_off u64* [items + 1], item_off u32* [items + 1],
-            // the same sums as out_off). Types and parents were checked above (a parent's
-            // last type is the item's), each thread writes its own element of its item's
-            // room, and threads past item_off[items] return first.
-            unsafe { b.launch(launch::cover((*threads).max(1), THREADS_PER_BLOCK)) }
-                .map_err(drv("cuLaunchKernel"))?;
             let (chunk_off, chunks) = &o.chunk_off;
             let chunk_grid = launch::cover((*chunks).max(1), THREADS_PER_BLOCK);
-            let mut b = s.launch_builder(chunk_count_f);
-            b.arg(&l.items)
-                .arg(item_off)
-                .arg(chunk_off)
-                .arg(&ENDS_CHUNK)
-                .arg(&o.flags)
-                .arg(&o.off)
-                .arg(&mut o.counts);
-            // SAFETY: matches `ends_chunk_count` (items u32, item_off u32* [items + 1],
-            // chunk_off u32* [items + 1], chunk u32, flags u32* [off[items]], out_off u64*
-            // [items + 1], counts u32* [chunks]); chunk_off holds ceil(events / chunk) per
-            // item, so every chunk lies inside its item's room; threads past the last chunk
-            // return first.
-            unsafe { b.launch(chunk_grid) }.map_err(drv("cuLaunchKernel"))?;
-            let mut b = s.launch_builder(chunk_scan_f);
-            b.arg(&l.items)
-                .arg(chunk_off)
-                .arg(&o.counts)
-                .arg(&mut o.bases)
-                .arg(&mut o.len);
-            // SAFETY: matches `ends_chunk_scan` (items u32, chunk_off u32* [items + 1],
-            // counts u32* [chunks], bases u32* [chunks], out_len u32* [items]).
-            unsafe { b.launch(grid(l.items)) }.map_err(drv("cuLaunchKernel"))?;
-            let mut b = s.launch_builder(chunk_pack_f);
-            b.arg(&l.items)
-                .arg(item_off)
-                .arg(chunk_off)
-                .arg(&ENDS_CHUNK)
-                .arg(&o.flags)
-                .arg(&o.unpacked)
-                .arg(&o.off)
-                .arg(&o.bases)
-                .arg(&mut o.idx)
-                .arg(&mut o.starts);
-            // SAFETY: matches `ends_chunk_pack` (items, item_off, chunk_off, chunk, flags u32*
-            // and starts f64* [off[items]], out_off u64* [items + 1], bases u32* [chunks],
-            // out_idx u32* and out_starts f64* [off[items]]); a chunk writes from its base,
-            // at most its flagged events, all inside its item's room (bases sum the earlier
+            let level = EndsLevelArgs {
+                times: data.times,
+                offsets: data.offsets,
+                items: &l.items,
+                parent: &l.parent,
+                last: &l.last,
+                x: &l.x,
+                low: &l.low,
+                high: &l.high,
+                prev_idx: prev.map(|p| &p.idx),
+                prev_starts: prev.map(|p| &p.starts),
+                prev_off: prev.map(|p| &p.off),
+                prev_len: prev.map(|p| &p.len),
+                flags: &mut o.flags,
+                starts: &mut o.unpacked,
+                out_off: &o.off,
+                item_off,
+            };
+            // SAFETY: `level_f` is `ends_level`. Types and parents were checked above (a
+            // parent's last type is the item's); flags and starts have room for every event of
+            // the items' x (`out_off`), each thread writes its own element of its item's room,
+            // and threads past item_off[items] return first; the previous level's buffers are
+            // null at the first level, where no parent is read.
+            unsafe {
+                level.launch(
+                    &s,
+                    level_f,
+                    launch::cover((*threads).max(1), THREADS_PER_BLOCK),
+                )
+            }?;
+            let count = ChunkCountArgs {
+                items: &l.items,
+                item_off,
+                chunk_off,
+                chunk: &ENDS_CHUNK,
+                flags: &o.flags,
+                out_off: &o.off,
+                counts: &mut o.counts,
+            };
+            // SAFETY: `chunk_count_f` is `ends_chunk_count`; chunk_off holds ceil(events /
+            // chunk) per item, so every chunk lies inside its item's room; `counts` has one
+            // element per chunk and threads past the last chunk return first.
+            unsafe { count.launch(&s, chunk_count_f, chunk_grid) }?;
+            let scan = ChunkScanArgs {
+                items: &l.items,
+                chunk_off,
+                counts: &o.counts,
+                bases: &mut o.bases,
+                out_len: &mut o.len,
+            };
+            // SAFETY: `chunk_scan_f` is `ends_chunk_scan`; one thread per item, `bases` per
+            // chunk and `out_len` per item.
+            unsafe { scan.launch(&s, chunk_scan_f, grid(l.items)) }?;
+            let pack = ChunkPackArgs {
+                items: &l.items,
+                item_off,
+                chunk_off,
+                chunk: &ENDS_CHUNK,
+                flags: &o.flags,
+                starts: &o.unpacked,
+                out_off: &o.off,
+                bases: &o.bases,
+                out_idx: &mut o.idx,
+                out_starts: &mut o.starts,
+            };
+            // SAFETY: `chunk_pack_f` is `ends_chunk_pack`; a chunk writes from its base, at
+            // most its flagged events, all inside its item's room (bases sum the earlier
             // chunks' flags).
-            unsafe { b.launch(chunk_grid) }.map_err(drv("cuLaunchKernel"))?;
+            unsafe { pack.launch(&s, chunk_pack_f, chunk_grid) }?;
             continue;
         }
-        let mut b = item_args(&s, count_f, data, l, buffers.last(), &null);
-        b.arg(&mut out);
-        // SAFETY: matches `ends_count` in kernels/ends.cu (times, offsets, items u32,
-        // parent/last/x u32* [items], low/high f64* [items], the last prefix level's idx u32*,
-        // starts f64*, off u64* [parents + 1], len u32* [parents] (null for pairs, whose
-        // parents are single nodes), count u32* [items]); checked as above, threads with
-        // p >= items return first.
-        unsafe { b.launch(grid(l.items)) }.map_err(drv("cuLaunchKernel"))?;
+        let counting = EndsCountArgs {
+            times: data.times,
+            offsets: data.offsets,
+            items: &l.items,
+            parent: &l.parent,
+            last: &l.last,
+            x: &l.x,
+            low: &l.low,
+            high: &l.high,
+            prev_idx: prev.map(|p| &p.idx),
+            prev_starts: prev.map(|p| &p.starts),
+            prev_off: prev.map(|p| &p.off),
+            prev_len: prev.map(|p| &p.len),
+            count: &mut out,
+        };
+        // SAFETY: `count_f` is `ends_count`; checked as above (the last prefix level's buffers
+        // null for pairs, whose parents are single nodes), `count` has one element per item and
+        // threads with p >= items return first.
+        unsafe { counting.launch(&s, count_f, grid(l.items)) }?;
     }
     let timed = timer.stop(&s)?;
     let counts = s.clone_dtoh(&out).map_err(drv("cuMemcpyDtoH"))?;
     let kernel_ms = timed.ms()?;
     Ok(BatchCounts { counts, kernel_ms })
+}
+
+launch::kernel_args! {
+    /// The arguments of `ends_level` (`kernels/ends.cu`): `(const double* times, const
+    /// unsigned* offsets, unsigned items, const unsigned* parent, const unsigned* last, const
+    /// unsigned* x, const double* low, const double* high, const unsigned* prev_idx, const
+    /// double* prev_starts, const synfire_u64* prev_off, const unsigned* prev_len, unsigned*
+    /// flags, double* starts, const synfire_u64* out_off, const unsigned* item_off)`. Shapes:
+    /// `parent`..`high` `[items]`; the previous level's `prev_idx`/`prev_starts` (its packed
+    /// ends), `prev_off [parents + 1]`, `prev_len [parents]` (null at the first level);
+    /// `flags`/`starts` `[out_off[items]]`; `out_off`/`item_off` `[items + 1]`.
+    struct EndsLevelArgs<'a> {
+        times: &'a CudaSlice<f64>,
+        offsets: &'a CudaSlice<u32>,
+        items: &'a u32,
+        parent: &'a CudaSlice<u32>,
+        last: &'a CudaSlice<u32>,
+        x: &'a CudaSlice<u32>,
+        low: &'a CudaSlice<f64>,
+        high: &'a CudaSlice<f64>,
+        prev_idx: Option<&'a CudaSlice<u32>>,
+        prev_starts: Option<&'a CudaSlice<f64>>,
+        prev_off: Option<&'a CudaSlice<u64>>,
+        prev_len: Option<&'a CudaSlice<u32>>,
+        flags: &'a mut CudaSlice<u32>,
+        starts: &'a mut CudaSlice<f64>,
+        out_off: &'a CudaSlice<u64>,
+        item_off: &'a CudaSlice<u32>,
+    }
+}
+
+launch::kernel_args! {
+    /// The arguments of `ends_count` (`kernels/ends.cu`): `(const double* times, const
+    /// unsigned* offsets, unsigned items, const unsigned* parent, const unsigned* last, const
+    /// unsigned* x, const double* low, const double* high, const unsigned* prev_idx, const
+    /// double* prev_starts, const synfire_u64* prev_off, const unsigned* prev_len, unsigned*
+    /// count)`. Shapes as [`EndsLevelArgs`]; `count [items]`.
+    struct EndsCountArgs<'a> {
+        times: &'a CudaSlice<f64>,
+        offsets: &'a CudaSlice<u32>,
+        items: &'a u32,
+        parent: &'a CudaSlice<u32>,
+        last: &'a CudaSlice<u32>,
+        x: &'a CudaSlice<u32>,
+        low: &'a CudaSlice<f64>,
+        high: &'a CudaSlice<f64>,
+        prev_idx: Option<&'a CudaSlice<u32>>,
+        prev_starts: Option<&'a CudaSlice<f64>>,
+        prev_off: Option<&'a CudaSlice<u64>>,
+        prev_len: Option<&'a CudaSlice<u32>>,
+        count: &'a mut CudaSlice<u32>,
+    }
+}
+
+launch::kernel_args! {
+    /// The arguments of `ends_chunk_count` (`kernels/ends.cu`): `(unsigned items, const
+    /// unsigned* item_off, const unsigned* chunk_off, unsigned chunk, const unsigned* flags,
+    /// const synfire_u64* out_off, unsigned* counts)`. Shapes: `item_off`/`chunk_off`/`out_off`
+    /// `[items + 1]`, `flags [out_off[items]]`, `counts [chunk_off[items]]`.
+    struct ChunkCountArgs<'a> {
+        items: &'a u32,
+        item_off: &'a CudaSlice<u32>,
+        chunk_off: &'a CudaSlice<u32>,
+        chunk: &'a u32,
+        flags: &'a CudaSlice<u32>,
+        out_off: &'a CudaSlice<u64>,
+        counts: &'a mut CudaSlice<u32>,
+    }
+}
+
+launch::kernel_args! {
+    /// The arguments of `ends_chunk_scan` (`kernels/ends.cu`): `(unsigned items, const
+    /// unsigned* chunk_off, const unsigned* counts, unsigned* bases, unsigned* out_len)`.
+    /// Shapes: `chunk_off [items + 1]`, `counts`/`bases` `[chunk_off[items]]`, `out_len
+    /// [items]`.
+    struct ChunkScanArgs<'a> {
+        items: &'a u32,
+        chunk_off: &'a CudaSlice<u32>,
+        counts: &'a CudaSlice<u32>,
+        bases: &'a mut CudaSlice<u32>,
+        out_len: &'a mut CudaSlice<u32>,
+    }
+}
+
+launch::kernel_args! {
+    /// The arguments of `ends_chunk_pack` (`kernels/ends.cu`): `(unsigned items, const
+    /// unsigned* item_off, const unsigned* chunk_off, unsigned chunk, const unsigned* flags,
+    /// const double* starts, const synfire_u64* out_off, const unsigned* bases, unsigned*
+    /// out_idx, double* out_starts)`. Shapes as [`ChunkCountArgs`]; `starts`, `out_idx`,
+    /// `out_starts` `[out_off[items]]`, `bases [chunk_off[items]]`.
+    struct ChunkPackArgs<'a> {
+        items: &'a u32,
+        item_off: &'a CudaSlice<u32>,
+        chunk_off: &'a CudaSlice<u32>,
+        chunk: &'a u32,
+        flags: &'a CudaSlice<u32>,
+        starts: &'a CudaSlice<f64>,
+        out_off: &'a CudaSlice<u64>,
+        bases: &'a CudaSlice<u32>,
+        out_idx: &'a mut CudaSlice<u32>,
+        out_starts: &'a mut CudaSlice<f64>,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::kernels::ENDS;
+    use crate::device::launch::kernel_params;
+
+    /// Every launch wrapper pushes the parameters of its kernel's `.cu` signature, in order.
+    #[test]
+    fn wrappers_match_the_kernel_signatures() {
+        assert_eq!(
+            kernel_params(ENDS.source, "ends_level"),
+            EndsLevelArgs::PARAMS,
+            "ends_level"
+        );
+        assert_eq!(
+            kernel_params(ENDS.source, "ends_count"),
+            EndsCountArgs::PARAMS,
+            "ends_count"
+        );
+        assert_eq!(
+            kernel_params(ENDS.source, "ends_chunk_count"),
+            ChunkCountArgs::PARAMS,
+            "ends_chunk_count"
+        );
+        assert_eq!(
+            kernel_params(ENDS.source, "ends_chunk_scan"),
+            ChunkScanArgs::PARAMS,
+            "ends_chunk_scan"
+        );
+        assert_eq!(
+            kernel_params(ENDS.source, "ends_chunk_pack"),
+            ChunkPackArgs::PARAMS,
+            "ends_chunk_pack"
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! stream (`kernels/surrogates.cu`): the same draws and arithmetic as the host's, so the same
 //! times bit for bit, and no upload.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::CudaSlice;
 
 use super::{EpisodeWorker, Episodes, THREADS_PER_BLOCK};
 use crate::device::DeviceError;
@@ -66,31 +66,92 @@ fn surrogate(dev: &mut Device, job: SurrogateJob) -> Result<(), DeviceError> {
     let units = launch::u32_of("units", data.offsets.len() - 1)?;
     let (t0, t1) = job.span;
     let [k0, k1] = job.key;
-    let mut b = s.launch_builder(&generate);
-    b.arg(&data.offsets)
-        .arg(&units)
-        .arg(&data.original)
-        .arg(&mut data.times)
-        .arg(&data.events)
-        .arg(&delta_s)
-        .arg(&t0)
-        .arg(&t1)
-        .arg(&job.surrogate)
-        .arg(&k0)
-        .arg(&k1);
-    // SAFETY: the argument list matches `surrogate_dither` / `surrogate_shift` in
-    // kernels/surrogates.cu (offsets u32* [units + 1], units u32, original f64* [events],
-    // out f64* [events], events u32, delta f64, t0 f64, t1 f64, s u64, k0 u32, k1 u32);
-    // threads with e >= events return before touching memory.
-    unsafe { b.launch(launch::cover(data.events, THREADS_PER_BLOCK)) }
-        .map_err(drv("cuLaunchKernel"))?;
-    let mut b = s.launch_builder(&sort);
-    b.arg(&data.offsets)
-        .arg(&units)
-        .arg(&mut data.times)
-        .arg(&rotated);
-    // SAFETY: matches `surrogate_sort_units` (offsets u32* [units + 1], units u32, x f64*
-    // [events], rotated i32); each thread touches only its unit's range.
-    unsafe { b.launch(launch::cover(units, THREADS_PER_BLOCK)) }.map_err(drv("cuLaunchKernel"))?;
+    let args = GenerateArgs {
+        offsets: &data.offsets,
+        units: &units,
+        original: &data.original,
+        out: &mut data.times,
+        events: &data.events,
+        delta: &delta_s,
+        t0: &t0,
+        t1: &t1,
+        s: &job.surrogate,
+        k0: &k0,
+        k1: &k1,
+    };
+    // SAFETY: `generate` is `surrogate_dither` or `surrogate_shift`; `original` and `out`
+    // hold the stream's `events` times, `offsets` its units' ranges, and threads with
+    // e >= events return before touching memory.
+    unsafe { args.launch(&s, &generate, launch::cover(data.events, THREADS_PER_BLOCK)) }?;
+    let args = SortUnitsArgs {
+        offsets: &data.offsets,
+        units: &units,
+        x: &mut data.times,
+        rotated: &rotated,
+    };
+    // SAFETY: `sort` is `surrogate_sort_units`; each thread touches only its unit's range of
+    // the stream's times.
+    unsafe { args.launch(&s, &sort, launch::cover(units, THREADS_PER_BLOCK)) }?;
     s.synchronize().map_err(drv("cuStreamSynchronize"))
+}
+
+launch::kernel_args! {
+    /// The arguments of `surrogate_dither` and `surrogate_shift` (`kernels/surrogates.cu`):
+    /// `(const unsigned int* offsets, unsigned int units, const double* original, double* out,
+    /// unsigned int events, double delta, double t0, double t1, unsigned long long s,
+    /// unsigned int k0, unsigned int k1)`. Shapes: `offsets [units + 1]`, `original`/`out`
+    /// `[events]` (seconds); `delta`, `t0`, `t1` seconds; `s` the surrogate, `k0`/`k1` the
+    /// Philox key.
+    struct GenerateArgs<'a> {
+        offsets: &'a CudaSlice<u32>,
+        units: &'a u32,
+        original: &'a CudaSlice<f64>,
+        out: &'a mut CudaSlice<f64>,
+        events: &'a u32,
+        delta: &'a f64,
+        t0: &'a f64,
+        t1: &'a f64,
+        s: &'a u64,
+        k0: &'a u32,
+        k1: &'a u32,
+    }
+}
+
+launch::kernel_args! {
+    /// The arguments of `surrogate_sort_units` (`kernels/surrogates.cu`): `(const unsigned
+    /// int* offsets, unsigned int units, double* x, int rotated)`. Shapes: `offsets [units +
+    /// 1]`, `x [events]`.
+    struct SortUnitsArgs<'a> {
+        offsets: &'a CudaSlice<u32>,
+        units: &'a u32,
+        x: &'a mut CudaSlice<f64>,
+        rotated: &'a i32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::kernels::SURROGATES;
+    use crate::device::launch::kernel_params;
+
+    /// Every launch wrapper pushes the parameters of its kernel's `.cu` signature, in order.
+    #[test]
+    fn wrappers_match_the_kernel_signatures() {
+        assert_eq!(
+            kernel_params(SURROGATES.source, "surrogate_dither"),
+            GenerateArgs::PARAMS,
+            "surrogate_dither"
+        );
+        assert_eq!(
+            kernel_params(SURROGATES.source, "surrogate_shift"),
+            GenerateArgs::PARAMS,
+            "surrogate_shift"
+        );
+        assert_eq!(
+            kernel_params(SURROGATES.source, "surrogate_sort_units"),
+            SortUnitsArgs::PARAMS,
+            "surrogate_sort_units"
+        );
+    }
 }
