@@ -5,10 +5,14 @@
 //! * [`choice`] is `--device auto|cpu|gpu` ([`DeviceChoice`], with a GPU ordinal
 //!   [`DeviceTarget`]) and the one start-or-fall-back policy every domain applies to it
 //!   ([`resolve`]).
-//! * [`worker::GpuWorker`] is one named host thread per GPU, pinned to a core, that creates the
-//!   GPU's CUDA context once and keeps it (with the modules loaded so far and the domains'
-//!   scratch slots) for the life of its user, running jobs over crossbeam channels (paper §6.2:
-//!   contexts are thread-bound). It knows no domain.
+//! * [`worker::GpuWorker`] is a named host thread for one GPU, pinned to a core, that retains
+//!   the GPU's primary context once and keeps its handle (with its stream, the modules loaded
+//!   so far and the domains' scratch slots) for the life of its user, running jobs over
+//!   crossbeam channels (paper §6.2: one host thread submits a device's work). It knows no
+//!   domain. Several workers may share one GPU's primary context (every `GpuCounter` has its
+//!   own worker per GPU, `shared_worker` one per GPU); each submits only from its own thread,
+//!   and all of them to the context's legacy default stream, which orders their device work
+//!   one after another (the `worker` module documentation says who creates and holds what).
 //! * The domain modules submit their jobs to it: [`episodes`] ([`EpisodeWorker`], one file per
 //!   kernel family: the episode counters, ends, bounds, surrogates, and
 //!   [`episodes::floor`], the `spectrum` search's one-floor pass over a batch of surrogates),

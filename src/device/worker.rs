@@ -1,6 +1,16 @@
-//! One named, core-pinned host thread per GPU that owns the GPU's CUDA context for the life of
-//! its user (paper §6.2: contexts are thread-bound) and runs jobs on it, in order, over a
-//! bounded crossbeam channel.
+//! A named, core-pinned host thread for one GPU that submits all of its user's work to that
+//! GPU (paper §6.2: one host thread per device) and runs jobs, in order, over a bounded
+//! crossbeam channel.
+//!
+//! Who holds what: [`GpuWorker::start`]'s thread retains the GPU's *primary* context
+//! (`CudaContext::new`), so every worker on one GPU (the workers of each `GpuCounter`, the
+//! significance engine's 4 to 32 counters among them, and `device::shared_worker`'s one per
+//! GPU) shares one CUDA context; what is private to a worker is its thread, its handle of the
+//! context, its stream, its loaded modules and its buffers, none of which leaves the thread.
+//! Each worker submits to the context's legacy default stream (the null stream), so the device
+//! runs the work of all workers on one GPU in submission order, one launch or copy after
+//! another, and a stream synchronisation waits for every worker's earlier work; the host
+//! side of the jobs runs in parallel on the workers' threads.
 //!
 //! The worker knows no domain. A job is a closure run on the device thread with its
 //! `Device`: the context, the stream, the modules loaded so far (each kernel file compiled
