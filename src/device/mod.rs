@@ -11,8 +11,8 @@
 //!   crossbeam channels (paper §6.2: one host thread submits a device's work). It knows no
 //!   domain. Several workers may share one GPU's primary context (every `GpuCounter` has its
 //!   own worker per GPU, `shared_worker` one per GPU); each submits only from its own thread,
-//!   and all of them to the context's legacy default stream, which orders their device work
-//!   one after another (the `worker` module documentation says who creates and holds what).
+//!   to a non-blocking stream of its own, so workers overlap on the device (the `worker`
+//!   module documentation says who creates and holds what).
 //! * The domain modules submit their jobs to it: [`episodes`] ([`EpisodeWorker`], one file per
 //!   kernel family: the episode counters, ends, bounds, surrogates, and
 //!   [`episodes::floor`], the `spectrum` search's one-floor pass over a batch of surrogates),
