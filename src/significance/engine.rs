@@ -422,8 +422,8 @@ impl<'g> Engine<'g> {
     /// 2. **Batches** of [`FLOOR_BATCH`] surrogates: the host generates each, its minimum count
     ///    `m_s` and single counts, and its pairs whose successor bound reaches the batch's
     ///    floor `max(φ, min m_s)` ([`pair_candidates_at`]); one device pass
-    ///    ([`crate::device::episodes::floor`]) counts every episode of every size with `c` at the floor,
-    ///    for the whole batch.
+    ///    ([`crate::device::episodes::floor`], through [`super::gpu::floor_pass`]) counts every
+    ///    episode of every size with `c` at the floor, for the whole batch.
     /// 3. **Resolution.** Each surrogate's largest count per size at its floor
     ///    `max(φ, m_s)` gives its maxima wherever they reach that floor
     ///    ([`FloorMax::resolved`]); a surrogate whose deepest maximum lies below it (or whose

@@ -23,12 +23,12 @@ use crate::episode::gpu::{ENDS_JOB_ROOM, ends_jobs};
 use crate::episode::{Episode, GpuCounter, MinerConfig};
 use crate::event::EventStream;
 
-/// The device job of the one-floor pass ([`crate::device::episodes::floor`], whose host reference is
-/// [`max_count_at_floor`](super::spectrum::max_count_at_floor)) at `floor` for a batch of streams, each given with its
-/// [`TypeIndex`] and its single counts (shape `[types]`): their times grouped by type side by
-/// side, and each one's pairs at the floor ([`pair_candidates_at`]). `None` when the streams'
-/// types' event counts differ (one set of offsets serves the batch; surrogates keep every
-/// unit's count) or there is no stream.
+/// The device job of the one-floor pass ([`crate::device::episodes::floor`], whose host
+/// reference is [`max_count_at_floor`](super::spectrum::max_count_at_floor)) at `floor` for a
+/// batch of streams, each given with its [`TypeIndex`] and its single counts (shape
+/// `[types]`): their times grouped by type side by side, and each one's pairs at the floor
+/// ([`pair_candidates_at`]). `None` when the streams' types' event counts differ (one set of
+/// offsets serves the batch; surrogates keep every unit's count) or there is no stream.
 #[must_use]
 pub fn floor_job(
     config: &MinerConfig,

@@ -294,7 +294,8 @@ pub fn max_count_at_floor(
 /// `min(c(a), c(b), |Succ(a, iv, b)|)` (module documentation) reaches `floor`, ordered by
 /// `(a, interval, b)`, from the single counts `c1` (shape `[types]`, occurrences): every pair
 /// with `c ≥ floor` is among them. `index` is `stream`'s ([`TypeIndex::new`]). The first
-/// step of [`max_count_at_floor`], which a device pass takes from the host (`device::episodes::floor`).
+/// step of [`max_count_at_floor`], which a device pass takes from the host
+/// (`device::episodes::floor`).
 #[must_use]
 pub fn pair_candidates_at(
     stream: &EventStream,

@@ -1,6 +1,6 @@
 //! The threshold search's join bounds on the counted stream (`kernels/bounds.cu`; the
 //! host's `episode::bound::join_bounds_cpu`, bit for bit), and the bit-set layout of a
-//! launch's items ([`BoundItems`]) that the floor pass shares.
+//! launch's items (`BoundItems`) that the floor pass shares.
 
 use std::sync::Arc;
 

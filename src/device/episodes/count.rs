@@ -15,7 +15,8 @@ use crate::device::launch::{self, Timer};
 use crate::device::worker::{Device, Ticket};
 
 /// Candidates of one length `nodes`, flattened: `types [m * nodes]`, interval ids
-/// `ivs [m * (nodes - 1)]` into [`StreamData::lo`]/[`StreamData::hi`].
+/// `ivs [m * (nodes - 1)]` into [`StreamData::lo`](super::StreamData::lo) and
+/// [`StreamData::hi`](super::StreamData::hi).
 #[derive(Clone, Debug, Default)]
 pub struct CandidateBatch {
     /// Episode length N (1..=16).
