@@ -5,18 +5,29 @@
 //!
 //! * frequent serial episodes `A → B → C` with inter-event delay intervals, counted by
 //!   non-overlapped occurrences (PreElim, then exact counts by PTPE or MTPE on GPUs;
-//!   [`episode`]);
+//!   [`episode`]), within a memory budget ([`episode::memory`]);
+//! * their significance against surrogates of the recording (dithering, ISI dithering,
+//!   shifts), with family-wise (`max-t`, SPADE's pattern spectrum) or per-episode (FDR,
+//!   Holm, Bonferroni) error control ([`significance`]);
 //! * exact top-k motifs of a series ([`motif`]), exact k-NN similarity search over iSAX
 //!   indexes ([`search`], SING), shapelet decision trees ([`shapelet`]), soft-DTW values,
 //!   gradients and barycenters ([`softdtw`]);
 //! * live pipelines that run those as stages over windows of a ZeroMQ or archived stream
-//!   ([`live`]).
+//!   ([`live`]);
+//! * reports (text, JSON, NWB; [`report`]) and figures (PNG, SVG; [`plot`]).
 //!
 //! Layers, lowest first (`ARCHITECTURE.md`; `tests/architecture.rs` checks that no module
-//! imports above its layer and that no import cycle exists): [`record`] and [`event`] (the
-//! model); [`device`] (the only module that talks to CUDA), [`ingest`] (readers and
-//! decoders) and [`synth`]; [`episode`] and [`series`]; [`motif`], [`softdtw`] and
-//! [`shapelet`]; [`search`] and [`report`]; [`live`].
+//! imports above its layer and that no import cycle exists):
+//!
+//! | layer | modules |
+//! |---|---|
+//! | 0 model | [`record`], [`event`] |
+//! | 1 foundations | [`device`] (the only module that talks to CUDA), [`ingest`] (readers and decoders), [`synth`] (seeded generators) |
+//! | 2 mining and series | [`episode`], [`series`] |
+//! | 3 methods | [`motif`], [`softdtw`], [`shapelet`], [`significance`] |
+//! | 4 | [`search`], [`report`], [`plot`] |
+//! | 5 runtime | [`live`] |
+//! | 6 bindings | `python` (the extension module `synfire._synfire`, cargo feature `python`) |
 //!
 //! The entry points are re-exported here:
 //!

@@ -220,11 +220,17 @@ fn json_document_has_every_documented_key_and_value() {
             "levels",
             "complete",
             "truncated",
+            "warnings",
             "episodes"
         ])
     );
     assert_eq!(doc["complete"], true);
     assert!(doc["truncated"].is_null());
+    assert_eq!(
+        doc["warnings"],
+        serde_json::json!([]),
+        "a real recording looks right"
+    );
     // Field order of the pretty-printed document is the documented one.
     let positions: Vec<usize> = [
         "input",
@@ -234,6 +240,7 @@ fn json_document_has_every_documented_key_and_value() {
         "levels",
         "complete",
         "truncated",
+        "warnings",
         "episodes",
     ]
     .iter()
@@ -1112,6 +1119,70 @@ fn time_budget_and_bad_limits() {
     }
 }
 
+/// The memory budget (issue 45): a budget below what the process holds stops before level 1,
+/// saying so; a budget a little above it stops a later level, and the finished levels equal
+/// the unbounded run's exactly, with a threshold that would fit. Bad budgets are errors naming
+/// the flag.
+#[test]
+fn a_memory_budget_stops_a_level_and_keeps_the_finished_ones() {
+    let run = |min_count: &str, budget: &str| -> Value {
+        let mut args = standard_args(&fixture(A2929));
+        let s = args.iter().position(|a| a == "--support").unwrap();
+        args.drain(s..s + 4);
+        let at = args.iter().position(|a| a == "--max-level").unwrap();
+        args[at + 1] = "5".into();
+        args.extend(
+            ["--min-count", min_count, "--memory-budget", budget]
+                .iter()
+                .map(|s| (*s).to_owned()),
+        );
+        mine_json(&args).0
+    };
+    // One byte: the process is past it before level 1, which is not started.
+    let none = run("5", "1");
+    let t = &none["truncated"];
+    assert_eq!(t["reason"]["kind"], "memory_budget", "{t}");
+    assert_eq!(u64_of(&t["level"]), 1);
+    assert_eq!(u64_of(&t["done"]), 0);
+    assert!(none["episodes"].as_array().unwrap().is_empty());
+    let resident = u64_of(&t["reason"]["resident_bytes"]);
+    assert!(resident > 1 << 20, "{t}");
+    // The unbounded run holds about 70,000 five-node episodes at the end (tens of MiB): a
+    // budget of what the process held before level 1 plus 24 MiB stops a later level.
+    let full = run("5", "off");
+    assert!(full["truncated"].is_null(), "{}", full["truncated"]);
+    let budget = resident + (24 << 20);
+    let cut = run("5", &budget.to_string());
+    let t = &cut["truncated"];
+    assert_eq!(t["reason"]["kind"], "memory_budget", "{t}");
+    assert_eq!(u64_of(&t["reason"]["budget_bytes"]), budget);
+    let level = u64_of(&t["level"]) as usize;
+    assert!((2..=5).contains(&level), "{t}");
+    // It stopped because the level would have passed the budget.
+    assert!(
+        u64_of(&t["reason"]["resident_bytes"]) + u64_of(&t["reason"]["needed_bytes"]) > budget,
+        "{t}"
+    );
+    assert_prefix_of(&cut, &full, level - 1);
+    assert_eq!(cut["levels"].as_array().unwrap().len(), level - 1);
+    // The suggested threshold is above the run's.
+    assert!(u64_of(&t["suggested_min_count"]) > 5, "{t}");
+    for value in ["0", "8X", "-1G"] {
+        let mut args = standard_args(&fixture(A2929));
+        args.push(format!("--memory-budget={value}"));
+        let out = synfire(&args);
+        assert!(
+            !out.status.success(),
+            "--memory-budget {value} was accepted"
+        );
+        assert!(
+            stderr(&out).contains("--memory-budget"),
+            "{value}: {}",
+            stderr(&out)
+        );
+    }
+}
+
 /// `--output` is rewritten after every level: a run killed in a later level leaves a whole
 /// document with its finished levels (marked incomplete), identical to the full run's.
 #[test]
@@ -1191,4 +1262,77 @@ fn a_killed_run_leaves_its_finished_levels_in_the_output_file() {
         l["removed_by_bounds"] = Value::Null;
     }
     assert_prefix_of(&left, &full, 2);
+}
+
+/// The `[default: …]` of every flag `synfire COMMAND --help` lists, by flag name (without the
+/// dashes).
+fn help_defaults(command: &str) -> BTreeMap<String, String> {
+    let out = synfire([command, "--help"]);
+    assert!(out.status.success(), "synfire {command} --help failed");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut defaults = BTreeMap::new();
+    let mut flag: Option<String> = None;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        // A flag's line (`-o, --output <OUTPUT>`, `--max-level <MAX_LEVEL>`: its long name),
+        // not a possible value's (`- events: ...`).
+        if trimmed.starts_with('-')
+            && let Some(long) = trimmed
+                .split(|c: char| c.is_whitespace() || c == ',' || c == '=')
+                .filter(|w| !w.is_empty())
+                .take(2)
+                .find_map(|w| w.strip_prefix("--"))
+        {
+            flag = Some(long.to_owned());
+        }
+        if let (Some(f), Some(at)) = (&flag, line.find("[default: ")) {
+            let rest = &line[at + "[default: ".len()..];
+            let value = rest.split(']').next().unwrap_or(rest);
+            defaults.insert(f.clone(), value.to_owned());
+        }
+    }
+    defaults
+}
+
+/// The flags' defaults are the library's (issue 44): `--max-level`, `--support-per`,
+/// `--device`, `--exact-kernel` are [`MiningOptions`]' serde defaults (what a pipeline and
+/// Python get for an absent key), and `--n-surrogates`, `--alpha`, `--correction`, `--seed`
+/// the constants of `synfire::episode::options` that Python's `significance=` takes through
+/// `synfire._synfire.defaults()`; `synfire batch` shows the same ones.
+#[test]
+fn the_flags_defaults_are_the_library_s() {
+    use synfire::episode::MiningOptions;
+    use synfire::episode::options::{
+        DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_MAX_LEVEL, DEFAULT_N_SURROGATES, DEFAULT_SEED,
+    };
+    let library: MiningOptions = serde_json::from_str("{}").unwrap();
+    let name = |v: Value| v.as_str().unwrap().to_owned();
+    let want = [
+        ("max-level", library.max_level.to_string()),
+        (
+            "support-per",
+            name(serde_json::to_value(library.support_per).unwrap()),
+        ),
+        ("device", format!("{:?}", library.device).to_lowercase()),
+        (
+            "exact-kernel",
+            name(serde_json::to_value(library.exact_kernel).unwrap()),
+        ),
+        ("n-surrogates", DEFAULT_N_SURROGATES.to_string()),
+        ("alpha", DEFAULT_ALPHA.to_string()),
+        ("correction", DEFAULT_CORRECTION.to_owned()),
+        ("seed", DEFAULT_SEED.to_string()),
+    ];
+    assert_eq!(library.max_level, DEFAULT_MAX_LEVEL);
+    assert!(library.bounds && !library.one_pass);
+    for command in ["mine", "batch"] {
+        let shown = help_defaults(command);
+        for (flag, value) in &want {
+            assert_eq!(
+                shown.get(*flag),
+                Some(value),
+                "`synfire {command} --{flag}`'s default ({shown:?})"
+            );
+        }
+    }
 }

@@ -163,6 +163,48 @@ fn json_carries_the_library_s_tests_with_the_documented_names() {
     );
 }
 
+/// A run stopped by a limit tests the levels it finished, with surrogates mined to the same
+/// depth: the same tests, bit for bit, as a run asked for those levels only (issue 45).
+#[test]
+fn a_truncated_run_tests_the_levels_it_finished() {
+    // At min count 150, level 3 has more candidates than level 2 (1,979 against 450).
+    let input = fixture(A2929);
+    let json = |max_level: &str, extra: &[&str]| -> Value {
+        let mut args = vec![
+            "mine",
+            input.to_str().unwrap(),
+            "--intervals",
+            INTERVALS,
+            "--min-count",
+            "150",
+            "--max-level",
+            max_level,
+            "-q",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = synfire(&args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON document")
+    };
+    let plain = json("3", &[]);
+    let level3 = plain["levels"][2]["candidates"].as_u64().unwrap();
+    let limit = (level3 - 1).to_string();
+    let mut extra = SIG.to_vec();
+    extra.extend(["--max-candidates", limit.as_str()]);
+    let cut = json("3", &extra);
+    assert_eq!(cut["truncated"]["level"], 3, "{}", cut["truncated"]);
+    let two = json("2", &SIG);
+    assert!(two["significance"]["tested"].as_u64().unwrap() > 0);
+    assert_eq!(cut["significance"], two["significance"]);
+    assert_eq!(cut["episodes"], two["episodes"]);
+}
+
 #[test]
 fn a_seed_reproduces_and_significant_only_lists_exactly_the_significant() {
     let a = run_json(&SIG);

@@ -196,14 +196,14 @@ fn device_surrogates_equal_the_hosts_bit_for_bit() {
 
 /// A cluster worker's warm GPU counters (`WarmCounters`, kept across sessions: the second
 /// session of the same intervals reloads them) give the CPU's test when the surrogates are
-/// split into ranges and combined (`significance::split`), for both passes of `max-t`.
+/// split into ranges and combined (`significance::phases`), for both passes of `max-t`.
 #[test]
 #[cfg_attr(
     not(synfire_gpu),
     ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
 )]
 fn split_phases_on_warm_gpu_counters_give_the_cpu_p_values() {
-    use synfire::significance::split::{Tester, WarmCounters, finish};
+    use synfire::significance::phases::{Tester, WarmCounters, finish};
     if !common::gpu_or_skip("split_phases_on_warm_gpu_counters_give_the_cpu_p_values") {
         return;
     }

@@ -1,5 +1,5 @@
 //! The significance test split into phases over ranges of surrogates
-//! (`synfire::significance::split`) gives the single-process result bit for bit, for every
+//! (`synfire::significance::phases`) gives the single-process result bit for bit, for every
 //! procedure and any partition of the surrogates, with every plan and part passed through its
 //! JSON form to a tester of its own (as between the processes of a cluster); malformed,
 //! incomplete or foreign parts are refused with a named error.
@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use synfire::episode::{Episode, Interval, MinerConfig, MiningResult, Threshold, mine};
 use synfire::event::EventStream;
-use synfire::significance::split::{FirstPart, Plan, SecondPart, Tester, Union, finish};
+use synfire::significance::phases::{FirstPart, Plan, SecondPart, Tester, Union, finish};
 use synfire::significance::{
     Correction, SignificanceConfig, SignificanceError, SignificanceResult, test_episodes,
 };

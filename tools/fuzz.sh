@@ -39,6 +39,9 @@
 #                            it; synfire refuses such lengths first where the storage is plain,
 #                            but compact and compressed columns reach HDF5 unchecked; see
 #                            fuzz/README.md, "Known upstream bugs")
+#   SYNFIRE_FUZZ_PROFILE=P   the cargo profile of the instrumented build: `release` (default)
+#                            or `ci` (fuzz/Cargo.toml: opt-level 1, no debug lines; CI's brief
+#                            runs, a much shorter build)
 #   CARGO_TARGET_DIR         the build folder (default fuzz/target)
 #
 # Output: the growing corpora in fuzz/corpus/TARGET/ (started from fuzz/seeds/ and the real
@@ -57,6 +60,7 @@ FUZZ="$ROOT/fuzz"
 TARGETS=(wire openephys_json openephys_raw csv phy openephys_binary nwb_units nwb_unit_column
   nwb_epochs nwb_timeseries pipeline)
 JOBS=${SYNFIRE_FUZZ_JOBS:-$(nproc)}
+PROFILE=${SYNFIRE_FUZZ_PROFILE:-release}
 HOST=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p' || true)
 HOST=${HOST:-x86_64-unknown-linux-gnu}
 # The instrumented build never shares the main build's target dir (other RUSTFLAGS would
@@ -73,7 +77,7 @@ bin_dir() {
   if [ -n "${SYNFIRE_FUZZ_BIN_DIR:-}" ]; then
     echo "$SYNFIRE_FUZZ_BIN_DIR"
   else
-    echo "$CARGO_TARGET_DIR/$HOST/release"
+    echo "$CARGO_TARGET_DIR/$HOST/$PROFILE"
   fi
 }
 
@@ -93,8 +97,8 @@ build() {
   flags+=" --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
   local offline=()
   [ "${SYNFIRE_FUZZ_OFFLINE:-0}" = 1 ] && offline=(--offline)
-  echo "fuzz: building the targets (cargo build --release --target $HOST, $CARGO_TARGET_DIR)" >&2
-  (cd "$FUZZ" && RUSTFLAGS="$flags" cargo build "${offline[@]}" --release --target "$HOST" \
+  echo "fuzz: building the targets (cargo build --profile $PROFILE --target $HOST, $CARGO_TARGET_DIR)" >&2
+  (cd "$FUZZ" && RUSTFLAGS="$flags" cargo build "${offline[@]}" --profile "$PROFILE" --target "$HOST" \
     --bins --quiet)
   echo "fuzz: binaries in $(bin_dir) (copy them with fuzz/ and fixtures/ to run elsewhere" \
     "with SYNFIRE_FUZZ_BIN_DIR)" >&2

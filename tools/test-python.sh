@@ -4,8 +4,8 @@
 # Needs python3 (>= 3.10) with venv, network access to PyPI the first time (maturin, numpy,
 # pandas, pytest, pynwb, pyzmq for the mock Network Events plugin; neo, pynapple and
 # spikeinterface for the interoperability tests, about 40 s more on a cold cache; ray for the
-# cluster tests, issue 22: a 79 MB wheel, 240 MB installed), and what
-# `cargo build` needs. The CLI binary the tests compare against is
+# cluster tests, issue 22: a 79 MB wheel, 240 MB installed; mypy for the type checks, issue
+# 44), and what `cargo build` needs. The CLI binary the tests compare against is
 # the release build of this checkout (built here if missing). Honours CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,10 +17,15 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
   'maturin>=1.7,<2' 'numpy>=1.22' 'pandas>=1.5' 'pytest>=7' 'pynwb>=2.5' 'pyzmq>=25' \
-  'neo>=0.13,<0.15' 'pynapple>=0.8,<0.12' 'spikeinterface>=0.101,<0.106' 'ray>=2.9,<3'
+  'neo>=0.13,<0.15' 'pynapple>=0.8,<0.12' 'spikeinterface>=0.101,<0.106' 'ray>=2.9,<3' \
+  'mypy>=1.18,<3'
 # The extension, built in release mode into the venv (cargo's target/ shared with the tests).
 VIRTUAL_ENV="$venv" "$venv/bin/maturin" develop --release --quiet >&2
 cargo build --release --quiet --bin synfire
+# The types (issue 44): the package's inline annotations (`[tool.mypy]` in pyproject.toml), and
+# the extension's stub (python/synfire/_synfire.pyi) against the module just built.
+"$venv/bin/python" -m mypy
+"$venv/bin/python" -m mypy.stubtest synfire._synfire
 SYNFIRE_BIN="$target/release/synfire" SYNFIRE_REQUIRE_INTEROP=1 \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 # The worked example of docs/ (a real recording), so it cannot rot.

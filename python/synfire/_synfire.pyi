@@ -4,6 +4,13 @@ from typing import Any, Callable
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import Self, final
+
+__all__ = [
+    "gpus", "read_spikes", "motif", "mine_arrays", "mine_file", "softdtw", "barycenter",
+    "shapelet_fit", "shapelet_predict", "SingIndex", "check_options", "Engine", "Session",
+    "defaults", "SynfireError", "__version__",
+]
 
 __version__: str
 
@@ -91,6 +98,7 @@ def shapelet_fit(
 def shapelet_predict(model: str, series: list[list[float]]) -> list[str]:
     """The labels a model gives each series."""
 
+@final
 class SingIndex:
     """A SING similarity-search index."""
     @staticmethod
@@ -108,11 +116,19 @@ class SingIndex:
         self, qs: npt.NDArray[np.float64], k: int = ..., device: str = ...
     ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.float64]]: ...
 
+def defaults() -> dict[str, Any]:
+    """The default of every option as the library defines it (src/python/defaults.rs):
+    `mining` (each mining option: `max_level` 10, `device` "auto", ...), `significance` (each
+    option of `significance=` but `surrogates`: `n_surrogates` 200, `alpha` 0.05,
+    `correction` "max-t", `seed` 0, ...), `window_n_surrogates` (a pipeline window's, 19) and
+    `surrogate_method` (`delta_s`, `dead_time_s`, seconds)."""
+
 # synfire.cluster's side of the extension (src/python/cluster.rs, issue 22).
 
 def check_options(options_json: str) -> None:
     """Checks mining options (JSON, as synfire.mine passes them); ValueError naming every bad one."""
 
+@final
 class Engine:
     """A cluster worker's warm engine: GPU counters kept between sessions."""
     def __init__(self) -> None: ...
@@ -121,10 +137,11 @@ class Engine:
     @property
     def gpu_counters(self) -> int: ...
 
+@final
 class Session:
     """One session read once, its options resolved; run whole or in the phases of a split test."""
-    def __init__(self, path: str, options_json: str, reader_json: str,
-                 input: str | None = ...) -> None: ...
+    def __new__(cls, path: str, options_json: str, reader_json: str,
+                input: str | None = ...) -> Self: ...
     @property
     def input(self) -> str: ...
     @property

@@ -11,8 +11,9 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use synfire::device::{DeviceChoice, DeviceTarget};
 use synfire::episode::hybrid::ExactAlgorithm;
+use synfire::episode::options::DEFAULT_MAX_LEVEL;
 use synfire::episode::{
-    GpuSettings, Interval, IntervalSpec, MinerConfig, MiningOptions, Threshold,
+    GpuSettings, Interval, IntervalSpec, MemoryBudget, MinerConfig, MiningOptions, Threshold,
 };
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest;
@@ -31,6 +32,18 @@ pub enum DeviceArg {
     Gpu,
 }
 
+/// The library's choice as the flag names it: the flag's default is the library's
+/// ([`DeviceChoice::default`]).
+impl From<DeviceChoice> for DeviceArg {
+    fn from(d: DeviceChoice) -> Self {
+        match d {
+            DeviceChoice::Auto => Self::Auto,
+            DeviceChoice::Cpu => Self::Cpu,
+            DeviceChoice::Gpu => Self::Gpu,
+        }
+    }
+}
+
 impl From<DeviceArg> for DeviceChoice {
     fn from(d: DeviceArg) -> Self {
         match d {
@@ -46,7 +59,7 @@ impl From<DeviceArg> for DeviceChoice {
 pub struct DeviceArgs {
     /// Where to compute: the GPU path when a GPU starts, else the CPU (`auto`), the CPU
     /// reference, or GPUs only (`gpu`: no usable GPU is an error).
-    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
+    #[arg(long, value_enum, default_value_t = DeviceArg::from(DeviceChoice::default()))]
     pub device: DeviceArg,
     /// GPU ordinals (CUDA numbering), comma-separated. Episode mining spreads over all of them
     /// (default: every GPU found); the sensor commands run on one GPU (default: the first).
@@ -222,10 +235,10 @@ pub struct MiningArgs {
     #[arg(long)]
     pub support: Option<f64>,
     /// What `--support` is relative to.
-    #[arg(long, value_enum, default_value_t = SupportPer::Events, requires = "support")]
+    #[arg(long, value_enum, default_value_t = SupportPer::from(synfire::episode::SupportPer::default()), requires = "support")]
     pub support_per: SupportPer,
     /// Largest episode size N.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = DEFAULT_MAX_LEVEL)]
     pub max_level: usize,
     /// Count every candidate exactly instead of PreElim first (same result, slower).
     #[arg(long)]
@@ -242,13 +255,19 @@ pub struct MiningArgs {
     /// truncated, with a threshold that would fit.
     #[arg(long)]
     pub time_budget_s: Option<f64>,
+    /// Stop a level before the process holds more memory than this: `auto` (what it holds at
+    /// the start plus a third of the memory available then, cgroup limits included), `off`,
+    /// or a size such as `8G` or `512M`; the finished levels are written, marked as
+    /// truncated, with a threshold that would fit.
+    #[arg(long, default_value = "auto", value_name = "auto|off|SIZE")]
+    pub memory_budget: MemoryBudget,
     /// `--device` and `--gpus`: where to count (every GPU found or listed, falling back to the
     /// CPU with `auto`).
     #[command(flatten)]
     pub device: DeviceArgs,
     /// GPU kernel for exact counts: PTPE or MTPE per level by Eq. 3 (`hybrid`), or one of them
     /// always.
-    #[arg(long, value_enum, default_value_t = ExactKernelArg::Hybrid)]
+    #[arg(long, value_enum, default_value_t = ExactKernelArg::from(ExactAlgorithm::default()))]
     pub exact_kernel: ExactKernelArg,
     /// Calibration file for the hybrid choice (default: the one `synfire calibrate` stored for
     /// each GPU model, if any).
@@ -284,6 +303,7 @@ impl MiningArgs {
             bounds: !self.no_bounds,
             max_candidates: self.max_candidates,
             time_budget_s: self.time_budget_s,
+            memory_budget: self.memory_budget,
             device: self.device.device.into(),
             gpus: self.device.gpus.clone(),
             exact_kernel: self.exact_kernel.into(),
@@ -335,6 +355,19 @@ pub enum ExactKernelArg {
     Ends,
 }
 
+/// The library's kernel as the flag names it: the flag's default is the library's
+/// ([`ExactAlgorithm::default`]).
+impl From<ExactAlgorithm> for ExactKernelArg {
+    fn from(k: ExactAlgorithm) -> Self {
+        match k {
+            ExactAlgorithm::Hybrid => Self::Hybrid,
+            ExactAlgorithm::Ptpe => Self::Ptpe,
+            ExactAlgorithm::Mtpe => Self::Mtpe,
+            ExactAlgorithm::Ends => Self::Ends,
+        }
+    }
+}
+
 impl From<ExactKernelArg> for ExactAlgorithm {
     fn from(k: ExactKernelArg) -> Self {
         match k {
@@ -353,6 +386,17 @@ pub enum SupportPer {
     Events,
     /// Occurrences per second of the stream's span.
     Seconds,
+}
+
+/// The library's unit as the flag names it: the flag's default is the library's
+/// ([`synfire::episode::SupportPer::default`]).
+impl From<synfire::episode::SupportPer> for SupportPer {
+    fn from(per: synfire::episode::SupportPer) -> Self {
+        match per {
+            synfire::episode::SupportPer::Events => Self::Events,
+            synfire::episode::SupportPer::Seconds => Self::Seconds,
+        }
+    }
 }
 
 /// `--workload` of `synfire bench episodes` and `synfire calibrate`.

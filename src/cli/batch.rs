@@ -18,6 +18,9 @@ use std::process::Command;
 use anyhow::{Context, Result};
 use clap::Args;
 use synfire::episode::SignificanceOptions;
+use synfire::episode::options::{
+    DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_N_SURROGATES, DEFAULT_SEED,
+};
 use synfire::significance::SignificanceConfig;
 
 use crate::cli::args::{DeviceArg, MiningArgs};
@@ -40,18 +43,18 @@ pub struct BatchArgs {
     #[arg(long, value_name = "METHOD[:Δ[:d]]")]
     surrogates: Option<String>,
     /// Number of surrogates S.
-    #[arg(long, default_value_t = 200, requires = "surrogates")]
+    #[arg(long, default_value_t = DEFAULT_N_SURROGATES, requires = "surrogates")]
     n_surrogates: usize,
     /// Level α of the test.
-    #[arg(long, default_value_t = 0.05, requires = "surrogates")]
+    #[arg(long, default_value_t = DEFAULT_ALPHA, requires = "surrogates")]
     alpha: f64,
     /// Multiple-testing procedure: `max-t`, `spectrum`, `fdr-bh`, `holm`, `bonferroni`,
     /// `none` (`synfire mine --correction`).
-    #[arg(long, default_value = "max-t", requires = "surrogates")]
+    #[arg(long, default_value = DEFAULT_CORRECTION, requires = "surrogates")]
     correction: String,
     /// Seed of the surrogates (the same seed gives the same p-values, however the surrogates
     /// are split).
-    #[arg(long, default_value_t = 0, requires = "surrogates")]
+    #[arg(long, default_value_t = DEFAULT_SEED, requires = "surrogates")]
     seed: u64,
     /// Per-episode procedures: test only the N most frequent episodes.
     #[arg(long, value_name = "N", requires = "surrogates")]

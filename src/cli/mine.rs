@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use synfire::episode::options::{
+    DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_N_SURROGATES, DEFAULT_SEED,
+};
 use synfire::episode::{
     FrequentEpisode, LevelStats, MinerConfig, MiningResult, Progress, mine_with, select_counter,
 };
@@ -77,19 +80,19 @@ pub struct SignificanceArgs {
     surrogates: Option<String>,
     /// Number of surrogates S (`max-t` mines each one as the recording; `spectrum` searches
     /// each for its largest count per episode size).
-    #[arg(long, default_value_t = 200, requires = "surrogates")]
+    #[arg(long, default_value_t = DEFAULT_N_SURROGATES, requires = "surrogates")]
     n_surrogates: usize,
     /// Level α of the test.
-    #[arg(long, default_value_t = 0.05, requires = "surrogates")]
+    #[arg(long, default_value_t = DEFAULT_ALPHA, requires = "surrogates")]
     alpha: f64,
     /// Multiple-testing procedure: `max-t` (family-wise, over every episode of every level,
     /// the mining selection included), `spectrum` (SPADE's pattern spectrum filtering),
     /// `fdr-bh`, `holm`, `bonferroni`, `none` (per-episode p-values of the `--watch` list, the
     /// `--test-top` most frequent, or every frequent episode).
-    #[arg(long, default_value = "max-t", value_parser = parse_correction, requires = "surrogates")]
+    #[arg(long, default_value = DEFAULT_CORRECTION, value_parser = parse_correction, requires = "surrogates")]
     correction: Correction,
     /// Seed of the surrogates (the same seed gives the same surrogates and p-values).
-    #[arg(long, default_value_t = 0, requires = "surrogates")]
+    #[arg(long, default_value_t = DEFAULT_SEED, requires = "surrogates")]
     seed: u64,
     /// Per-episode procedures: test only the N most frequent episodes (with
     /// `--sample-split`: the family's size).
@@ -261,6 +264,9 @@ pub fn run(args: &MineArgs) -> Result<()> {
             result
         }
     };
+    for w in synfire::episode::sanity::check(&stream, &result) {
+        tracing::warn!("{w}.");
+    }
     if let Some(t) = &result.truncated {
         tracing::warn!(
             level = t.level,
@@ -345,15 +351,33 @@ fn significance(
     doc: &Document<'_>,
     result: &MiningResult,
 ) -> Result<Option<SignificanceResult>> {
-    let (stream, config) = (doc.stream, doc.config);
+    let stream = doc.stream;
     let Some(method) = method else {
         return Ok(None);
     };
-    if result.truncated.is_some() {
-        anyhow::bail!(
-            "mining was truncated: the surrogates would be mined at a different depth than the recording; raise the limits or the threshold before testing significance"
-        );
-    }
+    // A truncated run tests the levels it finished: the surrogates are mined to the same
+    // depth, so the family (every episode of those levels) is the same in both.
+    let finished;
+    let config = match &result.truncated {
+        None => doc.config,
+        Some(t) if t.level <= 1 => anyhow::bail!(
+            "mining stopped before level 1 finished ({t}): nothing to test against surrogates"
+        ),
+        Some(t) => {
+            tracing::warn!(
+                level = t.level,
+                "Mining was truncated at level {}: testing the finished levels 1 to {} (the surrogates are mined to level {} too).",
+                t.level,
+                t.level - 1,
+                t.level - 1
+            );
+            finished = MinerConfig {
+                max_level: t.level - 1,
+                ..doc.config.clone()
+            };
+            &finished
+        }
+    };
     let trials = args.trials.as_deref().map(read_trials).transpose()?;
     let watch = args
         .watch

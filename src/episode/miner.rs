@@ -17,6 +17,7 @@ use crate::episode::bound::{SuccessorTable, pair_successor_counts};
 use crate::episode::candidates;
 use crate::episode::count::{MAX_EPISODE_LEN, TypeIndex};
 use crate::episode::counter::{CountError, CountKind, Counter, CpuCounter};
+use crate::episode::memory;
 use crate::episode::model::{Episode, Interval};
 use crate::event::{EventStream, EventType};
 
@@ -143,6 +144,14 @@ pub struct MinerConfig {
     /// Stop when mining has taken this many seconds of wall-clock time (checked between
     /// batches of candidates); the level in progress is dropped, the finished ones returned.
     pub time_budget_s: Option<f64>,
+    /// Stop a level before the process's resident memory, plus what the level's end still
+    /// needs, passes this many bytes (checked before each level and after each batch of
+    /// candidates; [`crate::episode::memory`]); the level in progress is dropped, the
+    /// finished ones returned. `None`: no budget. Not serialised: `auto` resolves to a
+    /// different number on every machine, and a document stays the same wherever it was made
+    /// (a budget that stopped the run is in [`Truncation::reason`]).
+    #[serde(skip)]
+    pub memory_budget: Option<u64>,
 }
 
 fn serialize_intervals<S: serde::Serializer>(ivs: &[Interval], s: S) -> Result<S::Ok, S::Error> {
@@ -179,6 +188,11 @@ impl MinerConfig {
                 "`--time-budget-s` must be a positive number of seconds, got {s}"
             )));
         }
+        if self.memory_budget == Some(0) {
+            return Err(MineError::Limit(
+                "`--memory-budget` must be at least one byte".into(),
+            ));
+        }
         self.threshold.validate()
     }
 
@@ -193,6 +207,7 @@ impl MinerConfig {
             bounds: true,
             max_candidates: None,
             time_budget_s: None,
+            memory_budget: None,
         }
     }
 }
@@ -265,7 +280,8 @@ pub struct MiningResult {
     /// Frequent episodes: by level, then count (descending), then types.
     pub episodes: Vec<FrequentEpisode>,
     /// Why the run stopped before `max_level` with candidates left, if it did
-    /// (`max_candidates` or `time_budget_s`); `levels` holds exactly the finished levels.
+    /// (`max_candidates`, `time_budget_s` or `memory_budget`); `levels` holds exactly the
+    /// finished levels.
     pub truncated: Option<Truncation>,
 }
 
@@ -301,6 +317,16 @@ pub enum StopReason {
         /// The budget, seconds.
         budget_s: f64,
     },
+    /// The level would have held more memory than `memory_budget`.
+    MemoryBudget {
+        /// The budget, bytes.
+        budget_bytes: u64,
+        /// The process's resident memory when the level stopped, bytes.
+        resident_bytes: u64,
+        /// What the level's end still needed beyond it (its frequent episodes, cloned once
+        /// for the next level's joins), bytes.
+        needed_bytes: u64,
+    },
 }
 
 impl std::fmt::Display for Truncation {
@@ -317,12 +343,45 @@ impl std::fmt::Display for Truncation {
                  used up",
                 self.level, self.done, self.candidates
             )?,
+            StopReason::MemoryBudget {
+                budget_bytes,
+                resident_bytes,
+                needed_bytes: 0,
+            } if self.done == 0 => write!(
+                f,
+                "stopped before level {}: the process holds {}, past the memory budget {}",
+                self.level,
+                memory::format_bytes(resident_bytes),
+                memory::format_bytes(budget_bytes),
+            )?,
+            StopReason::MemoryBudget {
+                budget_bytes,
+                resident_bytes,
+                needed_bytes,
+            } => write!(
+                f,
+                "stopped in level {} after {} of {} candidates: the memory budget {} would be \
+                 passed ({} resident, {} more needed to finish the level)",
+                self.level,
+                self.done,
+                self.candidates,
+                memory::format_bytes(budget_bytes),
+                memory::format_bytes(resident_bytes),
+                memory::format_bytes(needed_bytes),
+            )?,
         }
         if let Some(n) = self.suggested_min_count {
             write!(
                 f,
                 "; `--min-count {n}` would give level {} few enough candidates",
                 self.level
+            )?;
+        }
+        if matches!(self.reason, StopReason::MemoryBudget { .. }) {
+            write!(
+                f,
+                "; or raise `--memory-budget`, lower `--max-level`, or test the episodes \
+                 against surrogates (`--surrogates`) to keep only those above chance"
             )?;
         }
         Ok(())
@@ -455,6 +514,25 @@ pub fn mine_with(
         let suggest = |limit: u64| {
             fitting_min_count(level, &frequent, &frequent_counts, config, min_count, limit)
         };
+        // The memory budget, before the level starts: a process already past it starts no
+        // level.
+        if let Some(budget) = config.memory_budget
+            && let Some(resident) = memory::resident_bytes()
+            && resident > budget
+        {
+            truncated = Some(Truncation {
+                level,
+                reason: StopReason::MemoryBudget {
+                    budget_bytes: budget,
+                    resident_bytes: resident,
+                    needed_bytes: 0,
+                },
+                candidates: total as u64,
+                done: 0,
+                suggested_min_count: None,
+            });
+            break;
+        }
         if let Some(limit) = config.max_candidates
             && total as u64 > limit
         {
@@ -472,6 +550,9 @@ pub fn mine_with(
         progress.level_candidates(level, total as u64, two_pass);
         progress.level_started(level, total as u64);
         let expired = AtomicBool::new(deadline.is_some_and(|d| Instant::now() >= d));
+        // Set (with the resident and the needed bytes) when a batch brought the level past
+        // the memory budget; stops the level like an expired time budget.
+        let mut over_budget: Option<(u64, u64)> = None;
         let (removed_ref, expired_ref) = (&removed, &expired);
         // Generates the level's batches and hands each to `emit` (false: stop).
         let generate = move |emit: &mut dyn FnMut(Vec<Episode>) -> bool| {
@@ -523,6 +604,16 @@ pub fn mine_with(
             if late {
                 expired_ref.store(true, Ordering::Relaxed);
             }
+            if let Some(budget) = config.memory_budget
+                && let Some(resident) = memory::resident_bytes()
+            {
+                let needed = acc.found.len() as u64 * episode_bytes(level);
+                if resident.saturating_add(needed) > budget {
+                    over_budget = Some((resident, needed));
+                    expired_ref.store(true, Ordering::Relaxed);
+                    return Ok(false);
+                }
+            }
             Ok(!late)
         };
         if rayon::current_thread_index().is_some() {
@@ -557,6 +648,21 @@ pub fn mine_with(
         }
         let counted = acc;
         let removed = removed.into_inner() as usize;
+        if let Some((resident, needed)) = over_budget {
+            let done = (removed + counted.dealt_with) as u64;
+            truncated = Some(Truncation {
+                level,
+                reason: StopReason::MemoryBudget {
+                    budget_bytes: config.memory_budget.unwrap_or_default(),
+                    resident_bytes: resident,
+                    needed_bytes: needed,
+                },
+                candidates: total as u64,
+                done,
+                suggested_min_count: suggest(done.max(1)),
+            });
+            break;
+        }
         if expired.into_inner() {
             let done = (removed + counted.dealt_with) as u64;
             truncated = Some(Truncation {
@@ -615,6 +721,22 @@ pub fn mine_with(
         episodes,
         truncated,
     })
+}
+
+/// Heap and inline bytes of one [`FrequentEpisode`] of `level` nodes, allocator headers
+/// included (16 bytes per allocation): what the level's end needs per frequent episode for its
+/// clone into the next level's joins.
+fn episode_bytes(level: usize) -> u64 {
+    let alloc = |bytes: usize| {
+        if bytes == 0 {
+            0
+        } else {
+            bytes.div_ceil(16) * 16 + 16
+        }
+    };
+    (std::mem::size_of::<FrequentEpisode>()
+        + alloc(level * std::mem::size_of::<EventType>())
+        + alloc(level.saturating_sub(1) * std::mem::size_of::<Interval>())) as u64
 }
 
 /// `items` in vectors of `batch`.

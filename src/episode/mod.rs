@@ -14,6 +14,10 @@
 //! * [`bound`]: sound upper bounds that remove join candidates before any count;
 //! * [`candidates`]: level-wise candidate generation, lazy and bounded;
 //! * [`miner`]: the level-wise miner, one-pass or two-pass (Algorithm 4);
+//! * [`memory`]: the memory budget a run checks (`--memory-budget`), resident and available
+//!   memory;
+//! * [`sanity`]: warnings for results that look wrong (a span or rate outside physiology, a
+//!   threshold above every count);
 //! * [`options`]: every option of `synfire mine` in one type, shared by the command line, the
 //!   pipeline stage and the library.
 //!
@@ -29,17 +33,20 @@ pub mod ends;
 pub mod gpu;
 pub mod hybrid;
 pub mod incremental;
+pub mod memory;
 pub mod miner;
 pub mod model;
 pub mod mtpe;
 pub mod online;
 pub mod options;
+pub mod sanity;
 
 pub use count::{TypeIndex, count_exact, count_pair, count_preelim, occurrences};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
 pub use ends::{Ends, count_by_ends};
 pub use gpu::{GpuCounter, GpuSettings, GpuStats, select_counter, select_gpu};
 pub use incremental::{ChainCache, IncrementalCounter};
+pub use memory::MemoryBudget;
 pub use miner::{
     FrequentEpisode, LevelStats, MineError, MinerConfig, MiningResult, NoProgress, Progress,
     StopReason, Strategy, SupportPer, Threshold, Truncation, mine, mine_with,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::count::MAX_EPISODE_LEN;
 use super::hybrid::{Calibration, ExactAlgorithm};
+use super::memory::MemoryBudget;
 use super::model::{IntervalError, IntervalUnit};
 use super::{GpuSettings, Interval, MinerConfig, Strategy, SupportPer, Threshold};
 use crate::device::DeviceChoice;
@@ -105,6 +106,11 @@ pub struct MiningOptions {
     pub max_candidates: Option<u64>,
     /// Stop after this many seconds of mining, wall clock (default: no limit).
     pub time_budget_s: Option<f64>,
+    /// Stop a level before the process holds more memory than this: `"auto"` (default: what
+    /// it holds at the start plus a third of the available memory), `"off"`, or a size
+    /// (`"8G"`, or bytes). [`MemoryBudget`].
+    #[serde(default)]
+    pub memory_budget: MemoryBudget,
     /// `auto` (default), `cpu` or `gpu`.
     #[serde(default)]
     pub device: DeviceChoice,
@@ -123,16 +129,40 @@ pub struct MiningOptions {
     pub significance: Option<SignificanceOptions>,
 }
 
+/// Surrogates of a significance test of a whole recording when none is given: `synfire mine
+/// --n-surrogates` and `synfire batch --n-surrogates` (their clap default) and Python's
+/// `synfire.mine(significance={...})` without `n_surrogates` (through
+/// `synfire._synfire.defaults()`).
+pub const DEFAULT_N_SURROGATES: usize = 200;
+
+/// Surrogates per window of a pipeline's episodes stage when none is given
+/// ([`SignificanceOptions::n_surrogates`]): 19, the fewest with which a `max-t` p-value reaches
+/// 0.05, `1 / (19 + 1)`, since every window is tested.
+pub const DEFAULT_WINDOW_SURROGATES: usize = 19;
+
+/// Level α of a significance test when none is given (`--alpha`, every caller).
+pub const DEFAULT_ALPHA: f64 = 0.05;
+
+/// Multiple-testing procedure when none is given (`--correction`, every caller).
+pub const DEFAULT_CORRECTION: &str = "max-t";
+
+/// Seed of the surrogates when none is given (`--seed`, every caller).
+pub const DEFAULT_SEED: u64 = 0;
+
 fn default_window_surrogates() -> usize {
-    19
+    DEFAULT_WINDOW_SURROGATES
 }
 
 fn default_alpha() -> f64 {
-    0.05
+    DEFAULT_ALPHA
 }
 
 fn default_correction() -> String {
-    "max-t".into()
+    DEFAULT_CORRECTION.into()
+}
+
+fn default_seed() -> u64 {
+    DEFAULT_SEED
 }
 
 /// The significance options of an episodes stage, as written (checked by
@@ -153,7 +183,7 @@ pub struct SignificanceOptions {
     #[serde(default = "default_correction")]
     pub correction: String,
     /// Seed of the surrogates (default 0).
-    #[serde(default)]
+    #[serde(default = "default_seed")]
     pub seed: u64,
     /// Per-episode procedures: test the N most frequent episodes.
     pub test_top: Option<usize>,
@@ -203,6 +233,7 @@ impl MiningOptions {
             bounds: true,
             max_candidates: None,
             time_budget_s: None,
+            memory_budget: MemoryBudget::default(),
             device: DeviceChoice::default(),
             gpus: None,
             exact_kernel: ExactAlgorithm::default(),
@@ -298,6 +329,7 @@ impl MiningOptions {
         config.bounds = self.bounds;
         config.max_candidates = self.max_candidates;
         config.time_budget_s = self.time_budget_s;
+        config.memory_budget = self.memory_budget.resolve();
         if self.max_candidates == Some(0) {
             err("max_candidates".into(), "must be at least 1".into());
         }

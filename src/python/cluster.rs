@@ -3,7 +3,7 @@
 //! calibration) and a [`Session`] (one recording read once, its options resolved) with what a
 //! cluster worker runs on it: the whole session ([`Session::run`], exactly what
 //! `synfire.mine` computes), or one phase of its significance test over a range of surrogates
-//! ([`crate::significance::split`]: plan, first pass, union, second pass, finish), the plans
+//! ([`crate::significance::phases`]: plan, first pass, union, second pass, finish), the plans
 //! and parts moving between workers as JSON bytes. Results are written per session, each file
 //! through a temporary file in the same folder and a rename, so a reader (or a retried
 //! attempt) never sees half a file.
@@ -26,7 +26,7 @@ use crate::episode::{
 };
 use crate::event::EventStream;
 use crate::report::{MineReport, write_json};
-use crate::significance::split::{
+use crate::significance::phases::{
     FirstPart, Plan, SecondPart, Tester, Union, WarmCounters, finish,
 };
 use crate::significance::{SignificanceConfig, SignificanceError, SignificanceResult, listing};

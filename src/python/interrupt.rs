@@ -4,7 +4,7 @@
 //!
 //! On an exception (Ctrl-C, or one the progress callable raises) the call returns it at once
 //! and sets the work's cancel flag: mining ([`MineProgress`]) stops at its next batch of
-//! candidates and the significance test ([`crate::significance::split::Tester::cancel_on`])
+//! candidates and the significance test ([`crate::significance::phases::Tester::cancel_on`])
 //! at its next surrogate or batch, and return nothing; work without a cancellation hook (the
 //! sensor stages) runs to its end on its thread and its result is dropped. Either way
 //! nothing is left half-written: a later call starts afresh.

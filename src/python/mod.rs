@@ -11,6 +11,7 @@
 //! rest (device failures, unreadable files).
 
 mod cluster;
+mod defaults;
 mod interrupt;
 mod sensors;
 
@@ -27,7 +28,7 @@ use pyo3::types::PyDict;
 use crate::episode::{MiningOptions, mine_with, select_counter};
 use crate::event::{Alphabet, EventStream, EventType, Ordering};
 use crate::report::MineReport;
-use crate::significance::split::Tester;
+use crate::significance::phases::Tester;
 use crate::significance::{SignificanceConfig, listing};
 use interrupt::{MineProgress, interruptible};
 
@@ -584,6 +585,7 @@ fn _synfire(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mine_file, m)?)?;
     sensors::register(m)?;
     cluster::register(m)?;
+    defaults::register(m)?;
     m.add("SynfireError", m.py().get_type::<SynfireError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -30,6 +30,9 @@ pub struct MineReport<'a> {
     pub complete: bool,
     /// Why the run stopped early (`null` when it did not).
     pub truncated: Option<&'a Truncation>,
+    /// What looks wrong with the recording or the result ([`crate::episode::sanity`]): a span
+    /// or rate outside physiology, a threshold above every count; empty when nothing does.
+    pub warnings: Vec<String>,
     /// The significance test (`--surrogates`); absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub significance: Option<SignificanceJson>,
@@ -176,6 +179,7 @@ impl<'a> MineReport<'a> {
             levels: &result.levels,
             complete: true,
             truncated: result.truncated.as_ref(),
+            warnings: crate::episode::sanity::check(stream, result),
             significance: None,
             episodes,
         }
@@ -280,6 +284,9 @@ fn write_text_header(
     }
     if let Some(t) = &result.truncated {
         writeln!(out, "# truncated: {t}")?;
+    }
+    for w in crate::episode::sanity::check(stream, result) {
+        writeln!(out, "# warning: {w}")?;
     }
     Ok(())
 }

@@ -18,7 +18,7 @@ pub enum SignificanceError {
     /// Counting failed.
     #[error("counting on a surrogate: {0}")]
     Count(#[from] crate::episode::CountError),
-    /// The caller's cancel flag ([`super::split::Tester::cancel_on`]) was set (Ctrl-C in Python):
+    /// The caller's cancel flag ([`super::phases::Tester::cancel_on`]) was set (Ctrl-C in Python):
     /// the test stopped at its next surrogate (or its next batch of candidates while mining
     /// one) and returns nothing.
     #[error("the significance test was cancelled")]

@@ -2,7 +2,7 @@
 //! counter-based random numbers ([`philox`]) so that the CPU and the GPU make the same ones,
 //! the tests that compare the recording's counts with the surrogates' ([`testing`]: what is
 //! tested and how it is adjusted), and their computation in phases over ranges of surrogates
-//! ([`split`]: one process runs them over every surrogate at once; a cluster splits the
+//! ([`phases`]: one process runs them over every surrogate at once; a cluster splits the
 //! surrogates and gets the same p-values); [`spectrum`]: the `spectrum` procedure's
 //! per-surrogate statistic (the largest count per episode size) by an exact threshold search
 //! instead of mining each surrogate; [`sample_split`]: `max-t` with the family selected on the
@@ -13,14 +13,14 @@
 mod engine;
 mod error;
 pub mod gpu;
+pub mod phases;
 pub mod philox;
 pub mod sample_split;
 pub mod spectrum;
-pub mod split;
 pub mod surrogate;
 pub mod testing;
 
-pub use split::{test_episodes, test_episodes_on, test_episodes_with_gpu};
+pub use phases::{test_episodes, test_episodes_on, test_episodes_with_gpu};
 pub use surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};
 pub use testing::{
     Correction, EpisodeTest, Listing, SignificanceConfig, SignificanceError, SignificanceResult,

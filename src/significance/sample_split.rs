@@ -63,7 +63,7 @@
 //! One mining of `A`, `|F_A| ×` [`SCREEN_SURROGATES`] counts in `A` (only when `A` has more
 //! than `N` frequent episodes), and `N × (S + 1)` counts in `B`; the counts of the family in
 //! each surrogate are held until the end (`4 N S` bytes: 40 MB for `N = 10⁴`, `S = 10³`).
-//! Runs in one process ([`super::split::Tester::run`]); it has no phases to split across a
+//! Runs in one process ([`super::phases::Tester::run`]); it has no phases to split across a
 //! cluster.
 
 use std::collections::HashSet;

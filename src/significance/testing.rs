@@ -6,7 +6,7 @@
 //! `X` (count ≥ the recording's minimum count `m`, found by the same level-wise mining with the
 //! same intervals, threshold and largest size: **the same selection on every dataset**).
 //! Single units (level 1) are never tested. The tests are computed in phases over ranges of
-//! surrogates by [`super::split`] (one range in one process, many across a cluster, the same
+//! surrogates by [`super::phases`] (one range in one process, many across a cluster, the same
 //! result either way).
 //!
 //! # `max-t` (default): Westfall–Young single-step max-statistic over standardised counts
@@ -303,7 +303,7 @@ impl EpisodeTest {
     }
 }
 
-/// The outcome of a test ([`super::test_episodes`], or [`super::split::finish`] of its
+/// The outcome of a test ([`super::test_episodes`], or [`super::phases::finish`] of its
 /// phases).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SignificanceResult {
