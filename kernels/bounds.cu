@@ -16,20 +16,9 @@
 // Delays t(y) - t(e) are non-increasing in e (times sorted), so the events e that fit y form
 // one range [i0, i1) found by two binary searches.
 
-typedef unsigned long long synfire_u64;
+#include "common.cuh"
 
 extern "C" {
-
-// Index of the item owning flattened element g (item_off [items + 1], increasing).
-__device__ __forceinline__ unsigned synfire_item_of(const unsigned* __restrict__ item_off,
-                                                    unsigned items, unsigned g) {
-    unsigned lo = 0, hi = items;  // item_off[lo] <= g < item_off[hi]
-    while (hi - lo > 1) {
-        const unsigned mid = lo + (hi - lo) / 2;
-        if (item_off[mid] <= g) lo = mid; else hi = mid;
-    }
-    return lo;
-}
 
 // One step of each prefix chain: every event y of `to[p]` whose range of `from[p]` events at
 // a fitting delay holds an end of the previous step (`prev == 0`: every event is one) gets its

@@ -29,7 +29,7 @@
 // buffers (`prev_off`, `prev_len`), or, with `prev_idx` null, the parent is the single node
 // `last[item]`.
 
-typedef unsigned long long synfire_u64;
+#include "common.cuh"
 
 // A parent's ends as the sweep reads them.
 struct synfire_ends {
@@ -142,17 +142,6 @@ __global__ void ends_count(const double* __restrict__ times, const unsigned* __r
     }
 }
 
-// Index of the item owning flattened element g (item_off [items + 1], increasing).
-__device__ __forceinline__ unsigned synfire_ends_item_of(const unsigned* __restrict__ item_off,
-                                                         unsigned items, unsigned g) {
-    unsigned lo = 0, hi = items;  // item_off[lo] <= g < item_off[hi]
-    while (hi - lo > 1) {
-        const unsigned mid = lo + (hi - lo) / 2;
-        if (item_off[mid] <= g) lo = mid; else hi = mid;
-    }
-    return lo;
-}
-
 // A prefix level, element by element: event y (the j-th of x[item]) ends an occurrence of
 // α·x when some end e of the parent α has low < t(y) - t(e) <= high; its latest start is then
 // the last such end's (latest starts never decrease along the ends). The window of ends is
@@ -173,7 +162,7 @@ __global__ void ends_level(const double* __restrict__ times, const unsigned* __r
     const unsigned total = item_off[items];
     for (unsigned g = blockIdx.x * blockDim.x + threadIdx.x; g < total;
          g += gridDim.x * blockDim.x) {
-        const unsigned p = synfire_ends_item_of(item_off, items, g);
+        const unsigned p = synfire_item_of(item_off, items, g);
         const unsigned j = g - item_off[p];
         const double y = times[offsets[x[p]] + j];
         const synfire_ends e = synfire_parent(times, offsets, p, parent, last, prev_idx,
@@ -208,7 +197,7 @@ __device__ __forceinline__ void synfire_chunk(const unsigned* __restrict__ item_
                                               const unsigned* __restrict__ chunk_off,
                                               unsigned items, unsigned chunk, unsigned g,
                                               unsigned* p, unsigned* from, unsigned* to) {
-    *p = synfire_ends_item_of(chunk_off, items, g);
+    *p = synfire_item_of(chunk_off, items, g);
     const unsigned n = item_off[*p + 1] - item_off[*p];
     *from = (g - chunk_off[*p]) * chunk;
     *to = n - *from < chunk ? n : *from + chunk;

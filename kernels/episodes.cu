@@ -24,12 +24,10 @@
 #define SYNFIRE_COUNT_OVERFLOW 0xFFFFFFFFu
 // Completion times (a) an MTPE segment tuple records; mtpe::RECORDED on the host.
 #define SYNFIRE_MTPE_RECORDED 4
-// -inf without <cmath> (NVRTC compiles without host headers).
-#define SYNFIRE_NEG_INF (__longlong_as_double(0xFFF0000000000000ULL))
+
+#include "common.cuh"
 
 typedef unsigned int u32;
-
-#define SYNFIRE_POS_INF (__longlong_as_double(0x7FF0000000000000ULL))
 
 // Index of the first time > `after` in times[lo, hi) (non-decreasing), by binary search.
 __device__ __forceinline__ u32 first_after(const double* __restrict__ times, u32 lo, u32 hi,
@@ -61,7 +59,7 @@ struct Merge {
         u32 slot_type[N];
         int k = 0;
 #pragma unroll
-        for (int j = 0; j < N; ++j) { mask[j] = 0; next_t[j] = SYNFIRE_POS_INF; head[j] = 0; end[j] = 0; slot_type[j] = 0xFFFFFFFFu; }
+        for (int j = 0; j < N; ++j) { mask[j] = 0; next_t[j] = SYNFIRE_INF; head[j] = 0; end[j] = 0; slot_type[j] = 0xFFFFFFFFu; }
 #pragma unroll
         for (int i = 0; i < N; ++i) {
             const u32 ty = types[i];
@@ -78,7 +76,7 @@ struct Merge {
                         head[j] = after == SYNFIRE_NEG_INF
                                       ? offsets[ty]
                                       : first_after(times, offsets[ty], end[j], after);
-                        next_t[j] = head[j] < end[j] ? times[head[j]] : SYNFIRE_POS_INF;
+                        next_t[j] = head[j] < end[j] ? times[head[j]] : SYNFIRE_INF;
                     }
                     mask[j] |= 1u << i;
                 }
@@ -102,13 +100,13 @@ struct Merge {
                 best = j;
             }
         }
-        if (bt == SYNFIRE_POS_INF) return false;
+        if (bt == SYNFIRE_INF) return false;
 #pragma unroll
         for (int j = 0; j < N; ++j) {
             if (j == best) {
                 *m = mask[j];
                 const u32 h = ++head[j];
-                next_t[j] = h < end[j] ? times[h] : SYNFIRE_POS_INF;
+                next_t[j] = h < end[j] ? times[h] : SYNFIRE_INF;
             }
         }
         *t = bt;
@@ -308,7 +306,7 @@ __device__ void mtpe_count_one(const double* __restrict__ times, const u32* __re
     u32 count = 0;
     double first[SYNFIRE_MTPE_RECORDED];
 #pragma unroll
-    for (int k = 0; k < SYNFIRE_MTPE_RECORDED; ++k) first[k] = SYNFIRE_POS_INF;
+    for (int k = 0; k < SYNFIRE_MTPE_RECORDED; ++k) first[k] = SYNFIRE_INF;
     double last = SYNFIRE_NEG_INF;
     double t = 0.0;
     u32 mask = 0;

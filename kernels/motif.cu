@@ -12,10 +12,7 @@
 // Pairs that may be the motif are appended to a candidate list (distance, i, j); the host
 // re-measures them exactly and breaks ties by the smallest (i, j).
 
-typedef unsigned long long synfire_u64;
-
-// +infinity (NVRTC has no <cmath> INFINITY).
-#define SYNFIRE_INF __longlong_as_double(0x7ff0000000000000LL)
+#include "common.cuh"
 
 // Bounds are compared against bsf plus this slack, so rounding never prunes a tie.
 __device__ __forceinline__ double synfire_slack(double bsf) { return bsf + 1e-9 * (1.0 + bsf); }

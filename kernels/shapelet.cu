@@ -23,9 +23,8 @@
 // and 32*(N + 2C) words; records per launch; the host picks the number of warps and the length
 // ranges per launch to fit its budget.
 
-typedef unsigned long long synfire_u64;
+#include "common.cuh"
 
-#define SHP_INF __longlong_as_double(0x7ff0000000000000LL)
 #define SHP_EPS 2.220446049250313e-16
 #define SHP_MATCH_FLOOR 1e-6
 #define SHP_WARP 32u
@@ -137,9 +136,9 @@ __device__ void shp_scan(const double* a, const double* e, const unsigned* ix, d
                          const unsigned* __restrict__ cls, const unsigned* __restrict__ totals,
                          unsigned classes, const double* __restrict__ xlogx, double h_total,
                          double out[4]) {
-    double g_safe = -SHP_INF, gap_lo = -SHP_INF, gap_hi = -SHP_INF, g_up = -SHP_INF;
+    double g_safe = -SYNFIRE_INF, gap_lo = -SYNFIRE_INF, gap_hi = -SYNFIRE_INF, g_up = -SYNFIRE_INF;
     if (n >= 2) {
-        sufmin[n * SHP_WARP] = SHP_INF;
+        sufmin[n * SHP_WARP] = SYNFIRE_INF;
         for (unsigned k = n; k-- > 0;)
             sufmin[k * SHP_WARP] = fmin(sufmin[(k + 1) * SHP_WARP], a[k * SHP_WARP] - e[k * SHP_WARP]);
         double total_d = 0.0, total_b = 0.0;
@@ -150,7 +149,7 @@ __device__ void shp_scan(const double* a, const double* e, const unsigned* ix, d
         }
         const double slack = 16.0 * SHP_EPS * ((double)n + 1.0);
         for (unsigned c = 0; c < classes; ++c) { cnt[c * SHP_WARP] = 0; bas[c * SHP_WARP] = 0; }
-        double pre_max = -SHP_INF, sum_d = 0.0, sum_b = 0.0;
+        double pre_max = -SYNFIRE_INF, sum_d = 0.0, sum_b = 0.0;
         unsigned cluster_start = 0;
         bool tie = true;
         for (unsigned k = 1; k <= n; ++k) {
@@ -173,7 +172,7 @@ __device__ void shp_scan(const double* a, const double* e, const unsigned* ix, d
                     }
                 }
                 if (np > SHP_MAX_CLUSTER_CLASSES) {
-                    g_up = SHP_INF;
+                    g_up = SYNFIRE_INF;
                 } else if (np >= 2) {
                     for (unsigned mask = 1; mask + 1 < (1u << np); ++mask)
                         g_up = fmax(g_up, shp_gain(xlogx, totals, classes, n, h_total, bas, cnt,
@@ -303,7 +302,7 @@ __global__ void shapelet_search(
                 const double* wb = st_w + row_b;
                 const double* qb = st_q + row_b;
                 const double coef = coef_a * xmax[jj];
-                double prev = 0.0, hv = -SHP_INF, lv = -SHP_INF;
+                double prev = 0.0, hv = -SYNFIRE_INF, lv = -SYNFIRE_INF;
                 for (unsigned u = 0; u < m; ++u) {
                     const double in = __shfl_up_sync(SHP_FULL, prev, 1);
                     const double r0 = ri[u];

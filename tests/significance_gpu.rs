@@ -412,7 +412,7 @@ fn spectrum_significant_only_gives_the_cpu_tests() {
     }
 }
 
-/// The `spectrum` search's one-floor pass on the device (`synfire::device::floor`, many
+/// The `spectrum` search's one-floor pass on the device (`synfire::device::episodes::floor`, many
 /// surrogates in one batch) equals its host reference (`max_count_at_floor`) size for size
 /// and surrogate for surrogate: on dithered surrogates of the dense preset (four levels), of
 /// the real IBL raster and of the real A2929 session with a lag-0 interval, at floors from the
@@ -426,7 +426,8 @@ fn spectrum_significant_only_gives_the_cpu_tests() {
 fn device_floor_pass_equals_the_hosts() {
     use synfire::episode::{CountKind, Counter, CpuCounter, NoProgress};
     use synfire::significance::Surrogates;
-    use synfire::significance::spectrum::{floor_job, max_count_at_floor, max_count_by_size};
+    use synfire::significance::gpu::{floor_job, floor_pass};
+    use synfire::significance::spectrum::{max_count_at_floor, max_count_by_size};
     if !common::gpu_or_skip("device_floor_pass_equals_the_hosts") {
         return;
     }
@@ -482,7 +483,7 @@ fn device_floor_pass_equals_the_hosts() {
                 .map(|((x, c), c1)| (x, c.index(), &c1[..]))
                 .collect();
             let job = floor_job(&config, floor, &batch).expect("one recording's surrogates");
-            let got = gpu.floor_pass(std::sync::Arc::new(job), 0).unwrap();
+            let got = floor_pass(&gpu, std::sync::Arc::new(job), 0).unwrap();
             for (i, (x, c)) in xs.iter().zip(&counters).enumerate() {
                 let want = max_count_at_floor(x, &config, c, &NoProgress, floor).unwrap();
                 assert_eq!(

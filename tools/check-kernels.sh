@@ -8,6 +8,8 @@
 # against the canonical shapelet definitions. tools/bounds-emulation.cpp checks the join-bound
 # kernels (the threshold search of `spectrum`) against plain definitions. tools/ends-emulation.cpp
 # checks the ends-based exact count (kernels/ends.cu) against every occurrence enumerated.
+# The kernels include kernels/common.cuh (shared helpers) by a relative #include, which g++
+# resolves next to each file; NVRTC gets it inlined by src/device/kernels.rs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for f in kernels/*.cu; do

@@ -32,7 +32,7 @@ int main() {
       u32 ref; ptpe_one<N>(times.data(), off.data(), LO, HI, types, ivs, &ref);
       for (int R : {1,2,7,64,256}) {
         std::vector<double> b; b.push_back(SYNFIRE_NEG_INF);
-        for (int p=1;p<R;++p){ double x = all[p*all.size()/R]; if (x > b.back()) b.push_back(x);} b.push_back(SYNFIRE_POS_INF);
+        for (int p=1;p<R;++p){ double x = all[p*all.size()/R]; if (x > b.back()) b.push_back(x);} b.push_back(SYNFIRE_INF);
         u32 rs = b.size()-1;
         std::vector<u32> cnt(rs); std::vector<double> first(rs*SYNFIRE_MTPE_RECORDED), last(rs);
         for (u32 p=0;p<rs;++p) mtpe_count_one<N, Machine<N>>(times.data(), off.data(), LO, HI, types, ivs, b[p], b[p+1], &cnt[p], &first[p*SYNFIRE_MTPE_RECORDED], &last[p]);

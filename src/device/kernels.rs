@@ -2,6 +2,11 @@
 //! architecture (no JIT by the driver) and cached: once per process and on disk, keyed by
 //! variant, source hash, arch and driver version, so a second run skips NVRTC. `episodes.cu`
 //! is compiled as one program per episode size, in parallel ([`prepare`]).
+//!
+//! The helpers the files share live in `kernels/common.cuh` ([`COMMON`]); a file includes it
+//! with `#include "common.cuh"`, a line that [`KernelFile::text`] replaces by the header's
+//! text before NVRTC sees the source (NVRTC is given no include path), so the header enters
+//! every cache key of the files that include it.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -16,8 +21,37 @@ use crate::device::DeviceError;
 pub struct KernelFile {
     /// File name, e.g. `episodes.cu`.
     pub name: &'static str,
-    /// Its source text.
+    /// Its source text, as in `kernels/` (with its `#include "common.cuh"` line, if any).
     pub source: &'static str,
+}
+
+/// `kernels/common.cuh`: the helpers the kernel files share (the `synfire_u64` type, the f64
+/// infinities, `synfire_item_of`).
+pub const COMMON: &str = include_str!("../../kernels/common.cuh");
+
+/// The line by which a kernel file includes [`COMMON`].
+const COMMON_INCLUDE: &str = "#include \"common.cuh\"";
+
+impl KernelFile {
+    /// The text NVRTC compiles: [`KernelFile::source`] with its `#include "common.cuh"` line
+    /// replaced by `common` (the header's text), between `#line` directives so that NVRTC's
+    /// messages name the header's and the file's own lines.
+    fn text(&self, source: &str, common: &str) -> String {
+        let mut out = String::with_capacity(source.len() + common.len() + 64);
+        for (i, line) in source.split_inclusive('\n').enumerate() {
+            if line.trim_end() == COMMON_INCLUDE {
+                out.push_str("#line 1 \"common.cuh\"\n");
+                out.push_str(common);
+                if !common.ends_with('\n') {
+                    out.push('\n');
+                }
+                out.push_str(&format!("#line {} \"{}\"\n", i + 2, self.name));
+            } else {
+                out.push_str(line);
+            }
+        }
+        out
+    }
 }
 
 /// Frequent-episode counting: `episodes_preelim_n{N}` and `episodes_ptpe_n{N}`, N = 1..=16.
@@ -108,30 +142,41 @@ fn source_hash(source: &str, extra_options: &[String]) -> u64 {
     h.finish()
 }
 
-/// The text NVRTC compiles for `file`: the embedded source, or, for kernel development,
-/// `$SYNFIRE_KERNEL_SOURCES/<name>` when that variable names a directory holding the file (a
-/// warning says so, so that a tuned variant is never mistaken for the shipped kernel; one
+/// The text NVRTC compiles for `file` ([`KernelFile::text`]): the embedded source and
+/// [`COMMON`], or, for kernel development, `$SYNFIRE_KERNEL_SOURCES/<name>` (and
+/// `$SYNFIRE_KERNEL_SOURCES/common.cuh`) when that variable names a directory holding the file
+/// (a warning says so, so that a tuned variant is never mistaken for the shipped kernel; one
 /// binary can then time two versions of a kernel side by side).
 ///
 /// # Errors
-/// [`DeviceError::Nvrtc`] when the override file exists but cannot be read.
-fn kernel_source(file: &KernelFile) -> Result<std::borrow::Cow<'static, str>, DeviceError> {
+/// [`DeviceError::Nvrtc`] when an override file exists but cannot be read.
+fn kernel_source(file: &KernelFile) -> Result<String, DeviceError> {
     let Some(dir) = std::env::var_os("SYNFIRE_KERNEL_SOURCES") else {
-        return Ok(file.source.into());
+        return Ok(file.text(file.source, COMMON));
     };
-    let path = PathBuf::from(dir).join(file.name);
-    if !path.exists() {
-        return Ok(file.source.into());
-    }
-    tracing::warn!(path = %path.display(), "Kernel source overridden by SYNFIRE_KERNEL_SOURCES.");
-    std::fs::read_to_string(&path)
-        .map(std::borrow::Cow::Owned)
-        .map_err(|e| DeviceError::Nvrtc {
-            kernel: file.name,
-            arch: String::new(),
-            message: format!("cannot read {}: {e}", path.display()),
-            log: String::new(),
-        })
+    let dir = PathBuf::from(dir);
+    let read = |name: &str, embedded: &'static str| {
+        let path = dir.join(name);
+        if !path.exists() {
+            return Ok(std::borrow::Cow::Borrowed(embedded));
+        }
+        tracing::warn!(path = %path.display(), "Kernel source overridden by SYNFIRE_KERNEL_SOURCES.");
+        std::fs::read_to_string(&path)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| DeviceError::Nvrtc {
+                kernel: file.name,
+                arch: String::new(),
+                message: format!("cannot read {}: {e}", path.display()),
+                log: String::new(),
+            })
+    };
+    let source = read(file.name, file.source)?;
+    let common = if source.lines().any(|l| l.trim_end() == COMMON_INCLUDE) {
+        read("common.cuh", COMMON)?
+    } else {
+        std::borrow::Cow::Borrowed(COMMON)
+    };
+    Ok(file.text(&source, &common))
 }
 
 /// Extra NVRTC options from `$SYNFIRE_NVRTC_OPTIONS` (whitespace-separated, e.g.
@@ -162,8 +207,9 @@ pub fn cache_dir() -> Option<PathBuf> {
 /// NVRTC compiles straight to the device's `sm_XY`, so loading needs no JIT by the driver
 /// (a PTX module of `episodes.cu` took the driver 34 s to load on an H100 the first time).
 /// Images are cached per process and on disk ([`cache_dir`]), keyed by variant, source hash,
-/// architecture and driver version. For kernel development, `$SYNFIRE_KERNEL_SOURCES` (a
-/// directory of `.cu` files replacing the embedded ones) and `$SYNFIRE_NVRTC_OPTIONS` (extra
+/// architecture and driver version (the source hashed is the one compiled, [`COMMON`] included
+/// where the file includes it). For kernel development, `$SYNFIRE_KERNEL_SOURCES` (a
+/// directory of `.cu` files, and `common.cuh`, replacing the embedded ones) and `$SYNFIRE_NVRTC_OPTIONS` (extra
 /// NVRTC options) change what is compiled; both enter the hash.
 ///
 /// # Errors
@@ -340,7 +386,7 @@ fn compile_cubin(
 
 #[cfg(test)]
 mod tests {
-    use super::ALL;
+    use super::{ALL, COMMON, COMMON_INCLUDE, source_hash};
 
     /// Every `kernels/*.cu` file is embedded, and every embedded text is that file's.
     #[test]
@@ -359,5 +405,43 @@ mod tests {
             let text = std::fs::read_to_string(dir.join(k.name)).unwrap();
             assert_eq!(text, k.source, "{}", k.name);
         }
+        let common = std::fs::read_to_string(dir.join("common.cuh")).unwrap();
+        assert_eq!(common, COMMON);
+    }
+
+    /// The compiled text has the header in place of its include line, between `#line`
+    /// directives that keep the file's own line numbers, and its hash (the disk cache's key)
+    /// changes with the header's text.
+    #[test]
+    fn the_common_header_is_inlined_and_keyed() {
+        let mut including = 0;
+        for k in ALL {
+            let text = k.text(k.source, COMMON);
+            assert!(!text.contains(COMMON_INCLUDE), "{}", k.name);
+            if !k.source.contains(COMMON_INCLUDE) {
+                assert_eq!(text, k.source, "{}", k.name);
+                continue;
+            }
+            including += 1;
+            assert!(text.contains(COMMON), "{}", k.name);
+            let at = k
+                .source
+                .lines()
+                .position(|l| l.trim_end() == COMMON_INCLUDE)
+                .unwrap();
+            let marker = format!("#line {} \"{}\"", at + 2, k.name);
+            let lines: Vec<&str> = text.lines().collect();
+            let m = lines.iter().position(|l| *l == marker).unwrap();
+            let rest: Vec<&str> = k.source.lines().skip(at + 1).collect();
+            assert_eq!(lines[m + 1..], rest[..], "{}", k.name);
+            let other = k.text(k.source, &format!("{COMMON}// changed\n"));
+            assert_ne!(
+                source_hash(&text, &[]),
+                source_hash(&other, &[]),
+                "{}",
+                k.name
+            );
+        }
+        assert!(including >= 5, "{including} files include common.cuh");
     }
 }

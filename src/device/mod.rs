@@ -5,13 +5,18 @@
 //! * [`choice`] is `--device auto|cpu|gpu` ([`DeviceChoice`], with a GPU ordinal
 //!   [`DeviceTarget`]) and the one start-or-fall-back policy every domain applies to it
 //!   ([`resolve`]).
-//! * [`worker::GpuWorker`] is one named host thread per GPU, pinned to a core, that creates the
-//!   GPU's CUDA context once and keeps it (with the modules loaded so far and the domains'
-//!   scratch slots) for the life of its user, running jobs over crossbeam channels (paper §6.2:
-//!   contexts are thread-bound). It knows no domain.
-//! * The domain modules submit their jobs to it: [`episodes`] ([`EpisodeWorker`], the episode
-//!   counters, and [`floor`], the `spectrum` search's one-floor pass over a batch of
-//!   surrogates), `motif`, `search`, `shapelet`, [`softdtw`]. They take plain data and
+//! * [`worker::GpuWorker`] is a named host thread for one GPU, pinned to a core, that retains
+//!   the GPU's primary context once and keeps its handle (with its stream, the modules loaded
+//!   so far and the domains' scratch slots) for the life of its user, running jobs over
+//!   crossbeam channels (paper §6.2: one host thread submits a device's work). It knows no
+//!   domain. Several workers may share one GPU's primary context (every `GpuCounter` has its
+//!   own worker per GPU, `shared_worker` one per GPU); each submits only from its own thread,
+//!   to a non-blocking stream of its own, so workers overlap on the device (the `worker`
+//!   module documentation says who creates and holds what).
+//! * The domain modules submit their jobs to it: [`episodes`] ([`EpisodeWorker`], one file per
+//!   kernel family: the episode counters, ends, bounds, surrogates, and
+//!   [`episodes::floor`], the `spectrum` search's one-floor pass over a batch of surrogates),
+//!   `motif`, `search`, `shapelet`, [`softdtw`]. They take plain data and
 //!   share the launch plumbing (grids, CUDA-event timing); none imports a type of the domain
 //!   it serves.
 //! * `kernels` embeds `kernels/*.cu`, compiles them with NVRTC for each device's
@@ -23,7 +28,6 @@
 pub mod choice;
 pub mod episodes;
 pub mod error;
-pub mod floor;
 pub(crate) mod kernels;
 mod launch;
 pub(crate) mod motif;
@@ -34,11 +38,10 @@ pub mod worker;
 
 pub use choice::{DeviceChoice, DeviceTarget, resolve};
 pub use episodes::{
-    BatchCounts, CandidateBatch, DeviceSurrogate, EndsJob, EndsLevel, EpisodeKernel, EpisodeWorker,
-    StreamData, StreamReport, SurrogateJob,
+    BatchCountJob, BatchCounts, CandidateBatch, DeviceSurrogate, EndsJob, EndsLevel, EpisodeKernel,
+    EpisodeWorker, FloorGap, FloorJob, FloorResult, StreamData, StreamReport, SurrogateJob,
 };
 pub use error::DeviceError;
-pub use floor::{BatchCountJob, FloorGap, FloorJob, FloorResult};
 pub use kernels::MAX_GPU_NODES;
 pub use worker::{GpuWorker, Ticket};
 

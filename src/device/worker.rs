@@ -1,6 +1,16 @@
-//! One named, core-pinned host thread per GPU that owns the GPU's CUDA context for the life of
-//! its user (paper §6.2: contexts are thread-bound) and runs jobs on it, in order, over a
-//! bounded crossbeam channel.
+//! A named, core-pinned host thread for one GPU that submits all of its user's work to that
+//! GPU (paper §6.2: one host thread per device) and runs jobs, in order, over a bounded
+//! crossbeam channel.
+//!
+//! Who holds what: [`GpuWorker::start`]'s thread retains the GPU's *primary* context
+//! (`CudaContext::new`), so every worker on one GPU (the workers of each `GpuCounter`, the
+//! significance engine's 4 to 32 counters among them, and `device::shared_worker`'s one per
+//! GPU) shares one CUDA context; what is private to a worker is its thread, its handle of the
+//! context, its stream, its loaded modules and its buffers, none of which leaves the thread.
+//! Each worker submits to a stream of its own (non-blocking, made at its start), so the work
+//! of different workers on one GPU may overlap on the device, and a worker's stream
+//! synchronisation waits for its own work only; within a worker, jobs and their launches and
+//! copies run in order.
 //!
 //! The worker knows no domain. A job is a closure run on the device thread with its
 //! `Device`: the context, the stream, the modules loaded so far (each kernel file compiled
@@ -197,7 +207,16 @@ impl Device {
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| DeviceError::driver("cuCtxCreate", e))?;
         let info = super::info_of(&ctx, super::driver_version()?)?;
-        let stream = ctx.default_stream();
+        // This handle's buffers are allocated, used and freed on `stream` only (every job
+        // runs on this thread with this `Device`), so the stream's order already orders every
+        // use: cudarc's per-buffer events (made for one handle driving several streams) would
+        // only add driver calls. Off before the stream is made, so no buffer ever has them.
+        // SAFETY: no buffer of this handle is used on another stream, written by two streams
+        // or freed while another stream uses it (cudarc's conditions): there is one stream.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| DeviceError::driver("cuStreamCreate", e))?;
         Ok(Self {
             info,
             ctx,

@@ -271,88 +271,22 @@ impl GpuCounter {
         Ok(())
     }
 
-    /// Runs the `spectrum` search's one-floor pass for a batch of surrogates
-    /// ([`crate::device::floor`]) on device `worker % devices` (a counter has a worker on
-    /// every GPU it uses); the counted stream is left as it is.
-    ///
-    /// # Errors
-    /// [`DeviceError`] for a malformed job or a failing device.
-    pub fn floor_pass(
-        &self,
-        job: Arc<crate::device::FloorJob>,
-        worker: usize,
-    ) -> Result<crate::device::FloorResult, DeviceError> {
-        self.workers[worker % self.workers.len()]
-            .floor_pass(job)
-            .wait()
+    /// The device worker `which % devices` (a counter has a worker on every GPU it uses),
+    /// for jobs that other domains run on the counter's devices
+    /// (`significance::gpu`: the `spectrum` search's one-floor pass, batch counts); the
+    /// counted stream is theirs to leave as it is.
+    #[must_use]
+    pub fn worker(&self, which: usize) -> &EpisodeWorker {
+        &self.workers[which % self.workers.len()]
     }
 
-    /// The exact counts of `list` (episodes of two or more nodes, any lengths) in each of a
-    /// batch of streams that share one set of type offsets (`offsets`, `[types + 1]`; their
-    /// times grouped by type side by side in `times`, `[streams × events]`, seconds), counted
-    /// together on device `worker % devices` ([`crate::device::floor`]: one launch per
-    /// length for the whole batch). Returns the counts stream by stream, each in `list`'s
-    /// order: shape `[streams × list]`.
-    ///
-    /// # Errors
-    /// [`DeviceError::Unsupported`] for an episode of fewer than two nodes or a malformed
-    /// batch; a failing device.
-    pub fn count_batch(
-        &self,
-        list: &[Episode],
-        offsets: Vec<u32>,
-        times: Vec<f64>,
-        streams: usize,
-        worker: usize,
-    ) -> Result<Vec<u64>, DeviceError> {
-        if list.iter().any(|e| e.len() < 2) {
-            return Err(DeviceError::Unsupported(
-                "a batch count of single-node episodes".into(),
-            ));
-        }
-        let events_of = |t: u32| -> u64 {
-            let t = t as usize;
-            match (offsets.get(t), offsets.get(t + 1)) {
-                (Some(&a), Some(&b)) => u64::from(b.saturating_sub(a)),
-                _ => 0,
-            }
-        };
-        let mut by_length: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-        for (i, e) in list.iter().enumerate() {
-            by_length.entry(e.len()).or_default().push(i);
-        }
-        let room = (ENDS_JOB_ROOM / streams.max(1) as u64).max(1);
-        let mut jobs = Vec::new();
-        let mut positions = Vec::new();
-        for members in by_length.values() {
-            let refs: Vec<&Episode> = members.iter().map(|&i| &list[i]).collect();
-            for (job, at) in ends_jobs(&refs, events_of, room) {
-                jobs.push(job);
-                positions.push(at.into_iter().map(|p| members[p]).collect::<Vec<_>>());
-            }
-        }
-        let job = crate::device::BatchCountJob {
-            offsets,
-            times,
-            streams,
-            jobs,
-        };
-        let (counts, ms) = self.workers[worker % self.workers.len()]
-            .count_batch(Arc::new(job))
-            .wait()?;
-        let mut out = vec![0u64; streams * list.len()];
-        for (part, at) in counts.iter().zip(&positions) {
-            let n = at.len();
-            for k in 0..streams {
-                for (j, &i) in at.iter().enumerate() {
-                    out[k * list.len() + i] = u64::from(part[k * n + j]);
-                }
-            }
-        }
+    /// Adds `candidates` counted from their prefixes' ends in `kernel_ms` of kernel time (a
+    /// job run on [`GpuCounter::worker`]) to the running totals ([`GpuStats::ends_candidates`],
+    /// [`GpuStats::kernel_ms`]).
+    pub fn record_ends(&self, candidates: u64, kernel_ms: f32) {
         let mut stats = self.stats.lock();
-        stats.ends_candidates += (streams * list.len()) as u64;
-        stats.kernel_ms += f64::from(ms);
-        Ok(out)
+        stats.ends_candidates += candidates;
+        stats.kernel_ms += f64::from(kernel_ms);
     }
 
     /// Number of device workers (one per GPU it counts on).

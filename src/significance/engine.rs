@@ -24,7 +24,8 @@ use crate::episode::{
 use crate::event::EventStream;
 
 use super::error::SignificanceError;
-use super::spectrum::{FloorMax, floor_job, max_count_by_size};
+use super::gpu::floor_job;
+use super::spectrum::{FloorMax, max_count_by_size};
 use super::surrogate::Surrogates;
 use super::testing::Sums;
 
@@ -421,8 +422,8 @@ impl<'g> Engine<'g> {
     /// 2. **Batches** of [`FLOOR_BATCH`] surrogates: the host generates each, its minimum count
     ///    `m_s` and single counts, and its pairs whose successor bound reaches the batch's
     ///    floor `max(φ, min m_s)` ([`pair_candidates_at`]); one device pass
-    ///    ([`crate::device::floor`]) counts every episode of every size with `c` at the floor,
-    ///    for the whole batch.
+    ///    ([`crate::device::episodes::floor`], through [`super::gpu::floor_pass`]) counts every
+    ///    episode of every size with `c` at the floor, for the whole batch.
     /// 3. **Resolution.** Each surrogate's largest count per size at its floor
     ///    `max(φ, m_s)` gives its maxima wherever they reach that floor
     ///    ([`FloorMax::resolved`]); a surrogate whose deepest maximum lies below it (or whose
@@ -554,7 +555,7 @@ impl<'g> Engine<'g> {
         })?;
         let prep_s = started.elapsed().as_secs_f64();
         let started = Instant::now();
-        let found = match gpu.floor_pass(Arc::new(job), which) {
+        let found = match super::gpu::floor_pass(gpu, Arc::new(job), which) {
             Ok(found) => found,
             // A batch the pass cannot lay out (more than 2^32 joins or events in it): every
             // surrogate of it round by round, said once per batch.
@@ -621,7 +622,7 @@ impl<'g> Engine<'g> {
     /// [`Engine::count_surrogate`]. On the GPUs, batches of [`COUNT_BATCH`] surrogates, each
     /// generated on the host for the list's units only ([`Surrogates::generate_units`], the
     /// same counts) and counted on one device in one launch per episode length
-    /// ([`GpuCounter::count_batch`]).
+    /// ([`super::gpu::count_batch`]).
     ///
     /// # Errors
     /// Surrogate generation, counting and device errors; [`SignificanceError::Cancelled`].
@@ -711,7 +712,8 @@ impl<'g> Engine<'g> {
                         );
                     }
                     let mut slot = Self::slot(slots);
-                    let counted = slot.gpu.get().count_batch(
+                    let counted = super::gpu::count_batch(
+                        slot.gpu.get(),
                         list,
                         offsets,
                         times,

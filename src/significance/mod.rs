@@ -6,10 +6,13 @@
 //! surrogates and gets the same p-values); [`spectrum`]: the `spectrum` procedure's
 //! per-surrogate statistic (the largest count per episode size) by an exact threshold search
 //! instead of mining each surrogate; [`sample_split`]: `max-t` with the family selected on the
-//! first part of the recording and tested on the rest (surrogates counted, not mined).
+//! first part of the recording and tested on the rest (surrogates counted, not mined);
+//! [`gpu`]: the significance jobs on a GPU counter's devices (the `spectrum` search's
+//! one-floor pass, a list's counts in a batch of surrogates).
 
 mod engine;
 mod error;
+pub mod gpu;
 pub mod phases;
 pub mod philox;
 pub mod sample_split;

@@ -252,7 +252,7 @@ impl FloorMax {
 /// depend on the bounds or the counter, and [`FloorMax::resolved`] gives `M_k` wherever the
 /// floor is at or below it. A floor close below the deepest `M_k` costs about what the
 /// round-by-round search costs (it ends at `M_K + 1`), in one round per size: the form a
-/// device runs for many surrogates at once (`device::floor`), which this pass is the
+/// device runs for many surrogates at once (`device::episodes::floor`), which this pass is the
 /// reference of.
 ///
 /// # Errors
@@ -294,7 +294,8 @@ pub fn max_count_at_floor(
 /// `min(c(a), c(b), |Succ(a, iv, b)|)` (module documentation) reaches `floor`, ordered by
 /// `(a, interval, b)`, from the single counts `c1` (shape `[types]`, occurrences): every pair
 /// with `c ≥ floor` is among them. `index` is `stream`'s ([`TypeIndex::new`]). The first
-/// step of [`max_count_at_floor`], which a device pass takes from the host (`device::floor`).
+/// step of [`max_count_at_floor`], which a device pass takes from the host
+/// (`device::episodes::floor`).
 #[must_use]
 pub fn pair_candidates_at(
     stream: &EventStream,
@@ -328,62 +329,6 @@ pub fn pair_candidates_at(
         }
     }
     out
-}
-
-/// The device job of the one-floor pass ([`crate::device::floor`], whose host reference is
-/// [`max_count_at_floor`]) at `floor` for a batch of streams, each given with its
-/// [`TypeIndex`] and its single counts (shape `[types]`): their times grouped by type side by
-/// side, and each one's pairs at the floor ([`pair_candidates_at`]). `None` when the streams'
-/// types' event counts differ (one set of offsets serves the batch; surrogates keep every
-/// unit's count) or there is no stream.
-#[must_use]
-pub fn floor_job(
-    config: &MinerConfig,
-    floor: u64,
-    batch: &[(&EventStream, &TypeIndex, &[u64])],
-) -> Option<crate::device::FloorJob> {
-    use rayon::prelude::*;
-    let (_, first, _) = batch.first()?;
-    let offsets: Vec<u32> = first
-        .offsets()
-        .iter()
-        .map(|&o| u32::try_from(o).ok())
-        .collect::<Option<_>>()?;
-    if batch
-        .iter()
-        .any(|(_, index, _)| index.offsets() != first.offsets())
-    {
-        return None;
-    }
-    let pairs = batch
-        .par_iter()
-        .map(|(x, index, c1)| {
-            pair_candidates_at(x, index, config, c1, floor)
-                .into_iter()
-                .map(|(a, v, b)| (a.0, u32::try_from(v).unwrap_or(u32::MAX), b.0))
-                .collect()
-        })
-        .collect();
-    let mut times = Vec::with_capacity(batch.len() * first.all_times().len());
-    for (_, index, _) in batch {
-        times.extend_from_slice(index.all_times());
-    }
-    Some(crate::device::FloorJob {
-        offsets,
-        times,
-        gaps: config
-            .intervals
-            .iter()
-            .map(|iv| crate::device::FloorGap {
-                low_up: iv.low_by_time(true),
-                low: iv.low_by_time(false),
-                high: iv.high(),
-            })
-            .collect(),
-        pairs,
-        floor: u32::try_from(floor).unwrap_or(u32::MAX),
-        max_level: config.max_level,
-    })
 }
 
 /// The next floor to try below `x`: about three quarters of it, or half of it for a counter

@@ -29,17 +29,15 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::DeviceError;
-use super::episodes::{
-    BatchCounts, BoundItems, Csr, EndsFunctions, EndsJob, EndsLevel, EpisodeWorker,
-    THREADS_PER_BLOCK, count_by_ends_on, upload, words_of,
-};
-use super::kernels::BOUNDS;
-use super::launch;
-use super::worker::Device;
-use super::worker::Ticket;
+use super::bounds::{BoundItems, ChainStepArgs, FloorJoinsArgs, SuccessorsArgs, words_of};
+use super::ends::{EndsFunctions, count_by_ends_on};
+use super::{BatchCounts, Csr, EndsJob, EndsLevel, EpisodeWorker, THREADS_PER_BLOCK, upload};
+use crate::device::DeviceError;
+use crate::device::kernels::BOUNDS;
+use crate::device::launch;
+use crate::device::worker::{Device, Ticket};
 
 /// One interval of the configuration as the kernels compare delays: a delay `d` fits when
 /// `low < d ≤ high`, with `low` the interval's `Interval::low_by_time` for the pair's type
@@ -262,23 +260,28 @@ pub(super) fn floor_pass(dev: &mut Device, job: &FloorJob) -> Result<FloorResult
         let mut bits = s
             .alloc_zeros::<u64>(it.words.max(1))
             .map_err(drv("cuMemAlloc"))?;
-        let mut b = s.launch_builder(&succ_f);
-        b.arg(&times)
-            .arg(&offsets)
-            .arg(&it.items)
-            .arg(&it.from)
-            .arg(&it.to)
-            .arg(&it.low)
-            .arg(&it.high)
-            .arg(&mut bits)
-            .arg(&it.word_off)
-            .arg(&it.item_off);
-        // SAFETY: matches `bounds_successors` (times, offsets, items u32, from u32* [items],
-        // to u32* [items], low f64* [items], high f64* [items], out u64* [out_off[items]],
-        // out_off u32* [items + 1], item_off u32* [items + 1]); every type is a batched type
-        // below `bt`, checked when the pairs were read.
-        unsafe { b.launch(launch::cover(it.elements.max(1), THREADS_PER_BLOCK)) }
-            .map_err(drv("cuLaunchKernel"))?;
+        let successors = SuccessorsArgs {
+            times: &times,
+            offsets: &offsets,
+            items: &it.items,
+            from: &it.from,
+            to: &it.to,
+            low: &it.low,
+            high: &it.high,
+            out: &mut bits,
+            out_off: &it.word_off,
+            item_off: &it.item_off,
+        };
+        // SAFETY: `succ_f` is `bounds_successors`; every type is a batched type below `bt`,
+        // checked when the pairs were read, and each element's word lies inside its item's
+        // words.
+        unsafe {
+            successors.launch(
+                &s,
+                &succ_f,
+                launch::cover(it.elements.max(1), THREADS_PER_BLOCK),
+            )
+        }?;
         (bits, it.host_word_off)
     };
     lap(&s, &mut result, "successor bits")?;
@@ -377,31 +380,34 @@ pub(super) fn floor_pass(dev: &mut Device, job: &FloorJob) -> Result<FloorResult
                 .map_err(drv("cuMemAlloc"))?;
             let total32 = join_off[prev.eps.len()];
             let timer = launch::Timer::start(&s)?;
-            let mut b = s.launch_builder(&joins_f);
-            b.arg(&items)
-                .arg(&d_join_off)
-                .arg(&d_part_lo)
-                .arg(ends_bits)
-                .arg(&d_ends_off)
-                .arg(&d_words)
-                .arg(&d_cnt)
-                .arg(&succ.0)
-                .arg(&d_succ_off)
-                .arg(&d_scnt)
-                .arg(&floor)
-                .arg(&capacity)
-                .arg(&mut found)
-                .arg(&mut out_i)
-                .arg(&mut out_j);
-            // SAFETY: matches `bounds_floor_joins` (items u32, join_off u32* [items + 1],
-            // part_lo u32* [items], ends u64*, ends_off u32* [items], words u32* [items], cnt
-            // u32* [items], succ u64*, succ_off u32* [suffixes], scnt u32* [suffixes], floor
-            // u32, capacity u32, found u32*, out_i/out_j u32* [capacity]); a join's partner
-            // index part_lo[i] + (g − join_off[i]) lies in the prefix's range of `order`; a
-            // prefix's words cover its last type's events, as do its partners' last pairs'
-            // successor bits (their first type is the prefix's last); writes stop at capacity.
-            unsafe { b.launch(launch::cover(total32.max(1), THREADS_PER_BLOCK)) }
-                .map_err(drv("cuLaunchKernel"))?;
+            let joins = FloorJoinsArgs {
+                items: &items,
+                join_off: &d_join_off,
+                part_lo: &d_part_lo,
+                ends: ends_bits,
+                ends_off: &d_ends_off,
+                words: &d_words,
+                cnt: &d_cnt,
+                succ: &succ.0,
+                succ_off: &d_succ_off,
+                scnt: &d_scnt,
+                floor: &floor,
+                capacity: &capacity,
+                found: &mut found,
+                out_i: &mut out_i,
+                out_j: &mut out_j,
+            };
+            // SAFETY: `joins_f` is `bounds_floor_joins`; a join's partner index part_lo[i] +
+            // (g − join_off[i]) lies in the prefix's range of `order`; a prefix's words cover
+            // its last type's events, as do its partners' last pairs' successor bits (their
+            // first type is the prefix's last); writes stop at capacity.
+            unsafe {
+                joins.launch(
+                    &s,
+                    &joins_f,
+                    launch::cover(total32.max(1), THREADS_PER_BLOCK),
+                )
+            }?;
             let timed = timer.stop(&s)?;
             let n = s.clone_dtoh(&found).map_err(drv("cuMemcpyDtoH"))?[0];
             result.joins_ms += timed.ms()?;
@@ -686,7 +692,6 @@ fn chain_bits(
     let mut out = s
         .alloc_zeros::<u64>(it.words.max(1))
         .map_err(drv("cuMemAlloc"))?;
-    let null: u64 = 0;
     let prev_off = match prefix_bits {
         Some((_, first)) => {
             let per: Vec<u32> = eps.iter().map(|e| first[e.pkey as usize]).collect();
@@ -694,25 +699,33 @@ fn chain_bits(
         }
         None => None,
     };
-    let mut b = s.launch_builder(step_f);
-    b.arg(csr.times)
-        .arg(csr.offsets)
-        .arg(&it.items)
-        .arg(&it.from)
-        .arg(&it.to)
-        .arg(&it.low)
-        .arg(&it.high);
-    match (prefix_bits, &prev_off) {
-        (Some((bits, _)), Some(off)) => b.arg(bits).arg(off),
-        _ => b.arg(&null).arg(&null),
+    let (prev, prev_off) = match (prefix_bits, &prev_off) {
+        (Some((bits, _)), Some(off)) => (Some(bits), Some(off)),
+        _ => (None, None),
     };
-    b.arg(&mut out).arg(&it.word_off).arg(&it.item_off);
-    // SAFETY: matches `bounds_chain_step` (times f64*, offsets u32*, items u32, from u32*
-    // [items], to u32* [items], low f64* [items], high f64* [items], prev u64* (null for
-    // pairs), prev_off u32* [items] (each item's prefix's first word), out u64*
-    // [out_off[items]], out_off u32* [items + 1], item_off u32* [items + 1]); a prefix's bits
-    // are over its last type's events, which are `from[item]`'s.
-    unsafe { b.launch(launch::cover(it.elements.max(1), THREADS_PER_BLOCK)) }
-        .map_err(drv("cuLaunchKernel"))?;
+    let step = ChainStepArgs {
+        times: csr.times,
+        offsets: csr.offsets,
+        items: &it.items,
+        from: &it.from,
+        to: &it.to,
+        low: &it.low,
+        high: &it.high,
+        prev,
+        prev_off,
+        out: &mut out,
+        out_off: &it.word_off,
+        item_off: &it.item_off,
+    };
+    // SAFETY: `step_f` is `bounds_chain_step`; `prev_off` holds each item's prefix's first
+    // word (null for pairs), and a prefix's bits are over its last type's events, which are
+    // `from[item]`'s; each element's word lies inside its item's words.
+    unsafe {
+        step.launch(
+            s,
+            step_f,
+            launch::cover(it.elements.max(1), THREADS_PER_BLOCK),
+        )
+    }?;
     Ok((out, it.host_word_off))
 }

@@ -1,0 +1,158 @@
+//! The significance jobs on the GPUs: where `significance` meets the device layer directly.
+//!
+//! A [`GpuCounter`] counts the recording and the surrogates generated on its devices
+//! (`episode::gpu`); the jobs here borrow its device workers ([`GpuCounter::worker`]) for work
+//! that is the significance tests' own, over batches of surrogates laid side by side as one
+//! stream (`device::episodes::floor`):
+//!
+//! * [`floor_job`] and [`floor_pass`]: the `spectrum` search's one-floor pass (host reference
+//!   `spectrum::max_count_at_floor`), which `Engine::spectrum_maxima` runs per batch of
+//!   surrogates;
+//! * [`count_batch`]: a list's exact counts in every surrogate of a batch, which
+//!   `Engine::sums_of_counts` runs per batch.
+//!
+//! A floor job thus goes from here to `device::episodes::floor` and back; the counter's
+//! counted stream is left as it is.
+
+use std::sync::Arc;
+
+use super::spectrum::pair_candidates_at;
+use crate::device::{BatchCountJob, DeviceError, FloorGap, FloorJob, FloorResult};
+use crate::episode::count::TypeIndex;
+use crate::episode::gpu::{ENDS_JOB_ROOM, ends_jobs};
+use crate::episode::{Episode, GpuCounter, MinerConfig};
+use crate::event::EventStream;
+
+/// The device job of the one-floor pass ([`crate::device::episodes::floor`], whose host
+/// reference is [`max_count_at_floor`](super::spectrum::max_count_at_floor)) at `floor` for a
+/// batch of streams, each given with its [`TypeIndex`] and its single counts (shape
+/// `[types]`): their times grouped by type side by side, and each one's pairs at the floor
+/// ([`pair_candidates_at`]). `None` when the streams' types' event counts differ (one set of
+/// offsets serves the batch; surrogates keep every unit's count) or there is no stream.
+#[must_use]
+pub fn floor_job(
+    config: &MinerConfig,
+    floor: u64,
+    batch: &[(&EventStream, &TypeIndex, &[u64])],
+) -> Option<FloorJob> {
+    use rayon::prelude::*;
+    let (_, first, _) = batch.first()?;
+    let offsets: Vec<u32> = first
+        .offsets()
+        .iter()
+        .map(|&o| u32::try_from(o).ok())
+        .collect::<Option<_>>()?;
+    if batch
+        .iter()
+        .any(|(_, index, _)| index.offsets() != first.offsets())
+    {
+        return None;
+    }
+    let pairs = batch
+        .par_iter()
+        .map(|(x, index, c1)| {
+            pair_candidates_at(x, index, config, c1, floor)
+                .into_iter()
+                .map(|(a, v, b)| (a.0, u32::try_from(v).unwrap_or(u32::MAX), b.0))
+                .collect()
+        })
+        .collect();
+    let mut times = Vec::with_capacity(batch.len() * first.all_times().len());
+    for (_, index, _) in batch {
+        times.extend_from_slice(index.all_times());
+    }
+    Some(FloorJob {
+        offsets,
+        times,
+        gaps: config
+            .intervals
+            .iter()
+            .map(|iv| FloorGap {
+                low_up: iv.low_by_time(true),
+                low: iv.low_by_time(false),
+                high: iv.high(),
+            })
+            .collect(),
+        pairs,
+        floor: u32::try_from(floor).unwrap_or(u32::MAX),
+        max_level: config.max_level,
+    })
+}
+
+/// Runs the `spectrum` search's one-floor pass for a batch of surrogates
+/// ([`crate::device::episodes::floor`]) on `gpu`'s device `worker % devices` (a counter has a
+/// worker on every GPU it uses); the counted stream is left as it is.
+///
+/// # Errors
+/// [`DeviceError`] for a malformed job or a failing device.
+pub fn floor_pass(
+    gpu: &GpuCounter,
+    job: Arc<FloorJob>,
+    worker: usize,
+) -> Result<FloorResult, DeviceError> {
+    gpu.worker(worker).floor_pass(job).wait()
+}
+
+/// The exact counts of `list` (episodes of two or more nodes, any lengths) in each of a
+/// batch of streams that share one set of type offsets (`offsets`, `[types + 1]`; their
+/// times grouped by type side by side in `times`, `[streams × events]`, seconds), counted
+/// together on `gpu`'s device `worker % devices` ([`crate::device::episodes::floor`]: one
+/// launch per length for the whole batch), and added to `gpu`'s running totals. Returns the
+/// counts stream by stream, each in `list`'s order: shape `[streams × list]`.
+///
+/// # Errors
+/// [`DeviceError::Unsupported`] for an episode of fewer than two nodes or a malformed
+/// batch; a failing device.
+pub fn count_batch(
+    gpu: &GpuCounter,
+    list: &[Episode],
+    offsets: Vec<u32>,
+    times: Vec<f64>,
+    streams: usize,
+    worker: usize,
+) -> Result<Vec<u64>, DeviceError> {
+    if list.iter().any(|e| e.len() < 2) {
+        return Err(DeviceError::Unsupported(
+            "a batch count of single-node episodes".into(),
+        ));
+    }
+    let events_of = |t: u32| -> u64 {
+        let t = t as usize;
+        match (offsets.get(t), offsets.get(t + 1)) {
+            (Some(&a), Some(&b)) => u64::from(b.saturating_sub(a)),
+            _ => 0,
+        }
+    };
+    let mut by_length: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for (i, e) in list.iter().enumerate() {
+        by_length.entry(e.len()).or_default().push(i);
+    }
+    let room = (ENDS_JOB_ROOM / streams.max(1) as u64).max(1);
+    let mut jobs = Vec::new();
+    let mut positions = Vec::new();
+    for members in by_length.values() {
+        let refs: Vec<&Episode> = members.iter().map(|&i| &list[i]).collect();
+        for (job, at) in ends_jobs(&refs, events_of, room) {
+            jobs.push(job);
+            positions.push(at.into_iter().map(|p| members[p]).collect::<Vec<_>>());
+        }
+    }
+    let job = BatchCountJob {
+        offsets,
+        times,
+        streams,
+        jobs,
+    };
+    let (counts, ms) = gpu.worker(worker).count_batch(Arc::new(job)).wait()?;
+    let mut out = vec![0u64; streams * list.len()];
+    for (part, at) in counts.iter().zip(&positions) {
+        let n = at.len();
+        for k in 0..streams {
+            for (j, &i) in at.iter().enumerate() {
+                out[k * list.len() + i] = u64::from(part[k * n + j]);
+            }
+        }
+    }
+    gpu.record_ends((streams * list.len()) as u64, ms);
+    Ok(out)
+}
