@@ -209,9 +209,10 @@ impl PipelineConfig {
     /// anchors the relative file paths.
     ///
     /// Each section is read by a function of its own, phase 1 (each entry on its own) then
-    /// phase 2 (values and references): [`parse_pipeline`] / [`check_pipeline`],
-    /// [`parse_kinds`] / [`check_sources`], [`parse_windows`] / [`check_windows`],
-    /// [`parse_stages`] / [`check_stages`], [`parse_kinds`] / [`check_sinks`].
+    /// phase 2 (values and references): `parse_pipeline` / `check_pipeline`,
+    /// `parse_kinds` / `check_sources`, `parse_windows` / `check_windows`,
+    /// `parse_stages` / `check_stages`, `parse_kinds` / `check_sinks` (private, in this
+    /// module).
     ///
     /// # Errors
     /// [`ConfigErrors`] with every error found.
