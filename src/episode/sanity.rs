@@ -27,13 +27,17 @@ pub const OUTLIER_FRACTION: f64 = 0.001;
 /// sentence that says what was seen and what to check.
 #[must_use]
 pub fn check(stream: &EventStream, result: &MiningResult) -> Vec<String> {
-    let mut warnings = recording(stream);
-    warnings.extend(threshold(stream, result));
+    let mut counts = vec![0u64; stream.alphabet().len()];
+    for ty in stream.types() {
+        counts[ty.index()] += 1;
+    }
+    let mut warnings = recording(stream, &counts);
+    warnings.extend(threshold(stream, &counts, result));
     warnings
 }
 
-/// Span, stray timestamps, rates.
-fn recording(stream: &EventStream) -> Vec<String> {
+/// Span, stray timestamps, rates (`counts`: spikes per unit).
+fn recording(stream: &EventStream, counts: &[u64]) -> Vec<String> {
     let mut out = Vec::new();
     let times = stream.times();
     let (Some(&first), Some(&last)) = (times.first(), times.last()) else {
@@ -76,10 +80,6 @@ fn recording(stream: &EventStream) -> Vec<String> {
         }
     }
     if span > 0.0 {
-        let mut counts = vec![0u64; stream.alphabet().len()];
-        for ty in stream.types() {
-            counts[ty.index()] += 1;
-        }
         let fast: Vec<(usize, f64)> = counts
             .iter()
             .enumerate()
@@ -99,8 +99,8 @@ fn recording(stream: &EventStream) -> Vec<String> {
     out
 }
 
-/// A threshold above every count.
-fn threshold(stream: &EventStream, result: &MiningResult) -> Vec<String> {
+/// A threshold above every count (`counts`: spikes per unit).
+fn threshold(stream: &EventStream, counts: &[u64], result: &MiningResult) -> Vec<String> {
     let mut out = Vec::new();
     if result.truncated.is_some() || stream.is_empty() {
         return out;
@@ -110,10 +110,6 @@ fn threshold(stream: &EventStream, result: &MiningResult) -> Vec<String> {
         return out;
     };
     if level1.frequent == 0 {
-        let mut counts = vec![0u64; stream.alphabet().len()];
-        for ty in stream.types() {
-            counts[ty.index()] += 1;
-        }
         let (u, most) = counts
             .iter()
             .enumerate()
