@@ -599,7 +599,14 @@ fn significance_dots_and_bars_sit_at_the_documents_values() {
     let doc = mine_json(
         &json,
         "2",
-        &["--surrogates", "dither:0.015", "--n-surrogates", "19"],
+        &[
+            "--surrogates",
+            "dither:0.015",
+            "--n-surrogates",
+            "19",
+            "--correction",
+            "max-t",
+        ],
     );
     // The expected rows: tested episodes by statistic, highest first (stable).
     let mut tested: Vec<&Value> = doc["episodes"]

@@ -107,13 +107,15 @@ fn table_rows<'a>(text: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
         .collect()
 }
 
-const SIG: [&str; 6] = [
+const SIG: [&str; 8] = [
     "--surrogates",
     "dither:0.01",
     "--n-surrogates",
     "19",
     "--alpha",
     "0.1",
+    "--correction",
+    "max-t",
 ];
 
 #[test]
@@ -358,6 +360,8 @@ fn watch_list_and_trials_are_read_and_bad_ones_named() {
         "trial-shift:0.1",
         "--n-surrogates",
         "5",
+        "--correction",
+        "max-t",
         "--trials",
         trials.to_str().unwrap(),
     ]);
@@ -411,7 +415,7 @@ fn bad_significance_options_name_the_option() {
                 "--sample-split",
                 "0.5",
             ],
-            "`--sample-split 0.5`: works with the `max-t` correction only, not `spectrum`",
+            "`--sample-split 0.5`: works with the `guided` and `max-t` corrections only, not `spectrum`",
         ),
     ] {
         let out = mine_level2(&extra);

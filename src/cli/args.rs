@@ -508,8 +508,12 @@ pub struct SignificanceArgs {
     /// Level α of the test.
     #[arg(long, default_value_t = DEFAULT_ALPHA, requires = "surrogates")]
     pub alpha: f64,
-    /// Multiple-testing procedure: `max-t` (family-wise, over every episode of every level,
-    /// the mining selection included), `spectrum` (SPADE's pattern spectrum filtering),
+    /// Multiple-testing procedure: `guided` (significance-guided mining: level k+1 extends
+    /// only the significant k-node episodes, each extension tested against surrogates of
+    /// its added unit; family-wise, by sample splitting, `--sample-split` default 0.5;
+    /// `--test-top` episodes per level, default 200), `max-t` (family-wise, over every
+    /// episode of every level, the mining selection included; every surrogate is mined),
+    /// `spectrum` (SPADE's pattern spectrum filtering),
     /// `fdr-bh`, `holm`, `bonferroni`, `none` (per-episode p-values of the `--watch` list, the
     /// `--test-top` most frequent, or every frequent episode).
     #[arg(long, default_value = DEFAULT_CORRECTION, value_parser = parse_correction, requires = "surrogates")]

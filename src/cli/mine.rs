@@ -137,6 +137,16 @@ pub fn run(args: &MineArgs) -> Result<()> {
         span_s = stream.span(),
         "Loaded spike stream."
     );
+    // `guided` mines the recording to two nodes only: its longer episodes come from its
+    // own search (`synfire::significance::guided`).
+    let mine_config = match &sig_method {
+        Some(m) => args
+            .significance
+            .test
+            .config(m.clone(), None, None)
+            .mining_config(&config),
+        None => config.clone(),
+    };
     let counter = select_counter(&stream, &config.intervals, options.device, &settings)
         .context("`--device gpu`")?;
     if !(args.progress_every_s.is_finite() && args.progress_every_s >= 0.0) {
@@ -173,7 +183,7 @@ pub fn run(args: &MineArgs) -> Result<()> {
             };
             // Written before any work, so an unwritable `--output` fails at once.
             partial.write_sofar()?;
-            let result = mine_with(&stream, &config, counter.as_ref(), &partial)?;
+            let mut result = mine_with(&stream, &mine_config, counter.as_ref(), &partial)?;
             if let Some(e) = partial
                 .failed
                 .into_inner()
@@ -186,29 +196,29 @@ pub fn run(args: &MineArgs) -> Result<()> {
                 &args.significance,
                 sig_method,
                 &doc,
-                &result,
-                |sig, list| {
-                    doc.replace_final(path, &result, sig, list)?;
-                    write_occurrences(occurrences, &doc, &result, list)?;
-                    write_nwb(args, &doc, &result, sig, list)
+                &mut result,
+                |result, sig, list| {
+                    doc.replace_final(path, result, sig, list)?;
+                    write_occurrences(occurrences, &doc, result, list)?;
+                    write_nwb(args, &doc, result, sig, list)
                 },
             )?;
             result
         }
         None => {
-            let result = mine_with(&stream, &config, counter.as_ref(), &bar)?;
+            let mut result = mine_with(&stream, &mine_config, counter.as_ref(), &bar)?;
             bar.finish();
             test_and_list(
                 &args.significance,
                 sig_method,
                 &doc,
-                &result,
-                |sig, list| {
+                &mut result,
+                |result, sig, list| {
                     let mut out = args.output.writer()?;
-                    doc.write_final(&mut out, &result, sig, list)?;
+                    doc.write_final(&mut out, result, sig, list)?;
                     out.flush().context("writing the result")?;
-                    write_occurrences(occurrences, &doc, &result, list)?;
-                    write_nwb(args, &doc, &result, sig, list)
+                    write_occurrences(occurrences, &doc, result, list)?;
+                    write_nwb(args, &doc, result, sig, list)
                 },
             )?;
             result
@@ -286,17 +296,20 @@ fn test_and_list(
     args: &MineSignificanceArgs,
     method: Option<SurrogateMethod>,
     doc: &Document<'_>,
-    result: &MiningResult,
-    write: impl FnOnce(Option<&SignificanceResult>, &Listing<'_>) -> Result<()>,
+    result: &mut MiningResult,
+    write: impl FnOnce(&MiningResult, Option<&SignificanceResult>, &Listing<'_>) -> Result<()>,
 ) -> Result<()> {
     let sig = significance(args, method, doc, result)?;
+    if let Some(sig) = &sig {
+        sig.list_in(result);
+    }
     let list = listing(
         result,
         sig.as_ref(),
         args.test.listing.significant_only,
         args.closed,
     );
-    write(sig.as_ref(), &list)
+    write(result, sig.as_ref(), &list)
 }
 
 /// Runs the significance test `args` ask for, if any, logging what it does and its outcome.

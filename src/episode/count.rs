@@ -170,6 +170,42 @@ impl Merged {
         Self { times, slots }
     }
 
+    /// Merges sorted trains, one per slot (at most [`MAX_EPISODE_LEN`]), in time order with
+    /// equal times in slot order: with the slots in ascending type order this is the order of
+    /// an [`EventStream`](crate::event::EventStream) (equal times in type order), so
+    /// [`count_exact_merged`] over it equals [`count_exact`] over a stream of these trains.
+    /// Used to count an episode in a hybrid of trains without building a stream.
+    ///
+    /// # Panics
+    /// If there are more than [`MAX_EPISODE_LEN`] trains.
+    #[must_use]
+    pub fn from_trains(trains: &[&[f64]]) -> Self {
+        assert!(
+            trains.len() <= MAX_EPISODE_LEN,
+            "at most {MAX_EPISODE_LEN} distinct types"
+        );
+        let total: usize = trains.iter().map(|t| t.len()).sum();
+        let mut times = Vec::with_capacity(total);
+        let mut slots = Vec::with_capacity(total);
+        let mut heads = vec![0usize; trains.len()];
+        for _ in 0..total {
+            let mut best = usize::MAX;
+            let mut best_t = f64::INFINITY;
+            for (slot, train) in trains.iter().enumerate() {
+                if let Some(&t) = train.get(heads[slot])
+                    && (best == usize::MAX || t < best_t)
+                {
+                    best = slot;
+                    best_t = t;
+                }
+            }
+            times.push(best_t);
+            slots.push(best as u8);
+            heads[best] += 1;
+        }
+        Self { times, slots }
+    }
+
     /// Number of merged events.
     #[must_use]
     pub fn len(&self) -> usize {

@@ -144,7 +144,7 @@ pub const DEFAULT_WINDOW_SURROGATES: usize = 19;
 pub const DEFAULT_ALPHA: f64 = 0.05;
 
 /// Multiple-testing procedure when none is given (`--correction`, every caller).
-pub const DEFAULT_CORRECTION: &str = "max-t";
+pub const DEFAULT_CORRECTION: &str = "guided";
 
 /// Seed of the surrogates when none is given (`--seed`, every caller).
 pub const DEFAULT_SEED: u64 = 0;

@@ -128,8 +128,13 @@ impl Session {
                 &cpu
             }
         };
-        let result = mine_with(&self.stream, &self.config, counter, &NoProgress)
-            .map_err(|e| device_err(&e))?;
+        // `guided` mines to two nodes only (`SignificanceConfig::mining_config`).
+        let config = self.significance.as_ref().map_or_else(
+            || self.config.clone(),
+            |sig| sig.mining_config(&self.config),
+        );
+        let result =
+            mine_with(&self.stream, &config, counter, &NoProgress).map_err(|e| device_err(&e))?;
         engine
             .sessions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -189,6 +194,17 @@ impl Session {
             .significance
             .as_ref()
             .is_some_and(|s| s.significant_only);
+        // `guided`'s tested episodes beyond what mining listed.
+        let listed;
+        let data = match tested {
+            Some(t) if !t.extra_episodes.is_empty() => {
+                let mut d = data.clone();
+                t.list_in(&mut d);
+                listed = d;
+                &listed
+            }
+            _ => data,
+        };
         let list = listing(data, tested, tested.is_some() && significant_only, false);
         let report = MineReport::new(&self.input, &self.stream, &self.config, data);
         let mut report = match tested {

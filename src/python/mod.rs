@@ -289,9 +289,17 @@ fn mine_stream<'py>(
         let err = |e: &dyn std::fmt::Display| mine_err(e, cancelled());
         let counter =
             select_counter(&stream, &config.intervals, device, &settings).map_err(|e| err(&e))?;
-        let result = mine_with(&stream, &config, counter.as_ref(), worker_watch.as_ref())
-            .map_err(|e| err(&e))?;
-        let report = MineReport::new(&input, &stream, &config, &result);
+        // `guided` mines to two nodes only (`SignificanceConfig::mining_config`).
+        let mine_config = significance
+            .as_ref()
+            .map_or_else(|| config.clone(), |sig| sig.mining_config(&config));
+        let mut result = mine_with(
+            &stream,
+            &mine_config,
+            counter.as_ref(),
+            worker_watch.as_ref(),
+        )
+        .map_err(|e| err(&e))?;
         let tested = match &significance {
             Some(sig) => Some(
                 Tester::new(&stream, &config, device, &settings)
@@ -301,6 +309,10 @@ fn mine_stream<'py>(
             ),
             None => None,
         };
+        if let Some(t) = &tested {
+            t.list_in(&mut result);
+        }
+        let report = MineReport::new(&input, &stream, &config, &result);
         let list = match (&significance, &tested) {
             (Some(sig), Some(t)) => Some(listing(&result, Some(t), sig.significant_only, false)),
             _ => None,

@@ -192,7 +192,7 @@ impl<'g> Engine<'g> {
     }
 
     /// [`SignificanceError::Cancelled`] once the cancel flag is set.
-    fn check_cancel(&self) -> Result<(), SignificanceError> {
+    pub(crate) fn check_cancel(&self) -> Result<(), SignificanceError> {
         if CancelOnly(self.cancel.as_deref()).cancelled() {
             Err(SignificanceError::Cancelled)
         } else {
@@ -222,6 +222,11 @@ impl<'g> Engine<'g> {
         Some(slots.iter().fold(GpuStats::default(), |total, slot| {
             total.plus(&slot.lock().gpu.get().stats())
         }))
+    }
+
+    /// Adds `n` candidate counts made outside the counters (hybrids on the CPU).
+    pub(crate) fn add_counted(&self, n: u64) {
+        self.counted.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Candidate counts made so far: mining candidates after the bounds, and recounts.

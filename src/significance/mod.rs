@@ -7,12 +7,14 @@
 //! per-surrogate statistic (the largest count per episode size) by an exact threshold search
 //! instead of mining each surrogate; [`sample_split`]: `max-t` with the family selected on the
 //! first part of the recording and tested on the rest (surrogates counted, not mined);
-//! [`gpu`]: the significance jobs on a GPU counter's devices (the `spectrum` search's
+//! [`guided`]: significance-guided mining (level `k + 1` extends only the significant
+//! `k`-node episodes; the default procedure); [`gpu`]: the significance jobs on a GPU counter's devices (the `spectrum` search's
 //! one-floor pass, a list's counts in a batch of surrogates).
 
 mod engine;
 mod error;
 pub mod gpu;
+pub mod guided;
 pub mod phases;
 pub mod philox;
 pub mod sample_split;
@@ -23,6 +25,6 @@ pub mod testing;
 pub use phases::{test_episodes, test_episodes_on, test_episodes_with_gpu};
 pub use surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};
 pub use testing::{
-    Correction, EpisodeTest, Listing, SignificanceConfig, SignificanceError, SignificanceResult,
-    SplitSummary, TestStats, check_sample_split, listing,
+    Correction, EpisodeTest, GuidedLevel, Listing, SignificanceConfig, SignificanceError,
+    SignificanceResult, SplitSummary, TestStats, check_sample_split, listing,
 };

@@ -274,7 +274,9 @@ pub(crate) fn run(
             screened,
             screen_surrogates,
             family: list.len(),
+            levels: Vec::new(),
         }),
+        extra_episodes: Vec::new(),
     };
     if sig.significant_only {
         result.tests.retain(|t| t.stats.significant);

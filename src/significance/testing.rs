@@ -82,14 +82,18 @@ use serde::{Deserialize, Serialize};
 
 pub use super::error::SignificanceError;
 use super::surrogate::{SurrogateMethod, Trials};
-use crate::episode::{Episode, MiningResult};
+use crate::episode::{Episode, FrequentEpisode, MiningResult};
 
 /// The multiple-testing procedure (`--correction`); module documentation for each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Correction {
-    /// Westfall–Young single-step max-statistic on standardised counts (FWER).
+    /// Significance-guided mining ([`super::guided`]): level `k + 1` extends only the
+    /// significant `k`-node episodes, each extension tested against its added unit's
+    /// surrogates (FWER, by sample splitting).
     #[default]
+    Guided,
+    /// Westfall–Young single-step max-statistic on standardised counts (FWER).
     MaxT,
     /// SPADE's pattern spectrum filtering on (size, count) signatures.
     Spectrum,
@@ -108,6 +112,7 @@ impl Correction {
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
+            Self::Guided => "guided",
             Self::MaxT => "max-t",
             Self::Spectrum => "spectrum",
             Self::FdrBh => "fdr-bh",
@@ -129,6 +134,7 @@ impl FromStr for Correction {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         [
+            Self::Guided,
             Self::MaxT,
             Self::Spectrum,
             Self::FdrBh,
@@ -140,7 +146,7 @@ impl FromStr for Correction {
         .find(|c| c.name() == s)
         .ok_or_else(|| {
             format!(
-                "unknown correction `{s}` (one of max-t, spectrum, fdr-bh, holm, bonferroni, none)"
+                "unknown correction `{s}` (one of guided, max-t, spectrum, fdr-bh, holm, bonferroni, none)"
             )
         })
     }
@@ -182,6 +188,23 @@ pub struct SignificanceConfig {
 }
 
 impl SignificanceConfig {
+    /// The configuration to mine the recording with before this test: `config` itself, but
+    /// for [`Correction::Guided`] only to two nodes (its episodes of three or more nodes come
+    /// from the guided search, which takes the whole `config`: mining every frequent episode
+    /// of a dense recording is what it avoids). Test with `config`, then add the tested
+    /// episodes to the result with [`SignificanceResult::list_in`].
+    #[must_use]
+    pub fn mining_config(
+        &self,
+        config: &crate::episode::MinerConfig,
+    ) -> crate::episode::MinerConfig {
+        let mut out = config.clone();
+        if self.correction == Correction::Guided {
+            out.max_level = out.max_level.min(2);
+        }
+        out
+    }
+
     /// The configuration an episodes stage's `significance` options describe (only the
     /// significant episodes kept when its `significant_only` is set).
     ///
@@ -332,8 +355,52 @@ pub struct SignificanceResult {
     /// counted (after the bounds) plus the episodes recounted in each. The work measure of
     /// `synfire bench significance`.
     pub candidates_counted: u64,
-    /// Sample splitting's parts and selection, when the test was made that way.
+    /// Sample splitting's parts and selection, when the test was made that way (`guided`
+    /// always is).
     pub sample_split: Option<SplitSummary>,
+    /// `guided`: the tested episodes that mining the recording did not list (those of three
+    /// or more nodes, and pairs below the recording's minimum count), with their counts in
+    /// the whole recording; [`SignificanceResult::list_in`] adds them to the mining result.
+    /// Empty for the other procedures.
+    pub extra_episodes: Vec<FrequentEpisode>,
+}
+
+impl SignificanceResult {
+    /// Adds [`SignificanceResult::extra_episodes`] to `result` (by level, then count,
+    /// descending, as mining orders them), so that a listing shows every tested episode.
+    pub fn list_in(&self, result: &mut MiningResult) {
+        if self.extra_episodes.is_empty() {
+            return;
+        }
+        result.episodes.extend(self.extra_episodes.iter().cloned());
+        result.episodes.sort_by(|a, b| {
+            a.episode
+                .len()
+                .cmp(&b.episode.len())
+                .then(b.count.cmp(&a.count))
+        });
+    }
+}
+
+/// What `guided` selected and found at one level (the JSON document's
+/// `significance.sample_split.levels`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GuidedLevel {
+    /// Episode size (nodes).
+    pub level: usize,
+    /// Candidates in the selection part (pairs: the frequent ones; extensions: of the level
+    /// below's selected episodes, after the pair filter).
+    pub candidates: usize,
+    /// Candidates frequent in the selection part.
+    pub frequent: usize,
+    /// Episodes selected for the test (the family `F_k`).
+    pub selected: usize,
+    /// The share of α this level is tested at (`α₂` or `α_k`).
+    pub alpha: f64,
+    /// Surrogates (pairs) or hybrids (extensions: `S_k`) each hypothesis can be counted in.
+    pub surrogates: usize,
+    /// Significant episodes of this size.
+    pub significant: usize,
 }
 
 /// What sample splitting did (the JSON document's `significance.sample_split`).
@@ -355,6 +422,10 @@ pub struct SplitSummary {
     pub screen_surrogates: usize,
     /// Episodes in the family (tested).
     pub family: usize,
+    /// `guided`: per level, what was selected and found (level 2 first). Empty for
+    /// `max-t --sample-split`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<GuidedLevel>,
 }
 
 /// Checks a sample-split fraction: finite and strictly between 0 and 1.
@@ -382,8 +453,10 @@ pub fn check_sample_split(
     method: Option<&SurrogateMethod>,
 ) -> Vec<String> {
     let mut errors: Vec<String> = check_fraction(fraction).err().into_iter().collect();
-    if let Some(c) = correction.filter(|&c| c != Correction::MaxT) {
-        errors.push(format!("works with the `max-t` correction only, not `{c}`"));
+    if let Some(c) = correction.filter(|&c| !matches!(c, Correction::MaxT | Correction::Guided)) {
+        errors.push(format!(
+            "works with the `guided` and `max-t` corrections only, not `{c}`"
+        ));
     }
     if matches!(method, Some(SurrogateMethod::TrialShift { .. })) {
         errors.push(

@@ -267,6 +267,10 @@ impl Stage for EpisodeStage {
                     }
                     None => test_episodes(&stream, &self.config, &result, sig)?,
                 };
+                // `guided`'s tested episodes beyond what the window's mining listed.
+                let mut result = result.clone();
+                tested.list_in(&mut result);
+                let report = MineReport::new("", &stream, &self.config, &result);
                 let list = listing(&result, Some(&tested), sig.significant_only, false);
                 let report = report.annotated(Some(&tested), &list);
                 (report.significance, report.episodes)

@@ -157,6 +157,7 @@ pub fn finish(
         warnings: Vec::new(),
         candidates_counted: plan.counted + first.iter().map(|p| p.counted).sum::<u64>(),
         sample_split: None,
+        extra_episodes: Vec::new(),
     };
     match (plan.correction, second) {
         (_, None) if plan.passes() == 2 => {

@@ -19,11 +19,11 @@ use crate::episode::{Episode, GpuCounter, GpuSettings, MinerConfig, MiningResult
 use crate::event::EventStream;
 use crate::significance::engine::Engine;
 use crate::significance::error::SignificanceError;
-use crate::significance::sample_split;
 use crate::significance::surrogate::Surrogates;
 use crate::significance::testing::{
     Correction, Key, SignificanceConfig, SignificanceResult, Sums, key,
 };
+use crate::significance::{guided, sample_split};
 
 /// The recording, its mining configuration and the counters the phases run on (module
 /// documentation). Run one phase at a time per tester for exact work counts
@@ -86,7 +86,9 @@ impl<'a> Tester<'a> {
     }
 
     /// The whole test in one process: [`Tester::plan`], every pass over `0..S` and [`finish`];
-    /// with [`SignificanceConfig::sample_split`], [`sample_split`]'s test instead.
+    /// with [`SignificanceConfig::sample_split`], [`sample_split`]'s test instead, and for
+    /// [`Correction::Guided`] [`guided`]'s (which tests episodes mining did not list: add
+    /// them with [`SignificanceResult::list_in`]).
     ///
     /// # Errors
     /// As [`test_episodes`].
@@ -97,6 +99,10 @@ impl<'a> Tester<'a> {
         data: &MiningResult,
         sig: &SignificanceConfig,
     ) -> Result<SignificanceResult, SignificanceError> {
+        if sig.correction == Correction::Guided {
+            check_settings(sig.n_surrogates, sig.alpha)?;
+            return guided::run(&self.engine, self.stream, self.config, data, sig);
+        }
         if let Some(fraction) = sig.sample_split {
             check_settings(sig.n_surrogates, sig.alpha)?;
             return sample_split::run(&self.engine, self.stream, self.config, data, sig, fraction);
@@ -142,9 +148,9 @@ impl<'a> Tester<'a> {
         sig: &SignificanceConfig,
     ) -> Result<Plan, SignificanceError> {
         check_settings(sig.n_surrogates, sig.alpha)?;
-        if sig.sample_split.is_some() {
+        if sig.sample_split.is_some() || sig.correction == Correction::Guided {
             return Err(SignificanceError::Config(
-                "a sample-split test runs whole in one task (`Tester::run`); its surrogates cannot be split into batches: leave out `surrogate_batch` (`--surrogate-batch`)".into(),
+                "a sample-split or guided test runs whole in one task (`Tester::run`); its surrogates cannot be split into batches: leave out `surrogate_batch` (`--surrogate-batch`)".into(),
             ));
         }
         let before = self.engine.candidates_counted();

@@ -1,0 +1,764 @@
+//! `guided`: significance-guided mining. Level `k + 1` extends only the `k`-node episodes that
+//! are more than chance, so the episodes looked at grow with the recording's structure, not
+//! with `Nᵏ·rateᵏ` as the frequent ones do; and every episode of three or more nodes is tested
+//! against the null that its **added unit is independent of the rest** (its own train replaced
+//! by surrogates, the others kept), so a chance unit appended to a real link is not reported.
+//!
+//! Sources: the agglomeration of significant pairs into assemblies with a test per step,
+//! each new unit tested against the assembly found so far (Russo & Durstewitz 2017, "Cell
+//! assemblies at multiple time scales with arbitrary lag constellations", eLife 6:e19428);
+//! SPADE's surrogate-based pattern significance (Torre et al. 2013, Front. Comput. Neurosci.
+//! 7:132; Quaglio et al. 2017, Front. Comput. Neurosci. 11:41); which surrogates keep false
+//! positives down on refractory, bursting trains (Stella et al. 2022, eNeuro 9(2)); sample
+//! splitting ("screen and clean": Cox 1975, Biometrika 62(2):441–444; Wasserman & Roeder 2009,
+//! Ann. Statist. 37(5A):2178–2201); the Westfall–Young max-statistic of [`super::testing`];
+//! Bonferroni with Monte Carlo p-values (Davison & Hinkley 1997, Bootstrap Methods, §4.2.5).
+//!
+//! # Procedure
+//! The recording `X` on `[t₀, t₁]` is split at `tₛ = t₀ + f (t₁ − t₀)` (`--sample-split f`,
+//! default [`DEFAULT_FRACTION`]) into the **selection part** `A` (before `tₛ`) and the **test
+//! part** `B` (from `tₛ` on), as [`super::sample_split::parts`]. `m` is the recording's minimum
+//! count, `m_A = ⌈m (tₛ − t₀) / (t₁ − t₀)⌉` the same rate over `A`; `N` is `--test-top`
+//! (default [`DEFAULT_PER_LEVEL`]), `K` the largest size, `S` the surrogates.
+//!
+//! **Selection, on `A` only** (it needs no error control: it only chooses what is tested).
+//! Screening surrogates use a Philox key derived from `--seed`, not the test's.
+//! 1. *Pairs.* `A` is mined to two nodes at `m_A`. Each frequent pair's count is
+//!    standardised against [`SCREEN_SURROGATES`] surrogates of `A` (every unit's train
+//!    replaced): `z = (c − mean) / max(std, 1)`. `F₂` = the `N` pairs with the largest `z`
+//!    among those with `z ≥` [`SELECT_Z`].
+//! 2. *Extensions,* for `k = 2 … K − 1`. The candidates of level `k + 1` are the episodes
+//!    `e → u` and `u → e` (one node added at either end, any given interval) for `e ∈ F_k`
+//!    and a unit `u` not in `e`, whose new pair (`last(e) → u`, or `u → first(e)`) is frequent
+//!    in `A` (a non-overlapped count never exceeds its prefix's or suffix's, so no frequent
+//!    extension is missed). An episode reached from two parents keeps its first derivation
+//!    (an appended node before a prepended one, parents in `F_k` order); `e` is its
+//!    **parent** and `u` its **added unit**. Those with a count `≥ m_A` in `A` are
+//!    standardised against [`SCREEN_SURROGATES`] **hybrids** of `A` (the added unit's train
+//!    replaced by its surrogate, every other unit's kept), and `F_{k+1}` = the `N` with the
+//!    largest `z` among those with `z ≥` [`SELECT_Z`]. The search stops at a level that
+//!    selects nothing.
+//!
+//! **Test, on `B` only.** The error rate α is shared: `α₂ = α/2` for pairs and
+//! `α_k = α / (2 (K − 2))` for each level `k ≥ 3` (`α₂ = α` when `K = 2`).
+//! 3. *Pairs*: Westfall–Young single-step max-t over `F₂` on `B` and `S` surrogates of `B`
+//!    ([`super::sample_split::max_t`]: leave-one-out z-scores, each dataset's maximum over the
+//!    whole family) at level `α₂`.
+//! 4. *Extensions*: each `h = (e, u) ∈ F_k` (k ≥ 3) is counted in `B` (`c₀`) and in hybrids of
+//!    `B` in which `u`'s train is replaced by its surrogate `j` (`c_j`, the same surrogate `j`
+//!    of `u` for every hypothesis adding `u`). Its p-value is
+//!    `p = (1 + #{j ≤ S_k : c_j ≥ c₀}) / (S_k + 1)`, rejected when `p ≤ α_k / |F_k|`
+//!    (Bonferroni), with `S_k + 1 = max(S + 1, ⌈|F_k| / α_k⌉)` (at most
+//!    [`MAX_EXTENSION_SURROGATES`]): the fewest with which a rejection is possible (then only
+//!    with no hybrid reaching `c₀`). Every hypothesis is counted in the first `S` hybrids;
+//!    one whose exceedances already make `p ≤ α_k / |F_k|` impossible, or whose parent is
+//!    not significant (step 5), stops there (its p-value is then over those `S`: it is not
+//!    rejected either way, so the decisions are those of `S_k` hybrids for all); the others
+//!    go on to `S_k`, in rounds that drop those that can no longer be rejected.
+//! 5. *Gatekeeping*: an extension is **significant** when its own test rejects and its
+//!    parent is significant. Reported adjusted p-values put every level on α's scale:
+//!    pairs `p_adjusted = min(1, p_maxT · α/α₂)`; extensions
+//!    `p_adjusted = max(min(1, p · |F_k| · α/α_k), p_adjusted(parent))`; so
+//!    `significant ⇔ p_adjusted ≤ α`.
+//!
+//! Every family episode is listed with its exact count in the whole recording (`count`); its
+//! `test_count` is its count in `B`, which `statistic`, `surrogate_mean`, `surrogate_std`
+//! (over the `S` or `S_k` surrogates or hybrids it was counted in) and the p-values refer to.
+//! The added unit is never one of its parent's units (a unit already in `e` cannot be
+//! replaced without changing `e`'s own occurrences); a parent may be a self-pair `A → A`
+//! (single-unit structure, such as bursts, that the surrogates do not keep).
+//!
+//! # Validity
+//! The families `F₂ … F_K` are functions of `A` and of the screening's random numbers only;
+//! the test uses `B` and random numbers drawn under another key. Condition on `A`.
+//! - *Pairs.* Under the null that `B`'s fine timing is distributed as its surrogates' (given
+//!   `A`), `B` and its `S` surrogates are exchangeable and, as for [`super::sample_split`],
+//!   `P(some pair of F₂ rejected) ≤ α₂` (weak control over the pairs).
+//! - *An extension* `h = (e, u)`. Its null `H_h`: `u`'s train in `B` is distributed as its
+//!   surrogates given the trains of `e`'s units (`u` is independent of the rest at the
+//!   surrogates' time scale, and the method is valid for `u`'s own train). The count in a
+//!   hybrid is the same function of `(e's trains, u's train)` as `c₀`, so under `H_h`
+//!   `c₀, c₁, …, c_{S_k}` are exchangeable given `e`'s trains, and `P(p ≤ t) ≤ t` for every
+//!   `t` (ties counted against rejection). The rejection event `{p ≤ α_k/|F_k|}` is the same
+//!   whether or not a hypothesis stopped early (step 4), so
+//!   `P(some true-null h ∈ F_k rejected) ≤ |F_k| · α_k/|F_k| = α_k` (Bonferroni; no
+//!   dependence between hypotheses is assumed). This is strong control over the extensions:
+//!   the parent may be a real link and `u` still a chance unit, which is the super-episode
+//!   case; `u`'s replacement leaves `e`'s occurrences as they are.
+//! - *Overall.* Gatekeeping only removes rejections. By the union bound the probability of
+//!   any false discovery is at most `α₂ + Σ_{k ≥ 3} α_k = α`, with the pairs' part under the
+//!   pairs' null (weak) and the extensions' part whatever the other hypotheses are (strong).
+//!
+//! # Surrogates
+//! The validity above holds only for a surrogate method that is valid for a unit's train:
+//! uniform `dither` fills a refractory unit's dead time, so the non-overlapped counts of its
+//! pairs fall in the surrogates and chance pairs of fast refractory units come out
+//! significant over an hour of data (Stella et al. 2022; measured on synthetic trains in
+//! `docs/significance.md`); use `dither-dead-time` (recommended) or `isi-dither` for sorted
+//! units.
+//!
+//! # Cost
+//! `A` is mined to two nodes once; the pairs of `A` are counted in [`SCREEN_SURROGATES`]
+//! surrogates; each level `k + 1` counts the frequent extensions of `F_k` (at most
+//! `N · units · intervals · 2`, far fewer after the pair filter) in `A` and
+//! [`SCREEN_SURROGATES`] hybrids; the test counts `F₂` in `S` surrogates of `B` and each
+//! extension in `S` hybrids (`S_k` for the few that can still be rejected). Hybrids are built
+//! from the few units of their hypotheses and counted on the CPU (rayon's pool).
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::engine::Engine;
+use super::error::SignificanceError;
+use super::sample_split::{SCREEN_SURROGATES, max_t, parts};
+use super::surrogate::{SurrogateMethod, Surrogates};
+use super::testing::{
+    Correction, EpisodeTest, GuidedLevel, Key, SignificanceConfig, SignificanceResult,
+    SplitSummary, Sums, check_fraction, key, surrogate_moments, too_few_for_alpha,
+};
+use crate::episode::count::{Merged, count_exact_merged, distinct_types};
+use crate::episode::{Episode, FrequentEpisode, MinerConfig, MiningResult, Threshold};
+use crate::event::{EventStream, EventType};
+
+/// The leading fraction of the recording's span the families are selected on when
+/// `--sample-split` is not given.
+pub const DEFAULT_FRACTION: f64 = 0.5;
+
+/// Episodes selected per level (`F_k`) when `--test-top` is not given.
+pub const DEFAULT_PER_LEVEL: usize = 200;
+
+/// The smallest screening z-score an episode must reach to be selected.
+pub const SELECT_Z: f64 = 3.0;
+
+/// The most hybrids an extension is counted in (`S_k`).
+pub const MAX_EXTENSION_SURROGATES: usize = 100_000;
+
+/// Added to `--seed` for the screening's Philox key (the test's key is `--seed` itself).
+const SCREEN_SEED_OFFSET: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Hybrids counted per round after the first `S` (a round ends with the hypotheses that can
+/// no longer be rejected dropped).
+const ROUND: u64 = 2_000;
+
+/// A hypothesis of three or more nodes: the episode, its parent and the added unit.
+#[derive(Clone, Debug)]
+struct Extension {
+    episode: Episode,
+    parent: Key,
+    added: EventType,
+}
+
+/// Per-hypothesis sums over hybrids (or surrogates): Σc, Σc², and the count of those with
+/// `c ≥ c₀`.
+#[derive(Clone, Debug, Default)]
+struct Tally {
+    n: u64,
+    sum: u64,
+    sumsq: u128,
+    exceed: u64,
+}
+
+impl Tally {
+    fn add(&mut self, c: u64, observed: u64) {
+        self.n += 1;
+        self.sum += c;
+        self.sumsq += u128::from(c) * u128::from(c);
+        self.exceed += u64::from(c >= observed);
+    }
+
+    fn merge(&mut self, o: &Self) {
+        self.n += o.n;
+        self.sum += o.sum;
+        self.sumsq += o.sumsq;
+        self.exceed += o.exceed;
+    }
+
+    /// Mean and population standard deviation of the counts.
+    fn moments(&self) -> (f64, f64) {
+        surrogate_moments(self.sum as f64, self.sumsq as f64, self.n as f64)
+    }
+
+    /// `(1 + exceed) / (n + 1)`.
+    fn p_value(&self) -> f64 {
+        (1 + self.exceed) as f64 / (self.n + 1) as f64
+    }
+}
+
+/// One part of the recording as per-unit sorted trains (shape `[units][spikes]`).
+fn trains_of(x: &EventStream) -> Vec<Vec<f64>> {
+    let mut out = vec![Vec::new(); x.alphabet().len()];
+    for (t, ty) in x.iter() {
+        out[ty.index()].push(t);
+    }
+    out
+}
+
+/// The counts of `hyps` (all adding unit `added`) in the hybrids `js` of a part: each
+/// hypothesis's units' trains in the part, with `added`'s replaced by its surrogate `j` (one
+/// surrogate train per `j`, shared by the group), merged and counted without building a
+/// stream ([`Merged::from_trains`]). Returns per hypothesis its tally.
+fn hybrid_group(
+    trains: &[Vec<f64>],
+    maker: &Surrogates,
+    added: EventType,
+    hyps: &[&Episode],
+    observed: &[u64],
+    js: Range<u64>,
+) -> Vec<Tally> {
+    // Each hypothesis's units in ascending type order (the order of ties in a stream).
+    let sets: Vec<Vec<EventType>> = hyps
+        .iter()
+        .map(|e| {
+            let mut set = distinct_types(e);
+            set.sort_unstable();
+            set
+        })
+        .collect();
+    js.into_par_iter()
+        .fold(
+            || vec![Tally::default(); hyps.len()],
+            |mut acc, j| {
+                let surrogate = maker.unit_train(j, added.index());
+                for (((e, set), t), &o) in hyps.iter().zip(&sets).zip(acc.iter_mut()).zip(observed)
+                {
+                    let parts: Vec<&[f64]> = set
+                        .iter()
+                        .map(|&u| {
+                            if u == added {
+                                surrogate.as_slice()
+                            } else {
+                                trains[u.index()].as_slice()
+                            }
+                        })
+                        .collect();
+                    let c = count_exact_merged(&Merged::from_trains(&parts), set, e);
+                    t.add(c, o);
+                }
+                acc
+            },
+        )
+        .reduce(
+            || vec![Tally::default(); hyps.len()],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(&b) {
+                    x.merge(y);
+                }
+                a
+            },
+        )
+}
+
+/// The tallies of `hyps` over the hybrids `js` (grouped by added unit).
+fn hybrid_tallies(
+    engine: &Engine<'_>,
+    trains: &[Vec<f64>],
+    maker: &Surrogates,
+    hyps: &[&Extension],
+    observed: &[u64],
+    js: Range<u64>,
+) -> Result<Vec<Tally>, SignificanceError> {
+    let mut groups: HashMap<EventType, Vec<usize>> = HashMap::new();
+    for (i, h) in hyps.iter().enumerate() {
+        groups.entry(h.added).or_default().push(i);
+    }
+    let mut groups: Vec<(EventType, Vec<usize>)> = groups.into_iter().collect();
+    groups.sort_unstable_by_key(|g| g.0);
+    let mut out = vec![Tally::default(); hyps.len()];
+    for (added, members) in groups {
+        engine.check_cancel()?;
+        let eps: Vec<&Episode> = members.iter().map(|&i| &hyps[i].episode).collect();
+        let obs: Vec<u64> = members.iter().map(|&i| observed[i]).collect();
+        let tallies = hybrid_group(trains, maker, added, &eps, &obs, js.clone());
+        for (&i, t) in members.iter().zip(&tallies) {
+            out[i].merge(t);
+        }
+    }
+    engine.add_counted(hyps.len() as u64 * (js.end - js.start));
+    Ok(out)
+}
+
+/// The `n` largest of `scores` at or above [`SELECT_Z`] (ties: larger count, then order).
+fn top(scores: &[f64], counts: &[u64], n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..scores.len())
+        .filter(|&i| scores[i] >= SELECT_Z)
+        .collect();
+    order.sort_by(|&a, &b| {
+        scores[b]
+            .total_cmp(&scores[a])
+            .then(counts[b].cmp(&counts[a]))
+            .then(a.cmp(&b))
+    });
+    order.truncate(n);
+    order.sort_unstable();
+    order
+}
+
+/// The candidates of level `k + 1` from the parents `parents` (level `k`), as the module
+/// documentation's step 2 says. `pairs`: the frequent pairs of `A` by their first and by
+/// their last unit.
+fn extensions(
+    parents: &[Episode],
+    by_first: &HashMap<EventType, Vec<(crate::episode::Interval, EventType)>>,
+    by_last: &HashMap<EventType, Vec<(EventType, crate::episode::Interval)>>,
+) -> Vec<Extension> {
+    let mut seen: HashSet<Key> = HashSet::new();
+    let mut out = Vec::new();
+    let mut push = |episode: Episode, parent: &Episode, added: EventType| {
+        if seen.insert(key(&episode)) {
+            out.push(Extension {
+                episode,
+                parent: key(parent),
+                added,
+            });
+        }
+    };
+    for e in parents {
+        let types = e.types();
+        let has = |u: &EventType| types.contains(u);
+        let last = types[types.len() - 1];
+        for &(iv, u) in by_first.get(&last).into_iter().flatten() {
+            if !has(&u) {
+                let mut t = types.to_vec();
+                t.push(u);
+                let mut ivs = e.intervals().to_vec();
+                ivs.push(iv);
+                push(Episode::new(t, ivs), e, u);
+            }
+        }
+    }
+    for e in parents {
+        let types = e.types();
+        let has = |u: &EventType| types.contains(u);
+        for &(u, iv) in by_last.get(&types[0]).into_iter().flatten() {
+            if !has(&u) {
+                let mut t = vec![u];
+                t.extend_from_slice(types);
+                let mut ivs = vec![iv];
+                ivs.extend_from_slice(e.intervals());
+                push(Episode::new(t, ivs), e, u);
+            }
+        }
+    }
+    out
+}
+
+/// Checks the settings `guided` takes: a fraction in (0, 1), no watch list, no `trial-shift`.
+fn check(sig: &SignificanceConfig, fraction: f64) -> Result<(), SignificanceError> {
+    check_fraction(fraction)
+        .map_err(|e| SignificanceError::Config(format!("guided: `--sample-split`: {e}")))?;
+    if sig.watch.is_some() {
+        return Err(SignificanceError::Config(
+            "guided mining selects its own families: it does not take a watch list".into(),
+        ));
+    }
+    if matches!(sig.method, SurrogateMethod::TrialShift { .. }) {
+        return Err(SignificanceError::Config(
+            "guided mining does not take `trial-shift` surrogates (trials would be cut at the split); for trials (`--trials`), choose another `--correction`, e.g. `max-t`"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The whole guided test of `stream` (module documentation) with `config`'s intervals, largest
+/// size and threshold (`data` is the recording mined to two nodes or more: its minimum count
+/// is the threshold's), on `engine`'s counters.
+///
+/// # Errors
+/// A fraction outside (0, 1), a watch list, `trial-shift` surrogates, an empty part
+/// ([`SignificanceError::Config`]); surrogate, mining and counting errors; cancellation.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn run(
+    engine: &Engine<'_>,
+    stream: &EventStream,
+    config: &MinerConfig,
+    data: &MiningResult,
+    sig: &SignificanceConfig,
+) -> Result<SignificanceResult, SignificanceError> {
+    let fraction = sig.sample_split.unwrap_or(DEFAULT_FRACTION);
+    check(sig, fraction)?;
+    let started = std::time::Instant::now();
+    let before = engine.candidates_counted();
+    let (sel, test, split_s) = parts(stream, fraction)?;
+    let per_level = sig.test_top.unwrap_or(DEFAULT_PER_LEVEL);
+    let max_level = config.max_level.max(2);
+    let m = data.min_count;
+    let m_a = ((m as f64) * (split_s - stream.start()) / stream.span().max(f64::MIN_POSITIVE))
+        .ceil()
+        .max(1.0) as u64;
+
+    // Selection: pairs of A against full surrogates of A.
+    let mut pair_config = config.clone();
+    pair_config.max_level = 2;
+    pair_config.threshold = Threshold::MinCount(m_a);
+    pair_config.max_candidates = None;
+    pair_config.time_budget_s = None;
+    let pairs_a: Vec<(Episode, u64)> = engine
+        .mine(&sel, &pair_config)?
+        .into_iter()
+        .filter(|(e, _)| e.len() == 2)
+        .collect();
+    let screen = Arc::new(Surrogates::new(
+        &sel,
+        sig.method.clone(),
+        sig.seed.wrapping_add(SCREEN_SEED_OFFSET),
+        None,
+    )?);
+    let pair_list: Vec<Episode> = pairs_a.iter().map(|(e, _)| e.clone()).collect();
+    let pair_counts: Vec<u64> = pairs_a.iter().map(|(_, c)| *c).collect();
+    let sums = engine.fold_surrogates(
+        0..SCREEN_SURROGATES as u64,
+        Sums::zero(pair_list.len()),
+        |s| engine.count_surrogate(&sel, &screen, s, &pair_list),
+        |acc, found| acc.add(&found, &pair_counts),
+        |a, b| a.merge(&b),
+    )?;
+    let z_of = |sum: f64, sumsq: f64, n: f64, c: u64| {
+        let (mean, sd) = surrogate_moments(sum, sumsq, n);
+        (c as f64 - mean) / sd.max(1.0)
+    };
+    let pair_z: Vec<f64> = (0..pair_list.len())
+        .map(|i| {
+            z_of(
+                sums.sum[i] as f64,
+                sums.sumsq[i] as f64,
+                SCREEN_SURROGATES as f64,
+                pair_counts[i],
+            )
+        })
+        .collect();
+    let f2: Vec<Episode> = top(&pair_z, &pair_counts, per_level)
+        .into_iter()
+        .map(|i| pair_list[i].clone())
+        .collect();
+    let mut by_first: HashMap<EventType, Vec<_>> = HashMap::new();
+    let mut by_last: HashMap<EventType, Vec<_>> = HashMap::new();
+    for e in &pair_list {
+        let (a, b, iv) = (e.types()[0], e.types()[1], e.intervals()[0]);
+        by_first.entry(a).or_default().push((iv, b));
+        by_last.entry(b).or_default().push((a, iv));
+    }
+    let mut levels = vec![GuidedLevel {
+        level: 2,
+        candidates: pair_list.len(),
+        frequent: pair_list.len(),
+        selected: f2.len(),
+        alpha: 0.0,
+        surrogates: sig.n_surrogates,
+        significant: 0,
+    }];
+
+    // Selection: extensions, level by level, against hybrids of A.
+    let sel_trains = trains_of(&sel);
+    let mut families: Vec<Vec<Extension>> = Vec::new();
+    let mut parents: Vec<Episode> = f2.clone();
+    for level in 3..=max_level {
+        if parents.is_empty() {
+            break;
+        }
+        let cands = extensions(&parents, &by_first, &by_last);
+        let list: Vec<Episode> = cands.iter().map(|c| c.episode.clone()).collect();
+        let counts = engine.count(&sel, &list)?;
+        let frequent: Vec<usize> = (0..cands.len()).filter(|&i| counts[i] >= m_a).collect();
+        let hyps: Vec<&Extension> = frequent.iter().map(|&i| &cands[i]).collect();
+        let obs: Vec<u64> = frequent.iter().map(|&i| counts[i]).collect();
+        let tallies = hybrid_tallies(
+            engine,
+            &sel_trains,
+            &screen,
+            &hyps,
+            &obs,
+            0..SCREEN_SURROGATES as u64,
+        )?;
+        let z: Vec<f64> = tallies
+            .iter()
+            .zip(&obs)
+            .map(|(t, &c)| {
+                let (mean, sd) = t.moments();
+                (c as f64 - mean) / sd.max(1.0)
+            })
+            .collect();
+        let chosen: Vec<Extension> = top(&z, &obs, per_level)
+            .into_iter()
+            .map(|i| hyps[i].clone())
+            .collect();
+        tracing::debug!(
+            level,
+            candidates = cands.len(),
+            frequent = frequent.len(),
+            seconds = started.elapsed().as_secs_f64(),
+            "Guided selection: a level's extensions counted in the selection part and its hybrids."
+        );
+        levels.push(GuidedLevel {
+            level,
+            candidates: cands.len(),
+            frequent: frequent.len(),
+            selected: chosen.len(),
+            alpha: 0.0,
+            surrogates: 0,
+            significant: 0,
+        });
+        parents = chosen.iter().map(|h| h.episode.clone()).collect();
+        families.push(chosen);
+    }
+    let selection_s = started.elapsed().as_secs_f64();
+    tracing::debug!(selection_s, "Guided selection done.");
+
+    // Test: pairs by max-t on B at α₂.
+    let extension_levels = max_level.saturating_sub(2);
+    let alpha = sig.alpha;
+    let alpha_2 = if extension_levels == 0 {
+        alpha
+    } else {
+        alpha / 2.0
+    };
+    let alpha_k = if extension_levels == 0 {
+        0.0
+    } else {
+        alpha / (2.0 * extension_levels as f64)
+    };
+    levels[0].alpha = alpha_2;
+    let pair_b = engine.count(&test, &f2)?;
+    let maker = Arc::new(Surrogates::new(&test, sig.method.clone(), sig.seed, None)?);
+    let per_surrogate: Vec<Vec<u32>> =
+        engine.map_surrogates(0..sig.n_surrogates as u64, |s| {
+            engine
+                .count_surrogate(&test, &maker, s, &f2)?
+                .into_iter()
+                .map(|c| {
+                    u32::try_from(c).map_err(|_| {
+                        SignificanceError::Config(format!(
+                            "a count of {c} in surrogate {s} is beyond what guided mining holds (2³² − 1)"
+                        ))
+                    })
+                })
+                .collect()
+        })?;
+    let (mut tests, surrogate_max) = max_t(&f2, &pair_b, &per_surrogate, alpha_2);
+    let scale = alpha / alpha_2;
+    let mut adjusted: HashMap<Key, (f64, bool)> = HashMap::new();
+    for t in &mut tests {
+        // Decided at α₂ (`max_t`), reported on α's scale (clamped so that rounding cannot
+        // put a significant pair's p_adjusted above α).
+        let scaled = (t.stats.p_adjusted * scale).min(1.0);
+        t.stats.p_adjusted = if t.stats.significant {
+            scaled.min(alpha)
+        } else {
+            scaled
+        };
+        adjusted.insert(key(&t.episode), (t.stats.p_adjusted, t.stats.significant));
+    }
+    levels[0].significant = tests.iter().filter(|t| t.stats.significant).count();
+    tracing::debug!(
+        seconds = started.elapsed().as_secs_f64(),
+        "Guided test: pairs counted in the test part's surrogates."
+    );
+
+    // Test: extensions against hybrids of B, level by level (gatekeeping needs the parents').
+    let test_trains = trains_of(&test);
+    let mut warnings: Vec<String> = too_few_for_alpha(sig.n_surrogates, alpha_2)
+        .into_iter()
+        .collect();
+    for (fam, info) in families.iter().zip(levels.iter_mut().skip(1)) {
+        info.alpha = alpha_k;
+        if fam.is_empty() {
+            continue;
+        }
+        let m_k = fam.len() as f64;
+        // Bonferroni's per-hypothesis level (a hair above, so that `1 / (S_k + 1)` with
+        // `S_k + 1 = ⌈|F_k| / α_k⌉` passes it despite rounding).
+        let threshold = alpha_k / m_k * (1.0 + 1e-9);
+        let wanted = ((m_k / alpha_k).ceil() as usize).max(sig.n_surrogates + 1) - 1;
+        let s_k = wanted.min(MAX_EXTENSION_SURROGATES);
+        if s_k < wanted {
+            warnings.push(format!(
+                "level {}: {} extensions need {wanted} hybrids each for a Bonferroni rejection at {alpha_k}; counted in at most {s_k}",
+                info.level,
+                fam.len()
+            ));
+        }
+        info.surrogates = s_k;
+        // Most exceedances a hypothesis may have and still be rejected with S_k hybrids.
+        let rejectable = |exceed: u64| (1 + exceed) as f64 / (s_k + 1) as f64 <= threshold;
+        let list: Vec<Episode> = fam.iter().map(|h| h.episode.clone()).collect();
+        let obs = engine.count(&test, &list)?;
+        let all: Vec<&Extension> = fam.iter().collect();
+        let mut tally = hybrid_tallies(
+            engine,
+            &test_trains,
+            &maker,
+            &all,
+            &obs,
+            0..sig.n_surrogates as u64,
+        )?;
+        let mut done = sig.n_surrogates as u64;
+        // Only a hypothesis whose parent is significant can be (gatekeeping).
+        let gate: Vec<bool> = fam
+            .iter()
+            .map(|h| adjusted.get(&h.parent).is_some_and(|&(_, sig)| sig))
+            .collect();
+        while done < s_k as u64 {
+            let going: Vec<usize> = (0..fam.len())
+                .filter(|&i| gate[i] && rejectable(tally[i].exceed))
+                .collect();
+            if going.is_empty() {
+                break;
+            }
+            let to = (done + ROUND.max(done)).min(s_k as u64);
+            let hyps: Vec<&Extension> = going.iter().map(|&i| &fam[i]).collect();
+            let o: Vec<u64> = going.iter().map(|&i| obs[i]).collect();
+            let more = hybrid_tallies(engine, &test_trains, &maker, &hyps, &o, done..to)?;
+            for (&i, t) in going.iter().zip(&more) {
+                tally[i].merge(t);
+            }
+            done = to;
+        }
+        tracing::debug!(
+            level = info.level,
+            family = fam.len(),
+            hybrids = s_k,
+            counted_to_the_end = tally.iter().filter(|t| t.n == s_k as u64).count(),
+            seconds = started.elapsed().as_secs_f64(),
+            "Guided test: a level's extensions counted in hybrids of the test part."
+        );
+        for ((h, t), &c) in fam.iter().zip(&tally).zip(&obs) {
+            let p = t.p_value();
+            let own = (p * m_k * alpha / alpha_k).min(1.0);
+            // A stopped hypothesis's p-value is over fewer hybrids; it cannot be rejected.
+            let own_rejects = t.n == s_k as u64 && p <= threshold;
+            let (parent_adj, parent_sig) = adjusted.get(&h.parent).copied().unwrap_or((1.0, false));
+            let significant = own_rejects && parent_sig;
+            let own = if own_rejects { own.min(alpha) } else { own };
+            let p_adjusted = own.max(parent_adj);
+            let mut test_ = EpisodeTest::new(
+                h.episode.clone(),
+                c,
+                (t.sum as f64, t.sumsq as f64, t.n as f64),
+                (p, p_adjusted),
+                alpha,
+            );
+            test_.stats.significant = significant;
+            test_.stats.test_count = Some(c);
+            adjusted.insert(key(&h.episode), (p_adjusted, significant));
+            info.significant += usize::from(significant);
+            tests.push(test_);
+        }
+    }
+
+    // Whole-recording counts of every family episode, for the listing.
+    let family: Vec<Episode> = tests.iter().map(|t| t.episode.clone()).collect();
+    let whole = engine.count(stream, &family)?;
+    let listed: HashSet<Key> = data.episodes.iter().map(|f| key(&f.episode)).collect();
+    let extra: Vec<FrequentEpisode> = family
+        .iter()
+        .zip(&whole)
+        .filter(|(e, _)| !listed.contains(&key(e)))
+        .map(|(e, &count)| FrequentEpisode {
+            episode: e.clone(),
+            count,
+        })
+        .collect();
+    if pairs_a.is_empty() {
+        warnings.push(format!(
+            "no pair is frequent (count ≥ {m_a}) in the selection part (the first {:.3} s): nothing was tested; give a lower minimum count",
+            split_s - stream.start()
+        ));
+    }
+    tracing::debug!(
+        selection_s,
+        test_s = started.elapsed().as_secs_f64() - selection_s,
+        levels = ?levels,
+        "Guided mining: seconds selecting the families and testing them."
+    );
+    let tested = tests.len();
+    let mut result = SignificanceResult {
+        method: sig.method.to_string(),
+        n_surrogates: sig.n_surrogates,
+        alpha,
+        correction: Correction::Guided,
+        seed: sig.seed,
+        tested,
+        tests,
+        surrogate_max,
+        warnings,
+        candidates_counted: engine.candidates_counted() - before,
+        sample_split: Some(SplitSummary {
+            fraction,
+            split_s,
+            selection_events: sel.len(),
+            test_events: test.len(),
+            screened: levels.iter().map(|l| l.frequent).sum(),
+            screen_surrogates: SCREEN_SURROGATES,
+            family: tested,
+            levels,
+        }),
+        extra_episodes: extra,
+    };
+    if sig.significant_only {
+        result.tests.retain(|t| t.stats.significant);
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::episode::Interval;
+
+    fn ep(types: &[u32], ivs: &[(f64, f64)]) -> Episode {
+        Episode::new(
+            types.iter().map(|&t| EventType(t)).collect(),
+            ivs.iter()
+                .map(|&(a, b)| Interval::new(a, b).unwrap())
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn extensions_add_distinct_units_at_either_end_only_where_the_new_pair_is_frequent() {
+        let iv = Interval::new(0.0, 0.005).unwrap();
+        // Frequent pairs: 1→2, 2→3, 2→1, 0→1.
+        let pairs = [(1, 2), (2, 3), (2, 1), (0, 1)];
+        let mut by_first: HashMap<EventType, Vec<_>> = HashMap::new();
+        let mut by_last: HashMap<EventType, Vec<_>> = HashMap::new();
+        for (a, b) in pairs {
+            by_first
+                .entry(EventType(a))
+                .or_default()
+                .push((iv, EventType(b)));
+            by_last
+                .entry(EventType(b))
+                .or_default()
+                .push((EventType(a), iv));
+        }
+        let parent = ep(&[1, 2], &[(0.0, 0.005)]);
+        let got = extensions(std::slice::from_ref(&parent), &by_first, &by_last);
+        let keys: Vec<Vec<u32>> = got
+            .iter()
+            .map(|h| h.episode.types().iter().map(|t| t.0).collect())
+            .collect();
+        // Append 3 (2→3); 2→1 would repeat unit 1. Prepend 0 (0→1); 2→1 repeats 2.
+        assert_eq!(keys, vec![vec![1, 2, 3], vec![0, 1, 2]]);
+        assert_eq!(got[0].added, EventType(3));
+        assert_eq!(got[1].added, EventType(0));
+        assert!(got.iter().all(|h| h.parent == key(&parent)));
+    }
+
+    #[test]
+    fn tally_p_value_counts_ties_against_rejection() {
+        let mut t = Tally::default();
+        for c in [3, 5, 5, 9] {
+            t.add(c, 5);
+        }
+        assert_eq!(t.exceed, 3);
+        assert!((t.p_value() - 4.0 / 5.0).abs() < 1e-12);
+        let (mean, sd) = t.moments();
+        assert!((mean - 5.5).abs() < 1e-12);
+        assert!(
+            (sd - (((2.5f64).powi(2) + 0.25 + 0.25 + 3.5f64.powi(2)) / 4.0).sqrt()).abs() < 1e-12
+        );
+    }
+}
