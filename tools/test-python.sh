@@ -19,6 +19,11 @@ fi
   'maturin>=1.7,<2' 'numpy>=1.22' 'pandas>=1.5' 'pytest>=7' 'pynwb>=2.5' 'pyzmq>=25' \
   'neo>=0.13,<0.15' 'pynapple>=0.8,<0.12' 'spikeinterface>=0.101,<0.106' 'ray>=2.9,<3' \
   'mypy>=1.18,<3'
+# This package was distributed as `synfire` before ADR 0005 (now `synfire-mining`); a venv
+# that still holds that install would keep its files and make the package warn of a clash.
+if "$venv/bin/python" -m pip show synfire 2>/dev/null | grep -q '^Summary: Frequent serial episodes'; then
+  "$venv/bin/python" -m pip uninstall --quiet --yes synfire >&2
+fi
 # The extension, built in release mode into the venv (cargo's target/ shared with the tests).
 VIRTUAL_ENV="$venv" "$venv/bin/maturin" develop --release --quiet >&2
 cargo build --release --quiet --bin synfire
