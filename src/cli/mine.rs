@@ -66,9 +66,9 @@ pub struct MineArgs {
     /// pynwb >= 4: `nwbfile.events`, `nwbfile.processing["synfire"]["episodes"].to_dataframe()`.
     #[arg(long, value_name = "PATH")]
     nwb_output: Option<PathBuf>,
-    /// The layout of `--nwb-output`: `events` (NWB 2.10 `EventsTable`s under `/events`, pynwb
-    /// >= 4) or `legacy` (the processing module `synfire` with the tables `episodes` and
-    /// `occurrences` only, for readers on an older pynwb).
+    /// The layout of `--nwb-output`: `events` (NWB 2.10 `EventsTable`s under `/events`, read
+    /// by pynwb 4 and later) or `legacy` (the processing module `synfire` with the tables
+    /// `episodes` and `occurrences` only, for readers on an older pynwb).
     #[arg(long, value_name = "LAYOUT", default_value_t = report::nwb::NwbLayout::default(),
           value_parser = clap::builder::TypedValueParser::map(
               clap::builder::PossibleValuesParser::new(report::nwb::NwbLayout::NAMES),

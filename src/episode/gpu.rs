@@ -935,7 +935,8 @@ pub fn select_gpu(
             }
             None => found.iter().map(|d| d.ordinal).collect(),
         };
-        GpuCounter::new(stream, intervals, &ordinals)
+        // A calibration given for every GPU: no model's table to look up or measure.
+        GpuCounter::start(stream, intervals, &ordinals, settings.calibration.is_none())
     };
     let Some(mut c) = crate::device::resolve(choice, "episode counting", attempt)? else {
         return Ok(None);
