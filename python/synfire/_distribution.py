@@ -31,7 +31,7 @@ def check_clash() -> str | None:
         other = metadata.distribution(CLASHING)
     except metadata.PackageNotFoundError:
         return None
-    summary = other.metadata.get("Summary") or "no summary"
+    summary = (other.metadata.get_all("Summary") or ["no summary"])[0]
     text = (
         f"a distribution named {CLASHING!r} ({other.version}: {summary}) is installed next to "
         f"{DISTRIBUTION!r}, and both install the import package 'synfire', so one has "
