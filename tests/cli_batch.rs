@@ -167,15 +167,24 @@ fn a_missing_interpreter_package_or_ray_is_named_with_how_to_install_it() {
     assert!(!out.status.success());
     let text = stderr(&out);
     assert!(text.contains("no-such-python` was not found"), "{text}");
-    assert!(text.contains("pip install synfire 'ray>=2.9,<3'"), "{text}");
+    assert!(
+        text.contains("pip install 'synfire-mining[cluster]'"),
+        "{text}"
+    );
     let python = fake_python(dir.path(), "synfire ray", 0);
     let text = stderr(&batch(&sessions, &python, &["--intervals", "(0,0.005]"]));
     assert!(
         text.contains("the Python package `synfire` is not installed"),
         "{text}"
     );
+    assert!(text.contains("-m pip install synfire-mining"), "{text}");
     assert!(text.contains("Ray is not installed"), "{text}");
     assert!(text.contains("-m pip install 'ray>=2.9,<3'"), "{text}");
+    // Another project's `synfire` (the package index's distribution of that name).
+    let python = fake_python(dir.path(), "synfire._synfire", 0);
+    let text = stderr(&batch(&sessions, &python, &["--intervals", "(0,0.005]"]));
+    assert!(text.contains("is not this project's"), "{text}");
+    assert!(text.contains("-m pip uninstall synfire"), "{text}");
     let python = fake_python(dir.path(), "synfire.cluster", 0);
     let text = stderr(&batch(&sessions, &python, &["--intervals", "(0,0.005]"]));
     assert!(text.contains("has no `synfire.cluster`"), "{text}");

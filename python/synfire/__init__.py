@@ -17,11 +17,14 @@ This module is the package's face: the code lives in ``_mine.py`` (mining), ``_i
 (spikes in), ``_results.py`` (:class:`MiningResult`), ``_options.py`` (the options as the
 extension reads them), ``sensors.py`` (the sensor stages) and the extension
 ``synfire._synfire`` (Rust, ``src/python/``); ``synfire.cluster`` runs many sessions on Ray.
+The package is distributed as ``synfire-mining`` (``pip install synfire-mining``; the
+package index's ``synfire`` is another project) and imported as ``synfire``; ``_distribution``
+warns at import when both are installed.
 """
 
 from __future__ import annotations
 
-from . import _synfire
+from . import _distribution, _synfire
 from ._io import read_spikes, spike_arrays
 from ._mine import gpu_available, gpus, mine
 from ._results import MiningResult
@@ -32,3 +35,5 @@ __all__ = ["mine", "motif", "read_spikes", "MiningResult", "SynfireError", "spik
            "softdtw", "barycenter", "Index", "ShapeletClassifier", "gpus", "gpu_available",
            "__version__"]
 __version__: str = _synfire.__version__
+# A second distribution that installs `synfire/` (ADR 0005): warned about once, at import.
+_distribution.check_clash()

@@ -699,7 +699,7 @@ impl Workload {
 /// (26 × 26 × 4 = 2,704 level-2 candidates) and recovers the short chain `A→B→C→D` and six
 /// nodes of the long one.
 fn sym26_config() -> MinerConfig {
-    let intervals = Interval::parse_list("0.001-0.003,0.004-0.006,0.009-0.011,0.014-0.016")
+    let intervals = Interval::parse_list(synfire::episode::calibrate::SYM26_INTERVALS)
         .expect("valid built-in intervals");
     MinerConfig::new(intervals, Threshold::MinCount(400))
 }

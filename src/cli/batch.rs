@@ -23,6 +23,9 @@ use crate::cli::args::{DeviceArg, MiningArgs, ReaderArgs, SignificanceArgs};
 
 /// The Ray the Python side is written against.
 const RAY_REQUIREMENT: &str = "ray>=2.9,<3";
+/// The Python package's distribution name on the package index (`pyproject.toml`; ADR 0005):
+/// `synfire` there is another project's, which also installs an import package `synfire`.
+const DISTRIBUTION: &str = "synfire-mining";
 
 /// Options of `synfire batch`.
 #[derive(Debug, Args)]
@@ -95,11 +98,19 @@ pub struct BatchArgs {
 }
 
 /// Checks that `python` can import `synfire`, `synfire.cluster` and `ray`; prints the
-/// missing ones, space-separated.
+/// missing ones, space-separated. A `synfire` without the extension `synfire._synfire` is
+/// another project's package of that import name (ADR 0005) and reported as `synfire._synfire`.
 const PROBE: &str = "import importlib.util as u
 missing = [m for m in ('synfire', 'ray') if u.find_spec(m) is None]
-if 'synfire' not in missing and u.find_spec('synfire.cluster') is None:
-    missing.append('synfire.cluster')
+if 'synfire' not in missing:
+    try:
+        ours = u.find_spec('synfire._synfire') is not None
+    except Exception:
+        ours = False
+    if not ours:
+        missing.append('synfire._synfire')
+    elif u.find_spec('synfire.cluster') is None:
+        missing.append('synfire.cluster')
 print(' '.join(missing))";
 
 /// Runs `synfire batch`.
@@ -269,7 +280,7 @@ fn check_python(python: &Path) -> Result<()> {
     let out = match Command::new(python).args(["-c", PROBE]).output() {
         Ok(out) => out,
         Err(e) if e.kind() == ErrorKind::NotFound => anyhow::bail!(
-            "the Python interpreter `{shown}` was not found: `synfire batch` runs the Python package's `synfire.cluster` on Ray; install Python 3.10 or newer with `pip install synfire '{RAY_REQUIREMENT}'`, or name an interpreter that has them with `--python` (or `SYNFIRE_PYTHON`)"
+            "the Python interpreter `{shown}` was not found: `synfire batch` runs the Python package's `synfire.cluster` on Ray; install Python 3.10 or newer with `pip install '{DISTRIBUTION}[cluster]'` (= {DISTRIBUTION} and '{RAY_REQUIREMENT}'), or name an interpreter that has them with `--python` (or `SYNFIRE_PYTHON`)"
         ),
         Err(e) => {
             return Err(e).with_context(|| format!("running the Python interpreter `{shown}`"));
@@ -293,7 +304,10 @@ fn check_python(python: &Path) -> Result<()> {
     for m in &missing {
         lines.push(match *m {
             "synfire" => format!(
-                "the Python package `synfire` is not installed for `{shown}`: `pip install synfire` (from a clone: `maturin develop --release`)"
+                "the Python package `synfire` is not installed for `{shown}`: `{shown} -m pip install {DISTRIBUTION}` (from a clone: `pip install .`)"
+            ),
+            "synfire._synfire" => format!(
+                "the `synfire` that `{shown}` imports is not this project's (no extension `synfire._synfire`): the distribution `synfire` on the package index is another project's; `{shown} -m pip uninstall synfire` then `{shown} -m pip install --force-reinstall {DISTRIBUTION}`"
             ),
             "synfire.cluster" => format!(
                 "the `synfire` package of `{shown}` has no `synfire.cluster` (an older version): reinstall it from this version"

@@ -6,10 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use synfire::episode::hybrid::{self, Calibration, Crossover, ExactAlgorithm, PenaltyFit};
-use synfire::episode::{CountKind, Counter, Episode, GpuCounter};
+use synfire::episode::calibrate::{self, Plan, Step};
+use synfire::episode::hybrid::Calibration;
+use synfire::episode::{Episode, GpuCounter};
 use synfire::event::EventType;
 
 use crate::cli::args::Workload;
@@ -91,52 +90,6 @@ fn real_candidates(
     Ok(out)
 }
 
-/// `m` candidates taken cyclically from `pool` (repeats time the same work again).
-fn cycled(pool: &[Episode], m: usize) -> Vec<Episode> {
-    pool.iter().cycle().take(m).cloned().collect()
-}
-
-/// `count` candidates of `nodes` nodes with random types and intervals (seeded).
-fn random_candidates(
-    rng: &mut ChaCha8Rng,
-    types: u32,
-    intervals: &[synfire::episode::Interval],
-    nodes: usize,
-    count: usize,
-) -> Vec<Episode> {
-    (0..count)
-        .map(|_| {
-            Episode::new(
-                (0..nodes)
-                    .map(|_| EventType(rng.random_range(0..types)))
-                    .collect(),
-                (1..nodes)
-                    .map(|_| intervals[rng.random_range(0..intervals.len())])
-                    .collect(),
-            )
-        })
-        .collect()
-}
-
-/// Median kernel milliseconds (CUDA events) of exact counts with `algorithm`, and the counts.
-fn kernel_ms(
-    gpu: &GpuCounter,
-    algorithm: ExactAlgorithm,
-    cands: &[Episode],
-    repeat: usize,
-) -> Result<(f64, Vec<u64>)> {
-    gpu.set_exact_algorithm(algorithm);
-    let counts = gpu.count(CountKind::Exact, cands)?; // warm-up
-    let mut ms = Vec::with_capacity(repeat);
-    for _ in 0..repeat {
-        gpu.reset_stats();
-        gpu.count(CountKind::Exact, cands)?;
-        ms.push(gpu.stats().kernel_ms);
-    }
-    ms.sort_by(f64::total_cmp);
-    Ok((ms[ms.len() / 2], counts))
-}
-
 /// Runs the calibration and prints a table.
 ///
 /// # Errors
@@ -186,56 +139,47 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         "{:>5} {:>10} {:>11} {:>11} {:>8}",
         "nodes", "episodes", "ptpe_ms", "mtpe_ms", "faster"
     );
-    let mut rng = ChaCha8Rng::seed_from_u64(7);
     let types = u32::try_from(stream.alphabet().len()).context("too many event types")?;
-    let mut crossovers = Vec::new();
-    for nodes in 1..=max_nodes {
-        let pool = real.get(nodes - 1).filter(|p| !p.is_empty());
-        if args.candidates == CandidateKind::Real {
-            println!(
+    let plan = Plan {
+        max_nodes,
+        min_log2_episodes: args.min_log2_episodes,
+        max_log2_episodes: args.max_log2_episodes,
+        repeat: args.repeat.max(1),
+    };
+    let real_candidates = args.candidates == CandidateKind::Real;
+    let calibration = calibrate::measure(
+        &gpu,
+        types,
+        &config.intervals,
+        &real,
+        &plan,
+        workload,
+        &mut |step| match step {
+            Step::Size { nodes, pool } if real_candidates => println!(
                 "# N = {nodes}: {}",
                 pool.map_or("no real candidates; random ones".to_owned(), |p| format!(
-                    "{} real candidates, cycled",
-                    p.len()
+                    "{p} real candidates, cycled"
                 ))
-            );
-        }
-        let mut timings = Vec::new();
-        for log2 in args.min_log2_episodes..=args.max_log2_episodes.max(args.min_log2_episodes) {
-            let m = 1usize << log2;
-            let cands = match pool {
-                Some(p) => cycled(p, m),
-                None => random_candidates(&mut rng, types, &config.intervals, nodes, m),
-            };
-            let (ptpe, a) = kernel_ms(&gpu, ExactAlgorithm::Ptpe, &cands, args.repeat.max(1))?;
-            let (mtpe, b) = kernel_ms(&gpu, ExactAlgorithm::Mtpe, &cands, args.repeat.max(1))?;
-            anyhow::ensure!(
-                a == b,
-                "PTPE and MTPE counts differ ({nodes} nodes, {m} episodes)"
-            );
-            println!(
-                "{nodes:>5} {m:>10} {ptpe:>11.4} {mtpe:>11.4} {:>8}",
-                if ptpe <= mtpe { "ptpe" } else { "mtpe" }
-            );
-            timings.push((m as u64, ptpe, mtpe));
-        }
-        let episodes = hybrid::crossover(&timings).expect("at least one timing");
-        let resident = gpu.resident_threads(0, nodes).max(1);
-        crossovers.push(Crossover {
-            nodes,
-            episodes,
-            resident_threads: resident,
-            penalty: episodes as f64 / resident as f64,
-        });
-    }
-    let points: Vec<(usize, f64)> = crossovers.iter().map(|c| (c.nodes, c.penalty)).collect();
-    let fit = PenaltyFit::fit(&points).expect("at least one size");
+            ),
+            Step::Size { .. } => {}
+            Step::Timed {
+                nodes,
+                episodes,
+                ptpe_ms,
+                mtpe_ms,
+            } => println!(
+                "{nodes:>5} {episodes:>10} {ptpe_ms:>11.4} {mtpe_ms:>11.4} {:>8}",
+                if ptpe_ms <= mtpe_ms { "ptpe" } else { "mtpe" }
+            ),
+        },
+    )?;
+    let fit = calibration.fit;
     println!();
     println!(
         "{:>5} {:>10} {:>10} {:>9} {:>9}",
         "nodes", "crossover", "resident", "f(N)", "fit"
     );
-    for c in &crossovers {
+    for c in &calibration.crossovers {
         println!(
             "{:>5} {:>10} {:>10} {:>9.4} {:>9.4}",
             c.nodes,
@@ -246,14 +190,6 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         );
     }
     println!("f(N) = {:.4} / N + {:.4}", fit.a, fit.b);
-    let calibration = Calibration {
-        device: info.name.clone(),
-        compute_capability: info.compute_capability,
-        multiprocessors: info.multiprocessors,
-        workload,
-        crossovers,
-        fit,
-    };
     let path = match &args.output {
         Some(p) => p.clone(),
         None => Calibration::default_path(&info.name, info.compute_capability)

@@ -58,12 +58,22 @@ pub struct MineArgs {
     #[arg(long, value_name = "PATH")]
     occurrences: Option<PathBuf>,
     /// Also write the listed episodes (two or more nodes), their significance and their
-    /// occurrences into an NWB file: a copy of an NWB input with a processing module
-    /// `synfire` (tables `episodes`, linked to `/units`, and `occurrences`), or for other
-    /// inputs a new NWB file with the units and that module. Read it with pynwb:
-    /// `nwbfile.processing["synfire"]["episodes"].to_dataframe()`.
+    /// occurrences into an NWB file: a copy of an NWB input, or for other inputs a new NWB
+    /// file with the units. With `--nwb-layout events` (the default, NWB 2.10) each episode's
+    /// occurrences are an `EventsTable` `/events/synfire_episode_<row>` (timestamp of the first
+    /// spike, duration to the last, the units) and the processing module `synfire` holds the
+    /// `episodes` table (linked to `/units`, with counts and significance); read them with
+    /// pynwb >= 4: `nwbfile.events`, `nwbfile.processing["synfire"]["episodes"].to_dataframe()`.
     #[arg(long, value_name = "PATH")]
     nwb_output: Option<PathBuf>,
+    /// The layout of `--nwb-output`: `events` (NWB 2.10 `EventsTable`s under `/events`, read
+    /// by pynwb 4 and later) or `legacy` (the processing module `synfire` with the tables
+    /// `episodes` and `occurrences` only, for readers on an older pynwb).
+    #[arg(long, value_name = "LAYOUT", default_value_t = report::nwb::NwbLayout::default(),
+          value_parser = clap::builder::TypedValueParser::map(
+              clap::builder::PossibleValuesParser::new(report::nwb::NwbLayout::NAMES),
+              |s| s.parse::<report::nwb::NwbLayout>().expect("a listed layout")))]
+    nwb_layout: report::nwb::NwbLayout,
 }
 
 /// The significance test of `synfire mine`: the shared flags ([`SignificanceArgs`]) and those
@@ -253,8 +263,16 @@ fn write_nwb(
     let input_nwb = (synfire::ingest::InputFormat::from_path(input).ok()
         == Some(synfire::ingest::InputFormat::Nwb))
     .then_some(input);
-    report::nwb::write_results(out, input_nwb, doc.stream, result, sig, list)
-        .with_context(|| format!("`--nwb-output` {}", out.display()))?;
+    report::nwb::write_results(
+        out,
+        input_nwb,
+        doc.stream,
+        result,
+        sig,
+        list,
+        args.nwb_layout,
+    )
+    .with_context(|| format!("`--nwb-output` {}", out.display()))?;
     tracing::info!(file = %out.display(), "Wrote the results into the NWB file.");
     Ok(())
 }

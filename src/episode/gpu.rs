@@ -21,6 +21,7 @@ use crate::device::{
     CandidateBatch, DeviceChoice, DeviceError, DeviceInfo, EndsJob, EpisodeKernel, EpisodeWorker,
     StreamData, StreamReport, SurrogateJob,
 };
+use crate::episode::calibrate::{self, KernelTimer, Plan};
 use crate::episode::count::TypeIndex;
 use crate::episode::counter::{CountError, CountKind, Counter, CpuCounter, prefix_order};
 use crate::episode::ends::gap_of;
@@ -153,6 +154,18 @@ impl GpuCounter {
         intervals: &[Interval],
         gpus: &[usize],
     ) -> Result<Self, DeviceError> {
+        Self::start(stream, intervals, gpus, true)
+    }
+
+    /// [`GpuCounter::new`]; with `calibrate`, each device model's crossover table is found
+    /// ([`calibrate::resolve`]: cached, shipped, or measured once on first use), else none
+    /// (`f(N) = 1`, for the first-use measurement itself).
+    fn start(
+        stream: &EventStream,
+        intervals: &[Interval],
+        gpus: &[usize],
+        calibrate: bool,
+    ) -> Result<Self, DeviceError> {
         if gpus.is_empty() {
             return Err(DeviceError::NoDevices);
         }
@@ -168,18 +181,12 @@ impl GpuCounter {
             .iter()
             .map(|w| {
                 let info = w.info();
-                let path = Calibration::default_path(&info.name, info.compute_capability)?;
-                if !path.exists() {
-                    tracing::info!(gpu = %info.name, "No calibration for this GPU model; the hybrid PTPE/MTPE choice uses f(N) = 1 (run `synfire calibrate`).");
+                if !calibrate {
                     return None;
                 }
-                match Calibration::load(&path) {
-                    Ok(c) => Some(c),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "Ignoring the calibration file.");
-                        None
-                    }
-                }
+                calibrate::resolve(&info.name, info.compute_capability, None, || {
+                    first_use_calibration(info.ordinal)
+                })
             })
             .collect();
         let mut counter = Self {
@@ -825,6 +832,63 @@ pub struct GpuSettings {
     pub mtpe_threads_per_slot: Option<u64>,
 }
 
+/// Times worker 0's device (a counter on one GPU, as `synfire calibrate` and the first-use
+/// measurement make).
+impl KernelTimer for GpuCounter {
+    fn device(&self) -> DeviceInfo {
+        self.workers[0].info().clone()
+    }
+
+    fn exact_kernel_ms(
+        &self,
+        algorithm: ExactAlgorithm,
+        candidates: &[Episode],
+        repeat: usize,
+    ) -> Result<(f64, Vec<u64>), CountError> {
+        self.set_exact_algorithm(algorithm);
+        let counts = self.count(CountKind::Exact, candidates)?; // warm-up
+        let mut ms = Vec::with_capacity(repeat.max(1));
+        for _ in 0..repeat.max(1) {
+            self.reset_stats();
+            self.count(CountKind::Exact, candidates)?;
+            ms.push(self.stats().kernel_ms);
+        }
+        ms.sort_by(f64::total_cmp);
+        Ok((ms[ms.len() / 2], counts))
+    }
+
+    fn resident_threads(&self, nodes: usize) -> u64 {
+        GpuCounter::resident_threads(self, 0, nodes).max(1)
+    }
+}
+
+/// The crossover table of GPU `ordinal`'s model measured on first use
+/// ([`calibrate::Plan::FIRST_USE`] over the Sym26 stream, seed 1, on a counter of its own), or
+/// why it could not be.
+fn first_use_calibration(ordinal: usize) -> Result<Calibration, String> {
+    let stream = crate::synth::generate(&crate::synth::SynthParams::sym26(1))
+        .map_err(|e| format!("the calibration stream: {e}"))?;
+    let intervals = Interval::parse_list(calibrate::SYM26_INTERVALS)
+        .map_err(|e| format!("the calibration intervals: {e}"))?;
+    let gpu = GpuCounter::start(&stream, &intervals, &[ordinal], false)
+        .map_err(|e| format!("a counter on GPU {ordinal}: {e}"))?;
+    let types = u32::try_from(stream.alphabet().len()).map_err(|e| e.to_string())?;
+    calibrate::measure(
+        &gpu,
+        types,
+        &intervals,
+        &[],
+        &Plan::FIRST_USE,
+        format!(
+            "Sym26 seed 1 ({} events), random candidates over its {} intervals (measured on first use)",
+            stream.len(),
+            intervals.len()
+        ),
+        &mut |_| {},
+    )
+    .map_err(|e| format!("measuring GPU {ordinal}: {e}"))
+}
+
 /// The counter for `choice`: a [`GpuCounter`] set up by `settings` or the [`CpuCounter`].
 ///
 /// # Errors
@@ -871,7 +935,8 @@ pub fn select_gpu(
             }
             None => found.iter().map(|d| d.ordinal).collect(),
         };
-        GpuCounter::new(stream, intervals, &ordinals)
+        // A calibration given for every GPU: no model's table to look up or measure.
+        GpuCounter::start(stream, intervals, &ordinals, settings.calibration.is_none())
     };
     let Some(mut c) = crate::device::resolve(choice, "episode counting", attempt)? else {
         return Ok(None);

@@ -10,7 +10,8 @@
 //! Sizes not measured use the fit `f(N) = a / N + b`, the form the paper found best (§7.2).
 //!
 //! Calibrations are JSON files, one per device model, stored under the kernel cache directory
-//! (`<cache>/calibration/<device>-sm<XY>.json`) and read by `synfire mine`.
+//! (`<cache>/calibration/<device>-sm<XY>.json`) and found once per process by
+//! [`crate::episode::calibrate::resolve`] (cached, shipped, or measured on first use).
 
 use std::path::{Path, PathBuf};
 
@@ -170,6 +171,17 @@ impl Calibration {
     /// directory.
     #[must_use]
     pub fn default_path(device: &str, compute_capability: (i32, i32)) -> Option<PathBuf> {
+        crate::device::kernels::cache_dir().map(|d| {
+            d.join("calibration")
+                .join(Self::file_name(device, compute_capability))
+        })
+    }
+
+    /// The file name of a device model's calibration, `<name>-sm<major><minor>.json` (name
+    /// lower-cased, runs of other characters than letters and digits replaced by `-`), e.g.
+    /// `nvidia-h200-sm90.json`.
+    #[must_use]
+    pub fn file_name(device: &str, compute_capability: (i32, i32)) -> String {
         let mut slug = String::new();
         for ch in device.chars() {
             if ch.is_ascii_alphanumeric() {
@@ -180,9 +192,27 @@ impl Calibration {
         }
         let slug = slug.trim_matches('-');
         let (major, minor) = compute_capability;
-        crate::device::kernels::cache_dir().map(|d| {
-            d.join("calibration")
-                .join(format!("{slug}-sm{major}{minor}.json"))
+        format!("{slug}-sm{major}{minor}.json")
+    }
+
+    /// [`Calibration::save`] through a temporary file in the same folder and a rename, so a
+    /// process reading `path` meanwhile sees the old file or the new one, never part of one.
+    ///
+    /// # Errors
+    /// [`CalibrationError::Io`] naming the file.
+    pub fn save_atomically(&self, path: &Path) -> Result<(), CalibrationError> {
+        let io = |source| CalibrationError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let name = path
+            .file_name()
+            .map_or_else(Default::default, |n| n.to_string_lossy().into_owned());
+        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        self.save(&tmp)?;
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io(e)
         })
     }
 }

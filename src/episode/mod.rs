@@ -7,6 +7,8 @@
 //! * [`mtpe`]: MTPE (segments, free machines, exact tuple merge), the CPU reference of the
 //!   GPU's MTPE kernels;
 //! * [`hybrid`]: the PTPE/MTPE choice by Eq. 3 and its per-device calibration;
+//! * [`calibrate`]: measuring a GPU model's crossover table, and finding it once per process
+//!   (cached in the user's cache folder, shipped, or measured on first use);
 //! * [`incremental`]: counts of a sliding window's candidates from the previous window's
 //!   chains of occurrence ends (exactly the counts from scratch);
 //! * [`ends`]: occurrence ends, the exact count one node at a time (the CPU's fast exact
@@ -26,6 +28,7 @@
 //! spike train datasets using GPUs" (`papers/frequent-episodes-gpu-spike-trains.txt`).
 
 pub mod bound;
+pub mod calibrate;
 pub mod candidates;
 pub mod count;
 pub mod counter;

@@ -270,6 +270,7 @@ impl Outputs {
                     data,
                     tested,
                     list,
+                    crate::report::nwb::NwbLayout::default(),
                 )
                 .map_err(|e| format!("{}: {e}", out.display()))?;
             }

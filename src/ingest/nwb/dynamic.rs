@@ -5,7 +5,11 @@
 //! `DynamicTableRegion` column of row indices into another table (attribute `table` an object
 //! reference to it); `id` the `ElementIdentifiers` `0..rows`; the table's `colnames` and
 //! `description` attributes; every typed object its `neurodata_type`, `namespace` and a
-//! random `object_id` (hdmf-common 1.5 schema, `table.yaml`).
+//! random `object_id` (hdmf-common 1.5 schema, `table.yaml`). NWB 2.10's `EventsTable`s
+//! (`nwb.event.yaml`: a `DynamicTable` of namespace `core` with a `timestamp`
+//! `TimestampVectorData` column, an optional `duration` `DurationVectorData`, both with
+//! `unit = "seconds"`, and a `source_description`) go into the file's `/events` group
+//! ([`write_events_tables`]).
 //!
 //! Domain-free: the result tables themselves are built by `crate::report::nwb`.
 
@@ -51,6 +55,14 @@ pub enum ColumnData<'a> {
         /// Absolute HDF5 path of the referenced table, e.g. `/units`.
         table: &'a str,
     },
+    /// Seconds: a column of NWB 2.10's type `TimestampVectorData` or `DurationVectorData`
+    /// (namespace `core`, attribute `unit = "seconds"`), one value per row.
+    Seconds {
+        /// The values, seconds.
+        values: &'a [f64],
+        /// Which of the two types.
+        kind: SecondsKind,
+    },
     /// One row index per row into the table at absolute path `table`.
     Region {
         /// The indices.
@@ -58,6 +70,15 @@ pub enum ColumnData<'a> {
         /// Absolute HDF5 path of the referenced table.
         table: &'a str,
     },
+}
+
+/// The NWB 2.10 column types of times in seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SecondsKind {
+    /// `TimestampVectorData`: times from the session's start.
+    Timestamp,
+    /// `DurationVectorData`: durations.
+    Duration,
 }
 
 /// A named column with its description.
@@ -83,6 +104,9 @@ pub struct Table<'a> {
     /// Its columns, in order.
     pub columns: Vec<Column<'a>>,
 }
+
+/// The type of an `EventsTable` ([`write_events_tables`]) and the NWB version that defines it.
+pub const EVENTS_NWB_VERSION: &str = "2.10.0";
 
 /// Adds (or replaces) the processing module `/processing/<module>` of the NWB file at `path`
 /// (opened read-write) holding `tables`, in order (a region column may reference a table
@@ -125,6 +149,81 @@ pub fn write_processing_module(
         .map_err(|e| w.err("/", "cannot flush the file", &e))
 }
 
+/// Adds `tables` as NWB 2.10 `EventsTable`s (attribute `source_description`) to the file's
+/// `/events` group (created if missing; a table of the same name is replaced), and raises the
+/// file's `nwb_version` to [`EVENTS_NWB_VERSION`] where it is older (the version whose schema
+/// defines the type; every earlier 2.x file is valid under it). Each table should have a
+/// [`ColumnData::Seconds`] column `timestamp` ([`SecondsKind::Timestamp`]).
+///
+/// # Errors
+/// As [`write_processing_module`].
+pub fn write_events_tables(
+    path: &Path,
+    source_description: &str,
+    tables: &[Table<'_>],
+) -> Result<(), IngestError> {
+    let w = Writer { path };
+    let file = File::open_rw(path).map_err(|e| w.err("/", "cannot open for writing", &e))?;
+    let events = if file.link_exists("events") {
+        file.group("events")
+            .map_err(|e| w.err("/events", "cannot open", &e))?
+    } else {
+        file.create_group("events")
+            .map_err(|e| w.err("/events", "cannot create", &e))?
+    };
+    for table in tables {
+        let full = format!("/events/{}", table.name);
+        if events.link_exists(table.name) {
+            events
+                .unlink(table.name)
+                .map_err(|e| w.err(&full, "cannot replace the old table", &e))?;
+        }
+        let group = write_table_typed(
+            &w,
+            &file,
+            &events,
+            "/events",
+            table,
+            ("EventsTable", "core"),
+        )?;
+        w.str_attr(&group, &full, "source_description", source_description)?;
+    }
+    raise_nwb_version(&w, &file, EVENTS_NWB_VERSION)?;
+    file.flush()
+        .map_err(|e| w.err("/", "cannot flush the file", &e))
+}
+
+/// Sets the root attribute `nwb_version` to `version` where it is missing or older (compared
+/// as dotted numbers); a newer one is kept.
+fn raise_nwb_version(w: &Writer<'_>, file: &File, version: &str) -> Result<(), IngestError> {
+    let numbers = |v: &str| -> Vec<u64> {
+        v.trim_start_matches('v')
+            .split(['.', '-'])
+            .map_while(|p| p.parse().ok())
+            .collect()
+    };
+    let current = file.attr("nwb_version").ok().and_then(|a| {
+        a.read_scalar::<VarLenUnicode>()
+            .map(|s| s.as_str().to_owned())
+            .or_else(|_| {
+                a.read_scalar::<hdf5::types::VarLenAscii>()
+                    .map(|s| s.as_str().to_owned())
+            })
+            .ok()
+    });
+    if current
+        .as_deref()
+        .is_some_and(|c| numbers(c) >= numbers(version))
+    {
+        return Ok(());
+    }
+    if file.attr("nwb_version").is_ok() {
+        file.delete_attr("nwb_version")
+            .map_err(|e| w.err("/", "cannot replace attribute `nwb_version`", &e))?;
+    }
+    w.str_attr(file, "/", "nwb_version", version)
+}
+
 fn write_table(
     w: &Writer<'_>,
     file: &File,
@@ -132,11 +231,31 @@ fn write_table(
     module_path: &str,
     table: &Table<'_>,
 ) -> Result<(), IngestError> {
-    let path = format!("{module_path}/{}", table.name);
-    let group = module
+    write_table_typed(
+        w,
+        file,
+        module,
+        module_path,
+        table,
+        ("DynamicTable", "hdmf-common"),
+    )
+    .map(|_| ())
+}
+
+/// Writes `table` into `parent` as a table of type `(neurodata_type, namespace)`.
+fn write_table_typed(
+    w: &Writer<'_>,
+    file: &File,
+    parent: &Group,
+    parent_path: &str,
+    table: &Table<'_>,
+    (data_type, namespace): (&str, &str),
+) -> Result<Group, IngestError> {
+    let path = format!("{parent_path}/{}", table.name);
+    let group = parent
         .create_group(table.name)
         .map_err(|e| w.err(&path, "cannot create", &e))?;
-    w.typed(&group, &path, "DynamicTable", "hdmf-common")?;
+    w.typed(&group, &path, data_type, namespace)?;
     w.str_attr(&group, &path, "description", table.description)?;
     let colnames = table
         .columns
@@ -159,7 +278,7 @@ fn write_table(
     for column in &table.columns {
         write_column(w, file, &group, &path, table.rows, column)?;
     }
-    Ok(())
+    Ok(group)
 }
 
 fn write_column(
@@ -182,9 +301,19 @@ fn write_column(
             })
         }
     };
-    let data_type = match column.data {
-        ColumnData::Region { .. } | ColumnData::RaggedRegion { .. } => "DynamicTableRegion",
-        _ => "VectorData",
+    let (data_type, namespace) = match column.data {
+        ColumnData::Region { .. } | ColumnData::RaggedRegion { .. } => {
+            ("DynamicTableRegion", "hdmf-common")
+        }
+        ColumnData::Seconds {
+            kind: SecondsKind::Timestamp,
+            ..
+        } => ("TimestampVectorData", "core"),
+        ColumnData::Seconds {
+            kind: SecondsKind::Duration,
+            ..
+        } => ("DurationVectorData", "core"),
+        _ => ("VectorData", "hdmf-common"),
     };
     let ends = match column.data {
         ColumnData::Int(v) => {
@@ -192,7 +321,7 @@ fn write_column(
             dataset(w, group, &path, column.name, v)?;
             None
         }
-        ColumnData::Float(v) => {
+        ColumnData::Float(v) | ColumnData::Seconds { values: v, .. } => {
             check(v.len(), "values")?;
             dataset(w, group, &path, column.name, v)?;
             None
@@ -228,8 +357,11 @@ fn write_column(
     let ds = group
         .dataset(column.name)
         .map_err(|e| w.err(&path, "cannot reopen", &e))?;
-    w.typed(&ds, &path, data_type, "hdmf-common")?;
+    w.typed(&ds, &path, data_type, namespace)?;
     w.str_attr(&ds, &path, "description", column.description)?;
+    if let ColumnData::Seconds { .. } = column.data {
+        w.str_attr(&ds, &path, "unit", "seconds")?;
+    }
     if let ColumnData::Region { table, .. } | ColumnData::RaggedRegion { table, .. } = column.data {
         reference_attr(w, file, &ds, &path, "table", table)?;
     }
