@@ -431,7 +431,8 @@ pub fn generate_dense(params: &DenseParams) -> Result<(EventStream, DenseTruth),
         (None, None) => e,
         (None, Some(t)) => t + (tau + e),
         (Some(g), None) => g.inverse(e),
-        (Some(g), Some(t)) => g.inverse(g.integral(t + tau) + e),
+        // At least `t + tau` whatever the rounding of the integral and its inverse.
+        (Some(g), Some(t)) => g.inverse(g.integral(t + tau) + e).max(t + tau),
     };
     let mut rates = Vec::with_capacity(params.units);
     let mut bursting = Vec::with_capacity(params.units);

@@ -45,7 +45,7 @@ enum BenchWhich {
     /// co-modulated nulls), mined and tested as `synfire mine` does: units, seconds, spikes,
     /// procedure, S, wall seconds, peak RSS, episodes listed and significant, planted chains
     /// found whole, significant episodes holding a unit of no chain.
-    Session(session::BenchSessionArgs),
+    Session(Box<session::BenchSessionArgs>),
     /// Where the power of `max-t` ends: a chain embedded at a grid of firing rates and evoke
     /// probabilities, found significant in how many seeds.
     Power(power::PowerArgs),
