@@ -411,8 +411,7 @@ pub fn generate_dense(params: &DenseParams) -> Result<(EventStream, DenseTruth),
     let mean_burst = (k0 + k1) as f64 / 2.0;
     let (b0, b1) = params.burst_isi_s;
     let gain = if params.comodulation.is_some() || params.up_down.is_some() {
-        // A stream of its own: the units' rates and burst flags stay those of the same seed
-        // without the gain.
+        // A stream of its own: the gain does not depend on the units.
         let mut gain_rng = ChaCha8Rng::seed_from_u64(params.seed);
         gain_rng.set_stream(1);
         Some(Gain::draw(

@@ -33,8 +33,11 @@
 //! event comes when `∫_{t+τ}^{t'} g` reaches the drawn excess interval (the excess intervals
 //! are those of the unmodulated unit). The dead time thus holds in real time, and the hazard
 //! outside it is the unit's times `g(t)`. Bursts keep their real-time intra-burst intervals.
-//! All draws come from a ChaCha8 generator of its own (stream 1 of the session's seed), so
-//! switching a gain on changes no unit's drawn rate or burst flag.
+//! The gain's draws come from a ChaCha8 generator of its own (stream 1 of the session's
+//! seed), so a seed gives the same gain whatever the units. The units' draws are interleaved
+//! with their spikes, so the same seed with and without a gain gives the first unit the same
+//! rate and the others other rates: compare such sessions by their drawn rates
+//! (`DenseTruth::rates_hz`), not unit by unit.
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
