@@ -137,6 +137,8 @@ fn every_command_that_tests_significance_lists_its_flags_alike() {
             ],
             "1000",
         ),
+        // `bench session` flattens the whole `SignificanceArgs`.
+        (&["bench", "session"], &SIGNIFICANCE[..], "1000"),
     ] {
         let bench = help(command);
         for (flag, got) in listed(&bench, command, flags) {

@@ -286,3 +286,55 @@ fn the_neuropixels_preset_is_the_library_stream() {
         assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{a} vs {b}");
     }
 }
+
+/// `synfire generate session` takes the session options (here a 20-unit, 10 s session with
+/// shared up/down states) and writes the library's stream for them; the other presets
+/// refuse them.
+#[test]
+fn the_session_preset_takes_its_options() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("session.csv");
+    let args = [
+        "generate",
+        "session",
+        "--units",
+        "20",
+        "--seconds",
+        "10",
+        "--chains",
+        "2",
+        "--comodulation",
+        "up-down",
+        "--seed",
+        "3",
+        "-o",
+        path.to_str().unwrap(),
+    ];
+    let out = synfire(args);
+    assert_success(&out, &args.join(" "));
+    let stream = read(&path);
+    assert_eq!(stream.alphabet().len(), 20);
+    assert!(stream.times().iter().all(|&t| (0.0..10.0).contains(&t)));
+    // The library's stream for the same options, spike for spike.
+    let mut p = synfire::synth::DenseParams::session(3);
+    p.units = 20;
+    p.duration_s = 10.0;
+    p.chains =
+        synfire::synth::planted_chains(20, 2, (3, 4), &synfire::synth::dense::SESSION_WINDOWS_S)
+            .unwrap();
+    p.up_down = Some(synfire::synth::UpDownStates::slow_wave());
+    let (expected, _) = synfire::synth::generate_dense(&p).unwrap();
+    assert_eq!(stream.len(), expected.len());
+
+    let out = synfire([
+        "generate",
+        "sym26",
+        "--units",
+        "5",
+        "-o",
+        path.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`session` preset only"), "{err}");
+}

@@ -581,3 +581,60 @@ fn bench_power_finds_a_strong_chain_and_not_an_absent_one() {
         }
     }
 }
+
+/// `synfire bench session` on a small session (30 units, 60 s, S = 19): one row whose size
+/// columns are the generated session's, whose procedure is `synfire mine`'s default, and
+/// whose chain column counts the planted chains found whole: both chains when they are
+/// activated at 2 Hz (120 whole occurrences against none by chance), none when they are not.
+#[test]
+fn bench_session_counts_the_planted_chains() {
+    use synfire::synth::{DenseParams, generate_dense, planted_chains};
+    let run = |chain_rate: &str| {
+        let out = synfire([
+            "bench",
+            "session",
+            "--units",
+            "30",
+            "--seconds",
+            "60",
+            "--chains",
+            "2",
+            "--chain-rate-hz",
+            chain_rate,
+            "--session-seed",
+            "4",
+            "--n-surrogates",
+            "19",
+            "--device",
+            "cpu",
+        ]);
+        succeeded(out)
+    };
+    let text = run("2");
+    let rows = table_rows(&text, "| 30 |");
+    assert_eq!(rows.len(), 1, "{text}");
+    let row = &rows[0];
+    // The same session, generated here: the spikes column is its length.
+    let mut p = DenseParams::session(4);
+    p.units = 30;
+    p.duration_s = 60.0;
+    p.chain_activation_hz = 2.0;
+    p.chains = planted_chains(30, 2, (3, 4), &synfire::synth::dense::SESSION_WINDOWS_S).unwrap();
+    let (stream, _) = generate_dense(&p).unwrap();
+    assert_eq!(row[1], "30");
+    assert_eq!(row[2], "60");
+    assert_eq!(row[3], stream.len().to_string(), "{text}");
+    assert_eq!(
+        row[4],
+        synfire::episode::options::DEFAULT_CORRECTION,
+        "{text}"
+    );
+    assert_eq!(row[5], "19");
+    let listed: usize = row[8].parse().unwrap();
+    let significant: usize = row[9].parse().unwrap();
+    assert!(significant >= 2 && listed >= significant, "{text}");
+    assert_eq!(row[10], "2/2", "{text}");
+    let text = run("0");
+    let rows = table_rows(&text, "| 30 |");
+    assert_eq!(rows[0][10], "0/2", "{text}");
+}

@@ -744,3 +744,191 @@ pub fn read_labelled(path: &Path) -> Result<(Vec<Vec<f64>>, Vec<String>)> {
         })?;
     Ok((univariate(&d, &name)?, labels))
 }
+
+/// The synthetic session of `synfire generate session` and `synfire bench session`: a
+/// Neuropixels-like recording with planted chains and, if asked, the co-modulated nulls
+/// (`synfire::synth::DenseParams::session` and `synfire::synth::modulation`). Each flag left
+/// out keeps the preset's value, given in its help.
+#[derive(Debug, Clone, Args)]
+pub struct SessionArgs {
+    /// Number of units (default 1,000).
+    #[arg(long, value_name = "N")]
+    pub units: Option<usize>,
+    /// Length of the session, seconds (default 3,600).
+    #[arg(long, value_name = "SECONDS")]
+    pub seconds: Option<f64>,
+    /// Median of the units' log-normal firing rates, Hz (default 4).
+    #[arg(long, value_name = "HZ")]
+    pub rate_median_hz: Option<f64>,
+    /// Standard deviation of the natural log of the rates, dimensionless (default 1).
+    #[arg(long, value_name = "SIGMA")]
+    pub rate_sigma: Option<f64>,
+    /// Highest firing rate, Hz: faster draws are clamped to it (the lowest is 0.1 Hz; default
+    /// 60).
+    #[arg(long, value_name = "HZ")]
+    pub max_rate_hz: Option<f64>,
+    /// Number of planted chains, spread evenly over the units (default 6).
+    #[arg(long, value_name = "N")]
+    pub chains: Option<usize>,
+    /// Units per chain: `N`, or `LOW-HIGH` for chains of LOW, LOW+1, …, HIGH units in turn
+    /// (default 3-4).
+    #[arg(long, value_name = "N|LOW-HIGH")]
+    pub chain_length: Option<String>,
+    /// Delay windows between consecutive units of a chain, seconds, comma-separated
+    /// `LOW-HIGH` (a delay uniform in (LOW, HIGH]), used by the chains in turn (default
+    /// 0.001-0.004,0.006-0.009,0.012-0.018: inside the intervals 0–5, 5–10 and 10–20 ms).
+    #[arg(long, value_name = "LOW-HIGH,...")]
+    pub chain_lags_s: Option<String>,
+    /// Activations of each chain per second (a Poisson process), Hz; each activation fires
+    /// every unit of the chain in order (default 1).
+    #[arg(long, value_name = "HZ")]
+    pub chain_rate_hz: Option<f64>,
+    /// A slow rate modulation shared by every unit (the co-modulated nulls; default `none`).
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub comodulation: Option<ComodulationArg>,
+    /// Standard deviation of the shared log-rate fluctuation of `ou`, `sinusoids` and
+    /// `ou-up-down`, dimensionless (default 0.5: the rate doubles or halves at ±1.4 SD).
+    #[arg(long, value_name = "SD")]
+    pub comodulation_sd: Option<f64>,
+    /// Shape of the gamma-distributed excess of every inter-spike interval over the 2 ms dead
+    /// time, dimensionless: 1 is Poisson with dead time, below 1 bursty, above 1 regular
+    /// (default 1).
+    #[arg(long, value_name = "K")]
+    pub isi_shape: Option<f64>,
+}
+
+/// `--comodulation` of [`SessionArgs`].
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ComodulationArg {
+    /// Independent units.
+    None,
+    /// A log-rate Ornstein–Uhlenbeck process shared by all units (τ = 0.1 s: 1.6 Hz corner).
+    Ou,
+    /// A log-rate sum of eight sinusoids at 0.5–4 Hz shared by all units.
+    Sinusoids,
+    /// Up and down states shared by all units (mean up 300 ms, down 200 ms, down-state rate
+    /// × 0.1).
+    UpDown,
+    /// `ou` and `up-down` together.
+    OuUpDown,
+}
+
+impl SessionArgs {
+    /// Whether any flag was given (a preset other than `session` takes none).
+    pub fn any_given(&self) -> bool {
+        let Self {
+            units,
+            seconds,
+            rate_median_hz,
+            rate_sigma,
+            max_rate_hz,
+            chains,
+            chain_length,
+            chain_lags_s,
+            chain_rate_hz,
+            comodulation,
+            comodulation_sd,
+            isi_shape,
+        } = self;
+        units.is_some()
+            || seconds.is_some()
+            || rate_median_hz.is_some()
+            || rate_sigma.is_some()
+            || max_rate_hz.is_some()
+            || chains.is_some()
+            || chain_length.is_some()
+            || chain_lags_s.is_some()
+            || chain_rate_hz.is_some()
+            || comodulation.is_some()
+            || comodulation_sd.is_some()
+            || isi_shape.is_some()
+    }
+
+    /// The generator's parameters: [`synth::DenseParams::session`] with `seed` and the flags
+    /// given.
+    ///
+    /// # Errors
+    /// A flag that does not parse or chains that do not fit the units, each named as on the
+    /// command line. (Out-of-range values are named by the generator.)
+    pub fn params(&self, seed: u64) -> Result<synth::DenseParams> {
+        let mut p = synth::DenseParams::session(seed);
+        if let Some(n) = self.units {
+            p.units = n;
+        }
+        if let Some(s) = self.seconds {
+            p.duration_s = s;
+        }
+        if let Some(r) = self.rate_median_hz {
+            p.rate_median_hz = r;
+        }
+        if let Some(s) = self.rate_sigma {
+            p.rate_sigma = s;
+        }
+        if let Some(hi) = self.max_rate_hz {
+            p.rate_range_hz.1 = hi;
+        }
+        if let Some(r) = self.chain_rate_hz {
+            p.chain_activation_hz = r;
+        }
+        if let Some(k) = self.isi_shape {
+            p.isi_shape = k;
+        }
+        let lengths = match self.chain_length.as_deref() {
+            None => (3, 4),
+            Some(text) => parse_length(text)
+                .with_context(|| format!("`--chain-length {text}`: expected N or LOW-HIGH"))?,
+        };
+        let windows = match self.chain_lags_s.as_deref() {
+            None => synth::dense::SESSION_WINDOWS_S.to_vec(),
+            Some(text) => parse_windows(text).with_context(|| {
+                format!("`--chain-lags-s {text}`: expected LOW-HIGH,… in seconds")
+            })?,
+        };
+        p.chains = synth::planted_chains(p.units, self.chains.unwrap_or(6), lengths, &windows)
+            .context("`--chains`, `--chain-length` and `--units`")?;
+        let sd = self.comodulation_sd.unwrap_or(0.5);
+        let ou = synth::Comodulation::OrnsteinUhlenbeck { sd, tau_s: 0.1 };
+        let (comodulation, up_down) = match self.comodulation.unwrap_or(ComodulationArg::None) {
+            ComodulationArg::None => (None, None),
+            ComodulationArg::Ou => (Some(ou), None),
+            ComodulationArg::Sinusoids => (
+                Some(synth::Comodulation::Sinusoids {
+                    sd,
+                    band_hz: (0.5, 4.0),
+                    components: 8,
+                }),
+                None,
+            ),
+            ComodulationArg::UpDown => (None, Some(synth::UpDownStates::slow_wave())),
+            ComodulationArg::OuUpDown => (Some(ou), Some(synth::UpDownStates::slow_wave())),
+        };
+        p.comodulation = comodulation;
+        p.up_down = up_down;
+        Ok(p)
+    }
+}
+
+fn parse_length(text: &str) -> Result<(usize, usize)> {
+    Ok(match text.split_once('-') {
+        Some((a, b)) => (a.trim().parse()?, b.trim().parse()?),
+        None => {
+            let n = text.trim().parse()?;
+            (n, n)
+        }
+    })
+}
+
+fn parse_windows(text: &str) -> Result<Vec<(f64, f64)>> {
+    text.split(',')
+        .map(|part| {
+            let (a, b) = part
+                .split_once('-')
+                .with_context(|| format!("`{part}` has no `-`"))?;
+            let (lo, hi): (f64, f64) = (a.trim().parse()?, b.trim().parse()?);
+            if !(lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo < hi) {
+                anyhow::bail!("`{part}` must satisfy 0 ≤ LOW < HIGH");
+            }
+            Ok((lo, hi))
+        })
+        .collect()
+}

@@ -9,12 +9,16 @@ use clap::{Args, ValueEnum};
 use synfire::ingest;
 use synfire::synth::{self, SynthParams};
 
+use crate::cli::args::SessionArgs;
+
 /// Options of `synfire generate`.
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
     /// Which synthetic workload: `sym26` (the paper's §7.1 benchmark, 26 neurons, 60 s, about
-    /// 51,500 events), `mea64` (64 channels, 530 s, about 10^6 events) or `neuropixels` (300
-    /// units, 120 s, log-normal rates, about 125,000 spikes; `synfire::synth::dense`).
+    /// 51,500 events), `mea64` (64 channels, 530 s, about 10^6 events), `neuropixels` (300
+    /// units, 120 s, log-normal rates, about 125,000 spikes; `synfire::synth::dense`) or
+    /// `session` (1,000 units, 3,600 s, about 23 million spikes, six chains activated at 1 Hz;
+    /// the options below change it).
     #[arg(value_enum)]
     preset: Preset,
     /// Seed of the generator.
@@ -27,6 +31,9 @@ pub struct GenerateArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = FileFormat::Csv)]
     format: FileFormat,
+    /// The `session` preset's options.
+    #[command(flatten)]
+    session: SessionArgs,
 }
 
 /// Synthetic workloads.
@@ -38,6 +45,9 @@ pub enum Preset {
     Mea64,
     /// A dense, Neuropixels-like 300-unit, 120 s workload.
     Neuropixels,
+    /// A 1,000-unit, one-hour session with planted chains (`--units`, `--seconds`, … change
+    /// it).
+    Session,
 }
 
 impl Preset {
@@ -51,6 +61,9 @@ impl Preset {
             Self::Mea64 => synth::generate(&SynthParams::mea64(seed)),
             Self::Neuropixels => {
                 synth::generate_dense(&synth::DenseParams::neuropixels(seed)).map(|(s, _)| s)
+            }
+            Self::Session => {
+                synth::generate_dense(&synth::DenseParams::session(seed)).map(|(s, _)| s)
             }
         }
     }
@@ -67,7 +80,25 @@ enum FileFormat {
 /// # Errors
 /// The generator's settings are refused, or the output file cannot be written (named).
 pub fn run(args: &GenerateArgs) -> Result<()> {
-    let stream = args.preset.stream(args.seed)?;
+    let stream = if args.preset == Preset::Session {
+        let params = args
+            .session
+            .params(args.seed)
+            .context("the session's options")?;
+        synth::generate_dense(&params)
+            .context("the session's options")?
+            .0
+    } else {
+        if args.session.any_given() {
+            anyhow::bail!(
+                "`--units`, `--seconds`, `--rate-median-hz` and the other session options apply to the `session` preset only, not `{}`",
+                args.preset
+                    .to_possible_value()
+                    .map_or_else(String::new, |v| v.get_name().to_owned())
+            );
+        }
+        args.preset.stream(args.seed)?
+    };
     write_stream(&args.output, &stream, args.format)?;
     tracing::info!(
         output = %args.output.display(),

@@ -11,15 +11,20 @@
 //! described in Patnaik, Sastry, Unnikrishnan, ref. \[13\] there).
 //!
 //! [`dense`] adds a Neuropixels-like workload (hundreds of units, log-normal rates,
-//! refractoriness, bursts, chains and synchronous pairs) on the same principles.
+//! refractoriness, bursts, chains and synchronous pairs) on the same principles, with
+//! options for the nulls that break uniform dithering: gamma intervals and slow gains shared
+//! by all units ([`modulation`]: log-rate Ornstein–Uhlenbeck, 0.5–4 Hz sinusoids, up/down
+//! states).
 //!
 //! All randomness comes from one ChaCha8 generator seeded by `seed`, so a seed gives the same
 //! stream on every platform.
 
 pub mod dense;
+pub mod modulation;
 pub mod sym26;
 
-pub use dense::{DenseParams, DenseTruth, generate_dense};
+pub use dense::{DenseParams, DenseTruth, generate_dense, planted_chains};
+pub use modulation::{Comodulation, UpDownStates};
 pub use sym26::{Chain, SynthError, SynthParams, generate};
 
 /// A seeded Gaussian random walk of `n` samples: `x[t] = x[t-1] + N(0, 1)`, `x[-1] = 0`, from

@@ -7,6 +7,7 @@ pub mod heap;
 mod motif;
 mod power;
 mod search;
+mod session;
 mod shapelet;
 mod significance;
 mod softdtw;
@@ -40,6 +41,11 @@ enum BenchWhich {
     /// Significance against surrogates (`mine --surrogates`) on the dense workloads: tested,
     /// significant, seconds and surrogates per second per procedure.
     Significance(significance::SignificanceArgs),
+    /// A 1,000-unit, one-hour Neuropixels-like session with planted chains (and, if asked,
+    /// co-modulated nulls), mined and tested as `synfire mine` does: units, seconds, spikes,
+    /// procedure, S, wall seconds, peak RSS, episodes listed and significant, planted chains
+    /// found whole, significant episodes holding a unit of no chain.
+    Session(Box<session::BenchSessionArgs>),
     /// Where the power of `max-t` ends: a chain embedded at a grid of firing rates and evoke
     /// probabilities, found significant in how many seeds.
     Power(power::PowerArgs),
@@ -71,6 +77,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         BenchWhich::Stream(a) => stream::run(a),
         BenchWhich::ClosedLoop(a) => closed_loop::run_bench(a),
         BenchWhich::Significance(a) => significance::run(a),
+        BenchWhich::Session(a) => session::run(a),
         BenchWhich::Power(a) => power::run(a),
         BenchWhich::Motif(a) => motif::run(a),
         BenchWhich::Softdtw(a) => softdtw::run(a),

@@ -1,0 +1,265 @@
+//! `synfire bench session`: the scale of issue 45, a 1,000-unit, one-hour Neuropixels-like
+//! session with planted chains, generated in memory and mined and tested as `synfire mine`
+//! does (`select_counter`, `mine_with`, `test_episodes_on`), one table row: the session's
+//! size, the procedure, wall seconds, peak resident memory, and how many planted chains were
+//! found whole and how many significant episodes hold a unit of no chain.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::{Arg, Args};
+use synfire::device::DeviceChoice;
+use synfire::episode::{
+    GpuSettings, MinerConfig, MiningResult, NoProgress, mine_with, select_counter,
+};
+use synfire::event::{EventStream, EventType};
+use synfire::significance::{
+    SignificanceConfig, SignificanceResult, check_sample_split, listing, test_episodes_on,
+};
+use synfire::synth::{self, DenseParams};
+
+use crate::cli::args::{MiningArgs, OutputArg, SessionArgs, SignificanceArgs, SurrogateArgs};
+
+/// Options of `synfire bench session`: the session ([`SessionArgs`], seeded by
+/// `--session-seed`), the mining flags of `synfire mine` ([`MiningArgs`]) with the issue's
+/// settings as defaults (`--intervals 0-0.005,0.005-0.010,0.010-0.020 --support 0.2
+/// --support-per seconds --max-level 4`), and its significance flags ([`SignificanceArgs`])
+/// with the benchmarks' variation ([`SurrogateArgs::bench_defaults`]: `dither:0.015`, 1,000
+/// surrogates), so the procedure is `synfire mine`'s default unless `--correction` names one.
+#[derive(Debug, Args)]
+#[command(mut_args(session_defaults))]
+pub struct BenchSessionArgs {
+    #[command(flatten)]
+    session: SessionArgs,
+    /// Seed of the session's generator (`--seed` seeds the surrogates).
+    #[arg(long, default_value_t = 1)]
+    session_seed: u64,
+    #[command(flatten)]
+    mining: MiningArgs,
+    #[command(flatten)]
+    significance: SignificanceArgs,
+    #[command(flatten)]
+    output: OutputArg,
+}
+
+/// The benchmark's defaults on the flattened flags (see [`BenchSessionArgs`]).
+fn session_defaults(arg: Arg) -> Arg {
+    let arg = SurrogateArgs::bench_defaults("1000")(arg);
+    match arg.get_id().as_str() {
+        "intervals" => arg
+            .default_value("0-0.005,0.005-0.010,0.010-0.020")
+            .required(false),
+        "support" => arg.default_value("0.2"),
+        "support_per" => arg.default_value("seconds"),
+        "max_level" => arg.default_value("4"),
+        "alpha" | "correction" | "seed" | "test_top" => {
+            arg.requires(clap::builder::Resettable::Reset)
+        }
+        _ => arg,
+    }
+}
+
+/// Mines `stream` for the test `sig` and tests the result, as `synfire mine` does: the
+/// procedure's own mining configuration, the counter `select_counter` chose, then
+/// `test_episodes_on` on the same device. The one place that follows `synfire mine`'s
+/// pipeline; returns the mining result and the test.
+fn mine_and_test(
+    stream: &EventStream,
+    config: &MinerConfig,
+    sig: &SignificanceConfig,
+    device: DeviceChoice,
+    settings: &GpuSettings,
+) -> Result<(MiningResult, SignificanceResult)> {
+    let counter =
+        select_counter(stream, &config.intervals, device, settings).context("`--device gpu`")?;
+    let result = mine_with(stream, config, counter.as_ref(), &NoProgress)?;
+    if let Some(t) = &result.truncated {
+        anyhow::bail!(
+            "mining was truncated ({t}); raise `--support` or the budgets to benchmark a whole run"
+        );
+    }
+    let r = test_episodes_on(stream, config, &result, sig, device, settings)?;
+    Ok((result, r))
+}
+
+/// The row's verdict on the planted chains.
+#[derive(Debug, PartialEq, Eq)]
+struct ChainVerdict {
+    /// Chains whose whole episode (every unit, in order, each interval holding the chain's
+    /// delay window) was tested significant.
+    found_whole: usize,
+    /// Significant episodes with a unit that belongs to no chain.
+    false_looking: usize,
+}
+
+/// Compares `r`'s significant episodes with the chains of `params` (stream types are the
+/// units: `u{i}` is type `i`).
+fn verdict(params: &DenseParams, r: &SignificanceResult) -> ChainVerdict {
+    let significant: Vec<_> = r
+        .tests
+        .iter()
+        .filter(|t| t.stats.significant)
+        .map(|t| &t.episode)
+        .collect();
+    let found_whole = params
+        .chains
+        .iter()
+        .filter(|chain| {
+            let types: Vec<EventType> =
+                chain.neurons.iter().map(|&n| EventType(n as u32)).collect();
+            let (lo, hi) = chain.delay_s;
+            significant.iter().any(|e| {
+                e.types() == types.as_slice()
+                    && e.intervals()
+                        .iter()
+                        .all(|iv| iv.low() <= lo && hi <= iv.high())
+            })
+        })
+        .count();
+    let planted: HashSet<EventType> = params
+        .chains
+        .iter()
+        .flat_map(|c| c.neurons.iter().map(|&n| EventType(n as u32)))
+        .collect();
+    let false_looking = significant
+        .iter()
+        .filter(|e| e.types().iter().any(|t| !planted.contains(t)))
+        .count();
+    ChainVerdict {
+        found_whole,
+        false_looking,
+    }
+}
+
+/// The process's peak resident memory (`VmHWM` of `/proc/self/status`), bytes; `None` where
+/// the file or the line is missing (not Linux).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// Runs the benchmark.
+///
+/// # Errors
+/// Bad options (named), the generator's refusal, mining, device or surrogate errors.
+pub fn run(args: &BenchSessionArgs) -> Result<()> {
+    let params = args
+        .session
+        .params(args.session_seed)
+        .context("the session's options")?;
+    // `--support` has a default here; `--min-count` (which clap keeps from an explicit
+    // `--support`) replaces it.
+    let mut mining = args.mining.clone();
+    if mining.min_count.is_some() {
+        mining.support = None;
+    }
+    let (options, config, settings) = mining.resolve()?;
+    let (surrogates, method) = args.significance.surrogates.bench_method()?;
+    if let Some(f) = args.significance.surrogates.sample_split
+        && let Some(e) = check_sample_split(f, Some(args.significance.correction), Some(&method))
+            .into_iter()
+            .next()
+    {
+        anyhow::bail!("`--sample-split {f}`: {e}");
+    }
+    let sig = args.significance.config(method, None, None);
+    let mut out = args.output.line_writer()?;
+    let started = Instant::now();
+    let (stream, _) = synth::generate_dense(&params).context("generating the session")?;
+    let generate_s = started.elapsed().as_secs_f64();
+    writeln!(
+        out,
+        "synfire bench session: {} chains at {} Hz, co-modulation {}, ISI shape {}, session seed {}; {} surrogates ({surrogates}), α {}, device {}, CPU on {} threads; generated in {generate_s:.1} s",
+        params.chains.len(),
+        params.chain_activation_hz,
+        comodulation_name(&params),
+        params.isi_shape,
+        params.seed,
+        sig.n_surrogates,
+        sig.alpha,
+        match options.device {
+            DeviceChoice::Auto => "auto",
+            DeviceChoice::Cpu => "cpu",
+            DeviceChoice::Gpu => "gpu",
+        },
+        rayon::current_num_threads(),
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "| units | seconds | spikes | procedure | S | wall s | peak RSS MiB | listed | significant | chains found whole | false-looking |"
+    )?;
+    writeln!(
+        out,
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+    )?;
+    let started = Instant::now();
+    let (result, r) = mine_and_test(&stream, &config, &sig, options.device, &settings)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    for w in &r.warnings {
+        tracing::warn!("{w}");
+    }
+    let listed = listing(&result, Some(&r), sig.significant_only, false)
+        .keep
+        .iter()
+        .zip(&result.episodes)
+        .filter(|(keep, f)| **keep && f.episode.len() >= 2)
+        .count();
+    let significant = r.tests.iter().filter(|t| t.stats.significant).count();
+    let v = verdict(&params, &r);
+    let rss = peak_rss_bytes().map_or_else(
+        || "n/a".to_owned(),
+        |b| format!("{:.0}", b as f64 / 1048576.0),
+    );
+    writeln!(
+        out,
+        "| {} | {} | {} | {} | {} | {wall_s:.2} | {rss} | {listed} | {significant} | {}/{} | {} |",
+        params.units,
+        params.duration_s,
+        stream.len(),
+        sig.correction,
+        sig.n_surrogates,
+        v.found_whole,
+        params.chains.len(),
+        v.false_looking
+    )?;
+    out.flush()?;
+    Ok(())
+}
+
+fn comodulation_name(p: &DenseParams) -> String {
+    let mut parts = Vec::new();
+    match &p.comodulation {
+        None => {}
+        Some(synth::Comodulation::OrnsteinUhlenbeck { sd, tau_s }) => {
+            parts.push(format!("OU (sd {sd}, τ {tau_s} s)"));
+        }
+        Some(synth::Comodulation::Sinusoids { sd, band_hz, .. }) => {
+            parts.push(format!(
+                "sinusoids (sd {sd}, {}–{} Hz)",
+                band_hz.0, band_hz.1
+            ));
+        }
+    }
+    if let Some(ud) = &p.up_down {
+        parts.push(format!(
+            "up/down (up {} s, down {} s, × {})",
+            ud.mean_up_s, ud.mean_down_s, ud.down_gain
+        ));
+    }
+    if parts.is_empty() {
+        "none".to_owned()
+    } else {
+        parts.join(" and ")
+    }
+}
