@@ -318,7 +318,7 @@ fn window_loop(
                 continue;
             }
             for s in &routes[i].stages {
-                if !send_window(s, &w, &shutdown) {
+                if !send_window(s, &w, shutdown) {
                     stats
                         .dropped
                         .fetch_add(w.events() as u64, Ordering::Relaxed);
