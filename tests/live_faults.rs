@@ -490,3 +490,63 @@ n_surrogates = 20000
     assert_eq!(rates.len(), 3, "{text}");
     assert_eq!(rates[2]["complete"], false);
 }
+
+#[test]
+fn a_short_publisher_outage_marks_the_windows_across_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("tcp://127.0.0.1:{}", port());
+    let (rx, stop, h) = start(&pipeline(
+        &endpoint,
+        "openephys",
+        &dir.path().join("o.jsonl"),
+    ));
+    let mut sent = 0u64;
+    // 0..5 s; the publisher goes down (its clock runs on: 3.5 s, less than `gap_s`); 8.5..12 s.
+    for ks in [0..500, 850..1200] {
+        let (ctx, p) = publisher(&endpoint);
+        wait_for_subscriber();
+        for k in ks {
+            p.send_multipart(oe("A", k * STEP, RATE), 0).unwrap();
+            sent += 1;
+        }
+        drop(p);
+        drop(ctx);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let mut lines = lines_until(&rx, 10);
+    std::thread::sleep(Duration::from_millis(200));
+    let summary = stop_within_2s(&stop, h);
+    lines.extend(
+        rx.try_iter()
+            .map(|o| serde_json::from_str(&o.json).unwrap()),
+    );
+    let gap = serde_json::json!({"kind": "disconnected", "start_s": 4.99, "end_s": 8.5});
+    let got: Vec<(u64, bool)> = lines
+        .iter()
+        .map(|l| (l["window_index"].as_u64().unwrap(), l["complete"] == true))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, true),
+            (1, true),
+            (2, true),
+            (3, true),
+            (4, false),
+            (8, false),
+            (9, true),
+            (10, true),
+            (11, false)
+        ]
+    );
+    for l in &lines {
+        let k = l["window_index"].as_u64().unwrap();
+        if k == 4 || k == 8 {
+            assert_eq!(l["gap"], gap, "window {k}");
+        } else {
+            assert!(l.get("gap").is_none(), "window {k}");
+        }
+    }
+    let inside: u64 = lines.iter().map(|l| l["events"].as_u64().unwrap()).sum();
+    assert_eq!(inside + summary.late["w"], sent);
+}

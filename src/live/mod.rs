@@ -11,9 +11,14 @@
 //! ```
 //!
 //! Shutdown runs front to back: a signal sets the stop flag, sources push their final
-//! record, window threads discard open windows and drop their senders, stages finish the
-//! windows already queued, the sink thread writes what arrives and flushes. At the end of an
-//! archive, open windows that hold data are emitted (marked `complete: false`).
+//! record, window threads emit the open windows (marked `complete: false`) and drop their
+//! senders, stages finish the windows already queued, the sink thread writes what arrives and
+//! flushes. It is bounded: 1.5 s after the stop a window thread stops waiting for a full stage
+//! queue, stages stop taking windows, and 0.3 s later the run leaves any thread still busy
+//! behind (a stage computing, a sink blocked on its output); the events of windows not
+//! finished are counted as dropped. At the end of an archive, open windows that hold data
+//! are emitted (marked `complete: false`). Each spike first passes the source's event clock
+//! ([`window::EventClock`]; `docs/live-windows.md`).
 
 pub mod buffer;
 pub mod config;
@@ -399,6 +404,7 @@ fn window_loop(
                     &mut epoch,
                 );
             }
+            Record::Disconnected => clock.disconnected(),
             Record::Unit { id, name } => {
                 let id = id as usize;
                 if names.len() <= id {

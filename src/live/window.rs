@@ -29,6 +29,9 @@
 //!   jump back is a **restart** (the publisher's clock started again): the windows still open
 //!   are emitted and the windows start afresh, in a new `epoch`. A source's own restart
 //!   signal (a new session id of the synfire wire format) restarts at once.
+//! - A source that lost its connection to the publisher ([`crate::record::Record::Disconnected`])
+//!   makes the interval from the newest time to the next one after it a gap of kind
+//!   [`GapKind::Disconnected`], however short.
 //! - Every window that overlaps a gap, and every window emitted at a restart whose end is
 //!   after the last time before it, carries the gap ([`Window::gap`]: its kind, start and end
 //!   in seconds) and is marked incomplete.
@@ -790,6 +793,9 @@ pub struct EventClock {
     direction: Direction,
     out_of_range: u64,
     epoch: u32,
+    /// The connection to the publisher was lost since the newest time: the next time after
+    /// it ends a gap.
+    disconnected: bool,
 }
 
 impl EventClock {
@@ -803,6 +809,16 @@ impl EventClock {
             direction: Direction::Ahead,
             out_of_range: 0,
             epoch: 0,
+            disconnected: false,
+        }
+    }
+
+    /// The source lost its connection to the publisher ([`crate::record::Record::Disconnected`]):
+    /// if the next time accepted is after the newest, the interval between them is a gap of
+    /// kind [`GapKind::Disconnected`], however short.
+    pub fn disconnected(&mut self) {
+        if self.newest > f64::NEG_INFINITY {
+            self.disconnected = true;
         }
     }
 
@@ -848,6 +864,13 @@ impl EventClock {
         };
         let Some(direction) = direction else {
             self.release(out);
+            if std::mem::take(&mut self.disconnected) && t_s > self.newest {
+                out.push(Clocked::Gap(Gap {
+                    kind: GapKind::Disconnected,
+                    start_s: self.newest,
+                    end_s: t_s,
+                }));
+            }
             self.newest = self.newest.max(t_s);
             out.push(Clocked::Spike(t_s, unit));
             return;
@@ -858,6 +881,7 @@ impl EventClock {
         self.direction = direction;
         self.held.push((t_s, unit));
         if self.held.len() >= self.rules.confirm_events.max(1) as usize {
+            self.disconnected = false;
             let first = self.held.iter().map(|h| h.0).fold(f64::INFINITY, f64::min);
             let last = self.held.iter().map(|h| h.0).fold(self.newest, f64::max);
             let gap = |kind| Gap {
@@ -935,6 +959,7 @@ impl EventClock {
     pub fn end_epoch(&mut self, restart: bool, out: &mut Vec<Clocked>) {
         self.release(out);
         if restart {
+            self.disconnected = false;
             self.newest = f64::NEG_INFINITY;
             self.epoch += 1;
         }

@@ -187,7 +187,12 @@ impl SourceConfig for ZmqSourceConfig {
     fn open(&self, name: &str, ctx: &OpenContext<'_>) -> Result<Box<dyn Source>, OpenError> {
         let cfg = self.settings(name);
         let socket = open(&cfg, ctx.zmq).map_err(|e| OpenError(e.to_string()))?;
-        Ok(Box::new(OpenZmq { cfg, socket }))
+        let monitor = monitor(&cfg, ctx.zmq, &socket).map_err(|e| OpenError(e.to_string()))?;
+        Ok(Box::new(OpenZmq {
+            cfg,
+            socket,
+            monitor: Some(monitor),
+        }))
     }
 }
 
@@ -195,12 +200,61 @@ impl SourceConfig for ZmqSourceConfig {
 struct OpenZmq {
     cfg: ZmqSource,
     socket: zmq::Socket,
+    /// The socket's monitor: its `disconnected` events.
+    monitor: Option<zmq::Socket>,
 }
 
 impl Source for OpenZmq {
     fn run(self: Box<Self>, ring: RingProducer) {
-        run(&self.cfg, &self.socket, ring);
+        run_monitored(&self.cfg, &self.socket, self.monitor.as_ref(), ring);
     }
+}
+
+/// A PAIR socket receiving `socket`'s `disconnected` events (a publisher whose connection
+/// was lost), through an `inproc://` endpoint of `ctx`.
+///
+/// # Errors
+/// [`ZmqError`] when the monitor cannot be set up.
+pub fn monitor(
+    cfg: &ZmqSource,
+    ctx: &zmq::Context,
+    socket: &zmq::Socket,
+) -> Result<zmq::Socket, ZmqError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let err = |m: String| ZmqError {
+        source_name: cfg.name.clone(),
+        endpoint: cfg.endpoint.clone(),
+        message: m,
+    };
+    let at = format!(
+        "inproc://synfire-monitor-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    socket
+        .monitor(&at, zmq::SocketEvent::DISCONNECTED as i32)
+        .map_err(|e| err(format!("cannot monitor the socket: {e}")))?;
+    let m = ctx
+        .socket(zmq::PAIR)
+        .map_err(|e| err(format!("cannot create the monitor socket: {e}")))?;
+    m.connect(&at)
+        .map_err(|e| err(format!("cannot connect the monitor socket: {e}")))?;
+    Ok(m)
+}
+
+/// Whether `monitor` has reported a lost connection since the last call (never waits).
+fn disconnected(monitor: &zmq::Socket) -> bool {
+    let mut lost = false;
+    while let Ok(frames) = monitor.recv_multipart(zmq::DONTWAIT) {
+        // Frame 0: the event (u16, little-endian) and its value (u32).
+        if frames.first().and_then(|f| f.get(..2)).is_some_and(|e| {
+            i32::from(u16::from_le_bytes([e[0], e[1]])) == zmq::SocketEvent::DISCONNECTED as i32
+        }) {
+            lost = true;
+        }
+    }
+    lost
 }
 
 /// The message format a ZMQ source reads.
@@ -456,7 +510,18 @@ impl Decoder<'_> {
 
 /// Runs the source on the current thread until the publisher ends the stream (synfire format
 /// with `stop_on_end`) or shutdown is requested; always pushes a final [`Record::End`].
-pub fn run(cfg: &ZmqSource, socket: &zmq::Socket, mut ring: RingProducer) {
+pub fn run(cfg: &ZmqSource, socket: &zmq::Socket, ring: RingProducer) {
+    run_monitored(cfg, socket, None, ring);
+}
+
+/// [`run`], also pushing [`Record::Disconnected`] when `monitor` ([`monitor`]) reports a lost
+/// connection to the publisher.
+pub fn run_monitored(
+    cfg: &ZmqSource,
+    socket: &zmq::Socket,
+    monitor: Option<&zmq::Socket>,
+    mut ring: RingProducer,
+) {
     let mut d = Decoder {
         cfg,
         units: HashMap::new(),
@@ -471,6 +536,21 @@ pub fn run(cfg: &ZmqSource, socket: &zmq::Socket, mut ring: RingProducer) {
     let reason = loop {
         if ring.stopping() {
             break EndReason::Interrupted;
+        }
+        if monitor.is_some_and(disconnected) {
+            // What arrived before the connection was lost comes first.
+            let mut finished = false;
+            while let Ok(frames) = socket.recv_multipart(zmq::DONTWAIT) {
+                if !d.handle(&mut ring, &frames) {
+                    finished = true;
+                    break;
+                }
+            }
+            if finished {
+                break EndReason::Finished;
+            }
+            tracing::warn!(source = %cfg.name, "The publisher's connection was lost; the windows across the outage carry it as their gap.");
+            ring.push(Record::Disconnected);
         }
         match socket.recv_multipart(0) {
             Ok(frames) => {
