@@ -550,3 +550,71 @@ fn a_short_publisher_outage_marks_the_windows_across_it() {
     let inside: u64 = lines.iter().map(|l| l["events"].as_u64().unwrap()).sum();
     assert_eq!(inside + summary.late["w"], sent);
 }
+
+#[test]
+fn an_archive_with_an_absurd_timestamp_replays_at_real_time_and_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("spikes.csv");
+    // 2 s at 100 spikes a second, then one spike at 9e19 s (as `synfire mine` reads it).
+    let mut text = String::new();
+    for k in 0..200 {
+        text.push_str(&format!(
+            "{},{}\n",
+            if k % 2 == 0 { "a" } else { "b" },
+            f64::from(k) / 100.0
+        ));
+    }
+    text.push_str("a,90000000000000000000\n");
+    std::fs::write(&csv, text).unwrap();
+    let out = dir.path().join("o.jsonl");
+    let config = format!(
+        r#"
+[sources.file]
+kind = "hdf5"
+path = "{}"
+speed = 20.0
+
+[windows.w]
+source = "file"
+length_s = 1.0
+hop_s = 1.0
+
+[stages.rates]
+kind = "rate"
+window = "w"
+
+[sinks.file]
+kind = "jsonl"
+path = "{}"
+"#,
+        csv.display(),
+        out.display()
+    );
+    let (rx, _stop, h) = start(&config);
+    let t = Instant::now();
+    while !h.is_finished() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the replay did not end: the absurd time was waited for"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let summary = h.join().unwrap();
+    assert_eq!(summary.refused["file"].out_of_range, 1);
+    let lines: Vec<Value> = rx
+        .try_iter()
+        .map(|o| serde_json::from_str(&o.json).unwrap())
+        .collect();
+    let got: Vec<(u64, u64)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["window_index"].as_u64().unwrap(),
+                l["events"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // Window [1, 2) is incomplete (the input ended before its end), but whole.
+    assert_eq!(got, vec![(0, 100), (1, 100)]);
+    assert_eq!(lines[0]["complete"], true);
+}
