@@ -349,9 +349,9 @@ struct Decoder<'a> {
 }
 
 /// How far back in event time an Open Ephys repeat is recognised, seconds.
-pub const DEDUP_HORIZON_S: f64 = 10.0;
+pub const DEDUP_HORIZON_S: f64 = 2.0;
 /// At most this many Open Ephys spikes are remembered to recognise repeats.
-pub const DEDUP_MAX: usize = 1 << 20;
+pub const DEDUP_MAX: usize = 1 << 18;
 
 impl Decoder<'_> {
     fn malformed(&mut self, ring: &RingProducer, kind: Malformed) {
