@@ -40,7 +40,8 @@ pub enum EndReason {
     /// The input is exhausted (end of file, or the publisher's end-of-stream message): open
     /// windows that hold data are emitted, marked incomplete.
     Finished,
-    /// Shutdown was requested (signal): open windows are discarded, closed ones still finish.
+    /// Shutdown was requested (signal): open windows are emitted marked incomplete; stages
+    /// finish what they can before the shutdown deadline.
     Interrupted,
     /// The source failed; the error was logged.
     Failed,
@@ -67,6 +68,9 @@ pub enum Record {
     Samples(Box<SensorFrame>),
     /// The publisher restarted (new session, or time jumped back): windows restart.
     Restart,
+    /// The connection to the publisher was lost (a ZeroMQ socket's `disconnected` event):
+    /// events may be missing until the next one, which then follows a gap.
+    Disconnected,
     /// The source ended; always the last record.
     End(EndReason),
 }

@@ -360,6 +360,8 @@ fn stable_lines(path: &Path) -> Vec<Value> {
             let o = v.as_object_mut().unwrap();
             o.remove("seconds");
             o.remove("detected_unix_s");
+            // Each run has its own id.
+            o.remove("run_id");
             if let Some(levels) = o.get_mut("levels").and_then(Value::as_array_mut) {
                 for l in levels {
                     l.as_object_mut().unwrap().remove("seconds");

@@ -43,6 +43,11 @@ pub struct SourceStats {
     pub dropped: AtomicU64,
     /// Malformed messages.
     pub malformed: AtomicU64,
+    /// Events refused as out of range by the source's event clock
+    /// ([`crate::live::window::EventClock`]; set by the window thread).
+    pub out_of_range: AtomicU64,
+    /// Repeats of a wire message already received (each counted once; set by the source).
+    pub duplicate: AtomicU64,
 }
 
 /// Creates a ring of `capacity` records for source `source`.
@@ -152,6 +157,11 @@ impl RingProducer {
     pub fn count_dropped(&self, n: u64, reason: &'static str) {
         self.stats.dropped.fetch_add(n, Ordering::Relaxed);
         self.metrics.dropped(reason, n);
+    }
+
+    /// Counts `n` events that repeat a wire message already received.
+    pub fn count_duplicate(&self, n: u64) {
+        self.stats.duplicate.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Counts one malformed message of `kind`.

@@ -11,9 +11,14 @@
 //! ```
 //!
 //! Shutdown runs front to back: a signal sets the stop flag, sources push their final
-//! record, window threads discard open windows and drop their senders, stages finish the
-//! windows already queued, the sink thread writes what arrives and flushes. At the end of an
-//! archive, open windows that hold data are emitted (marked `complete: false`).
+//! record, window threads emit the open windows (marked `complete: false`) and drop their
+//! senders, stages finish the windows already queued, the sink thread writes what arrives and
+//! flushes. It is bounded: 1.5 s after the stop a window thread stops waiting for a full stage
+//! queue, stages stop taking windows, and 0.3 s later the run leaves any thread still busy
+//! behind (a stage computing, a sink blocked on its output); the events of windows not
+//! finished are counted as dropped. At the end of an archive, open windows that hold data
+//! are emitted (marked `complete: false`). Each spike first passes the source's event clock
+//! ([`window::EventClock`]; `docs/live-windows.md`).
 
 pub mod buffer;
 pub mod config;
@@ -38,7 +43,7 @@ use buffer::RingConsumer;
 use config::PipelineConfig;
 use source::OpenContext;
 use stage::{AnyStage, Output};
-use window::{Window, Windower};
+use window::{Clocked, Window, Windower};
 
 use crate::record::{EndReason, Record};
 
@@ -111,6 +116,13 @@ pub struct RunOptions {
 /// Counters of a finished run.
 #[derive(Debug, Default, Clone)]
 pub struct RunSummary {
+    /// This run's id (every window line's `run_id`): the start time in Unix milliseconds and
+    /// the process id, `<ms>-<pid>`, so lines appended by a restarted run are told apart.
+    pub run_id: String,
+    /// Per source: events refused ([`Refused`]: out of range, duplicates).
+    pub refused: BTreeMap<String, Refused>,
+    /// Per spike or sensor window definition: late events (samples) it rejected.
+    pub late: BTreeMap<String, u64>,
     /// Per source: events accepted, dropped, malformed messages.
     pub sources: BTreeMap<String, (u64, u64, u64)>,
     /// Results written, per sink.
@@ -127,6 +139,66 @@ pub struct RunSummary {
     pub view: Option<view::ViewSummary>,
 }
 
+/// Events a source refused besides drops: the line's `out_of_range` and `duplicate`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    /// Absurd times and isolated strays ahead ([`window::EventClock`]).
+    pub out_of_range: u64,
+    /// Repeats of a wire message already received.
+    pub duplicate: u64,
+}
+
+/// How long after a stop the window threads wait for a stage to take a window, and the run
+/// waits for its stages, before counting what is left as dropped.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// The stop flag and when it was first seen set: the shutdown deadline.
+#[derive(Debug)]
+struct Shutdown {
+    stop: Arc<AtomicBool>,
+    since: std::sync::OnceLock<std::time::Instant>,
+}
+
+impl Shutdown {
+    fn new(stop: Arc<AtomicBool>) -> Self {
+        Self {
+            stop,
+            since: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Whether a stop was requested more than [`SHUTDOWN_GRACE`] ago.
+    fn past_deadline(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+            && self.since.get_or_init(std::time::Instant::now).elapsed() >= SHUTDOWN_GRACE
+    }
+}
+
+/// Sends a window to a stage's queue, waiting while the stage is busy (backpressure), but
+/// after a stop only until the shutdown deadline. `false`: not taken (counted by the caller).
+fn send_window(s: &Sender<Arc<Window>>, w: &Arc<Window>, shutdown: &Shutdown) -> bool {
+    use crossbeam_channel::SendTimeoutError;
+    loop {
+        match s.send_timeout(w.clone(), std::time::Duration::from_millis(50)) {
+            Ok(()) => return true,
+            Err(SendTimeoutError::Disconnected(_)) => return false,
+            Err(SendTimeoutError::Timeout(_)) => {
+                if shutdown.past_deadline() {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// This run's id: `<Unix ms>-<pid>`.
+fn new_run_id() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("{ms}-{}", std::process::id())
+}
+
 /// Joins named threads on drop (so an early error never leaves threads detached).
 struct Threads(Vec<JoinHandle<()>>);
 
@@ -138,6 +210,45 @@ impl Threads {
             .map_err(|e| LiveError::start(format!("starting thread {name}"), e))?;
         self.0.push(h);
         Ok(())
+    }
+
+    /// Joins every thread; once a stop is past its deadline ([`Shutdown::past_deadline`]),
+    /// calls `at_deadline` (sinks and stages give up), waits a little more, then leaves the
+    /// threads still running behind (detached) and returns their names.
+    fn join_all_until(&mut self, shutdown: &Shutdown, at_deadline: impl FnOnce()) -> Vec<String> {
+        let mut at_deadline = Some(at_deadline);
+        let mut since: Option<std::time::Instant> = None;
+        loop {
+            let mut i = 0;
+            while i < self.0.len() {
+                if self.0[i].is_finished() {
+                    let h = self.0.swap_remove(i);
+                    let name = h.thread().name().unwrap_or("?").to_owned();
+                    if h.join().is_err() {
+                        tracing::error!(thread = %name, "Thread panicked.");
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            if self.0.is_empty() {
+                return Vec::new();
+            }
+            if shutdown.past_deadline() {
+                if let Some(f) = at_deadline.take() {
+                    f();
+                }
+                let t = *since.get_or_insert_with(std::time::Instant::now);
+                if t.elapsed() >= std::time::Duration::from_millis(300) {
+                    return self
+                        .0
+                        .drain(..)
+                        .map(|h| h.thread().name().unwrap_or("?").to_owned())
+                        .collect();
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     fn join_all(&mut self) {
@@ -163,22 +274,47 @@ struct WindowRoute {
     previews: Vec<stage::PreviewSender>,
 }
 
-/// The window thread of one source: pops records, feeds every window definition of the
-/// source, sends closed windows to their stages (blocking: backpressure reaches the ring) and
-/// previews to the preview slots of the stages that want them (never blocking: a newer preview
-/// replaces one not taken yet, and previews never queue ahead of real windows).
+/// What a window thread reports at its end: its detect stages' counters and, per window
+/// definition, the late events it rejected.
+type WindowTotals = (
+    Vec<(String, crate::episode::DetectorStats)>,
+    Vec<(String, u64)>,
+);
+
+/// The window thread of one source: pops records, passes each spike through the source's
+/// event clock ([`window::EventClock`]: out-of-range times refused, jumps confirmed or strays
+/// refused), feeds every window definition of the source, sends closed windows to their
+/// stages (blocking: backpressure reaches the ring; after a stop, waiting at most until the
+/// shutdown deadline, then counting the window as dropped) and previews to the preview slots
+/// of the stages that want them (never blocking: a newer preview replaces one not taken yet,
+/// and previews never queue ahead of real windows).
 fn window_loop(
     mut ring: RingConsumer,
     mut routes: Vec<WindowRoute>,
     mut detectors: Vec<Box<dyn stage::SpikeStage>>,
     view: Option<view::SourceFeed>,
-) -> Vec<(String, crate::episode::DetectorStats)> {
+    clock: window::ClockRules,
+    run_id: Arc<str>,
+    shutdown: &Shutdown,
+) -> WindowTotals {
     let mut names: Vec<Arc<str>> = Vec::new();
     let mut shared: Arc<[Arc<str>]> = Arc::from(Vec::new());
     let mut out = Vec::new();
+    let mut clocked = Vec::new();
+    let mut clock = window::EventClock::new(clock);
     let stats = ring.stats().clone();
-    let send = |routes: &mut Vec<WindowRoute>, out: &mut Vec<Window>, i: usize| {
-        for w in out.drain(..) {
+    // The source's epoch: one more after each restart's windows were sent.
+    let mut epoch = 0u32;
+    let send = |routes: &mut Vec<WindowRoute>,
+                out: &mut Vec<Window>,
+                i: usize,
+                clock: &window::EventClock,
+                epoch: u32| {
+        for mut w in out.drain(..) {
+            w.out_of_range += clock.out_of_range();
+            w.duplicate = stats.duplicate.load(Ordering::Relaxed);
+            w.epoch = epoch;
+            w.run_id = run_id.clone();
             let w = Arc::new(w);
             if w.preview {
                 for s in &routes[i].previews {
@@ -187,7 +323,65 @@ fn window_loop(
                 continue;
             }
             for s in &routes[i].stages {
-                let _ = s.send(w.clone());
+                if !send_window(s, &w, shutdown) {
+                    stats
+                        .dropped
+                        .fetch_add(w.events() as u64, Ordering::Relaxed);
+                    tracing::warn!(window = %w.window, index = w.index, events = w.events(), "Shutdown: a stage did not take a window in time; its events are counted as dropped.");
+                }
+            }
+        }
+    };
+    // Passes what the clock let through to the detect stages, the view and the windows.
+    let pass = |clocked: &mut Vec<Clocked>,
+                routes: &mut Vec<WindowRoute>,
+                detectors: &mut Vec<Box<dyn stage::SpikeStage>>,
+                out: &mut Vec<Window>,
+                shared: &Arc<[Arc<str>]>,
+                clock: &window::EventClock,
+                epoch: &mut u32| {
+        let dropped = stats.dropped.load(Ordering::Relaxed);
+        for c in clocked.drain(..) {
+            match c {
+                Clocked::Spike(t_s, unit) => {
+                    // Detection first: a closed loop waits on nothing else.
+                    for d in detectors.iter_mut() {
+                        d.spike(t_s, unit);
+                    }
+                    if let Some(v) = &view {
+                        v.spike(t_s, unit);
+                    }
+                    for i in 0..routes.len() {
+                        if let Windower::Spikes(w) = &mut routes[i].windower {
+                            w.push(t_s, unit, shared, dropped, out);
+                        }
+                        if !out.is_empty() {
+                            send(routes, out, i, clock, *epoch);
+                        }
+                    }
+                }
+                Clocked::Gap(gap) => {
+                    for r in routes.iter_mut() {
+                        if let Windower::Spikes(w) = &mut r.windower {
+                            w.gap(gap);
+                        }
+                    }
+                }
+                Clocked::Restart(gap) => {
+                    for d in detectors.iter_mut() {
+                        d.restart();
+                    }
+                    if let Some(v) = &view {
+                        v.restart();
+                    }
+                    for i in 0..routes.len() {
+                        if let Windower::Spikes(w) = &mut routes[i].windower {
+                            w.restart(gap, shared, dropped, out);
+                        }
+                        send(routes, out, i, clock, *epoch);
+                    }
+                    *epoch += 1;
+                }
             }
         }
     };
@@ -196,22 +390,21 @@ fn window_loop(
         let dropped = stats.dropped.load(Ordering::Relaxed);
         match record {
             Record::Spike { unit, t_s } => {
-                // Detection first: a closed loop waits on nothing else.
-                for d in &mut detectors {
-                    d.spike(t_s, unit);
-                }
-                if let Some(v) = &view {
-                    v.spike(t_s, unit);
-                }
-                for i in 0..routes.len() {
-                    if let Windower::Spikes(w) = &mut routes[i].windower {
-                        w.push(t_s, unit, &shared, dropped, &mut out);
-                    }
-                    if !out.is_empty() {
-                        send(&mut routes, &mut out, i);
-                    }
-                }
+                clock.spike(t_s, unit, &mut clocked);
+                stats
+                    .out_of_range
+                    .store(clock.out_of_range(), Ordering::Relaxed);
+                pass(
+                    &mut clocked,
+                    &mut routes,
+                    &mut detectors,
+                    &mut out,
+                    &shared,
+                    &clock,
+                    &mut epoch,
+                );
             }
+            Record::Disconnected => clock.disconnected(),
             Record::Unit { id, name } => {
                 let id = id as usize;
                 if names.len() <= id {
@@ -232,57 +425,86 @@ fn window_loop(
                         w.push(&frame, dropped, &mut out);
                     }
                     if !out.is_empty() {
-                        send(&mut routes, &mut out, i);
+                        send(&mut routes, &mut out, i, &clock, epoch);
                     }
                 }
             }
-            Record::Restart | Record::End(EndReason::Finished | EndReason::Failed) => {
+            Record::Restart | Record::End(_) => {
+                let restart = matches!(record, Record::Restart);
+                // A hold ends unconfirmed: strays back are passed on first.
+                clock.end_epoch(false, &mut clocked);
+                stats
+                    .out_of_range
+                    .store(clock.out_of_range(), Ordering::Relaxed);
+                pass(
+                    &mut clocked,
+                    &mut routes,
+                    &mut detectors,
+                    &mut out,
+                    &shared,
+                    &clock,
+                    &mut epoch,
+                );
+                let dropped = stats.dropped.load(Ordering::Relaxed);
                 for d in &mut detectors {
-                    if matches!(record, Record::Restart) {
+                    if restart {
                         d.restart();
                     } else {
                         d.finish();
                     }
                 }
-                if let (Some(v), Record::Restart) = (&view, &record) {
+                if let (Some(v), true) = (&view, restart) {
                     v.restart();
+                }
+                if matches!(record, Record::End(EndReason::Interrupted)) {
+                    // Shutdown: the windows still open are emitted, marked incomplete (their
+                    // stages take them while the shutdown deadline allows; what they cannot
+                    // take is counted as dropped).
+                    let open: usize = routes
+                        .iter()
+                        .map(|r| match &r.windower {
+                            Windower::Spikes(w) => w.open_events(),
+                            Windower::Sensor(w) => w.open_samples(),
+                        })
+                        .sum();
+                    if open > 0 {
+                        tracing::info!(
+                            events = open,
+                            "Shutdown: the windows still open are emitted, marked incomplete."
+                        );
+                    }
                 }
                 for i in 0..routes.len() {
                     match &mut routes[i].windower {
                         Windower::Spikes(w) => w.flush(&shared, dropped, &mut out),
                         Windower::Sensor(w) => w.flush(dropped, &mut out),
                     }
-                    send(&mut routes, &mut out, i);
+                    send(&mut routes, &mut out, i, &clock, epoch);
                 }
-                if !matches!(record, Record::Restart) {
+                clock.end_epoch(restart, &mut clocked);
+                if restart {
+                    epoch += 1;
+                }
+                if !restart {
                     break;
                 }
             }
-            Record::End(EndReason::Interrupted) => {
-                for d in &mut detectors {
-                    d.finish();
-                }
-                let discarded: usize = routes
-                    .iter_mut()
-                    .map(|r| match &mut r.windower {
-                        Windower::Spikes(w) => w.discard(),
-                        Windower::Sensor(w) => w.discard(),
-                    })
-                    .sum();
-                if discarded > 0 {
-                    tracing::info!(
-                        events = discarded,
-                        "Shutdown: discarded the events of windows still open."
-                    );
-                }
-                break;
-            }
         }
     }
-    detectors
+    let late = routes
         .iter()
-        .map(|d| (d.name().to_owned(), d.stats()))
-        .collect()
+        .map(|r| match &r.windower {
+            Windower::Spikes(w) => (w.name().to_owned(), w.late()),
+            Windower::Sensor(w) => (w.name().to_owned(), w.late()),
+        })
+        .collect();
+    (
+        detectors
+            .iter()
+            .map(|d| (d.name().to_owned(), d.stats()))
+            .collect(),
+        late,
+    )
 }
 
 /// Runs the pipeline until its sources end (archives) or a stop is requested (signal, or
@@ -294,6 +516,9 @@ fn window_loop(
 /// logged and counted, never fatal.
 pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, LiveError> {
     let stop = options.stop.clone().unwrap_or_default();
+    let run_id: Arc<str> = Arc::from(new_run_id());
+    let shutdown = Arc::new(Shutdown::new(stop.clone()));
+    tracing::info!(run_id = %run_id, "Run started.");
     let ctx = zmq::Context::new();
     let metrics_addr = match options.metrics {
         Some(a) => Some(a),
@@ -399,8 +624,22 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     let view_lines = live_view.as_ref().and_then(view::View::lines);
     type SinkTotals = (String, u64, BTreeMap<String, sink::ResultLatency>);
     let (sink_done_tx, sink_done_rx) = bounded::<Vec<SinkTotals>>(1);
+    // Set at the shutdown deadline: the sink thread writes what it has and ends, even while a
+    // stage still holds a sender.
+    let quit_sinks = Arc::new(AtomicBool::new(false));
+    let quit = quit_sinks.clone();
     threads.spawn("synfire:sinks".into(), move || {
-        for mut out in &out_rx {
+        loop {
+            let mut out = match out_rx.recv_timeout(std::time::Duration::from_millis(50)) {
+                Ok(o) => o,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    if quit.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    continue;
+                }
+            };
             if !out.preview {
                 for r in observers.iter().filter(|r| r.stage() == &*out.stage) {
                     r.offer(&out);
@@ -431,16 +670,25 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
                 .collect(),
         );
     })?;
+    let mut controls = Vec::new();
     for (name, mut st, rx, previews) in stages {
         let tx = out_tx.clone();
         let label: Arc<str> = Arc::from(name.as_str());
+        let control = Arc::new(stage::StageControl::default());
+        let source = config
+            .windows
+            .get(config.stages[&name].window.as_str())
+            .map(|w| w.source.clone())
+            .unwrap_or_default();
+        controls.push((name.clone(), source, control.clone()));
         threads.spawn(format!("synfire:stage-{name}"), move || {
-            stage::run(&label, st.as_mut(), &rx, previews.as_ref(), &tx);
+            stage::run_controlled(&label, st.as_mut(), &rx, previews.as_ref(), &tx, &control);
         })?;
     }
     drop(out_tx);
     let detector_totals: Arc<parking_lot::Mutex<BTreeMap<String, crate::episode::DetectorStats>>> =
         Arc::default();
+    let late_totals: Arc<parking_lot::Mutex<BTreeMap<String, u64>>> = Arc::default();
     let mut stats = Vec::new();
     for (name, source) in built {
         let kind = config.sources[&name].produces();
@@ -459,19 +707,47 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         }
         let detect = detectors.remove(name.as_str()).unwrap_or_default();
         let totals = detector_totals.clone();
+        let late = late_totals.clone();
         let view_feed = live_view
             .as_ref()
             .and_then(|v| v.source(&name, cons.stats().clone()));
+        let clock = config.sources[&name].clock();
+        let run = run_id.clone();
+        let shutdown = shutdown.clone();
         threads.spawn(format!("synfire:win-{name}"), move || {
-            let stats = window_loop(cons, routes, detect, view_feed);
+            let (stats, lates) =
+                window_loop(cons, routes, detect, view_feed, clock, run, &shutdown);
             totals.lock().extend(stats);
+            late.lock().extend(lates);
         })?;
         threads.spawn(format!("synfire:src-{name}"), move || source.run(prod))?;
     }
     drop(stage_inputs);
     drop(detectors);
-    threads.join_all();
+    let stuck = threads.join_all_until(&shutdown, || {
+        quit_sinks.store(true, Ordering::Relaxed);
+        for (_, _, c) in &controls {
+            c.cancel.store(true, Ordering::Relaxed);
+        }
+    });
+    if !stuck.is_empty() {
+        tracing::warn!(
+            threads = ?stuck,
+            "Shutdown: threads still busy at the deadline were left behind (a stage computing a window, a sink blocked on its output)."
+        );
+    }
+    // Windows a stage did not finish by the deadline: counted as dropped by their source.
+    let mut unfinished: BTreeMap<String, u64> = BTreeMap::new();
+    for (name, source, c) in &controls {
+        let n = c.in_flight.load(Ordering::Relaxed) + c.skipped.load(Ordering::Relaxed);
+        if n > 0 {
+            tracing::warn!(stage = %name, events = n, "Shutdown: windows the stage did not finish by the deadline; their events are counted as dropped.");
+            *unfinished.entry(source.clone()).or_default() += n;
+        }
+    }
     let mut summary = RunSummary {
+        run_id: run_id.to_string(),
+        late: std::mem::take(&mut *late_totals.lock()),
         detectors: std::mem::take(&mut *detector_totals.lock()),
         view: live_view.map(view::View::finish),
         ..RunSummary::default()
@@ -482,10 +758,15 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     for (name, s) in stats {
         let v = (
             s.events_in.load(Ordering::Relaxed),
-            s.dropped.load(Ordering::Relaxed),
+            s.dropped.load(Ordering::Relaxed) + unfinished.get(&name).copied().unwrap_or(0),
             s.malformed.load(Ordering::Relaxed),
         );
-        tracing::info!(source = %name, events_in = v.0, dropped = v.1, malformed = v.2, "Source totals.");
+        let refused = Refused {
+            out_of_range: s.out_of_range.load(Ordering::Relaxed),
+            duplicate: s.duplicate.load(Ordering::Relaxed),
+        };
+        tracing::info!(source = %name, events_in = v.0, dropped = v.1, malformed = v.2, out_of_range = refused.out_of_range, duplicate = refused.duplicate, "Source totals.");
+        summary.refused.insert(name.clone(), refused);
         summary.sources.insert(name, v);
     }
     if let Ok(list) = sink_done_rx.try_recv() {

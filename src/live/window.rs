@@ -1,4 +1,5 @@
-//! Sliding windows: time-based over spikes, sample-based over sensor streams.
+//! Sliding windows: time-based over spikes, sample-based over sensor streams, and the event
+//! clock that guards them from absurd times, strays, jumps and restarts.
 //!
 //! **Spike windows** have length `L` and hop `H` seconds; window `k ≥ 0` is the half-open
 //! interval `[k·H, k·H + L)`. A window closes when the watermark — the newest event time minus
@@ -7,15 +8,49 @@
 //! are counted and rejected, so every emitted window holds exactly the accepted events in its
 //! interval. Windows holding no event are skipped.
 //!
+//! **The event clock** ([`EventClock`], one per source, on its window thread, before the detect
+//! stages, the live view and every window definition) decides what a spike's time means:
+//!
+//! - A time that is NaN, infinite, negative, or at or above [`MAX_EVENT_TIME_S`] (10¹² s) is
+//!   **out of range**: refused and counted (`out_of_range` on every line). A spike window also
+//!   refuses (and counts) a time whose window index `t / H` reaches 2⁵², so no time can make a
+//!   window index saturate.
+//! - A time more than `gap_s` after the newest accepted one (a *jump ahead*), or more than
+//!   `restart_gap_s` before it (a *jump back*), is a **candidate**: held, not yet passed on.
+//!   The jump is **confirmed** when `confirm_events` consecutive spikes (default 3) are
+//!   candidates in the same direction, each no earlier than `gap_s` before the first one held
+//!   (jump ahead) or within `restart_gap_s` of those held (jump back). A spike that is not a
+//!   candidate ends the hold: held spikes ahead are **isolated strays**, refused and counted
+//!   `out_of_range`; held spikes back are passed on as they are (each window counts them
+//!   `late` or, while their window is still open, holds them). So one stray can neither move
+//!   the watermark (no spurious windows, no windows closed early) nor restart the windows.
+//! - A confirmed jump ahead is a **gap** (the source went silent while its clock ran on, or
+//!   its clock jumped): from the newest time before it to the first time after it. A confirmed
+//!   jump back is a **restart** (the publisher's clock started again): the windows still open
+//!   are emitted and the windows start afresh, in a new `epoch`. A source's own restart
+//!   signal (a new session id of the synfire wire format) restarts at once.
+//! - A source that lost its connection to the publisher ([`crate::record::Record::Disconnected`])
+//!   makes the interval from the newest time to the next one after it a gap of kind
+//!   [`GapKind::Disconnected`], however short.
+//! - Every window that overlaps a gap, and every window emitted at a restart whose end is
+//!   after the last time before it, carries the gap ([`Window::gap`]: its kind, start and end
+//!   in seconds) and is marked incomplete.
+//!
+//! Accounting: every spike a source accepts is in a complete window, counted `late`,
+//! `out_of_range`, `duplicate` or `dropped`, or in a window marked incomplete (with its gap
+//! when one caused it).
+//!
 //! **Sensor windows** have `length_samples` and `hop_samples`; window `k` holds stream samples
 //! `[k·hop, k·hop + length)`. Samples are placed by their sequence numbers: a frame that repeats
 //! samples already received is late for those samples (counted, rejected); a gap is filled with
-//! NaN and counted as missing.
+//! NaN and counted as missing, up to one window's length: a longer gap is a discontinuity that
+//! emits the open windows (marked incomplete, with the gap) and starts afresh at the frame.
+//! A frame whose sample indices would overflow is out of range (counted, refused).
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::live::config::section::ConfigError;
 use crate::live::telemetry::WindowMetrics;
@@ -199,11 +234,59 @@ pub struct Window {
     pub late: u64,
     /// Events the source has dropped so far.
     pub dropped: u64,
+    /// Events refused as out of range so far: by the source's event clock (absurd times,
+    /// isolated strays ahead) and by this window definition (a window index too large).
+    pub out_of_range: u64,
+    /// Repeats of a wire message already received, counted once, so far (the source's).
+    pub duplicate: u64,
+    /// The gap in event time this window overlaps (then `complete` is false); `None` when
+    /// none.
+    pub gap: Option<Gap>,
+    /// The source's epoch: 0, then one more at each restart (a confirmed jump back, a new
+    /// session), so window indices that start again are told apart.
+    pub epoch: u32,
+    /// The run that emitted the window ([`crate::live::RunSummary::run_id`]); empty outside
+    /// a pipeline.
+    pub run_id: Arc<str>,
     /// When the record that closed the window was taken off the ring.
     pub closed_at: Instant,
     /// The data.
     pub data: WindowData,
 }
+
+/// Why a window lacks part of its interval: its `gap` field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GapKind {
+    /// Event time jumped ahead by more than the source's `gap_s` (confirmed): the source went
+    /// silent while its clock ran on, or its clock jumped.
+    Jump,
+    /// Event time jumped back (a publisher restart): the window was cut off.
+    Restart,
+    /// The publisher's connection was lost: events may be missing from the window.
+    Disconnected,
+    /// Sensor samples: a run of missing samples longer than the window.
+    Samples,
+}
+
+/// A gap in event time ([`Window::gap`]): no events between `start_s` and `end_s`, and some
+/// may be missing. For a restart, `start_s` is the last time before it and `end_s` the first
+/// time after it (earlier: the clock started again).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Gap {
+    /// Why.
+    pub kind: GapKind,
+    /// Seconds: the last event time before the gap.
+    pub start_s: f64,
+    /// Seconds: the first event time after the gap.
+    pub end_s: f64,
+}
+
+/// Times at or above this (seconds; about 31,700 years) are out of range ([`EventClock`]).
+pub const MAX_EVENT_TIME_S: f64 = 1e12;
+
+/// Window indices `t / hop` at or above this are out of range (exact in `f64` below it).
+const MAX_INDEX: f64 = 4_503_599_627_370_496.0; // 2^52
 
 impl Window {
     /// Number of events (spikes) or samples.
@@ -223,6 +306,7 @@ struct Common {
     window: Arc<str>,
     source: Arc<str>,
     late: u64,
+    out_of_range: u64,
     metrics: WindowMetrics,
 }
 
@@ -232,6 +316,7 @@ impl Common {
             window: window.into(),
             source: source.into(),
             late: 0,
+            out_of_range: 0,
             metrics: WindowMetrics::new(window),
         }
     }
@@ -242,7 +327,7 @@ impl Common {
         &self,
         index: u64,
         (start_s, end_s): (f64, f64),
-        complete: bool,
+        (complete, gap): (bool, Option<Gap>),
         dropped: u64,
         closed_at: Instant,
         data: WindowData,
@@ -254,10 +339,15 @@ impl Common {
             index,
             start_s,
             end_s,
-            complete,
+            complete: complete && gap.is_none(),
             preview: false,
             late: self.late,
             dropped,
+            out_of_range: self.out_of_range,
+            duplicate: 0,
+            gap,
+            epoch: 0,
+            run_id: Arc::from(""),
             closed_at,
             data,
         }
@@ -287,6 +377,8 @@ pub struct SpikeWindower {
     last_emitted: Option<u64>,
     /// `floor(watermark / preview step)` at the last preview check.
     preview_tick: f64,
+    /// Gaps in event time that windows still to emit may overlap ([`SpikeWindower::gap`]).
+    gaps: Vec<Gap>,
 }
 
 impl std::fmt::Debug for SpikeWindower {
@@ -328,6 +420,7 @@ impl SpikeWindower {
             previews: false,
             last_emitted: None,
             preview_tick: f64::NEG_INFINITY,
+            gaps: Vec::new(),
         }
     }
 
@@ -346,16 +439,32 @@ impl SpikeWindower {
         self.start(k) + self.length_s
     }
 
-    /// The first window containing time `t`.
+    /// Whether time `t` has a window index below 2⁵² (where indices and window bounds are
+    /// exact enough): finite, ≥ 0, `t / hop < 2⁵²`.
+    fn in_range(&self, t: f64) -> bool {
+        t.is_finite() && t >= 0.0 && t / self.hop_s < MAX_INDEX
+    }
+
+    /// The first window containing time `t` (in range: [`Self::in_range`]). The index is
+    /// clamped below 2⁵², and each correction loop runs a bounded number of steps, so no time
+    /// can make it spin.
     fn first_window_of(&self, t: f64) -> u64 {
         let k = ((t - self.length_s) / self.hop_s).floor() + 1.0;
-        let mut k = if k > 0.0 { k as u64 } else { 0 };
+        let mut k = if k > 0.0 { k.min(MAX_INDEX) as u64 } else { 0 };
         // Guard the float division at the boundaries.
-        while k > 0 && self.end(k - 1) > t {
-            k -= 1;
+        for _ in 0..64 {
+            if k > 0 && self.end(k - 1) > t {
+                k -= 1;
+            } else {
+                break;
+            }
         }
-        while self.end(k) <= t {
-            k += 1;
+        for _ in 0..64 {
+            if self.end(k) <= t && (k as f64) < MAX_INDEX {
+                k += 1;
+            } else {
+                break;
+            }
         }
         k
     }
@@ -364,6 +473,43 @@ impl SpikeWindower {
     #[must_use]
     pub fn late(&self) -> u64 {
         self.c.late
+    }
+
+    /// The window definition's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.c.window
+    }
+
+    /// Events held by windows still open.
+    #[must_use]
+    pub fn open_events(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Events this window definition refused as out of range so far (a window index at or
+    /// above 2⁵²; the event clock refuses the rest before any window sees them).
+    #[must_use]
+    pub fn out_of_range(&self) -> u64 {
+        self.c.out_of_range
+    }
+
+    /// Declares a gap in event time: every window overlapping `gap.start_s..gap.end_s` (an
+    /// open interval) is emitted incomplete, carrying it. The next events (after the gap) are
+    /// pushed as usual.
+    pub fn gap(&mut self, gap: Gap) {
+        if gap.end_s > gap.start_s && gap.end_s > self.closed_end {
+            self.gaps.push(gap);
+        }
+    }
+
+    /// The gap window `k` overlaps, if any.
+    fn gap_of(&self, k: u64) -> Option<Gap> {
+        let (start, end) = (self.start(k), self.end(k));
+        self.gaps
+            .iter()
+            .find(|g| g.start_s < end && g.end_s > start)
+            .copied()
     }
 
     /// Adds spike (`t_s`, `unit`); appends the windows it closes to `out`.
@@ -375,6 +521,10 @@ impl SpikeWindower {
         dropped: u64,
         out: &mut Vec<Window>,
     ) {
+        if !self.in_range(t_s) {
+            self.c.out_of_range += 1;
+            return;
+        }
         if t_s < self.closed_end {
             self.c.late += 1;
             self.c.metrics.late.increment(1);
@@ -452,6 +602,11 @@ impl SpikeWindower {
             preview: true,
             late: self.c.late,
             dropped,
+            out_of_range: self.c.out_of_range,
+            duplicate: 0,
+            gap: self.gap_of(k),
+            epoch: 0,
+            run_id: Arc::from(""),
             closed_at: Instant::now(),
             data: WindowData::Spikes {
                 times,
@@ -483,10 +638,11 @@ impl SpikeWindower {
         self.closed_end = end;
         if !times.is_empty() {
             self.last_emitted = Some(k);
+            let gap = self.gap_of(k);
             out.push(self.c.close(
                 k,
                 (start, end),
-                complete,
+                (complete, gap),
                 dropped,
                 closed_at,
                 WindowData::Spikes {
@@ -499,6 +655,7 @@ impl SpikeWindower {
         // Keep what later windows need; skip windows that would be empty.
         let next_start = self.start(k + 1);
         self.buf.retain(|&(t, _)| t >= next_start);
+        self.gaps.retain(|g| g.end_s > next_start);
         let earliest = self
             .buf
             .iter()
@@ -518,12 +675,48 @@ impl SpikeWindower {
     /// Emits every open window that holds events, marked incomplete, and starts afresh
     /// (end of input, or a publisher restart).
     pub fn flush(&mut self, names: &Arc<[Arc<str>]>, dropped: u64, out: &mut Vec<Window>) {
+        self.flush_at(None, names, dropped, out);
+    }
+
+    /// [`Self::flush`] at a restart: windows ending after `restart.start_s` (the last time
+    /// before it) carry it as their gap.
+    pub fn restart(
+        &mut self,
+        restart: Gap,
+        names: &Arc<[Arc<str>]>,
+        dropped: u64,
+        out: &mut Vec<Window>,
+    ) {
+        self.flush_at(Some(restart), names, dropped, out);
+    }
+
+    fn flush_at(
+        &mut self,
+        restart: Option<Gap>,
+        names: &Arc<[Arc<str>]>,
+        dropped: u64,
+        out: &mut Vec<Window>,
+    ) {
+        if let Some(g) = restart {
+            // Open as an interval from the last time on, so every window ending after it
+            // overlaps.
+            self.gaps.push(Gap {
+                end_s: f64::INFINITY,
+                ..g
+            });
+        }
         while let Some(k) = self.next {
             if self.buf.is_empty() {
                 break;
             }
             let complete = self.end(k) <= self.max_t - self.lateness_s;
+            let n = out.len();
             self.emit(k, complete, names, dropped, out);
+            if let (Some(g), Some(w)) = (restart, out.get_mut(n))
+                && w.gap.is_some()
+            {
+                w.gap = Some(g);
+            }
         }
         self.reset();
     }
@@ -542,6 +735,234 @@ impl SpikeWindower {
         self.closed_end = f64::NEG_INFINITY;
         self.last_emitted = None;
         self.preview_tick = f64::NEG_INFINITY;
+        self.gaps.clear();
+    }
+}
+
+/// The rules of a source's event clock ([`EventClock`]; module docs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClockRules {
+    /// A time more than this many seconds after the newest is a jump-ahead candidate
+    /// (`None`: times ahead are accepted at once).
+    pub gap_s: Option<f64>,
+    /// A time more than this many seconds before the newest is a jump-back (restart)
+    /// candidate (`None`: never a restart from times; such a time is passed on, and windows
+    /// count it late).
+    pub restart_gap_s: Option<f64>,
+    /// Consecutive candidates that confirm a jump (≥ 1; 1 confirms at once).
+    pub confirm_events: u32,
+}
+
+impl Default for ClockRules {
+    /// Only the range check: no jump is held or confirmed (archives: their times are the
+    /// file's, sorted).
+    fn default() -> Self {
+        Self {
+            gap_s: None,
+            restart_gap_s: None,
+            confirm_events: 1,
+        }
+    }
+}
+
+/// What the event clock passes on, in order ([`EventClock::spike`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Clocked {
+    /// A spike: time (seconds), unit id.
+    Spike(f64, u32),
+    /// A confirmed jump ahead: windows overlapping it are incomplete.
+    Gap(Gap),
+    /// A confirmed jump back: windows restart (flushed, a new epoch).
+    Restart(Gap),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Direction {
+    Ahead,
+    Back,
+}
+
+/// A source's event clock: refuses out-of-range times, holds candidate jumps until
+/// confirmed, refuses isolated strays ahead (module docs: the rule).
+#[derive(Debug)]
+pub struct EventClock {
+    rules: ClockRules,
+    /// Newest accepted time of this epoch (−∞: none yet).
+    newest: f64,
+    held: Vec<(f64, u32)>,
+    direction: Direction,
+    out_of_range: u64,
+    epoch: u32,
+    /// The connection to the publisher was lost since the newest time: the next time after
+    /// it ends a gap.
+    disconnected: bool,
+}
+
+impl EventClock {
+    /// A clock by `rules` (`confirm_events` 0 counts as 1).
+    #[must_use]
+    pub fn new(rules: ClockRules) -> Self {
+        Self {
+            rules,
+            newest: f64::NEG_INFINITY,
+            held: Vec::new(),
+            direction: Direction::Ahead,
+            out_of_range: 0,
+            epoch: 0,
+            disconnected: false,
+        }
+    }
+
+    /// The source lost its connection to the publisher ([`crate::record::Record::Disconnected`]):
+    /// if the next time accepted is after the newest, the interval between them is a gap of
+    /// kind [`GapKind::Disconnected`], however short.
+    pub fn disconnected(&mut self) {
+        if self.newest > f64::NEG_INFINITY {
+            self.disconnected = true;
+        }
+    }
+
+    /// Spikes refused as out of range so far (absurd times, isolated strays ahead).
+    #[must_use]
+    pub fn out_of_range(&self) -> u64 {
+        self.out_of_range
+    }
+
+    /// The epoch: 0, then one more per restart (confirmed or signalled).
+    #[must_use]
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Spikes held as candidates of a jump, not yet passed on.
+    #[must_use]
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Judges spike (`t_s`, `unit`); appends what to pass on, in order, to `out`.
+    pub fn spike(&mut self, t_s: f64, unit: u32, out: &mut Vec<Clocked>) {
+        if !(t_s.is_finite() && (0.0..MAX_EVENT_TIME_S).contains(&t_s)) {
+            self.out_of_range += 1;
+            return;
+        }
+        if self.newest == f64::NEG_INFINITY {
+            self.newest = t_s;
+            out.push(Clocked::Spike(t_s, unit));
+            return;
+        }
+        let direction = if self.rules.gap_s.is_some_and(|g| t_s > self.newest + g) {
+            Some(Direction::Ahead)
+        } else if self
+            .rules
+            .restart_gap_s
+            .is_some_and(|g| t_s < self.newest - g)
+        {
+            Some(Direction::Back)
+        } else {
+            None
+        };
+        let Some(direction) = direction else {
+            self.release(out);
+            if std::mem::take(&mut self.disconnected) && t_s > self.newest {
+                out.push(Clocked::Gap(Gap {
+                    kind: GapKind::Disconnected,
+                    start_s: self.newest,
+                    end_s: t_s,
+                }));
+            }
+            self.newest = self.newest.max(t_s);
+            out.push(Clocked::Spike(t_s, unit));
+            return;
+        };
+        if !self.held.is_empty() && !self.consistent(direction, t_s) {
+            self.release(out);
+        }
+        self.direction = direction;
+        self.held.push((t_s, unit));
+        if self.held.len() >= self.rules.confirm_events.max(1) as usize {
+            self.disconnected = false;
+            let first = self.held.iter().map(|h| h.0).fold(f64::INFINITY, f64::min);
+            let last = self.held.iter().map(|h| h.0).fold(self.newest, f64::max);
+            let gap = |kind| Gap {
+                kind,
+                start_s: self.newest,
+                end_s: first,
+            };
+            match direction {
+                Direction::Ahead => {
+                    tracing::warn!(
+                        from_s = self.newest,
+                        to_s = first,
+                        "Event time jumped ahead (confirmed): windows across the gap are marked incomplete."
+                    );
+                    out.push(Clocked::Gap(gap(GapKind::Jump)));
+                    self.newest = last;
+                }
+                Direction::Back => {
+                    tracing::info!(
+                        from_s = self.newest,
+                        to_s = first,
+                        "Event time went back (confirmed): the publisher restarted; windows start afresh."
+                    );
+                    out.push(Clocked::Restart(gap(GapKind::Restart)));
+                    self.epoch += 1;
+                    self.newest = self.held.iter().map(|h| h.0).fold(first, f64::max);
+                }
+            }
+            out.extend(self.held.drain(..).map(|(t, u)| Clocked::Spike(t, u)));
+        }
+    }
+
+    /// Whether `t_s` confirms the candidates held (same direction, near them).
+    fn consistent(&self, direction: Direction, t_s: f64) -> bool {
+        if direction != self.direction {
+            return false;
+        }
+        let min = self.held.iter().map(|h| h.0).fold(f64::INFINITY, f64::min);
+        let max = self
+            .held
+            .iter()
+            .map(|h| h.0)
+            .fold(f64::NEG_INFINITY, f64::max);
+        match direction {
+            Direction::Ahead => t_s >= min - self.rules.gap_s.unwrap_or(0.0),
+            Direction::Back => {
+                let g = self.rules.restart_gap_s.unwrap_or(0.0);
+                t_s >= min - g && t_s <= max + g
+            }
+        }
+    }
+
+    /// Ends a hold unconfirmed: strays ahead are refused (counted), strays back passed on.
+    fn release(&mut self, out: &mut Vec<Clocked>) {
+        if self.held.is_empty() {
+            return;
+        }
+        match self.direction {
+            Direction::Ahead => {
+                tracing::warn!(
+                    events = self.held.len(),
+                    newest_s = self.newest,
+                    first_s = self.held[0].0,
+                    "Isolated spikes far ahead of the stream refused (counted as out_of_range)."
+                );
+                self.out_of_range += self.held.len() as u64;
+                self.held.clear();
+            }
+            Direction::Back => out.extend(self.held.drain(..).map(|(t, u)| Clocked::Spike(t, u))),
+        }
+    }
+
+    /// The source signalled a restart (a new session) or ended: a hold ends unconfirmed.
+    /// With `restart`, the clock starts a new epoch.
+    pub fn end_epoch(&mut self, restart: bool, out: &mut Vec<Clocked>) {
+        self.release(out);
+        if restart {
+            self.disconnected = false;
+            self.newest = f64::NEG_INFINITY;
+            self.epoch += 1;
+        }
     }
 }
 
@@ -561,6 +982,8 @@ pub struct SensorWindower {
     next_window: u64,
     /// NaN samples inserted for gaps.
     missing: u64,
+    /// The gap the windows being flushed carry (a run of missing samples longer than a window).
+    flushing_gap: Option<Gap>,
 }
 
 impl std::fmt::Debug for SensorWindower {
@@ -592,6 +1015,7 @@ impl SensorWindower {
             times: std::collections::VecDeque::new(),
             next_window: 0,
             missing: 0,
+            flushing_gap: None,
         }
     }
 
@@ -599,6 +1023,24 @@ impl SensorWindower {
     #[must_use]
     pub fn late(&self) -> u64 {
         self.c.late
+    }
+
+    /// The window definition's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.c.window
+    }
+
+    /// Samples held by windows still open.
+    #[must_use]
+    pub fn open_samples(&self) -> usize {
+        self.times.len()
+    }
+
+    /// Samples refused as out of range so far (indices that would overflow).
+    #[must_use]
+    pub fn out_of_range(&self) -> u64 {
+        self.c.out_of_range
     }
 
     /// Samples filled with NaN for gaps so far.
@@ -616,6 +1058,33 @@ impl SensorWindower {
         }
         let ch = frame.channels;
         let n = frame.samples() as u64;
+        if frame
+            .first_sample
+            .checked_add(n)
+            .is_none_or(|e| e as f64 >= MAX_INDEX)
+        {
+            // Sample indices that would overflow: refused, counted.
+            self.c.out_of_range += n;
+            return;
+        }
+        if self.shape.is_some()
+            && frame.first_sample > self.next_sample
+            && frame.first_sample - self.next_sample > self.length
+        {
+            // Longer than a window: emit the open windows with the gap and start afresh at the
+            // frame, instead of filling every window of the gap with NaN.
+            let last = self.times.back().map_or(frame.t0_s, |&t| {
+                t + self.shape.map_or(0.0, |(_, rate)| 1.0 / rate)
+            });
+            self.flushing_gap = Some(Gap {
+                kind: GapKind::Samples,
+                start_s: last,
+                end_s: frame.t0_s,
+            });
+            self.missing += frame.first_sample - self.next_sample;
+            self.flush(dropped, out);
+            self.flushing_gap = None;
+        }
         if self.shape.is_none() {
             self.shape = Some(shape);
             // The first window containing the frame's first sample.
@@ -676,7 +1145,7 @@ impl SensorWindower {
             out.push(self.c.close(
                 self.next_window,
                 (start_s, end_s),
-                complete,
+                (complete, self.flushing_gap),
                 dropped,
                 closed_at,
                 WindowData::Samples {
@@ -831,6 +1300,215 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn absurd_times_never_hang_a_window_and_are_counted() {
+        // Near u64 saturation of the window index, beyond it, and not numbers at all.
+        for hop in [1.0, 0.1, 1e-3] {
+            let mut w = SpikeWindower::new("w", "s", 2.0 * hop, hop, 0.0);
+            let names = names(1);
+            let mut out = Vec::new();
+            let absurd = [
+                9e18 / 0.1,
+                1.8e19 * hop,
+                f64::MAX,
+                f64::INFINITY,
+                f64::NAN,
+                -1.0,
+                MAX_INDEX * hop,
+            ];
+            w.push(1.0, 0, &names, 0, &mut out);
+            for &t in &absurd {
+                w.push(t, 0, &names, 0, &mut out);
+            }
+            w.push(1.5, 0, &names, 0, &mut out);
+            assert_eq!(w.out_of_range(), absurd.len() as u64);
+            // The largest time in range still gets a window that contains it.
+            let t = (MAX_INDEX - 4.0) * hop;
+            let k = w.first_window_of(t);
+            assert!(
+                w.start(k) <= t && t < w.end(k),
+                "hop {hop}: {t} in window {k}"
+            );
+            w.flush(&names, 0, &mut out);
+            assert!(out.iter().all(|x| x.start_s < 10.0));
+        }
+    }
+
+    fn clock(gap_s: f64, restart_gap_s: f64, confirm: u32) -> EventClock {
+        EventClock::new(ClockRules {
+            gap_s: Some(gap_s),
+            restart_gap_s: Some(restart_gap_s),
+            confirm_events: confirm,
+        })
+    }
+
+    /// Feeds `events` through `clock` into `w`, as the window thread does; returns the
+    /// windows (flushed at the end).
+    fn clocked(clock: &mut EventClock, w: &mut SpikeWindower, events: &[f64]) -> Vec<Window> {
+        let names = names(1);
+        let mut out = Vec::new();
+        let mut c = Vec::new();
+        let feed = |c: &mut Vec<Clocked>, w: &mut SpikeWindower, out: &mut Vec<Window>| {
+            for x in c.drain(..) {
+                match x {
+                    Clocked::Spike(t, u) => w.push(t, u, &names, 0, out),
+                    Clocked::Gap(g) => w.gap(g),
+                    Clocked::Restart(g) => w.restart(g, &names, 0, out),
+                }
+            }
+        };
+        for &t in events {
+            clock.spike(t, 0, &mut c);
+            feed(&mut c, w, &mut out);
+        }
+        clock.end_epoch(false, &mut c);
+        feed(&mut c, w, &mut out);
+        w.flush(&names, 0, &mut out);
+        out
+    }
+
+    /// Every event accounted for: in a window (tumbling windows: exactly one), late, or out
+    /// of range.
+    fn accounted(out: &[Window], w: &SpikeWindower, clock: &EventClock, sent: usize) {
+        let inside: usize = out.iter().map(Window::events).sum();
+        assert_eq!(
+            inside as u64 + w.late() + w.out_of_range() + clock.out_of_range(),
+            sent as u64,
+            "every event accounted for"
+        );
+    }
+
+    #[test]
+    fn a_stray_far_ahead_is_refused_and_adds_no_window() {
+        let mut c = clock(10.0, 10.0, 3);
+        let mut w = SpikeWindower::new("w", "s", 1.0, 1.0, 0.0);
+        let mut ev: Vec<f64> = (0..100).map(|i| f64::from(i) * 0.05).collect();
+        ev.insert(50, 1e6 + 2.5);
+        let out = clocked(&mut c, &mut w, &ev);
+        assert_eq!(c.out_of_range(), 1);
+        assert!(out.iter().all(|x| x.start_s < 5.0), "no window near 1e6 s");
+        let complete: Vec<usize> = out
+            .iter()
+            .filter(|x| x.complete)
+            .map(Window::events)
+            .collect();
+        assert_eq!(complete, vec![20, 20, 20, 20], "windows 0..4 whole");
+        assert!(out.iter().all(|x| x.gap.is_none()));
+        accounted(&out, &w, &c, ev.len());
+    }
+
+    #[test]
+    fn a_stray_far_back_restarts_nothing_and_is_late() {
+        let mut c = clock(10.0, 10.0, 3);
+        let mut w = SpikeWindower::new("w", "s", 1.0, 1.0, 0.0);
+        let mut ev: Vec<f64> = (0..600).map(|i| 10.0 + f64::from(i) * 0.05).collect();
+        ev.insert(300, 0.5);
+        let out = clocked(&mut c, &mut w, &ev);
+        assert_eq!(c.epoch(), 0, "no restart");
+        assert_eq!(w.late(), 1);
+        let complete: Vec<(u64, usize)> = out
+            .iter()
+            .filter(|x| x.complete)
+            .map(|x| (x.index, x.events()))
+            .collect();
+        assert_eq!(complete.len(), 29);
+        assert!(
+            complete.iter().all(|&(k, n)| k >= 10 && n == 20),
+            "{complete:?}"
+        );
+        accounted(&out, &w, &c, ev.len());
+    }
+
+    #[test]
+    fn a_confirmed_jump_ahead_is_a_gap_marking_the_windows_across_it() {
+        // 0..5 s, silence (the clock runs on) until 20 s, then 20..25 s.
+        let mut c = clock(10.0, 10.0, 3);
+        let mut w = SpikeWindower::new("w", "s", 2.0, 2.0, 0.0);
+        let mut ev: Vec<f64> = (0..100).map(|i| f64::from(i) * 0.05).collect();
+        ev.extend((0..100).map(|i| 20.1 + f64::from(i) * 0.05));
+        let out = clocked(&mut c, &mut w, &ev);
+        let gap = Gap {
+            kind: GapKind::Jump,
+            start_s: 99.0 * 0.05,
+            end_s: 20.1,
+        };
+        for x in &out {
+            let across = x.start_s < gap.end_s && x.end_s > gap.start_s;
+            assert_eq!(x.gap, across.then_some(gap), "window {}", x.index);
+            if across {
+                assert!(!x.complete);
+            }
+        }
+        // [4, 6) holds 4.0..4.95 and [20, 22) holds 20.1..: both across the gap.
+        let marked: Vec<u64> = out
+            .iter()
+            .filter(|x| x.gap.is_some())
+            .map(|x| x.index)
+            .collect();
+        assert_eq!(marked, vec![2, 10]);
+        assert_eq!(c.out_of_range(), 0);
+        accounted(&out, &w, &c, ev.len());
+    }
+
+    #[test]
+    fn a_confirmed_jump_back_restarts_with_the_gap_and_a_new_epoch() {
+        let mut c = clock(10.0, 10.0, 3);
+        let mut w = SpikeWindower::new("w", "s", 2.0, 2.0, 0.0);
+        let mut ev: Vec<f64> = (0..300).map(|i| f64::from(i) * 0.05).collect();
+        ev.extend((0..100).map(|i| f64::from(i) * 0.05));
+        let out = clocked(&mut c, &mut w, &ev);
+        assert_eq!(c.epoch(), 1);
+        // Old epoch: 7 complete windows, [14, 16) cut off by the restart.
+        let cut: Vec<&Window> = out.iter().filter(|x| x.gap.is_some()).collect();
+        assert_eq!(cut.len(), 1);
+        assert_eq!(cut[0].index, 7);
+        assert!(!cut[0].complete);
+        assert_eq!(cut[0].gap.unwrap().kind, GapKind::Restart);
+        assert_eq!(w.late(), 0);
+        accounted(&out, &w, &c, ev.len());
+    }
+
+    #[test]
+    fn clock_refuses_absurd_times_and_strays_only() {
+        let mut c = clock(10.0, 10.0, 3);
+        let mut got = Vec::new();
+        for t in [1.0, f64::NAN, -1.0, f64::INFINITY, 2e12, 1.5, 5e5, 2.0] {
+            c.spike(t, 0, &mut got);
+        }
+        let times: Vec<f64> = got
+            .iter()
+            .filter_map(|x| match x {
+                Clocked::Spike(t, _) => Some(*t),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(times, vec![1.0, 1.5, 2.0]);
+        assert_eq!(c.out_of_range(), 5);
+        // Without rules, times far ahead pass at once (archives).
+        let mut c = EventClock::new(ClockRules::default());
+        let mut got = Vec::new();
+        for t in [1.0, 5e5, 2.0] {
+            c.spike(t, 0, &mut got);
+        }
+        assert_eq!(got.len(), 3);
+    }
+
+    #[test]
+    fn sensor_gaps_longer_than_a_window_restart_instead_of_filling() {
+        let mut w = SensorWindower::new("w", "s", 4, 2);
+        let mut out = Vec::new();
+        w.push(&frame(0, 6), 0, &mut out);
+        let before = out.len();
+        // A jump of ~1e15 samples: no NaN fill, the open window is emitted with a gap.
+        w.push(&frame(1_000_000_000_000_000, 6), 0, &mut out);
+        assert!(out[before..].iter().any(|x| x.gap.is_some() && !x.complete));
+        assert!(out.len() < before + 10);
+        assert_eq!(w.out_of_range(), 0);
+        // Indices that would overflow are refused.
+        w.push(&frame(u64::MAX - 2, 6), 0, &mut out);
+        assert_eq!(w.out_of_range(), 6);
     }
 
     fn frame(first: u64, n: usize) -> SensorFrame {

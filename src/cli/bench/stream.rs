@@ -190,7 +190,6 @@ pub fn run(args: &StreamArgs) -> Result<()> {
         naming: Naming::default(),
         max_message_bytes: 64 << 20,
         receive_hwm: 0,
-        restart_gap_s: 10.0,
         stop_on_end: true,
     };
     let ctx = zmq::Context::new();

@@ -12,6 +12,7 @@ use crate::event::{EventStream, Ordering};
 use crate::ingest::IngestError;
 use crate::live::buffer::{Overflow, RingProducer};
 use crate::live::config::section::ConfigError;
+use crate::live::window::MAX_EVENT_TIME_S;
 use crate::record::{EndReason, Record, StreamKind};
 
 /// `[sources.<name>]` with `kind = "hdf5"`: an archived NWB session.
@@ -199,7 +200,11 @@ impl Pacer {
         let Some(speed) = self.speed else {
             return !stopping();
         };
-        let due = Duration::from_secs_f64(((t_s - self.t0) / speed).max(0.0));
+        // An out-of-range time (an absurd timestamp, refused downstream) is not waited for.
+        let due = Duration::try_from_secs_f64(((t_s - self.t0) / speed).max(0.0));
+        let Some(due) = due.ok().filter(|_| t_s < MAX_EVENT_TIME_S) else {
+            return !stopping();
+        };
         loop {
             if stopping() {
                 return false;

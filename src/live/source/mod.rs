@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use crate::live::buffer::{Overflow, RingProducer};
 use crate::live::config::kinds::{Erased, Family, Kind, KindConfig, Spec};
 use crate::live::config::section::ConfigError;
+use crate::live::window::ClockRules;
 use crate::record::StreamKind;
 
 /// What opening a source may need from the pipeline: the process's ZeroMQ context.
@@ -46,6 +47,12 @@ pub trait SourceConfig: DeserializeOwned + std::fmt::Debug + Send + Sync + 'stat
 
     /// Phase 2 of validation: every problem found, fields relative to the section.
     fn validate(&self) -> Vec<ConfigError>;
+
+    /// The rules of the source's event clock (jumps, restarts;
+    /// [`crate::live::window::EventClock`]). Default: the range check only.
+    fn clock(&self) -> ClockRules {
+        ClockRules::default()
+    }
 
     /// Opens the source named `name` (reads the archive, opens the socket), on the thread
     /// that builds the pipeline.
@@ -88,6 +95,8 @@ pub trait AnySourceConfig: Erased {
     fn ring(&self) -> (usize, Overflow);
     /// [`SourceConfig::validate`].
     fn validate(&self) -> Vec<ConfigError>;
+    /// [`SourceConfig::clock`].
+    fn clock(&self) -> ClockRules;
     /// [`SourceConfig::open`].
     ///
     /// # Errors
@@ -104,6 +113,9 @@ impl<T: SourceConfig> AnySourceConfig for T {
     }
     fn validate(&self) -> Vec<ConfigError> {
         SourceConfig::validate(self)
+    }
+    fn clock(&self) -> ClockRules {
+        SourceConfig::clock(self)
     }
     fn open(&self, name: &str, ctx: &OpenContext<'_>) -> Result<Box<dyn Source>, OpenError> {
         SourceConfig::open(self, name, ctx)
@@ -133,6 +145,12 @@ impl SourceSpec {
     #[must_use]
     pub fn validate(&self) -> Vec<ConfigError> {
         self.erased().validate()
+    }
+
+    /// The rules of the source's event clock.
+    #[must_use]
+    pub fn clock(&self) -> ClockRules {
+        self.erased().clock()
     }
 
     /// Opens the source.

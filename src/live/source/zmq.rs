@@ -6,11 +6,19 @@
 //! (`synfire_messages_malformed_total`) and logged once per kind; gaps in the synfire format's
 //! sequence numbers count as dropped events (`reason="publisher_gap"`); a full ring under
 //! `drop_newest` counts `reason="ring_full"`. A publisher that restarts is picked up again:
-//! SUB sockets reconnect by themselves, a new session id (synfire format) or a jump back in
-//! time of more than `restart_gap_s` (Open Ephys) emits [`Record::Restart`] so the windows
-//! start afresh.
+//! SUB sockets reconnect by themselves, and a new session id (synfire format) emits
+//! [`Record::Restart`] so the windows start afresh; a jump back in time of more than
+//! `restart_gap_s` (Open Ephys) or ahead by more than `gap_s`, confirmed by `confirm_events`
+//! spikes, is judged by the window thread's event clock
+//! ([`crate::live::window::EventClock`], [`ZmqSourceConfig::clock`]).
+//!
+//! **Duplicates**: a wire message received again is counted once; its repeats are counted as
+//! `duplicate` (the line's `duplicate`), not passed on. Synfire format: spikes whose sequence
+//! numbers were already received in the session. Open Ephys (no sequence numbers): a spike
+//! of the same unit at the same time as one received in the last
+//! [`DEDUP_HORIZON_S`] seconds of event time (at most [`DEDUP_MAX`] remembered).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -20,6 +28,7 @@ use crate::ingest::openephys::{self, Naming, UnitKey};
 use crate::ingest::wire::{self, Malformed, Message};
 use crate::live::buffer::{Overflow, RingProducer};
 use crate::live::config::section::{ConfigError, SocketMode};
+use crate::live::window::ClockRules;
 use crate::record::{EndReason, Record, StreamKind};
 
 /// `[sources.<name>]` with `kind = "zmq"`: a ZeroMQ SUB socket.
@@ -48,8 +57,13 @@ pub struct ZmqSourceConfig {
     pub max_message_bytes: Option<usize>,
     /// ZeroMQ receive high-water mark (default 100,000; 0 = unlimited).
     pub receive_hwm_messages: Option<i32>,
-    /// Open Ephys: a time this far before the newest is a restart (default 10 s).
+    /// Open Ephys: a time this far before the newest is a restart candidate (default 10 s).
     pub restart_gap_s: Option<f64>,
+    /// A time this far after the newest is a jump candidate: once confirmed, a gap that marks
+    /// the windows across it incomplete (default 10 s; window module docs).
+    pub gap_s: Option<f64>,
+    /// Consecutive candidates that confirm a jump or a restart (default 3).
+    pub confirm_events: Option<u32>,
     /// End at the publisher's end-of-stream message (default true; synfire format).
     pub stop_on_end: Option<bool>,
     /// Overflow policy (default `drop_newest`: never stall the socket).
@@ -85,7 +99,6 @@ impl ZmqSourceConfig {
             },
             max_message_bytes: self.max_message_bytes.unwrap_or(16 << 20),
             receive_hwm: self.receive_hwm_messages.unwrap_or(100_000),
-            restart_gap_s: self.restart_gap_s.unwrap_or(10.0),
             stop_on_end: self.stop_on_end.unwrap_or(true),
         }
     }
@@ -107,6 +120,17 @@ impl SourceConfig for ZmqSourceConfig {
             self.ring_capacity.unwrap_or(1 << 20),
             self.overflow.unwrap_or(Overflow::DropNewest),
         )
+    }
+
+    /// Jumps ahead beyond `gap_s` and (Open Ephys, which has no session ids) back beyond
+    /// `restart_gap_s`, each confirmed by `confirm_events` spikes.
+    fn clock(&self) -> ClockRules {
+        ClockRules {
+            gap_s: Some(self.gap_s.unwrap_or(10.0)),
+            restart_gap_s: (self.format == WireFormat::Openephys)
+                .then(|| self.restart_gap_s.unwrap_or(10.0)),
+            confirm_events: self.confirm_events.unwrap_or(3),
+        }
     }
 
     fn validate(&self) -> Vec<ConfigError> {
@@ -143,10 +167,15 @@ impl SourceConfig for ZmqSourceConfig {
         if self.receive_hwm_messages.is_some_and(|h| h < 0) {
             err("receive_hwm_messages", "must be ≥ 0 (0: unlimited)".into());
         }
-        if let Some(g) = self.restart_gap_s
-            && !(g.is_finite() && g >= 0.0)
-        {
-            err("restart_gap_s", format!("must be ≥ 0 seconds, got {g}"));
+        for (field, v) in [("restart_gap_s", self.restart_gap_s), ("gap_s", self.gap_s)] {
+            if let Some(g) = v
+                && !(g.is_finite() && g >= 0.0)
+            {
+                err(field, format!("must be ≥ 0 seconds, got {g}"));
+            }
+        }
+        if self.confirm_events == Some(0) {
+            err("confirm_events", "must be at least 1".into());
         }
         if self.ring_capacity == Some(0) {
             err("ring_capacity", "must be at least 1".into());
@@ -158,7 +187,12 @@ impl SourceConfig for ZmqSourceConfig {
     fn open(&self, name: &str, ctx: &OpenContext<'_>) -> Result<Box<dyn Source>, OpenError> {
         let cfg = self.settings(name);
         let socket = open(&cfg, ctx.zmq).map_err(|e| OpenError(e.to_string()))?;
-        Ok(Box::new(OpenZmq { cfg, socket }))
+        let monitor = monitor(&cfg, ctx.zmq, &socket).map_err(|e| OpenError(e.to_string()))?;
+        Ok(Box::new(OpenZmq {
+            cfg,
+            socket,
+            monitor: Some(monitor),
+        }))
     }
 }
 
@@ -166,12 +200,61 @@ impl SourceConfig for ZmqSourceConfig {
 struct OpenZmq {
     cfg: ZmqSource,
     socket: zmq::Socket,
+    /// The socket's monitor: its `disconnected` events.
+    monitor: Option<zmq::Socket>,
 }
 
 impl Source for OpenZmq {
     fn run(self: Box<Self>, ring: RingProducer) {
-        run(&self.cfg, &self.socket, ring);
+        run_monitored(&self.cfg, &self.socket, self.monitor.as_ref(), ring);
     }
+}
+
+/// A PAIR socket receiving `socket`'s `disconnected` events (a publisher whose connection
+/// was lost), through an `inproc://` endpoint of `ctx`.
+///
+/// # Errors
+/// [`ZmqError`] when the monitor cannot be set up.
+pub fn monitor(
+    cfg: &ZmqSource,
+    ctx: &zmq::Context,
+    socket: &zmq::Socket,
+) -> Result<zmq::Socket, ZmqError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let err = |m: String| ZmqError {
+        source_name: cfg.name.clone(),
+        endpoint: cfg.endpoint.clone(),
+        message: m,
+    };
+    let at = format!(
+        "inproc://synfire-monitor-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    socket
+        .monitor(&at, zmq::SocketEvent::DISCONNECTED as i32)
+        .map_err(|e| err(format!("cannot monitor the socket: {e}")))?;
+    let m = ctx
+        .socket(zmq::PAIR)
+        .map_err(|e| err(format!("cannot create the monitor socket: {e}")))?;
+    m.connect(&at)
+        .map_err(|e| err(format!("cannot connect the monitor socket: {e}")))?;
+    Ok(m)
+}
+
+/// Whether `monitor` has reported a lost connection since the last call (never waits).
+fn disconnected(monitor: &zmq::Socket) -> bool {
+    let mut lost = false;
+    while let Ok(frames) = monitor.recv_multipart(zmq::DONTWAIT) {
+        // Frame 0: the event (u16, little-endian) and its value (u32).
+        if frames.first().and_then(|f| f.get(..2)).is_some_and(|e| {
+            i32::from(u16::from_le_bytes([e[0], e[1]])) == zmq::SocketEvent::DISCONNECTED as i32
+        }) {
+            lost = true;
+        }
+    }
+    lost
 }
 
 /// The message format a ZMQ source reads.
@@ -204,8 +287,6 @@ pub struct ZmqSource {
     pub max_message_bytes: usize,
     /// ZeroMQ receive high-water mark, messages (0: unlimited).
     pub receive_hwm: i32,
-    /// An Open Ephys time this many seconds before the newest one is a publisher restart.
-    pub restart_gap_s: f64,
     /// End the source at the publisher's end-of-stream message (synfire format).
     pub stop_on_end: bool,
 }
@@ -259,10 +340,18 @@ struct Decoder<'a> {
     wire_units: HashMap<u32, u32>,
     session: Option<u64>,
     next_seq: u64,
-    newest_t: f64,
     logged: HashSet<Malformed>,
     ttl: u64,
+    /// Open Ephys spikes received lately, to recognise repeats: (unit id, time bits).
+    recent: HashSet<(u32, u64)>,
+    /// The same, oldest first, with their times.
+    recent_order: VecDeque<(f64, (u32, u64))>,
 }
+
+/// How far back in event time an Open Ephys repeat is recognised, seconds.
+pub const DEDUP_HORIZON_S: f64 = 2.0;
+/// At most this many Open Ephys spikes are remembered to recognise repeats.
+pub const DEDUP_MAX: usize = 1 << 18;
 
 impl Decoder<'_> {
     fn malformed(&mut self, ring: &RingProducer, kind: Malformed) {
@@ -288,7 +377,29 @@ impl Decoder<'_> {
     fn restart(&mut self, ring: &mut RingProducer, why: &str) {
         tracing::info!(source = %self.cfg.name, "Publisher restarted ({why}); windows start afresh.");
         ring.push(Record::Restart);
-        self.newest_t = f64::NEG_INFINITY;
+        self.recent.clear();
+        self.recent_order.clear();
+    }
+
+    /// Whether Open Ephys spike (`unit`, `t_s`) repeats one received lately (then counted);
+    /// remembers it otherwise.
+    fn repeated(&mut self, ring: &RingProducer, unit: u32, t_s: f64) -> bool {
+        let key = (unit, t_s.to_bits());
+        if !self.recent.insert(key) {
+            ring.count_duplicate(1);
+            return true;
+        }
+        self.recent_order.push_back((t_s, key));
+        // Forget spikes (first received first) more than the horizon before this one: a
+        // restart or a stray far ahead does not leave the memory stale.
+        while let Some(&(t, k)) = self.recent_order.front() {
+            if (t - t_s).abs() <= DEDUP_HORIZON_S && self.recent_order.len() <= DEDUP_MAX {
+                break;
+            }
+            self.recent.remove(&k);
+            self.recent_order.pop_front();
+        }
+        false
     }
 
     /// Handles one message; returns `false` at the end of the stream.
@@ -301,12 +412,11 @@ impl Decoder<'_> {
         match self.cfg.format {
             WireFormat::Openephys => match openephys::decode_with(frames, &self.cfg.naming) {
                 Ok(openephys::Event::Spike { unit, t_s }) => {
-                    if t_s < self.newest_t - self.cfg.restart_gap_s {
-                        self.restart(ring, "time went back");
-                    }
-                    self.newest_t = self.newest_t.max(t_s);
+                    // Restarts and jumps are judged by the window thread's event clock.
                     let id = self.unit(ring, &unit);
-                    ring.push(Record::Spike { unit: id, t_s });
+                    if !self.repeated(ring, id, t_s) {
+                        ring.push(Record::Spike { unit: id, t_s });
+                    }
                 }
                 Ok(openephys::Event::Ttl) => self.ttl += 1,
                 Err(kind) => self.malformed(ring, kind),
@@ -348,8 +458,11 @@ impl Decoder<'_> {
                             self.malformed(ring, Malformed::UnknownType);
                             return true;
                         }
-                        self.check_seq(ring, first_seq, times.len() as u64);
-                        for (t_s, u) in times.into_iter().zip(units) {
+                        let repeated = self.check_seq(ring, first_seq, times.len() as u64);
+                        if repeated > 0 {
+                            ring.count_duplicate(repeated);
+                        }
+                        for (t_s, u) in times.into_iter().zip(units).skip(repeated as usize) {
                             let id = match self.wire_units.get(&u) {
                                 Some(&id) => id,
                                 None => {
@@ -366,6 +479,7 @@ impl Decoder<'_> {
                             self.malformed(ring, Malformed::UnknownType);
                             return true;
                         }
+                        // Repeated samples are late for the sensor windows (counted there).
                         self.check_seq(ring, frame.first_sample, frame.samples() as u64);
                         ring.push(Record::Samples(Box::new(frame)));
                     }
@@ -380,31 +494,63 @@ impl Decoder<'_> {
         true
     }
 
-    fn check_seq(&mut self, ring: &RingProducer, first: u64, n: u64) {
+    /// Checks a message's sequence numbers `first..first + n`: a gap before them counts as
+    /// dropped; returns how many of them (a prefix) were already received.
+    fn check_seq(&mut self, ring: &RingProducer, first: u64, n: u64) -> u64 {
         if first > self.next_seq {
             ring.count_dropped(first - self.next_seq, "publisher_gap");
             tracing::warn!(source = %self.cfg.name, missing = first - self.next_seq, "Sequence gap: events lost between publisher and socket (counted as dropped).");
         }
-        self.next_seq = self.next_seq.max(first + n);
+        let end = first.saturating_add(n);
+        let repeated = self.next_seq.min(end).saturating_sub(first);
+        self.next_seq = self.next_seq.max(end);
+        repeated
     }
 }
 
 /// Runs the source on the current thread until the publisher ends the stream (synfire format
 /// with `stop_on_end`) or shutdown is requested; always pushes a final [`Record::End`].
-pub fn run(cfg: &ZmqSource, socket: &zmq::Socket, mut ring: RingProducer) {
+pub fn run(cfg: &ZmqSource, socket: &zmq::Socket, ring: RingProducer) {
+    run_monitored(cfg, socket, None, ring);
+}
+
+/// [`run`], also pushing [`Record::Disconnected`] when `monitor` ([`monitor`]) reports a lost
+/// connection to the publisher.
+pub fn run_monitored(
+    cfg: &ZmqSource,
+    socket: &zmq::Socket,
+    monitor: Option<&zmq::Socket>,
+    mut ring: RingProducer,
+) {
     let mut d = Decoder {
         cfg,
         units: HashMap::new(),
         wire_units: HashMap::new(),
         session: None,
         next_seq: 0,
-        newest_t: f64::NEG_INFINITY,
         logged: HashSet::new(),
         ttl: 0,
+        recent: HashSet::new(),
+        recent_order: VecDeque::new(),
     };
     let reason = loop {
         if ring.stopping() {
             break EndReason::Interrupted;
+        }
+        if monitor.is_some_and(disconnected) {
+            // What arrived before the connection was lost comes first.
+            let mut finished = false;
+            while let Ok(frames) = socket.recv_multipart(zmq::DONTWAIT) {
+                if !d.handle(&mut ring, &frames) {
+                    finished = true;
+                    break;
+                }
+            }
+            if finished {
+                break EndReason::Finished;
+            }
+            tracing::warn!(source = %cfg.name, "The publisher's connection was lost; the windows across the outage carry it as their gap.");
+            ring.push(Record::Disconnected);
         }
         match socket.recv_multipart(0) {
             Ok(frames) => {

@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::live::config::kinds::{Erased, Family, Kind, KindConfig, Spec};
 use crate::live::config::section::ConfigError;
 use crate::live::ttl::TtlSender;
-use crate::live::window::{Window, WindowConfig, WindowData};
+use crate::live::window::{Gap, Window, WindowConfig, WindowData};
 use crate::record::StreamKind;
 
 /// The options of one stage kind: its `[stages.<name>]` table less `kind` and `window`
@@ -501,14 +501,27 @@ pub struct WindowEnvelope<'a, R> {
     pub window_start_s: f64,
     /// Window end, seconds (exclusive).
     pub window_end_s: f64,
-    /// False for windows emitted at the end of an archive or at a publisher restart.
+    /// False for windows emitted at the end of an archive, at a publisher restart, at
+    /// shutdown, or across a gap.
     pub complete: bool,
+    /// The gap in event time the window overlaps ([`crate::live::window::Gap`]: `kind`,
+    /// `start_s`, `end_s`); absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<Gap>,
     /// Events (spikes) or samples in the window.
     pub events: usize,
     /// Late events rejected by this window definition so far.
     pub late: u64,
     /// Events the source has dropped so far.
     pub dropped: u64,
+    /// Events refused as out of range so far.
+    pub out_of_range: u64,
+    /// Repeats of wire messages counted once, so far.
+    pub duplicate: u64,
+    /// The source's epoch (one more per restart).
+    pub epoch: u32,
+    /// The run's id (`<Unix ms>-<pid>`).
+    pub run_id: &'a str,
     /// The stage's time on the window, seconds.
     pub seconds: f64,
     /// The stage's result, its fields inline; `None` when the stage failed.
@@ -538,9 +551,14 @@ impl<'a, R: Serialize> WindowEnvelope<'a, R> {
             window_start_s: window.start_s,
             window_end_s: window.end_s,
             complete: window.complete,
+            gap: window.gap,
             events: window.events(),
             late: window.late,
             dropped: window.dropped,
+            out_of_range: window.out_of_range,
+            duplicate: window.duplicate,
+            epoch: window.epoch,
+            run_id: &window.run_id,
             seconds,
             result,
             error,
@@ -560,9 +578,14 @@ impl<'a, R: Serialize> WindowEnvelope<'a, R> {
                 window_start_s: self.window_start_s,
                 window_end_s: self.window_end_s,
                 complete: self.complete,
+                gap: self.gap,
                 events: self.events,
                 late: self.late,
                 dropped: self.dropped,
+                out_of_range: self.out_of_range,
+                duplicate: self.duplicate,
+                epoch: self.epoch,
+                run_id: self.run_id,
                 seconds: self.seconds,
                 result: None,
                 error: Some(format!("the stage's result could not be serialised: {e}")),
@@ -589,14 +612,30 @@ pub struct WindowLine<R> {
     pub window_start_s: f64,
     /// Window end, seconds (exclusive).
     pub window_end_s: f64,
-    /// False for windows emitted at the end of an archive or at a publisher restart.
+    /// False for windows emitted at the end of an archive, at a restart, at shutdown, or
+    /// across a gap.
     pub complete: bool,
+    /// The gap in event time the window overlaps.
+    #[serde(default)]
+    pub gap: Option<Gap>,
     /// Events (spikes) or samples in the window.
     pub events: u64,
     /// Late events rejected by this window definition so far.
     pub late: u64,
     /// Events the source has dropped so far.
     pub dropped: u64,
+    /// Events refused as out of range so far (0 in lines written before it existed).
+    #[serde(default)]
+    pub out_of_range: u64,
+    /// Repeats of wire messages counted once, so far.
+    #[serde(default)]
+    pub duplicate: u64,
+    /// The source's epoch.
+    #[serde(default)]
+    pub epoch: u32,
+    /// The run's id (empty in lines written before it existed).
+    #[serde(default)]
+    pub run_id: String,
     /// The stage's time on the window, seconds.
     pub seconds: f64,
     /// The stage's result; `None` when the line has none (the stage failed) or its fields do
@@ -685,11 +724,19 @@ impl PreviewReceiver {
     }
 }
 
-/// Runs `stage` named `name` over every window from `windows` until that channel closes,
-/// sending one [`Output`] per window to `out` (its line: [`AnyStage::process_line`]), then
-/// calls [`Stage::finish`]. Previews come from `previews` (a [`preview_slot`]) and go to
-/// [`Stage::preview`], producing no line; a real window that is waiting is always taken
-/// first, and a preview of a window at or before the last real one is skipped as stale.
+/// How a pipeline stops a stage at shutdown ([`run_controlled`]).
+#[derive(Debug, Default)]
+pub struct StageControl {
+    /// Set at the shutdown deadline: windows still queued are not processed, their events
+    /// are added to `skipped`.
+    pub cancel: std::sync::atomic::AtomicBool,
+    /// Events of the window being processed now (0 when idle).
+    pub in_flight: std::sync::atomic::AtomicU64,
+    /// Events of the windows skipped after `cancel`.
+    pub skipped: std::sync::atomic::AtomicU64,
+}
+
+/// [`run_controlled`] without a shutdown deadline: every window is processed.
 pub fn run(
     name: &Arc<str>,
     stage: &mut dyn AnyStage,
@@ -697,7 +744,33 @@ pub fn run(
     previews: Option<&PreviewReceiver>,
     out: &Sender<Output>,
 ) {
+    run_controlled(
+        name,
+        stage,
+        windows,
+        previews,
+        out,
+        &StageControl::default(),
+    );
+}
+
+/// Runs `stage` named `name` over every window from `windows` until that channel closes,
+/// sending one [`Output`] per window to `out` (its line: [`AnyStage::process_line`]), then
+/// calls [`Stage::finish`]. Previews come from `previews` (a [`preview_slot`]) and go to
+/// [`Stage::preview`], producing no line; a real window that is waiting is always taken
+/// first, and a preview of a window at or before the last real one is skipped as stale.
+/// `control` tells the pipeline what the stage is processing and stops it taking windows at
+/// the shutdown deadline ([`StageControl`]).
+pub fn run_controlled(
+    name: &Arc<str>,
+    stage: &mut dyn AnyStage,
+    windows: &Receiver<Arc<Window>>,
+    previews: Option<&PreviewReceiver>,
+    out: &Sender<Output>,
+    control: &StageControl,
+) {
     use crossbeam_channel::TryRecvError;
+    use std::sync::atomic::Ordering;
     enum Next {
         Real(Arc<Window>),
         Closed,
@@ -742,8 +815,18 @@ pub fn run(
             stage.preview(&window);
             continue;
         }
+        if control.cancel.load(Ordering::Relaxed) {
+            control
+                .skipped
+                .fetch_add(window.events() as u64, Ordering::Relaxed);
+            continue;
+        }
         last_real = Some(window.index);
+        control
+            .in_flight
+            .store(window.events() as u64, Ordering::Relaxed);
         let line = stage.process_line(name, &window);
+        control.in_flight.store(0, Ordering::Relaxed);
         seconds_metric.record(line.seconds);
         if let Some(e) = &line.error {
             tracing::warn!(stage = %name, window_start_s = window.start_s, error = %e, "Stage failed on a window.");
@@ -779,6 +862,11 @@ pub(crate) fn test_window(values: Vec<f64>, channels: usize, start_sample: u64) 
         preview: false,
         late: 0,
         dropped: 0,
+        out_of_range: 0,
+        duplicate: 0,
+        gap: None,
+        epoch: 0,
+        run_id: Arc::from(""),
         closed_at: std::time::Instant::now(),
         data: WindowData::Samples {
             channels,

@@ -542,6 +542,11 @@ mod tests {
             preview: false,
             late: 0,
             dropped: 0,
+            out_of_range: 0,
+            duplicate: 0,
+            gap: None,
+            epoch: 0,
+            run_id: Arc::from(""),
             closed_at: Instant::now(),
             data: WindowData::Samples {
                 channels: 1,

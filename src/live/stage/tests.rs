@@ -34,6 +34,10 @@ const ENVELOPE: &[&str] = &[
     "events: int",
     "late: int",
     "dropped: int",
+    "out_of_range: int",
+    "duplicate: int",
+    "epoch: int",
+    "run_id: string",
     "seconds: float",
 ];
 
