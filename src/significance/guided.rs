@@ -23,8 +23,8 @@
 //!
 //! **Selection, on `A` only** (it needs no error control: it only chooses what is tested).
 //! Screening surrogates use a Philox key derived from `--seed`, not the test's.
-//! 1. *Pairs.* `A` is mined to two nodes at `m_A`. Each frequent pair's count is
-//!    standardised against [`SCREEN_SURROGATES`] surrogates of `A` (every unit's train
+//! 1. *Pairs.* `A` is mined to two nodes at `m_A`. The count of each frequent pair of two
+//!    distinct units is standardised against [`SCREEN_SURROGATES`] surrogates of `A` (every unit's train
 //!    replaced): `z = (c − mean) / max(std, 1)`. `F₂` = the `N` pairs with the largest `z`
 //!    among those with `z ≥` [`SELECT_Z`].
 //! 2. *Extensions,* for `k = 2 … K − 1`. The candidates of level `k + 1` are the episodes
@@ -64,9 +64,12 @@
 //! Every family episode is listed with its exact count in the whole recording (`count`); its
 //! `test_count` is its count in `B`, which `statistic`, `surrogate_mean`, `surrogate_std`
 //! (over the `S` or `S_k` surrogates or hybrids it was counted in) and the p-values refer to.
-//! The added unit is never one of its parent's units (a unit already in `e` cannot be
-//! replaced without changing `e`'s own occurrences); a parent may be a self-pair `A → A`
-//! (single-unit structure, such as bursts, that the surrogates do not keep).
+//! `guided` looks for coordination **between** units: every tested episode holds distinct
+//! units. Self-pairs `A → A` are single-unit structure (the unit's own intervals: bursts,
+//! rhythm, even a plain dead time), which dithering changes, so against dithered surrogates
+//! they come out "significant" on independent units (`tests/guided.rs`); they are not tested
+//! (use `max-t` with `isi-dither` to ask about them). An added unit is never one of its
+//! parent's units (it could not be replaced without changing the parent's occurrences).
 //!
 //! # Validity
 //! The families `F₂ … F_K` are functions of `A` and of the screening's random numbers only;
@@ -399,7 +402,7 @@ pub(crate) fn run(
     let pairs_a: Vec<(Episode, u64)> = engine
         .mine(&sel, &pair_config)?
         .into_iter()
-        .filter(|(e, _)| e.len() == 2)
+        .filter(|(e, _)| e.len() == 2 && e.types()[0] != e.types()[1])
         .collect();
     let screen = Arc::new(Surrogates::new(
         &sel,
