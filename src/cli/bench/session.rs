@@ -74,13 +74,20 @@ fn mine_and_test(
 ) -> Result<(MiningResult, SignificanceResult)> {
     let counter =
         select_counter(stream, &config.intervals, device, settings).context("`--device gpu`")?;
-    let result = mine_with(stream, config, counter.as_ref(), &NoProgress)?;
+    // As `synfire mine`: `guided` mines to two nodes, then lists what it tested.
+    let mut result = mine_with(
+        stream,
+        &sig.mining_config(config),
+        counter.as_ref(),
+        &NoProgress,
+    )?;
     if let Some(t) = &result.truncated {
         anyhow::bail!(
             "mining was truncated ({t}); raise `--support` or the budgets to benchmark a whole run"
         );
     }
     let r = test_episodes_on(stream, config, &result, sig, device, settings)?;
+    r.list_in(&mut result);
     Ok((result, r))
 }
 
