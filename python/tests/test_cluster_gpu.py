@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 A2929 = ROOT / "fixtures/spikes/A2929-200711/A2929-200711.nwb"
 IBL = ROOT / "fixtures/spikes/ibl-ephys_test/ibl-ephys_test.csv"
 INTERVALS = [(0, 0.005), (0.005, 0.010)]
-SIG = {"surrogates": "dither:0.015", "n_surrogates": 9, "seed": 3}
+SIG = {"surrogates": "dither:0.015", "n_surrogates": 9, "seed": 3, "correction": "max-t"}
 OPTIONS = dict(min_count=200, max_level=3, significance=SIG)
 
 

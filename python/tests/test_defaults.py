@@ -57,7 +57,7 @@ def test_the_extension_s_defaults_are_the_library_s():
     assert d["mining"]["bounds"] is True and d["mining"]["one_pass"] is False
     assert d["significance"]["n_surrogates"] == 200
     assert d["significance"]["alpha"] == 0.05
-    assert d["significance"]["correction"] == "max-t"
+    assert d["significance"]["correction"] == "guided"
     assert d["significance"]["seed"] == 0
     assert d["window_n_surrogates"] == 19
     assert d["surrogate_method"] == {"delta_s": 0.015, "dead_time_s": 0.002}

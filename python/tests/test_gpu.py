@@ -55,7 +55,8 @@ def test_mining_on_the_gpu_equals_the_cpu(kernel):
 
 def test_significance_on_the_gpu_equals_the_cpu():
     ivs = ["[0,0.001]", "(0.001,0.005]", "(0.005,0.010]"]
-    sig = {"surrogates": "dither:0.015", "n_surrogates": 9, "seed": 11, "test_top": 40}
+    sig = {"surrogates": "dither:0.015", "n_surrogates": 9, "seed": 11, "test_top": 40,
+           "correction": "max-t"}
     kw = dict(min_count=300, max_level=3, significance=sig, occurrences=True)
     cpu = synfire.mine(A2929, ivs, device="cpu", **kw)
     gpu = synfire.mine(A2929, ivs, device="gpu", **kw)

@@ -92,7 +92,8 @@ def test_lag0_intervals_in_samples_and_significance_columns():
     times, labels = read_csv(IBL)
     r = synfire.mine((times, labels), ["[0,5]", "(5,150]"], sample_rate_hz=30000, min_count=60,
                      max_level=2,
-                     significance={"surrogates": "dither:0.015", "n_surrogates": 9, "seed": 2})
+                     significance={"surrogates": "dither:0.015", "n_surrogates": 9, "seed": 2,
+                                   "correction": "max-t"})
     assert r.params["sample_rate_hz"] == 30000
     assert r.params["interval_notation"] == ["[0,0.166667]ms", "(0.166667,5]ms"]
     assert r.significance["n_surrogates"] == 9
@@ -103,7 +104,7 @@ def test_lag0_intervals_in_samples_and_significance_columns():
     assert untested["significant"].isna().all() and untested["p_value"].isna().all()
     doc = cli_json(IBL, "--sample-rate-hz", "30000", "--intervals", "[0,5],(5,150]",
                    "--min-count", "60", "--max-level", "2", "--surrogates", "dither:0.015",
-                   "--n-surrogates", "9", "--seed", "2")
+                   "--n-surrogates", "9", "--seed", "2", "--correction", "max-t")
     got = {(e, round(p, 12)) for e, p in zip(r.episodes["labels"], r.episodes["p_value"])
            if p == p}
     want = {(tuple(e["labels"]), round(e["p_value"], 12)) for e in doc["episodes"]
@@ -114,7 +115,7 @@ def test_lag0_intervals_in_samples_and_significance_columns():
 def test_sample_split_gives_test_counts_as_the_command_line():
     """``sample_split``: the family's test counts and p-values equal ``--sample-split``'s."""
     sig = {"surrogates": "dither:0.01", "n_surrogates": 9, "seed": 3, "sample_split": 0.5,
-           "test_top": 10}
+           "test_top": 10, "correction": "max-t"}
     r = synfire.mine(A2929, [(0, 0.005), (0.005, 0.010)], min_count=300, max_level=3,
                      significance=sig)
     assert r.significance["sample_split"]["family"] == 10 == r.significance["tested"]
@@ -126,7 +127,8 @@ def test_sample_split_gives_test_counts_as_the_command_line():
     assert (tested["count"] >= tested["test_count"]).all()
     doc = cli_json(A2929, "--intervals", "0-0.005,0.005-0.010", "--min-count", "300",
                    "--max-level", "3", "--surrogates", "dither:0.01", "--n-surrogates", "9",
-                   "--seed", "3", "--sample-split", "0.5", "--test-top", "10")
+                   "--seed", "3", "--sample-split", "0.5", "--test-top", "10",
+                   "--correction", "max-t")
     got = {(e, int(c), round(p, 12)) for e, c, p in
            zip(tested["labels"], tested["test_count"], tested["p_adjusted"])}
     want = {(tuple(e["labels"]), e["test_count"], round(e["p_adjusted"], 12))

@@ -92,7 +92,7 @@ def test_occurrences_follow_the_listing_and_default_to_none():
     assert r.occurrences["unit"].astype(str).tolist() == list("ababab")
     # With significant_only the frame lists fewer rows (36 of 52 pairs); `episode` indexes
     # that frame.
-    sig = {"surrogates": "dither:0.015", "n_surrogates": 39, "seed": 1}
+    sig = {"surrogates": "dither:0.015", "n_surrogates": 39, "seed": 1, "correction": "max-t"}
     kw = dict(min_count=300, max_level=2, occurrences=True)
     ivs = ["(0,0.005]", "(0.005,0.010]"]
     every = synfire.mine(A2929, ivs, significance=sig, **kw)
