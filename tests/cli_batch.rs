@@ -122,7 +122,7 @@ fn bad_options_are_named_before_python_runs() {
                 "--sample-split",
                 "0.5",
             ],
-            "`--sample-split`: works with the `max-t` correction only",
+            "`--sample-split`: works with the `guided` and `max-t` corrections only",
         ),
     ] {
         let out = batch(&sessions, &python, &extra);
@@ -251,7 +251,10 @@ fn the_options_reach_python_as_the_json_synfire_mine_passes() {
     assert_eq!(options["significance"]["surrogates"], "dither:0.015");
     assert_eq!(options["significance"]["n_surrogates"], 9);
     assert_eq!(options["significance"]["seed"], 3);
-    assert_eq!(options["significance"]["correction"], "max-t");
+    assert_eq!(
+        options["significance"]["correction"],
+        synfire::episode::options::DEFAULT_CORRECTION
+    );
     let reader: Value = serde_json::from_str(&value("--reader-json")).unwrap();
     assert_eq!(reader["units"], serde_json::json!(["good", "mua"]));
     assert_eq!(value("--cluster"), "10.0.0.1:6379");

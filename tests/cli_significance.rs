@@ -604,7 +604,9 @@ fn bench_session_counts_the_planted_chains() {
             "--session-seed",
             "4",
             "--n-surrogates",
-            "19",
+            "99",
+            "--surrogates",
+            "dither-dead-time:0.015",
             "--device",
             "cpu",
         ]);
@@ -629,7 +631,7 @@ fn bench_session_counts_the_planted_chains() {
         synfire::episode::options::DEFAULT_CORRECTION,
         "{text}"
     );
-    assert_eq!(row[5], "19");
+    assert_eq!(row[5], "99");
     let listed: usize = row[8].parse().unwrap();
     let significant: usize = row[9].parse().unwrap();
     assert!(significant >= 2 && listed >= significant, "{text}");
