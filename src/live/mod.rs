@@ -17,6 +17,7 @@
 
 pub mod buffer;
 pub mod config;
+pub mod exposure;
 pub mod replay;
 pub mod sink;
 pub mod source;
@@ -42,8 +43,8 @@ use window::{Window, Windower};
 
 use crate::record::{EndReason, Record};
 
-/// Why a pipeline could not start. Failures while it runs are logged and counted, never
-/// fatal.
+/// Why a pipeline could not start, or ended in failure ([`LiveError::SinkFailed`], from
+/// [`RunSummary::check`]). Other failures while it runs are logged and counted, never fatal.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
     /// `[pipeline] metrics` is not a socket address.
@@ -69,6 +70,19 @@ pub enum LiveError {
     /// The live view could not be started (its address cannot be bound, …).
     #[error(transparent)]
     View(#[from] view::ViewError),
+    /// A sink's write failed (`on_error = "stop"`, the default): the run stopped, and the
+    /// results the sink did not write are lost.
+    #[error(
+        "sink `{sink}` failed: {error}; {lost} results lost (the run was stopped; `on_error = \"retry\"` keeps results while a sink fails)"
+    )]
+    SinkFailed {
+        /// The sink.
+        sink: String,
+        /// Its first write error.
+        error: String,
+        /// Results it did not write.
+        lost: u64,
+    },
     /// A thread or the control-plane runtime could not be started.
     #[error("{what}: {message}")]
     Start {
@@ -115,6 +129,10 @@ pub struct RunSummary {
     pub sources: BTreeMap<String, (u64, u64, u64)>,
     /// Results written, per sink.
     pub sinks: BTreeMap<String, u64>,
+    /// Results lost, per sink whose writes failed ([`sink::Sink::lost`]).
+    pub sinks_lost: BTreeMap<String, u64>,
+    /// Per sink that stopped the run (`on_error = "stop"`): its first write error.
+    pub sink_failures: BTreeMap<String, String>,
     /// Result latencies per stage, then per sink: wall-clock seconds from each window's close
     /// to its line being written by that sink ([`sink::ResultLatency`]: every measurement,
     /// p50, p99, max). A stage keeps up when they stay below its window's hop.
@@ -125,6 +143,24 @@ pub struct RunSummary {
     pub ttl: BTreeMap<String, ttl::TtlSummary>,
     /// The live view's counters, when it ran.
     pub view: Option<view::ViewSummary>,
+}
+
+impl RunSummary {
+    /// `Err` when a sink stopped the run ([`LiveError::SinkFailed`], the first such sink by
+    /// name); `synfire run` exits with it.
+    ///
+    /// # Errors
+    /// [`LiveError::SinkFailed`].
+    pub fn check(&self) -> Result<(), LiveError> {
+        match self.sink_failures.iter().next() {
+            Some((sink, error)) => Err(LiveError::SinkFailed {
+                sink: sink.clone(),
+                error: error.clone(),
+                lost: self.sinks_lost.get(sink).copied().unwrap_or(0),
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Joins named threads on drop (so an early error never leaves threads detached).
@@ -193,12 +229,13 @@ fn window_loop(
     };
     loop {
         let record = ring.pop();
+        let arrived = std::time::Instant::now();
         let dropped = stats.dropped.load(Ordering::Relaxed);
         match record {
             Record::Spike { unit, t_s } => {
                 // Detection first: a closed loop waits on nothing else.
                 for d in &mut detectors {
-                    d.spike(t_s, unit);
+                    d.spike(t_s, unit, arrived);
                 }
                 if let Some(v) = &view {
                     v.spike(t_s, unit);
@@ -307,7 +344,17 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
             })
             .transpose()?,
     };
-    let control = control_plane(metrics_addr, options.handle_signals, stop.clone())?;
+    let guard = exposure::Guard {
+        hosts: config.pipeline.ui_hosts.clone().unwrap_or_default(),
+        token: config.pipeline.ui_token.clone(),
+        refused: Arc::default(),
+    };
+    let control = control_plane(
+        metrics_addr,
+        guard,
+        options.handle_signals.then(|| bound_ipc_files(config)),
+        stop.clone(),
+    )?;
     // The live view binds its address now, so a taken address fails the run before it starts.
     let live_view = view::start_for(config, options.ui, options.ui_span_s)?;
 
@@ -397,8 +444,15 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     let mut threads = Threads(Vec::new());
     let tap = options.tap;
     let view_lines = live_view.as_ref().and_then(view::View::lines);
-    type SinkTotals = (String, u64, BTreeMap<String, sink::ResultLatency>);
+    struct SinkTotals {
+        name: String,
+        written: u64,
+        lost: u64,
+        failed: Option<String>,
+        latencies: BTreeMap<String, sink::ResultLatency>,
+    }
     let (sink_done_tx, sink_done_rx) = bounded::<Vec<SinkTotals>>(1);
+    let sink_stop = stop.clone();
     threads.spawn("synfire:sinks".into(), move || {
         for mut out in &out_rx {
             if !out.preview {
@@ -407,10 +461,10 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
                 }
             }
             for s in &mut sinks {
-                if s.takes(&out.stage)
-                    && let Err(e) = s.write(&out)
-                {
-                    tracing::error!(sink = s.name(), error = %e, "Sink write failed.");
+                if s.takes(&out.stage) && s.offer(&out) == sink::Offered::Failed {
+                    // The run stops as on a signal; what is queued still reaches the sinks
+                    // (the failed one counts it lost).
+                    sink_stop.store(true, Ordering::Relaxed);
                 }
             }
             out.published_at = Some(std::time::Instant::now());
@@ -422,12 +476,22 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
             }
         }
         for s in &mut sinks {
-            let _ = s.flush();
+            if let Err(e) = s.finish() {
+                tracing::error!(sink = s.name(), error = %e, "Sink flush failed.");
+            }
         }
         let _ = sink_done_tx.send(
             sinks
                 .iter_mut()
-                .map(|s| (s.name().to_owned(), s.count(), s.take_result_latencies()))
+                .map(|s| SinkTotals {
+                    name: s.name().to_owned(),
+                    written: s.count(),
+                    lost: s.lost(),
+                    failed: (s.failure_policy() == sink::OnError::Stop)
+                        .then(|| s.error().map(str::to_owned))
+                        .flatten(),
+                    latencies: s.take_result_latencies(),
+                })
                 .collect(),
         );
     })?;
@@ -489,15 +553,22 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         summary.sources.insert(name, v);
     }
     if let Ok(list) = sink_done_rx.try_recv() {
-        for (sink, count, latencies) in list {
-            for (stage, latency) in latencies {
+        for t in list {
+            for (stage, latency) in t.latencies {
                 summary
                     .result_latency
                     .entry(stage)
                     .or_default()
-                    .insert(sink.clone(), latency);
+                    .insert(t.name.clone(), latency);
             }
-            summary.sinks.insert(sink, count);
+            tracing::info!(sink = %t.name, written = t.written, lost = t.lost, "Sink totals.");
+            if t.lost > 0 {
+                summary.sinks_lost.insert(t.name.clone(), t.lost);
+            }
+            if let Some(e) = t.failed {
+                summary.sink_failures.insert(t.name.clone(), e);
+            }
+            summary.sinks.insert(t.name, t.written);
         }
     }
     for (stage, per_sink) in &summary.result_latency {
@@ -516,7 +587,42 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     }
     drop(control);
     drop(ctx);
+    remove_ipc_files(config);
     Ok(summary)
+}
+
+/// The `ipc://` endpoints the run bound (ZMQ sources with `mode = "bind"`, `zmq_pub` sinks
+/// unless `mode = "connect"`): their socket files, removed at the end of the run so none is
+/// left behind (libzmq leaves them).
+fn bound_ipc_files(config: &PipelineConfig) -> Vec<std::path::PathBuf> {
+    use config::section::SocketMode;
+    let sources = config.sources.values().filter_map(|s| {
+        s.options::<source::zmq::ZmqSourceConfig>()
+            .filter(|z| z.mode == Some(SocketMode::Bind))
+            .map(|z| z.endpoint.as_str())
+    });
+    let sinks = config.sinks.values().filter_map(|s| {
+        s.options::<sink::zmq_pub::ZmqPubConfig>()
+            .filter(|z| z.mode != Some(SocketMode::Connect))
+            .map(|z| z.endpoint.as_str())
+    });
+    sources
+        .chain(sinks)
+        .filter_map(|e| e.strip_prefix("ipc://"))
+        .map(std::path::PathBuf::from)
+        .collect()
+}
+
+fn remove_ipc_files(config: &PipelineConfig) {
+    for path in bound_ipc_files(config) {
+        match std::fs::remove_file(&path) {
+            Ok(()) => tracing::debug!(path = %path.display(), "Removed the ipc:// socket file."),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "Cannot remove the ipc:// socket file.");
+            }
+        }
+    }
 }
 
 /// The tokio side: metrics HTTP and signals, on one named thread; stops when dropped.
@@ -536,12 +642,15 @@ impl Drop for Control {
     }
 }
 
+/// `signals`: watch SIGINT/SIGTERM, with the `ipc://` files to remove before a second signal
+/// exits at once.
 fn control_plane(
     metrics: Option<SocketAddr>,
-    signals: bool,
+    guard: exposure::Guard,
+    signals: Option<Vec<std::path::PathBuf>>,
     stop: Arc<AtomicBool>,
 ) -> Result<Control, LiveError> {
-    if metrics.is_none() && !signals {
+    if metrics.is_none() && signals.is_none() {
         return Ok(Control {
             shutdown: None,
             thread: None,
@@ -555,7 +664,7 @@ fn control_plane(
         Some(addr) => {
             // The listener binds inside the runtime.
             let _guard = rt.enter();
-            Some(telemetry::install_prometheus(addr)?)
+            Some(telemetry::install_prometheus(addr, guard)?)
         }
         None => None,
     };
@@ -568,14 +677,10 @@ fn control_plane(
         .spawn(move || {
             rt.block_on(async move {
                 if let Some(exporter) = exporter {
-                    tokio::spawn(async move {
-                        if let Err(e) = exporter.await {
-                            tracing::error!(error = ?e, "Metrics endpoint failed.");
-                        }
-                    });
+                    tokio::spawn(exporter);
                 }
-                if signals {
-                    tokio::spawn(watch_signals(stop));
+                if let Some(ipc_files) = signals {
+                    tokio::spawn(watch_signals(stop, ipc_files));
                 }
                 let _ = (&mut rx).await;
             });
@@ -587,7 +692,7 @@ fn control_plane(
     })
 }
 
-async fn watch_signals(stop: Arc<AtomicBool>) {
+async fn watch_signals(stop: Arc<AtomicBool>, ipc_files: Vec<std::path::PathBuf>) {
     #[cfg(unix)]
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
@@ -613,6 +718,9 @@ async fn watch_signals(stop: Arc<AtomicBool>) {
             stop.store(true, Ordering::Relaxed);
         } else {
             tracing::warn!("Second signal: exiting now.");
+            for path in &ipc_files {
+                let _ = std::fs::remove_file(path);
+            }
             std::process::exit(130);
         }
     }

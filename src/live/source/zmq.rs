@@ -162,10 +162,24 @@ impl SourceConfig for ZmqSourceConfig {
     }
 }
 
+/// A connected (or bound) SUB socket, ready to receive, and a monitor of its disconnections
+/// when it connects (libzmq drops a publisher that sent a frame over `ZMQ_MAXMSGSIZE` and
+/// does not reconnect to it by itself: [`run`] does).
+pub struct Subscriber {
+    socket: zmq::Socket,
+    monitor: Option<zmq::Socket>,
+}
+
+impl std::fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriber").finish_non_exhaustive()
+    }
+}
+
 /// A connected (or bound) SUB socket, ready to receive.
 struct OpenZmq {
     cfg: ZmqSource,
-    socket: zmq::Socket,
+    socket: Subscriber,
 }
 
 impl Source for OpenZmq {
@@ -227,7 +241,7 @@ pub struct ZmqError {
 ///
 /// # Errors
 /// [`ZmqError`] naming the endpoint.
-pub fn open(cfg: &ZmqSource, ctx: &zmq::Context) -> Result<zmq::Socket, ZmqError> {
+pub fn open(cfg: &ZmqSource, ctx: &zmq::Context) -> Result<Subscriber, ZmqError> {
     let err = |m: String| ZmqError {
         source_name: cfg.name.clone(),
         endpoint: cfg.endpoint.clone(),
@@ -236,20 +250,70 @@ pub fn open(cfg: &ZmqSource, ctx: &zmq::Context) -> Result<zmq::Socket, ZmqError
     let s = ctx
         .socket(zmq::SUB)
         .map_err(|e| err(format!("cannot create a SUB socket: {e}")))?;
+    // ZMQ_MAXMSGSIZE: libzmq refuses a larger frame while reading its header (and drops
+    // that peer), so an absurd frame never takes memory; the check after receipt counts
+    // what passes this limit but not the decoder's (`oversized`).
+    let max_bytes = i64::try_from(cfg.max_message_bytes).unwrap_or(i64::MAX);
     s.set_rcvhwm(cfg.receive_hwm)
+        .and_then(|()| s.set_maxmsgsize(max_bytes))
         .and_then(|()| s.set_rcvtimeo(100))
         .and_then(|()| s.set_subscribe(b""))
         .and_then(|()| s.set_reconnect_ivl(100))
         .and_then(|()| s.set_reconnect_ivl_max(1000))
         .map_err(|e| err(format!("cannot set socket options: {e}")))?;
+    let mut monitor = None;
     if cfg.bind {
         s.bind(&cfg.endpoint)
             .map_err(|e| err(format!("cannot bind: {e}")))?;
     } else {
+        static MONITORS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let at = format!(
+            "inproc://synfire-monitor-{}",
+            MONITORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let m = ctx
+            .socket(zmq::PAIR)
+            .map_err(|e| err(format!("cannot create a monitor socket: {e}")))?;
+        s.monitor(&at, zmq::SocketEvent::DISCONNECTED as i32)
+            .and_then(|()| m.connect(&at))
+            .map_err(|e| err(format!("cannot monitor the socket: {e}")))?;
+        monitor = Some(m);
         s.connect(&cfg.endpoint)
             .map_err(|e| err(format!("cannot connect: {e}")))?;
     }
-    Ok(s)
+    Ok(Subscriber { socket: s, monitor })
+}
+
+/// Connects `sub` afresh when its monitor saw the publisher's connection dropped: libzmq
+/// reconnects by itself after a network error, but not after a protocol error (a frame over
+/// `ZMQ_MAXMSGSIZE`), which would leave the source deaf for good. Returns the disconnections
+/// seen.
+fn reconnect_if_dropped(cfg: &ZmqSource, sub: &Subscriber) -> u64 {
+    let Some(m) = &sub.monitor else {
+        return 0;
+    };
+    let mut seen = 0;
+    while let Ok(event) = m.recv_multipart(zmq::DONTWAIT) {
+        let id = event
+            .first()
+            .and_then(|f| f.get(..2))
+            .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
+        if id == zmq::SocketEvent::DISCONNECTED.to_raw() {
+            seen += 1;
+        }
+    }
+    if seen > 0 {
+        tracing::info!(
+            source = %cfg.name,
+            endpoint = %cfg.endpoint,
+            "The publisher's connection dropped (it went away, or sent a frame over max_message_bytes); connecting afresh."
+        );
+        let _ = sub.socket.disconnect(&cfg.endpoint);
+        if let Err(e) = sub.socket.connect(&cfg.endpoint) {
+            tracing::error!(source = %cfg.name, error = %e, "Cannot connect again.");
+        }
+    }
+    seen
 }
 
 /// Decoding state of one source: unit ids, sessions, sequence numbers, logged defects.
@@ -391,7 +455,8 @@ impl Decoder<'_> {
 
 /// Runs the source on the current thread until the publisher ends the stream (synfire format
 /// with `stop_on_end`) or shutdown is requested; always pushes a final [`Record::End`].
-pub fn run(cfg: &ZmqSource, socket: &zmq::Socket, mut ring: RingProducer) {
+pub fn run(cfg: &ZmqSource, sub: &Subscriber, mut ring: RingProducer) {
+    let socket = &sub.socket;
     let mut d = Decoder {
         cfg,
         units: HashMap::new(),
@@ -412,7 +477,9 @@ pub fn run(cfg: &ZmqSource, socket: &zmq::Socket, mut ring: RingProducer) {
                     break EndReason::Finished;
                 }
             }
-            Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {}
+            Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
+                reconnect_if_dropped(cfg, sub);
+            }
             Err(e) => {
                 tracing::error!(source = %cfg.name, error = %e, "Receive failed; the source stops.");
                 break EndReason::Failed;
