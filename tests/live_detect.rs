@@ -425,7 +425,6 @@ fn no_stale_pulse_fires_when_the_plugin_goes_down_and_comes_back() {
     }
     std::thread::sleep(Duration::from_millis(100));
     let after = plugin.stop_timed();
-    drop(request);
     drop(tx);
     let t = Instant::now();
     let s = sink.join();

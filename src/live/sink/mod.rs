@@ -324,6 +324,12 @@ pub struct Sink {
     count: u64,
     latency: HashMap<Arc<str>, StageLatency>,
     on_error: OnError,
+    /// What failed and what was lost (boxed: rarely touched).
+    f: Box<Failures>,
+}
+
+/// A sink's failures: its first error, the results lost and those kept to retry.
+struct Failures {
     /// The first write error, once the sink failed.
     error: Option<String>,
     /// Results not written and never to be (counted).
@@ -368,11 +374,13 @@ impl Sink {
             count: 0,
             latency: HashMap::new(),
             on_error: OnError::Stop,
-            error: None,
-            lost: 0,
-            lost_metric: crate::live::telemetry::results_lost(name),
-            backlog: VecDeque::new(),
-            last_try: None,
+            f: Box::new(Failures {
+                error: None,
+                lost: 0,
+                lost_metric: crate::live::telemetry::results_lost(name),
+                backlog: VecDeque::new(),
+                last_try: None,
+            }),
         }
     }
 
@@ -387,16 +395,16 @@ impl Sink {
     /// fails"): written, kept to retry, or counted lost. The sink thread calls this; on
     /// [`Offered::Failed`] it stops the run.
     pub fn offer(&mut self, out: &Output) -> Offered {
-        if self.on_error == OnError::Stop && self.error.is_some() {
+        if self.on_error == OnError::Stop && self.f.error.is_some() {
             self.lose(1);
             return Offered::Lost;
         }
-        if !self.backlog.is_empty() {
-            let due = self.last_try.is_none_or(|t| t.elapsed() >= RETRY_EVERY);
+        if !self.f.backlog.is_empty() {
+            let due = self.f.last_try.is_none_or(|t| t.elapsed() >= RETRY_EVERY);
             if due && self.retry() {
                 tracing::info!(sink = %self.name, "Sink writes again; the results kept were written.");
             }
-            if !self.backlog.is_empty() {
+            if !self.f.backlog.is_empty() {
                 self.keep(out.clone());
                 return Offered::Kept;
             }
@@ -404,9 +412,9 @@ impl Sink {
         match self.write(out) {
             Ok(()) => Offered::Written,
             Err(e) => {
-                let first = self.error.is_none();
+                let first = self.f.error.is_none();
                 if first {
-                    self.error = Some(e.to_string());
+                    self.f.error = Some(e.to_string());
                 }
                 match self.on_error {
                     OnError::Stop => {
@@ -416,7 +424,7 @@ impl Sink {
                     }
                     OnError::Retry => {
                         tracing::warn!(sink = %self.name, error = %e, "Sink write failed; keeping its results to retry (on_error = \"retry\").");
-                        self.last_try = Some(Instant::now());
+                        self.f.last_try = Some(Instant::now());
                         self.keep(out.clone());
                         Offered::Kept
                     }
@@ -427,10 +435,10 @@ impl Sink {
 
     /// Tries the results kept, oldest first; true when none is left.
     fn retry(&mut self) -> bool {
-        self.last_try = Some(Instant::now());
-        while let Some(out) = self.backlog.pop_front() {
+        self.f.last_try = Some(Instant::now());
+        while let Some(out) = self.f.backlog.pop_front() {
             if self.write(&out).is_err() {
-                self.backlog.push_front(out);
+                self.f.backlog.push_front(out);
                 return false;
             }
         }
@@ -438,16 +446,16 @@ impl Sink {
     }
 
     fn keep(&mut self, out: Output) {
-        if self.backlog.len() >= RETRY_BACKLOG {
-            self.backlog.pop_front();
+        if self.f.backlog.len() >= RETRY_BACKLOG {
+            self.f.backlog.pop_front();
             self.lose(1);
         }
-        self.backlog.push_back(out);
+        self.f.backlog.push_back(out);
     }
 
     fn lose(&mut self, n: u64) {
-        self.lost += n;
-        self.lost_metric.increment(n);
+        self.f.lost += n;
+        self.f.lost_metric.increment(n);
     }
 
     /// At the end of the run: one last try of the results kept (`on_error = "retry"`), the
@@ -456,9 +464,9 @@ impl Sink {
     /// # Errors
     /// The flush's error.
     pub fn finish(&mut self) -> io::Result<()> {
-        if !self.backlog.is_empty() && !self.retry() {
-            let n = self.backlog.len() as u64;
-            self.backlog.clear();
+        if !self.f.backlog.is_empty() && !self.retry() {
+            let n = self.f.backlog.len() as u64;
+            self.f.backlog.clear();
             self.lose(n);
             tracing::error!(sink = %self.name, lost = n, "Sink still failing at the end; the results kept are lost.");
         }
@@ -470,13 +478,13 @@ impl Sink {
     /// end).
     #[must_use]
     pub fn lost(&self) -> u64 {
-        self.lost
+        self.f.lost
     }
 
     /// The sink's first write error, if a write failed.
     #[must_use]
     pub fn error(&self) -> Option<&str> {
-        self.error.as_deref()
+        self.f.error.as_deref()
     }
 
     /// The sink's failure policy.
