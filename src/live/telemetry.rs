@@ -17,6 +17,10 @@ pub mod names {
     pub const EVENTS_DROPPED: &str = "synfire_events_dropped_total";
     /// Malformed messages, by `source` and `kind`.
     pub const MESSAGES_MALFORMED: &str = "synfire_messages_malformed_total";
+    /// Times a ZMQ source saw its publisher's connection drop (the publisher went away, or
+    /// sent a frame over `max_message_bytes`, which libzmq refuses before receiving it) and
+    /// connected afresh. Label `source`.
+    pub const PUBLISHER_DISCONNECTS: &str = "synfire_publisher_disconnects_total";
     /// Fill of a source's ring, 0..1. Label `source`.
     pub const RING_FILL: &str = "synfire_ring_fill_ratio";
     /// Events that arrived after one of their windows was emitted, rejected. Label `window`.
@@ -55,6 +59,7 @@ pub mod names {
         EVENTS_IN,
         EVENTS_DROPPED,
         MESSAGES_MALFORMED,
+        PUBLISHER_DISCONNECTS,
         RING_FILL,
         LATE_EVENTS,
         WINDOW_LAG,
@@ -87,6 +92,11 @@ pub fn describe_all() {
         names::MESSAGES_MALFORMED,
         Unit::Count,
         "Malformed messages, by kind."
+    );
+    metrics::describe_counter!(
+        names::PUBLISHER_DISCONNECTS,
+        Unit::Count,
+        "Publisher connections a ZMQ source saw dropped (gone, or a frame over max_message_bytes)."
     );
     metrics::describe_gauge!(
         names::RING_FILL,
@@ -241,6 +251,11 @@ pub fn ttl_latency(sink: &str) -> Histogram {
 /// [`names::RESULTS_OUT`] of sink `sink`.
 pub fn results_out(sink: &str) -> Counter {
     metrics::counter!(names::RESULTS_OUT, "sink" => sink.to_owned())
+}
+
+/// [`names::PUBLISHER_DISCONNECTS`] of source `source`.
+pub fn publisher_disconnects(source: &str) -> Counter {
+    metrics::counter!(names::PUBLISHER_DISCONNECTS, "source" => source.to_owned())
 }
 
 /// [`names::RESULTS_LOST`] of sink `sink`.

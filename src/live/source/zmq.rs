@@ -288,7 +288,7 @@ pub fn open(cfg: &ZmqSource, ctx: &zmq::Context) -> Result<Subscriber, ZmqError>
 /// reconnects by itself after a network error, but not after a protocol error (a frame over
 /// `ZMQ_MAXMSGSIZE`), which would leave the source deaf for good. Returns the disconnections
 /// seen.
-fn reconnect_if_dropped(cfg: &ZmqSource, sub: &Subscriber) -> u64 {
+fn reconnect_if_dropped(cfg: &ZmqSource, sub: &Subscriber, counted: &metrics::Counter) -> u64 {
     let Some(m) = &sub.monitor else {
         return 0;
     };
@@ -303,9 +303,11 @@ fn reconnect_if_dropped(cfg: &ZmqSource, sub: &Subscriber) -> u64 {
         }
     }
     if seen > 0 {
+        counted.increment(seen);
         tracing::info!(
             source = %cfg.name,
             endpoint = %cfg.endpoint,
+            disconnects = seen,
             "The publisher's connection dropped (it went away, or sent a frame over max_message_bytes); connecting afresh."
         );
         let _ = sub.socket.disconnect(&cfg.endpoint);
@@ -457,6 +459,7 @@ impl Decoder<'_> {
 /// with `stop_on_end`) or shutdown is requested; always pushes a final [`Record::End`].
 pub fn run(cfg: &ZmqSource, sub: &Subscriber, mut ring: RingProducer) {
     let socket = &sub.socket;
+    let disconnects = crate::live::telemetry::publisher_disconnects(&cfg.name);
     let mut d = Decoder {
         cfg,
         units: HashMap::new(),
@@ -478,7 +481,7 @@ pub fn run(cfg: &ZmqSource, sub: &Subscriber, mut ring: RingProducer) {
                 }
             }
             Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
-                reconnect_if_dropped(cfg, sub);
+                reconnect_if_dropped(cfg, sub, &disconnects);
             }
             Err(e) => {
                 tracing::error!(source = %cfg.name, error = %e, "Receive failed; the source stops.");
