@@ -595,3 +595,121 @@ endpoint = "ipc://{ipc}"
     }
     assert!(!ipc.exists(), "the ipc:// socket file is left behind");
 }
+
+#[test]
+fn a_zmq_socket_bound_beyond_loopback_is_warned_and_a_loopback_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |endpoint: &str| {
+        let pipeline = dir.path().join("p.toml");
+        std::fs::write(
+            &pipeline,
+            format!(
+                r#"
+[sources.a]
+kind = "hdf5"
+path = "{nwb}"
+overflow = "block"
+
+[windows.w]
+source = "a"
+length_s = 300.0
+hop_s = 300.0
+
+[stages.rates]
+kind = "rate"
+window = "w"
+min_rate_hz = 0.0
+
+[sinks.pub]
+kind = "zmq_pub"
+endpoint = "{endpoint}"
+"#,
+                nwb = common::a2929().display()
+            ),
+        )
+        .unwrap();
+        let out = common::synfire(["run".as_ref(), pipeline.as_os_str()]);
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let warning = "bound beyond this machine";
+    let wide = run(&format!("tcp://*:{}", common::free_port()));
+    assert!(wide.contains(warning), "{wide}");
+    let any = run(&format!("tcp://0.0.0.0:{}", common::free_port()));
+    assert!(any.contains(warning), "{any}");
+    let local = run(&format!("tcp://127.0.0.1:{}", common::free_port()));
+    assert!(!local.contains(warning), "{local}");
+}
+
+#[test]
+fn a_view_with_a_token_serves_only_requests_that_carry_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = common::free_port();
+    let token = "0123456789abcdef-rig";
+    let pipeline = dir.path().join("p.toml");
+    std::fs::write(
+        &pipeline,
+        format!(
+            r#"
+[pipeline]
+ui = "127.0.0.1:{ui}"
+ui_token = "{token}"
+
+[sources.a]
+kind = "hdf5"
+path = "{nwb}"
+overflow = "block"
+speed = 1.0
+
+[windows.w]
+source = "a"
+length_s = 10.0
+hop_s = 10.0
+
+[stages.rates]
+kind = "rate"
+window = "w"
+min_rate_hz = 0.0
+
+[sinks.out]
+kind = "jsonl"
+path = "out.jsonl"
+"#,
+            nwb = common::a2929().display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_synfire"))
+        .arg("run")
+        .arg(&pipeline)
+        .env_remove("SYNFIRE_LOG")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let bearer = format!("Host: localhost\r\nAuthorization: Bearer {token}\r\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while status(ui, "/state", &bearer) != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the view never answered"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let host = "Host: localhost\r\n";
+    assert_eq!(status(ui, "/state", host), 403);
+    assert_eq!(status(ui, &format!("/?token={token}"), host), 200);
+    assert_eq!(status(ui, &format!("/events?token={token}"), host), 200);
+    assert_eq!(status(ui, "/state?token=0123456789abcdef-rix", host), 403);
+    assert_eq!(
+        status(
+            ui,
+            "/state",
+            "Host: localhost\r\nAuthorization: Bearer nope\r\n"
+        ),
+        403
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

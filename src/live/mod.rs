@@ -349,6 +349,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         token: config.pipeline.ui_token.clone(),
         refused: Arc::default(),
     };
+    warn_exposed_endpoints(config);
     let control = control_plane(
         metrics_addr,
         guard,
@@ -595,6 +596,15 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
 /// unless `mode = "connect"`): their socket files, removed at the end of the run so none is
 /// left behind (libzmq leaves them).
 fn bound_ipc_files(config: &PipelineConfig) -> Vec<std::path::PathBuf> {
+    bound_endpoints(config)
+        .into_iter()
+        .filter_map(|e| e.strip_prefix("ipc://"))
+        .map(std::path::PathBuf::from)
+        .collect()
+}
+
+/// The ZMQ endpoints the run binds (as [`bound_ipc_files`] finds them).
+fn bound_endpoints(config: &PipelineConfig) -> Vec<&str> {
     use config::section::SocketMode;
     let sources = config.sources.values().filter_map(|s| {
         s.options::<source::zmq::ZmqSourceConfig>()
@@ -606,11 +616,29 @@ fn bound_ipc_files(config: &PipelineConfig) -> Vec<std::path::PathBuf> {
             .filter(|z| z.mode != Some(SocketMode::Connect))
             .map(|z| z.endpoint.as_str())
     });
-    sources
-        .chain(sinks)
-        .filter_map(|e| e.strip_prefix("ipc://"))
-        .map(std::path::PathBuf::from)
-        .collect()
+    sources.chain(sinks).collect()
+}
+
+/// Warns for each ZMQ endpoint bound beyond loopback (`tcp://*:…`, `tcp://0.0.0.0:…`, a LAN
+/// address or interface name): anyone who reaches it can read (PUB) or feed (SUB) it.
+fn warn_exposed_endpoints(config: &PipelineConfig) {
+    for e in bound_endpoints(config) {
+        let Some(rest) = e.strip_prefix("tcp://") else {
+            continue;
+        };
+        let host = rest.rsplit_once(':').map_or(rest, |(h, _)| h);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let loopback = host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if !loopback {
+            tracing::warn!(
+                endpoint = %e,
+                "A ZMQ socket is bound beyond this machine: anyone who reaches it can read or feed it (docs/live-view.md, \"Exposure\")."
+            );
+        }
+    }
 }
 
 fn remove_ipc_files(config: &PipelineConfig) {
