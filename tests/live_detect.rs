@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use synfire::episode::{
     Episode, Interval, MinerConfig, SupportPer, Threshold, TypeIndex, mine, occurrences,
@@ -84,7 +84,7 @@ fn by_episode(lines: &[OccurrenceLine]) -> BTreeMap<String, Vec<Vec<f64>>> {
 /// `NetworkEvents::handleSpecialMessages` does; returns every request received.
 struct Plugin {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<Vec<String>>,
+    thread: JoinHandle<Vec<(Instant, String)>>,
 }
 
 impl Plugin {
@@ -121,7 +121,7 @@ impl Plugin {
                     "InvalidChannel".to_owned()
                 };
                 s.send(reply.as_str(), 0).unwrap();
-                got.push(m);
+                got.push((Instant::now(), m));
             }
             got
         });
@@ -129,6 +129,12 @@ impl Plugin {
     }
 
     fn stop(self) -> Vec<String> {
+        self.stop_timed().into_iter().map(|(_, m)| m).collect()
+    }
+
+    /// Stops (the endpoint is unbound when this returns); every request with the instant it
+    /// was answered.
+    fn stop_timed(self) -> Vec<(Instant, String)> {
         self.stop.store(true, AtomicOrdering::Relaxed);
         self.thread.join().unwrap()
     }
@@ -173,6 +179,9 @@ stages = ["detect"]
 line = 3
 pulse_ms = 0
 queue = 1000000
+# An archive replayed as fast as it reads: detections come in bursts faster than requests
+# go, so this test of one request per occurrence lets them wait (a rig keeps the default).
+max_age_ms = 3600000
 "#,
         nwb = fixture().display(),
         file = file.display(),
@@ -206,8 +215,14 @@ queue = 1000000
     let ttl = &summary.ttl["stim"];
     assert_eq!(ttl.ok as usize, total, "{ttl:?}");
     assert_eq!(
-        (ttl.rejected, ttl.timeouts, ttl.send_errors, ttl.dropped),
-        (0, 0, 0, 0)
+        (
+            ttl.rejected,
+            ttl.timeouts,
+            ttl.send_errors,
+            ttl.dropped,
+            ttl.stale
+        ),
+        (0, 0, 0, 0, 0)
     );
     assert_eq!(requests.len(), total);
     assert!(requests.iter().all(|r| r == "TTL Line=3 State=1"));
@@ -345,7 +360,7 @@ queue = 8
     assert!(lines.len() > 5000, "{}", lines.len());
     assert_eq!(ttl.ok + ttl.rejected, 0);
     assert_eq!(
-        (ttl.timeouts + ttl.send_errors + ttl.dropped) as usize,
+        (ttl.timeouts + ttl.send_errors + ttl.dropped + ttl.stale) as usize,
         lines.len(),
         "every occurrence is accounted for: {ttl:?}"
     );
@@ -353,6 +368,99 @@ queue = 8
         ttl.dropped > 0,
         "a full queue drops rather than blocks: {ttl:?}"
     );
+}
+
+#[test]
+fn no_stale_pulse_fires_when_the_plugin_goes_down_and_comes_back() {
+    use synfire::live::ttl::{TtlConfig, TtlSink};
+    let endpoint = format!("tcp://127.0.0.1:{}", port());
+    let max_age = Duration::from_millis(5);
+    let cfg = TtlConfig {
+        endpoint: endpoint.clone(),
+        stages: vec!["detect".into()],
+        line: Some(2),
+        pulse_ms: Some(0.0),
+        timeout_ms: Some(20.0),
+        queue: Some(64),
+        max_age_ms: Some(5.0),
+    };
+    assert!(cfg.validate().is_empty());
+    let ctx = zmq::Context::new();
+    let plugin = Plugin::start(&endpoint);
+    let sink = TtlSink::spawn("stim", &cfg, &ctx).unwrap();
+    let tx = sink.sender.clone();
+    let mut arrivals = Vec::new();
+    let mut request = |arrived: Instant| {
+        arrivals.push(arrived);
+        tx.request(arrived);
+    };
+    // Up: 20 occurrences, 3 ms apart.
+    for _ in 0..20 {
+        request(Instant::now());
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let before = plugin.stop_timed();
+    // Down for about 0.4 s: 100 occurrences, and 10 that arrived 20 ms ago (a backlog).
+    for i in 0..110 {
+        if i < 100 {
+            request(Instant::now());
+        } else {
+            request(
+                Instant::now()
+                    .checked_sub(Duration::from_millis(20))
+                    .unwrap(),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(if i < 100 { 4 } else { 0 }));
+    }
+    // Back up: nothing detected while it was down may reach it.
+    let plugin = Plugin::start(&endpoint);
+    let back = Instant::now();
+    std::thread::sleep(Duration::from_millis(200));
+    let resumed = Instant::now();
+    for _ in 0..20 {
+        request(Instant::now());
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let after = plugin.stop_timed();
+    drop(tx);
+    let t = Instant::now();
+    let s = sink.join();
+    assert!(t.elapsed() < Duration::from_secs(1), "shutdown is bounded");
+    // No backlog on return: the plugin got nothing between coming back and new occurrences.
+    assert!(
+        after.iter().all(|(at, _)| *at >= resumed),
+        "stale pulses fired after the plugin came back ({back:?}): {after:?}"
+    );
+    // Every pulse the plugin got left within max_age of some occurrence's arrival (plus the
+    // loopback hop).
+    for (at, m) in before.iter().chain(&after) {
+        assert_eq!(m, "TTL Line=2 State=1");
+        assert!(
+            arrivals
+                .iter()
+                .any(|a| *a <= *at && at.duration_since(*a) <= max_age + Duration::from_millis(5)),
+            "a pulse {at:?} older than max_age"
+        );
+    }
+    assert!(
+        s.to_send.max().unwrap() <= max_age.as_secs_f64() + 0.002,
+        "{s:?}"
+    );
+    // Counts add up: every occurrence has one outcome; what the plugin got is what was ok.
+    assert_eq!(s.requested(), arrivals.len() as u64, "{s:?}");
+    assert_eq!(s.ok, (before.len() + after.len()) as u64, "{s:?}");
+    assert_eq!(s.to_reply.windows() as u64, s.ok);
+    assert!(s.stale >= 10, "the backlog is stale: {s:?}");
+    assert!(
+        s.stale + s.send_errors + s.timeouts + s.dropped >= 110,
+        "nothing detected while it was down fired: {s:?}"
+    );
+    // Pulses resumed once it was back.
+    assert!(after.len() >= 5, "{s:?}");
+    assert!(before.len() >= 10, "{s:?}");
 }
 
 #[test]
@@ -438,13 +546,14 @@ fn detect_and_ttl_sections_are_checked() {
         "{e:?}"
     );
     let e = errors(&format!(
-        "{base}[stages.d]\nkind = \"detect\"\nsource = \"a\"\nepisodes = [\"6-(10,20]ms\", \"6-(1,2]ms-7\"]\nlateness_s = -1\n[sinks.s]\nkind = \"openephys_ttl\"\nendpoint = \"localhost\"\nstages = [\"d\"]\nline = 300\n"
+        "{base}[stages.d]\nkind = \"detect\"\nsource = \"a\"\nepisodes = [\"6-(10,20]ms\", \"6-(1,2]ms-7\"]\nlateness_s = -1\n[sinks.s]\nkind = \"openephys_ttl\"\nendpoint = \"localhost\"\nstages = [\"d\"]\nline = 300\nmax_age_ms = 0\n"
     ));
     for want in [
         "stages.d.episodes[0]",
         "stages.d.lateness_s",
         "sinks.s.endpoint",
         "sinks.s.line",
+        "sinks.s.max_age_ms",
     ] {
         assert!(e.iter().any(|m| m.starts_with(want)), "{want} in {e:?}");
     }

@@ -74,6 +74,7 @@ device = "cpu"
 [stages.tested.significance]
 surrogates = "dither:0.015"
 n_surrogates = 19
+correction = "max-t"
 
 [stages.stim]
 kind = "detect"
@@ -403,7 +404,7 @@ fn a_stalled_client_changes_no_result() -> Result<(), Failed> {
         let mut stalled = None;
         while Instant::now() < deadline {
             if let Ok(mut s) = TcpStream::connect(addr) {
-                let _ = write!(s, "GET /events HTTP/1.1\r\nHost: x\r\n\r\n");
+                let _ = write!(s, "GET /events HTTP/1.1\r\nHost: {addr}\r\n\r\n");
                 stalled = Some(s);
                 break;
             }

@@ -82,7 +82,10 @@ def test_one_ttl_request_per_occurrence_equal_to_the_offline_count(tmp_path):
     log = tmp_path / "requests.jsonl"
     mock = start_mock(port, log)
     try:
-        toml, out = pipeline(tmp_path, port, line=2, pulse_ms=1, queue=1000000)
+        # An archive replayed as fast as it reads detects in bursts: the requests may wait
+        # (a rig keeps the default max_age_ms of a few ms).
+        toml, out = pipeline(tmp_path, port, line=2, pulse_ms=1, queue=1000000,
+                             max_age_ms=3600000)
         run = subprocess.run([BIN, "run", str(toml)], capture_output=True, text=True,
                              timeout=300)
         assert run.returncode == 0, run.stderr
@@ -111,7 +114,8 @@ def test_a_hanging_plugin_is_timed_out_and_reconnected(tmp_path):
     log = tmp_path / "requests.jsonl"
     mock = start_mock(port, log, "--hang", "3")
     try:
-        toml, out = pipeline(tmp_path, port, pulse_ms=0, timeout_ms=20, queue=1000000)
+        toml, out = pipeline(tmp_path, port, pulse_ms=0, timeout_ms=20, queue=1000000,
+                             max_age_ms=3600000)
         run = subprocess.run([BIN, "run", str(toml)], capture_output=True, text=True,
                              timeout=300)
         assert run.returncode == 0, run.stderr
@@ -128,6 +132,6 @@ def test_a_hanging_plugin_is_timed_out_and_reconnected(tmp_path):
     # Each hung request is a timeout; every occurrence is answered or counted as lost.
     assert int(fields["timeouts"]) == 3, totals
     assert int(fields["ok"]) == len(answered), totals
-    lost = sum(int(fields[k]) for k in ("timeouts", "send_errors", "dropped", "rejected"))
+    lost = sum(int(fields[k]) for k in ("timeouts", "send_errors", "dropped", "rejected", "stale"))
     assert int(fields["ok"]) + lost == len(lines), totals
     assert int(fields["ok"]) > len(lines) - 10, totals

@@ -39,7 +39,9 @@ pub struct ValidateArgs {
 /// Runs `synfire run`: the pipeline until its sources end or SIGINT/SIGTERM.
 ///
 /// # Errors
-/// An invalid pipeline file, or a component that fails to start or run.
+/// An invalid pipeline file, a component that fails to start or run, or a sink whose
+/// writes failed (`on_error = "stop"`: [`synfire::live::LiveError::SinkFailed`], naming it
+/// and the results lost).
 pub fn run(args: &RunArgs) -> Result<()> {
     let config = synfire::live::config::PipelineConfig::load(&args.pipeline)?;
     let summary = synfire::live::run(
@@ -53,7 +55,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
         },
     )?;
     let results: u64 = summary.sinks.values().sum();
-    tracing::info!(results, "Pipeline finished.");
+    let lost: u64 = summary.sinks_lost.values().sum();
+    tracing::info!(results, lost, "Pipeline finished.");
+    summary.check()?;
     Ok(())
 }
 

@@ -82,6 +82,7 @@ pub fn ring(
             metrics,
             parker,
             parked,
+            pops: 0,
         },
     )
 }
@@ -190,6 +191,8 @@ pub struct RingConsumer {
     metrics: telemetry::SourceMetrics,
     parker: Parker,
     parked: Arc<AtomicBool>,
+    /// Records popped (for the fill gauge's readings).
+    pops: u64,
 }
 
 impl std::fmt::Debug for RingConsumer {
@@ -205,6 +208,13 @@ impl RingConsumer {
         let mut idle = 0u32;
         loop {
             if let Some(r) = self.cons.try_pop() {
+                // The fill gauge reads the ring as the consumer finds it: on the first pop
+                // and every `FILL_EVERY` after (a backlog shows while it drains), and when
+                // idle (empty).
+                self.pops = self.pops.wrapping_add(1);
+                if self.pops % FILL_EVERY == 1 {
+                    self.set_fill();
+                }
                 return r;
             }
             if !self.cons.write_is_held() {
@@ -215,9 +225,7 @@ impl RingConsumer {
             }
             idle += 1;
             if idle.is_multiple_of(64) {
-                self.metrics
-                    .ring_fill
-                    .set(self.cons.occupied_len() as f64 / self.cons.capacity().get() as f64);
+                self.set_fill();
             }
             if idle < 64 {
                 std::hint::spin_loop();
@@ -239,7 +247,17 @@ impl RingConsumer {
     pub fn stats(&self) -> &Arc<SourceStats> {
         &self.stats
     }
+
+    /// Sets [`telemetry::names::RING_FILL`] to the share of the ring occupied now.
+    fn set_fill(&self) {
+        self.metrics
+            .ring_fill
+            .set(self.cons.occupied_len() as f64 / self.cons.capacity().get() as f64);
+    }
 }
+
+/// Records popped between two readings of the fill gauge.
+const FILL_EVERY: u64 = 256;
 
 #[cfg(test)]
 mod tests {

@@ -22,6 +22,7 @@
 
 pub mod buffer;
 pub mod config;
+pub mod exposure;
 pub mod replay;
 pub mod sink;
 pub mod source;
@@ -47,8 +48,8 @@ use window::{Clocked, Window, Windower};
 
 use crate::record::{EndReason, Record};
 
-/// Why a pipeline could not start. Failures while it runs are logged and counted, never
-/// fatal.
+/// Why a pipeline could not start, or ended in failure ([`LiveError::SinkFailed`], from
+/// [`RunSummary::check`]). Other failures while it runs are logged and counted, never fatal.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
     /// `[pipeline] metrics` is not a socket address.
@@ -74,6 +75,19 @@ pub enum LiveError {
     /// The live view could not be started (its address cannot be bound, …).
     #[error(transparent)]
     View(#[from] view::ViewError),
+    /// A sink's write failed (`on_error = "stop"`, the default): the run stopped, and the
+    /// results the sink did not write are lost.
+    #[error(
+        "sink `{sink}` failed: {error}; {lost} results lost (the run was stopped; `on_error = \"retry\"` keeps results while a sink fails)"
+    )]
+    SinkFailed {
+        /// The sink.
+        sink: String,
+        /// Its first write error.
+        error: String,
+        /// Results it did not write.
+        lost: u64,
+    },
     /// A thread or the control-plane runtime could not be started.
     #[error("{what}: {message}")]
     Start {
@@ -127,6 +141,10 @@ pub struct RunSummary {
     pub sources: BTreeMap<String, (u64, u64, u64)>,
     /// Results written, per sink.
     pub sinks: BTreeMap<String, u64>,
+    /// Results lost, per sink whose writes failed ([`sink::Sink::lost`]).
+    pub sinks_lost: BTreeMap<String, u64>,
+    /// Per sink that stopped the run (`on_error = "stop"`): its first write error.
+    pub sink_failures: BTreeMap<String, String>,
     /// Result latencies per stage, then per sink: wall-clock seconds from each window's close
     /// to its line being written by that sink ([`sink::ResultLatency`]: every measurement,
     /// p50, p99, max). A stage keeps up when they stay below its window's hop.
@@ -137,6 +155,24 @@ pub struct RunSummary {
     pub ttl: BTreeMap<String, ttl::TtlSummary>,
     /// The live view's counters, when it ran.
     pub view: Option<view::ViewSummary>,
+}
+
+impl RunSummary {
+    /// `Err` when a sink stopped the run ([`LiveError::SinkFailed`], the first such sink by
+    /// name); `synfire run` exits with it.
+    ///
+    /// # Errors
+    /// [`LiveError::SinkFailed`].
+    pub fn check(&self) -> Result<(), LiveError> {
+        match self.sink_failures.iter().next() {
+            Some((sink, error)) => Err(LiveError::SinkFailed {
+                sink: sink.clone(),
+                error: error.clone(),
+                lost: self.sinks_lost.get(sink).copied().unwrap_or(0),
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Events a source refused besides drops: the line's `out_of_range` and `duplicate`.
@@ -339,14 +375,17 @@ fn window_loop(
                 out: &mut Vec<Window>,
                 shared: &Arc<[Arc<str>]>,
                 clock: &window::EventClock,
-                epoch: &mut u32| {
+                epoch: &mut u32,
+                arrived: std::time::Instant| {
         let dropped = stats.dropped.load(Ordering::Relaxed);
         for c in clocked.drain(..) {
             match c {
                 Clocked::Spike(t_s, unit) => {
                     // Detection first: a closed loop waits on nothing else.
+                    // `arrived`: when the record that let it through was popped (a spike
+                    // the clock held waited there for at most `confirm_events` spikes).
                     for d in detectors.iter_mut() {
-                        d.spike(t_s, unit);
+                        d.spike(t_s, unit, arrived);
                     }
                     if let Some(v) = &view {
                         v.spike(t_s, unit);
@@ -387,6 +426,7 @@ fn window_loop(
     };
     loop {
         let record = ring.pop();
+        let arrived = std::time::Instant::now();
         let dropped = stats.dropped.load(Ordering::Relaxed);
         match record {
             Record::Spike { unit, t_s } => {
@@ -402,6 +442,7 @@ fn window_loop(
                     &shared,
                     &clock,
                     &mut epoch,
+                    arrived,
                 );
             }
             Record::Disconnected => clock.disconnected(),
@@ -444,6 +485,7 @@ fn window_loop(
                     &shared,
                     &clock,
                     &mut epoch,
+                    arrived,
                 );
                 let dropped = stats.dropped.load(Ordering::Relaxed);
                 for d in &mut detectors {
@@ -532,7 +574,18 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
             })
             .transpose()?,
     };
-    let control = control_plane(metrics_addr, options.handle_signals, stop.clone())?;
+    let guard = exposure::Guard {
+        hosts: config.pipeline.ui_hosts.clone().unwrap_or_default(),
+        token: config.pipeline.ui_token.clone(),
+        refused: Arc::default(),
+    };
+    warn_exposed_endpoints(config);
+    let control = control_plane(
+        metrics_addr,
+        guard,
+        options.handle_signals.then(|| bound_ipc_files(config)),
+        stop.clone(),
+    )?;
     // The live view binds its address now, so a taken address fails the run before it starts.
     let live_view = view::start_for(config, options.ui, options.ui_span_s)?;
 
@@ -622,12 +675,19 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     let mut threads = Threads(Vec::new());
     let tap = options.tap;
     let view_lines = live_view.as_ref().and_then(view::View::lines);
-    type SinkTotals = (String, u64, BTreeMap<String, sink::ResultLatency>);
+    struct SinkTotals {
+        name: String,
+        written: u64,
+        lost: u64,
+        failed: Option<String>,
+        latencies: BTreeMap<String, sink::ResultLatency>,
+    }
     let (sink_done_tx, sink_done_rx) = bounded::<Vec<SinkTotals>>(1);
     // Set at the shutdown deadline: the sink thread writes what it has and ends, even while a
     // stage still holds a sender.
     let quit_sinks = Arc::new(AtomicBool::new(false));
     let quit = quit_sinks.clone();
+    let sink_stop = stop.clone();
     threads.spawn("synfire:sinks".into(), move || {
         loop {
             let mut out = match out_rx.recv_timeout(std::time::Duration::from_millis(50)) {
@@ -646,10 +706,10 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
                 }
             }
             for s in &mut sinks {
-                if s.takes(&out.stage)
-                    && let Err(e) = s.write(&out)
-                {
-                    tracing::error!(sink = s.name(), error = %e, "Sink write failed.");
+                if s.takes(&out.stage) && s.offer(&out) == sink::Offered::Failed {
+                    // The run stops as on a signal; what is queued still reaches the sinks
+                    // (the failed one counts it lost).
+                    sink_stop.store(true, Ordering::Relaxed);
                 }
             }
             out.published_at = Some(std::time::Instant::now());
@@ -661,12 +721,22 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
             }
         }
         for s in &mut sinks {
-            let _ = s.flush();
+            if let Err(e) = s.finish() {
+                tracing::error!(sink = s.name(), error = %e, "Sink flush failed.");
+            }
         }
         let _ = sink_done_tx.send(
             sinks
                 .iter_mut()
-                .map(|s| (s.name().to_owned(), s.count(), s.take_result_latencies()))
+                .map(|s| SinkTotals {
+                    name: s.name().to_owned(),
+                    written: s.count(),
+                    lost: s.lost(),
+                    failed: (s.failure_policy() == sink::OnError::Stop)
+                        .then(|| s.error().map(str::to_owned))
+                        .flatten(),
+                    latencies: s.take_result_latencies(),
+                })
                 .collect(),
         );
     })?;
@@ -770,15 +840,22 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         summary.sources.insert(name, v);
     }
     if let Ok(list) = sink_done_rx.try_recv() {
-        for (sink, count, latencies) in list {
-            for (stage, latency) in latencies {
+        for t in list {
+            for (stage, latency) in t.latencies {
                 summary
                     .result_latency
                     .entry(stage)
                     .or_default()
-                    .insert(sink.clone(), latency);
+                    .insert(t.name.clone(), latency);
             }
-            summary.sinks.insert(sink, count);
+            tracing::info!(sink = %t.name, written = t.written, lost = t.lost, "Sink totals.");
+            if t.lost > 0 {
+                summary.sinks_lost.insert(t.name.clone(), t.lost);
+            }
+            if let Some(e) = t.failed {
+                summary.sink_failures.insert(t.name.clone(), e);
+            }
+            summary.sinks.insert(t.name, t.written);
         }
     }
     for (stage, per_sink) in &summary.result_latency {
@@ -797,7 +874,69 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     }
     drop(control);
     drop(ctx);
+    remove_ipc_files(config);
     Ok(summary)
+}
+
+/// The `ipc://` endpoints the run bound (ZMQ sources with `mode = "bind"`, `zmq_pub` sinks
+/// unless `mode = "connect"`): their socket files, removed at the end of the run so none is
+/// left behind (libzmq leaves them).
+fn bound_ipc_files(config: &PipelineConfig) -> Vec<std::path::PathBuf> {
+    bound_endpoints(config)
+        .into_iter()
+        .filter_map(|e| e.strip_prefix("ipc://"))
+        .map(std::path::PathBuf::from)
+        .collect()
+}
+
+/// The ZMQ endpoints the run binds (as [`bound_ipc_files`] finds them).
+fn bound_endpoints(config: &PipelineConfig) -> Vec<&str> {
+    use config::section::SocketMode;
+    let sources = config.sources.values().filter_map(|s| {
+        s.options::<source::zmq::ZmqSourceConfig>()
+            .filter(|z| z.mode == Some(SocketMode::Bind))
+            .map(|z| z.endpoint.as_str())
+    });
+    let sinks = config.sinks.values().filter_map(|s| {
+        s.options::<sink::zmq_pub::ZmqPubConfig>()
+            .filter(|z| z.mode != Some(SocketMode::Connect))
+            .map(|z| z.endpoint.as_str())
+    });
+    sources.chain(sinks).collect()
+}
+
+/// Warns for each ZMQ endpoint bound beyond loopback (`tcp://*:…`, `tcp://0.0.0.0:…`, a LAN
+/// address or interface name): anyone who reaches it can read (PUB) or feed (SUB) it.
+fn warn_exposed_endpoints(config: &PipelineConfig) {
+    for e in bound_endpoints(config) {
+        let Some(rest) = e.strip_prefix("tcp://") else {
+            continue;
+        };
+        let host = rest.rsplit_once(':').map_or(rest, |(h, _)| h);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let loopback = host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if !loopback {
+            tracing::warn!(
+                endpoint = %e,
+                "A ZMQ socket is bound beyond this machine: anyone who reaches it can read or feed it (docs/live-view.md, \"Exposure\")."
+            );
+        }
+    }
+}
+
+fn remove_ipc_files(config: &PipelineConfig) {
+    for path in bound_ipc_files(config) {
+        match std::fs::remove_file(&path) {
+            Ok(()) => tracing::debug!(path = %path.display(), "Removed the ipc:// socket file."),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "Cannot remove the ipc:// socket file.");
+            }
+        }
+    }
 }
 
 /// The tokio side: metrics HTTP and signals, on one named thread; stops when dropped.
@@ -817,12 +956,15 @@ impl Drop for Control {
     }
 }
 
+/// `signals`: watch SIGINT/SIGTERM, with the `ipc://` files to remove before a second signal
+/// exits at once.
 fn control_plane(
     metrics: Option<SocketAddr>,
-    signals: bool,
+    guard: exposure::Guard,
+    signals: Option<Vec<std::path::PathBuf>>,
     stop: Arc<AtomicBool>,
 ) -> Result<Control, LiveError> {
-    if metrics.is_none() && !signals {
+    if metrics.is_none() && signals.is_none() {
         return Ok(Control {
             shutdown: None,
             thread: None,
@@ -836,7 +978,7 @@ fn control_plane(
         Some(addr) => {
             // The listener binds inside the runtime.
             let _guard = rt.enter();
-            Some(telemetry::install_prometheus(addr)?)
+            Some(telemetry::install_prometheus(addr, guard)?)
         }
         None => None,
     };
@@ -849,14 +991,10 @@ fn control_plane(
         .spawn(move || {
             rt.block_on(async move {
                 if let Some(exporter) = exporter {
-                    tokio::spawn(async move {
-                        if let Err(e) = exporter.await {
-                            tracing::error!(error = ?e, "Metrics endpoint failed.");
-                        }
-                    });
+                    tokio::spawn(exporter);
                 }
-                if signals {
-                    tokio::spawn(watch_signals(stop));
+                if let Some(ipc_files) = signals {
+                    tokio::spawn(watch_signals(stop, ipc_files));
                 }
                 let _ = (&mut rx).await;
             });
@@ -868,7 +1006,7 @@ fn control_plane(
     })
 }
 
-async fn watch_signals(stop: Arc<AtomicBool>) {
+async fn watch_signals(stop: Arc<AtomicBool>, ipc_files: Vec<std::path::PathBuf>) {
     #[cfg(unix)]
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
@@ -894,6 +1032,9 @@ async fn watch_signals(stop: Arc<AtomicBool>) {
             stop.store(true, Ordering::Relaxed);
         } else {
             tracing::warn!("Second signal: exiting now.");
+            for path in &ipc_files {
+                let _ = std::fs::remove_file(path);
+            }
             std::process::exit(130);
         }
     }

@@ -17,6 +17,10 @@ pub mod names {
     pub const EVENTS_DROPPED: &str = "synfire_events_dropped_total";
     /// Malformed messages, by `source` and `kind`.
     pub const MESSAGES_MALFORMED: &str = "synfire_messages_malformed_total";
+    /// Times a ZMQ source saw its publisher's connection drop (the publisher went away, or
+    /// sent a frame over `max_message_bytes`, which libzmq refuses before receiving it) and
+    /// connected afresh. Label `source`.
+    pub const PUBLISHER_DISCONNECTS: &str = "synfire_publisher_disconnects_total";
     /// Fill of a source's ring, 0..1. Label `source`.
     pub const RING_FILL: &str = "synfire_ring_fill_ratio";
     /// Events that arrived after one of their windows was emitted, rejected. Label `window`.
@@ -30,6 +34,8 @@ pub mod names {
     pub const STAGE_SECONDS: &str = "synfire_stage_seconds";
     /// Results written, by `sink`.
     pub const RESULTS_OUT: &str = "synfire_results_out_total";
+    /// Results a sink will never write (its writes failed), by `sink`.
+    pub const RESULTS_LOST: &str = "synfire_results_lost_total";
     /// Wall-clock seconds from a window's close to its result line being written (and
     /// flushed) by a sink; a pipeline that does not keep up shows here. Labels `stage`, `sink`.
     pub const RESULT_LATENCY: &str = "synfire_result_latency_seconds";
@@ -38,9 +44,11 @@ pub mod names {
     /// Spikes a detect stage dropped because a later spike had been processed. Label `stage`.
     pub const DETECT_LATE: &str = "synfire_detect_late_total";
     /// TTL requests of an Open Ephys TTL sink, by `sink` and `result` (`ok`, `rejected`,
-    /// `timeout`, `send_error`, `dropped`: the queue was full).
+    /// `timeout`, `send_error`, `dropped`: the queue was full; `stale`: older than the
+    /// sink's `max_age_ms` when its turn came, never sent).
     pub const TTL_REQUESTS: &str = "synfire_ttl_requests_total";
-    /// Seconds from an occurrence's detection to its TTL request's reply. Label `sink`.
+    /// Seconds from the arrival of the spike that completed an occurrence to its TTL
+    /// request's reply, the sink's queue included. Label `sink`.
     pub const TTL_LATENCY: &str = "synfire_ttl_latency_seconds";
     /// Updates the live view (`--ui`) did not take because its queue was full, by `what`
     /// (`raster`: a spike, unit name or restart; `window_line`; `occurrence`). The pipeline
@@ -51,12 +59,14 @@ pub mod names {
         EVENTS_IN,
         EVENTS_DROPPED,
         MESSAGES_MALFORMED,
+        PUBLISHER_DISCONNECTS,
         RING_FILL,
         LATE_EVENTS,
         WINDOW_LAG,
         WINDOWS,
         STAGE_SECONDS,
         RESULTS_OUT,
+        RESULTS_LOST,
         RESULT_LATENCY,
         OCCURRENCES,
         DETECT_LATE,
@@ -82,6 +92,11 @@ pub fn describe_all() {
         names::MESSAGES_MALFORMED,
         Unit::Count,
         "Malformed messages, by kind."
+    );
+    metrics::describe_counter!(
+        names::PUBLISHER_DISCONNECTS,
+        Unit::Count,
+        "Publisher connections a ZMQ source saw dropped (gone, or a frame over max_message_bytes)."
     );
     metrics::describe_gauge!(
         names::RING_FILL,
@@ -109,6 +124,11 @@ pub fn describe_all() {
         Unit::Count,
         "Results written by a sink."
     );
+    metrics::describe_counter!(
+        names::RESULTS_LOST,
+        Unit::Count,
+        "Results a sink will never write: its writes failed."
+    );
     metrics::describe_histogram!(
         names::RESULT_LATENCY,
         Unit::Seconds,
@@ -132,7 +152,7 @@ pub fn describe_all() {
     metrics::describe_histogram!(
         names::TTL_LATENCY,
         Unit::Seconds,
-        "Wall-clock time from an occurrence's detection to the reply to its TTL request."
+        "Wall-clock time from the arrival of the spike completing an occurrence to the reply to its TTL request, queue included."
     );
     metrics::describe_counter!(
         names::VIEW_DROPPED,
@@ -233,6 +253,16 @@ pub fn results_out(sink: &str) -> Counter {
     metrics::counter!(names::RESULTS_OUT, "sink" => sink.to_owned())
 }
 
+/// [`names::PUBLISHER_DISCONNECTS`] of source `source`.
+pub fn publisher_disconnects(source: &str) -> Counter {
+    metrics::counter!(names::PUBLISHER_DISCONNECTS, "source" => source.to_owned())
+}
+
+/// [`names::RESULTS_LOST`] of sink `sink`.
+pub fn results_lost(sink: &str) -> Counter {
+    metrics::counter!(names::RESULTS_LOST, "sink" => sink.to_owned())
+}
+
 /// [`names::RESULT_LATENCY`] of stage `stage`'s results at sink `sink`.
 pub fn result_latency(stage: &str, sink: &str) -> Histogram {
     metrics::histogram!(
@@ -247,22 +277,64 @@ pub fn result_latency(stage: &str, sink: &str) -> Histogram {
 #[error("{0}")]
 pub struct MetricsError(pub String);
 
-/// Installs a global Prometheus recorder serving `GET /metrics` on `addr`; the returned future
-/// runs the HTTP listener and must be spawned on a tokio runtime.
+/// The metrics endpoint's HTTP server: a future to spawn on a tokio runtime.
+pub type MetricsServer = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Installs a global Prometheus recorder and binds `addr` (now, so a taken address fails the
+/// run before it starts); the returned future serves `GET /metrics` there through `guard`
+/// and the connection bounds of [`crate::live::exposure::serve`], and must be spawned on a
+/// tokio runtime.
 ///
 /// # Errors
 /// The address cannot be bound, or a recorder is already installed.
 pub fn install_prometheus(
     addr: SocketAddr,
-) -> Result<metrics_exporter_prometheus::ExporterFuture, MetricsError> {
-    let (recorder, exporter) = metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(addr)
-        .build()
-        .map_err(|e| MetricsError(format!("`--metrics {addr}`: {e}")))?;
+    guard: crate::live::exposure::Guard,
+) -> Result<MetricsServer, MetricsError> {
+    use http_body_util::Full;
+    use hyper::header::{CONTENT_TYPE, HeaderValue};
+    use hyper::{Response, StatusCode};
+    let listener = std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| MetricsError(format!("`--metrics {addr}`: cannot bind: {e}")))?;
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
     metrics::set_global_recorder(recorder)
         .map_err(|e| MetricsError(format!("installing the metrics recorder: {e}")))?;
     describe_all();
-    Ok(exporter)
+    crate::live::exposure::warn_if_exposed("The metrics endpoint", addr);
+    let text = |status: StatusCode, body: String| {
+        let mut r = Response::new(Full::new(bytes::Bytes::from(body)));
+        *r.status_mut() = status;
+        r.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        );
+        r
+    };
+    let respond = move |req: &hyper::Request<hyper::body::Incoming>| {
+        if let Some(why) = guard.check(req) {
+            guard
+                .refused
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return text(StatusCode::FORBIDDEN, why.to_owned());
+        }
+        if req.uri().path() != "/metrics" {
+            return text(
+                StatusCode::NOT_FOUND,
+                "metrics are at /metrics\n".to_owned(),
+            );
+        }
+        // Upkeep (histogram buckets) at each scrape, as the exporter's own listener does.
+        handle.run_upkeep();
+        text(StatusCode::OK, handle.render())
+    };
+    Ok(Box::pin(crate::live::exposure::serve(
+        listener,
+        "Metrics endpoint",
+        std::future::pending(),
+        respond,
+    )))
 }
 
 #[cfg(test)]

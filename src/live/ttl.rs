@@ -10,6 +10,7 @@
 //! pulse_ms = 10.0                      # then `State=0` after this long (0: never)
 //! timeout_ms = 50.0                    # a reply later than this is a timeout
 //! queue = 1024                         # requests waiting; a full queue drops, counted
+//! max_age_ms = 5.0                     # a pulse not sent this long after the spike: dropped
 //! ```
 //!
 //! # The protocol
@@ -31,10 +32,26 @@
 //! # Never blocking the detector
 //! The sink runs on its own thread (`synfire:ttl-<name>`) with a bounded queue: the detector
 //! only tries to enqueue (a full queue counts `dropped`). The `REQ` socket waits at most
-//! `timeout_ms` to send and to receive; on a timeout or error it is closed (linger 0) and a
-//! fresh one connects for the next request (ZeroMQ guide, "Lazy Pirate": a `REQ` socket
-//! that lost its reply cannot be reused). Every outcome is counted
-//! ([`crate::live::telemetry::names::TTL_REQUESTS`]) and summarised ([`TtlSummary`]).
+//! `timeout_ms` to receive; on a timeout or error it is closed (linger 0, so nothing it
+//! still holds is sent later) and a fresh one connects for the next request (ZeroMQ guide,
+//! "Lazy Pirate": a `REQ` socket that lost its reply cannot be reused). Every outcome is
+//! counted ([`crate::live::telemetry::names::TTL_REQUESTS`]) and summarised ([`TtlSummary`]).
+//!
+//! # Never a stale pulse
+//! A stimulus that comes late is a wrong stimulus. Each request carries the instant the spike
+//! that completed its occurrence arrived (the window thread took it from the source's ring);
+//! when its turn comes it is sent only if it can leave the socket within `max_age_ms` of that
+//! instant (default [`DEFAULT_MAX_AGE_MS`]): the send waits at most what is left of that age,
+//! and a request already older is dropped and counted `stale`, never sent. A plugin that is
+//! down, slow or back after an outage therefore never receives a backlog: each failed request
+//! costs at most `timeout_ms`, the requests that waited meanwhile are stale, and the first
+//! pulse after it returns is one detected then. The same bound makes shutdown quick: the
+//! requests still queued when the detectors finish are sent while fresh and dropped, counted,
+//! once stale, so the sink ends within about `max_age_ms + timeout_ms (+ pulse_ms)`.
+//!
+//! Latencies ([`TtlSummary::to_send`], [`TtlSummary::to_reply`],
+//! [`crate::live::telemetry::names::TTL_LATENCY`]) count from the same arrival, the queue's
+//! wait included.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,7 +80,14 @@ pub struct TtlConfig {
     pub timeout_ms: Option<f64>,
     /// Requests waiting to be sent (default 1024).
     pub queue: Option<usize>,
+    /// Oldest a request may be when it leaves the socket, milliseconds from the arrival of the
+    /// spike that completed its occurrence (default [`DEFAULT_MAX_AGE_MS`]); older ones are
+    /// dropped, counted `stale`.
+    pub max_age_ms: Option<f64>,
 }
+
+/// Default `max_age_ms`: a pulse leaves within 5 ms of the detecting spike's arrival, or never.
+pub const DEFAULT_MAX_AGE_MS: f64 = 5.0;
 
 impl TtlConfig {
     /// Phase-2 checks, fields relative to the section.
@@ -105,6 +129,14 @@ impl TtlConfig {
                 format!("must be 1–60000 milliseconds, got {t}"),
             ));
         }
+        if let Some(a) = self.max_age_ms
+            && !(a.is_finite() && a > 0.0 && a <= 3_600_000.0)
+        {
+            errors.push(ConfigError::new(
+                "max_age_ms",
+                format!("must be milliseconds in (0, 3600000], got {a}"),
+            ));
+        }
         if self.queue == Some(0) {
             errors.push(ConfigError::new("queue", "must be at least 1"));
         }
@@ -131,15 +163,28 @@ pub struct TtlSummary {
     pub send_errors: u64,
     /// Occurrences not requested because the queue was full.
     pub dropped: u64,
+    /// Occurrences not requested because they were older than `max_age_ms` when their turn
+    /// came (or could not leave the socket before): never sent.
+    pub stale: u64,
     /// `State=0` requests answered `TTLHandled`, and those that failed in any way.
     pub off: (u64, u64),
     /// Sockets replaced after a failure.
     pub reconnects: u64,
-    /// Per `State=1` request sent: seconds from the occurrence's detection to the request
-    /// leaving the socket.
+    /// Per `State=1` request sent: seconds from the arrival of the spike that completed the
+    /// occurrence to the request leaving the socket (the queue's wait included; at most
+    /// `max_age_ms`).
     pub to_send: ResultLatency,
-    /// Per `State=1` request answered: seconds from detection to the reply.
+    /// Per `State=1` request answered: seconds from that arrival to the reply.
     pub to_reply: ResultLatency,
+}
+
+impl TtlSummary {
+    /// Every occurrence signalled to the sink, by outcome: `ok + rejected + timeouts +
+    /// send_errors + dropped + stale`.
+    #[must_use]
+    pub fn requested(&self) -> u64 {
+        self.ok + self.rejected + self.timeouts + self.send_errors + self.dropped + self.stale
+    }
 }
 
 /// The detector's handle on a TTL sink: enqueue, never wait.
@@ -151,10 +196,10 @@ pub struct TtlSender {
 }
 
 impl TtlSender {
-    /// Requests one pulse for an occurrence detected at `detected_at`; a full queue counts it
-    /// dropped.
-    pub fn request(&self, detected_at: Instant) {
-        if let Err(TrySendError::Full(_)) = self.tx.try_send(detected_at) {
+    /// Requests one pulse for an occurrence completed by a spike that arrived at `arrived`
+    /// (its age counts from there); a full queue counts it dropped.
+    pub fn request(&self, arrived: Instant) {
+        if let Err(TrySendError::Full(_)) = self.tx.try_send(arrived) {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             self.dropped_metric.increment(1);
         }
@@ -167,6 +212,8 @@ enum Outcome {
     Rejected(String),
     Timeout,
     SendError(String),
+    /// Could not leave the socket before its deadline: not sent.
+    Stale,
 }
 
 /// The REQ side of the protocol, reconnecting after a failure.
@@ -187,7 +234,6 @@ impl Client {
                 .map_err(|e| format!("cannot create a REQ socket: {e}"))?;
             s.set_linger(0)
                 .and_then(|()| s.set_immediate(true))
-                .and_then(|()| s.set_sndtimeo(self.timeout_ms))
                 .and_then(|()| s.set_rcvtimeo(self.timeout_ms))
                 .map_err(|e| format!("cannot set socket options: {e}"))?;
             s.connect(&self.endpoint)
@@ -197,11 +243,35 @@ impl Client {
         Ok(self.socket.as_ref().expect("just made"))
     }
 
-    /// Sends `message`, waits for the reply; `sent` is set when the request left.
-    fn request(&mut self, message: &str, sent: &mut Option<Instant>) -> Outcome {
+    /// Sends `message` if it can leave before `deadline` (`None`: within `timeout_ms`), waits
+    /// for the reply; `sent` is set when the request left.
+    fn request(
+        &mut self,
+        message: &str,
+        deadline: Option<Instant>,
+        sent: &mut Option<Instant>,
+    ) -> Outcome {
+        let wait_ms = match deadline {
+            None => Some(self.timeout_ms),
+            Some(d) => {
+                // Whole milliseconds left, rounded down: a send never outlives the deadline.
+                let left = d.saturating_duration_since(Instant::now());
+                (!left.is_zero()).then(|| {
+                    i32::try_from(left.as_millis())
+                        .unwrap_or(i32::MAX)
+                        .min(self.timeout_ms)
+                })
+            }
+        };
+        let Some(wait_ms) = wait_ms else {
+            return Outcome::Stale;
+        };
         let outcome = match self.socket() {
             Err(e) => Outcome::SendError(e),
-            Ok(s) => match s.send(message, 0) {
+            Ok(s) => match s.set_sndtimeo(wait_ms).and_then(|()| s.send(message, 0)) {
+                Err(zmq::Error::EAGAIN) if deadline.is_some_and(|d| Instant::now() >= d) => {
+                    Outcome::Stale
+                }
                 Err(e) => Outcome::SendError(e.to_string()),
                 Ok(()) => {
                     *sent = Some(Instant::now());
@@ -239,6 +309,8 @@ impl TtlSink {
     /// The thread could not be started.
     pub fn spawn(name: &str, cfg: &TtlConfig, ctx: &zmq::Context) -> std::io::Result<Self> {
         let (tx, rx) = bounded(cfg.queue.unwrap_or(1024));
+        let max_age =
+            Duration::from_secs_f64(cfg.max_age_ms.unwrap_or(DEFAULT_MAX_AGE_MS) / 1000.0);
         let dropped = Arc::new(AtomicU64::new(0));
         let sender = TtlSender {
             tx,
@@ -259,7 +331,19 @@ impl TtlSink {
         let label = name.to_owned();
         let thread = std::thread::Builder::new()
             .name(format!("synfire:ttl-{name}"))
-            .spawn(move || run(&label, &rx, client, line, pulse, &dropped))?;
+            .spawn(move || {
+                run(
+                    &label,
+                    &rx,
+                    client,
+                    Pulse {
+                        line,
+                        width: pulse,
+                        max_age,
+                    },
+                    &dropped,
+                )
+            })?;
         Ok(Self { sender, thread })
     }
 
@@ -271,22 +355,34 @@ impl TtlSink {
     }
 }
 
+/// A sink's pulse: its line, width, and the oldest a request may leave.
+struct Pulse {
+    line: u16,
+    width: Duration,
+    max_age: Duration,
+}
+
 fn run(
     name: &str,
     rx: &Receiver<Instant>,
     mut client: Client,
-    line: u16,
-    pulse: Duration,
+    pulse: Pulse,
     dropped: &AtomicU64,
 ) -> TtlSummary {
+    let Pulse {
+        line,
+        width: pulse,
+        max_age,
+    } = pulse;
     let on = format!("TTL Line={line} State=1");
     let off = format!("TTL Line={line} State=0");
     let metric = |r: &'static str| crate::live::telemetry::ttl_requests(name, r);
-    let (m_ok, m_rejected, m_timeout, m_send) = (
+    let (m_ok, m_rejected, m_timeout, m_send, m_stale) = (
         metric("ok"),
         metric("rejected"),
         metric("timeout"),
         metric("send_error"),
+        metric("stale"),
     );
     let latency = crate::live::telemetry::ttl_latency(name);
     let mut s = TtlSummary::default();
@@ -294,7 +390,7 @@ fn run(
     let mut off_at: Option<Instant> = None;
     let send_off = |client: &mut Client, s: &mut TtlSummary| {
         let mut sent = None;
-        match client.request(&off, &mut sent) {
+        match client.request(&off, None, &mut sent) {
             Outcome::Ok => s.off.0 += 1,
             _ => s.off.1 += 1,
         }
@@ -305,20 +401,26 @@ fn run(
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match next {
-            Ok(detected_at) => {
+            Ok(arrived) => {
                 let mut sent = None;
-                let outcome = client.request(&on, &mut sent);
+                let outcome = client.request(&on, Some(arrived + max_age), &mut sent);
                 let replied = Instant::now();
                 if let Some(sent) = sent {
                     s.to_send
                         .seconds
-                        .push(sent.saturating_duration_since(detected_at).as_secs_f64());
+                        .push(sent.saturating_duration_since(arrived).as_secs_f64());
                 }
                 match outcome {
+                    Outcome::Stale => {
+                        s.stale += 1;
+                        m_stale.increment(1);
+                        // Not sent: no pulse to end.
+                        continue;
+                    }
                     Outcome::Ok => {
                         s.ok += 1;
                         m_ok.increment(1);
-                        let secs = replied.saturating_duration_since(detected_at).as_secs_f64();
+                        let secs = replied.saturating_duration_since(arrived).as_secs_f64();
                         latency.record(secs);
                         s.to_reply.seconds.push(secs);
                     }
@@ -372,6 +474,7 @@ fn run(
         timeouts = s.timeouts,
         send_errors = s.send_errors,
         dropped = s.dropped,
+        stale = s.stale,
         "TTL sink totals."
     );
     s

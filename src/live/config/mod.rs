@@ -45,6 +45,12 @@ pub struct PipelineSection {
     pub ui: Option<String>,
     /// Seconds of each raster of the live view (default 10).
     pub ui_span_s: Option<f64>,
+    /// Host names the live view answers besides loopback ones (`localhost`, `127.0.0.1`,
+    /// `[::1]`), in its requests' `Host` and `Origin` (`docs/live-view.md`, "Exposure").
+    pub ui_hosts: Option<Vec<String>>,
+    /// A token the live view requires (`Authorization: Bearer <token>`, or `?token=<token>`
+    /// in the page's address); default none.
+    pub ui_token: Option<String>,
 }
 
 /// A validated stage: its window, its parsed options and the stage ready to build.
@@ -617,6 +623,26 @@ fn check_pipeline(pipeline: &PipelineSection, errors: &mut Vec<ConfigError>) {
         errors.push(ConfigError::new(
             "pipeline.ui_span_s",
             format!("must be finite seconds > 0, got {span}"),
+        ));
+    }
+    for (i, h) in pipeline.ui_hosts.iter().flatten().enumerate() {
+        if h.is_empty() || (h.contains(['/', ' ', ':']) && !h.starts_with('[')) {
+            errors.push(ConfigError::new(
+                format!("pipeline.ui_hosts[{i}]"),
+                format!(
+                    "`{h}` is not a host name like `rig.lab.example` (no scheme, port or path)"
+                ),
+            ));
+        }
+    }
+    if pipeline
+        .ui_token
+        .as_ref()
+        .is_some_and(|t| t.len() < 16 || !t.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        errors.push(ConfigError::new(
+            "pipeline.ui_token",
+            "must be at least 16 printable characters without spaces",
         ));
     }
     if pipeline.stage_queue_windows == Some(0) {

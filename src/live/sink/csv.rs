@@ -5,6 +5,7 @@
 //! kind = "csv"
 //! path = "results.csv"     # default `-`: standard output
 //! stages = ["rates"]       # default: every stage
+//! on_error = "stop"        # or "retry" (`super::OnError`; the sink module's "When a write fails")
 //! ```
 //!
 //! The columns are the fields every window line carries ([`COLUMNS`]: `stage`, `window`,
@@ -15,7 +16,8 @@
 //! their JSON text, strings unquoted), empty when the line has no such field: a detect stage's
 //! occurrence line has only `stage`, and its fields (`kind`, `seq`, `episode`, …) go to
 //! `result`. The header row is written when the file is new or empty (appending to a file
-//! that has rows adds rows only); every row is flushed as it is written, like `jsonl`.
+//! that has rows adds rows only); every row reaches the file whole, in one write, like `jsonl`
+//! ([`super::LineFile`]).
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -24,7 +26,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{
-    LineWriter, Opened, Sink, SinkConfig, SinkError, append_to, check_file_path, file_path,
+    LineFile, LineWriter, OnError, Opened, Sink, SinkConfig, SinkError, append_to, check_file_path,
+    file_path,
 };
 use crate::live::config::section::ConfigError;
 
@@ -52,6 +55,9 @@ pub struct CsvConfig {
     pub path: Option<PathBuf>,
     /// Stages whose results it writes (default: all).
     pub stages: Option<Vec<String>>,
+    /// What a failed write does (default `"stop"`).
+    #[serde(default)]
+    pub on_error: OnError,
 }
 
 impl SinkConfig for CsvConfig {
@@ -70,9 +76,8 @@ impl SinkConfig for CsvConfig {
             sink: name.into(),
             message: format!("cannot {what}: {e}"),
         };
-        let (target, header): (Box<dyn Write + Send>, bool) = match file_path(self.path.as_deref())
-        {
-            None => (Box::new(io::stdout()), true),
+        let (target, header) = match file_path(self.path.as_deref()) {
+            None => (Target::Stdout(io::stdout()), true),
             Some(p) => {
                 let file = append_to(name, p)?;
                 let empty = file
@@ -80,26 +85,53 @@ impl SinkConfig for CsvConfig {
                     .map_err(|e| err(e, &format!("read {}", p.display())))?
                     .len()
                     == 0;
-                (Box::new(file), empty)
+                (Target::File(LineFile::new(file)), empty)
             }
         };
-        let mut rows = Rows(csv::WriterBuilder::new().from_writer(target));
+        let mut rows = Rows { target };
         if header {
-            rows.0
-                .write_record(COLUMNS.iter().chain(&["result"]))
-                .and_then(|()| rows.0.flush().map_err(csv::Error::from))
-                .map_err(|e| err(io::Error::other(e), "write the header"))?;
+            rows.write_record(COLUMNS.iter().chain(&["result"]))
+                .map_err(|e| err(e, "write the header"))?;
         }
-        Ok(Opened::Lines(Sink::custom(
-            name,
-            self.stages.clone(),
-            Box::new(rows),
-        )))
+        Ok(Opened::Lines(
+            Sink::custom(name, self.stages.clone(), Box::new(rows)).on_error(self.on_error),
+        ))
     }
 }
 
-/// The CSV writer of one sink.
-struct Rows(csv::Writer<Box<dyn Write + Send>>);
+/// The CSV writer of one sink: each row is formatted into a buffer, then written whole to the
+/// target.
+struct Rows {
+    target: Target,
+}
+
+/// Where the rows go.
+enum Target {
+    Stdout(io::Stdout),
+    File(LineFile),
+}
+
+impl Rows {
+    /// Formats one record and writes it, with its line end, in one write.
+    fn write_record<I, T>(&mut self, record: I) -> io::Result<()>
+    where
+        I: IntoIterator<Item = T>,
+        T: AsRef<[u8]>,
+    {
+        let mut row = csv::WriterBuilder::new().from_writer(Vec::new());
+        row.write_record(record).map_err(io::Error::other)?;
+        let bytes = row
+            .into_inner()
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        match &mut self.target {
+            Target::Stdout(s) => {
+                let mut s = s.lock();
+                s.write_all(&bytes).and_then(|()| s.flush())
+            }
+            Target::File(f) => f.append(&bytes),
+        }
+    }
+}
 
 /// A cell: a string as is, a number or boolean as its JSON text, nothing for null or absent.
 fn cell(value: Option<Value>) -> String {
@@ -123,11 +155,7 @@ impl LineWriter for Rows {
         } else {
             Value::Object(fields).to_string()
         });
-        self.0.write_record(&row).map_err(io::Error::other)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.flush()
+        self.write_record(&row)
     }
 }
 
@@ -246,6 +274,7 @@ path = "{csv}"
         let config = CsvConfig {
             path: Some(path.clone()),
             stages: None,
+            on_error: OnError::Stop,
         };
         let Ok(Opened::Lines(mut sink)) = config.open("t", &zmq::Context::new()) else {
             panic!("a csv sink writes lines");

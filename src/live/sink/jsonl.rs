@@ -6,16 +6,19 @@
 //! kind = "jsonl"
 //! path = "results.jsonl"   # default `-`: standard output
 //! stages = ["episodes"]    # default: every stage
+//! on_error = "stop"        # or "retry" (`super::OnError`; the sink module's "When a write fails")
 //! ```
+//!
+//! Each line reaches the file whole or not at all ([`super::LineFile`]).
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use super::{
-    LineWriter, Opened, Sink, SinkConfig, SinkError, append_to, check_file_path, file_path,
+    LineFile, LineWriter, OnError, Opened, Sink, SinkConfig, SinkError, append_to, check_file_path,
+    file_path,
 };
 use crate::live::config::section::ConfigError;
 
@@ -26,6 +29,9 @@ pub struct JsonlConfig {
     pub path: Option<PathBuf>,
     /// Stages whose results it writes (default: all).
     pub stages: Option<Vec<String>>,
+    /// What a failed write does (default `"stop"`).
+    #[serde(default)]
+    pub on_error: OnError,
 }
 
 impl SinkConfig for JsonlConfig {
@@ -40,12 +46,14 @@ impl SinkConfig for JsonlConfig {
     }
 
     fn open(&self, name: &str, _ctx: &zmq::Context) -> Result<Opened, SinkError> {
-        sink(name, self.path.as_deref(), self.stages.clone()).map(Opened::Lines)
+        sink(name, self.path.as_deref(), self.stages.clone())
+            .map(|s| Opened::Lines(s.on_error(self.on_error)))
     }
 }
 
 /// A JSON-lines sink named `name` appending to `path`, or writing to standard output for
-/// `None` / `-`, taking the results of `stages` (`None`: all).
+/// `None` / `-`, taking the results of `stages` (`None`: all); a failed write stops the run
+/// ([`OnError::Stop`]; [`Sink::on_error`] changes it).
 ///
 /// # Errors
 /// [`SinkError`] when the file cannot be opened.
@@ -56,15 +64,16 @@ pub fn sink(
 ) -> Result<Sink, SinkError> {
     let target = match file_path(path) {
         None => JsonLines::Stdout(io::stdout()),
-        Some(p) => JsonLines::File(BufWriter::new(append_to(name, p)?)),
+        Some(p) => JsonLines::File(LineFile::new(append_to(name, p)?), String::new()),
     };
     Ok(Sink::custom(name, stages, Box::new(target)))
 }
 
-/// Where JSON lines go.
+/// Where JSON lines go; each line is written with its newline in one write.
 enum JsonLines {
     Stdout(io::Stdout),
-    File(BufWriter<File>),
+    /// The file and a buffer to assemble a line in.
+    File(LineFile, String),
 }
 
 impl LineWriter for JsonLines {
@@ -72,13 +81,17 @@ impl LineWriter for JsonLines {
         match self {
             Self::Stdout(s) => {
                 let mut s = s.lock();
-                s.write_all(json.as_bytes())?;
-                s.write_all(b"\n")?;
+                let mut line = String::with_capacity(json.len() + 1);
+                line.push_str(json);
+                line.push('\n');
+                s.write_all(line.as_bytes())?;
                 s.flush()
             }
-            Self::File(f) => {
-                f.write_all(json.as_bytes())?;
-                f.write_all(b"\n")
+            Self::File(f, line) => {
+                line.clear();
+                line.push_str(json);
+                line.push('\n');
+                f.append(line.as_bytes())
             }
         }
     }
@@ -86,7 +99,7 @@ impl LineWriter for JsonLines {
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Self::Stdout(s) => s.flush(),
-            Self::File(f) => f.flush(),
+            Self::File(..) => Ok(()),
         }
     }
 }

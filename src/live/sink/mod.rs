@@ -14,6 +14,17 @@
 //! Each line sink records the **result latency** of every window line it writes: the
 //! wall-clock seconds from the window's close to the line being written and flushed
 //! ([`crate::live::telemetry::names::RESULT_LATENCY`], per stage; [`ResultLatency`]).
+//!
+//! # When a write fails
+//! A line is written whole or not at all ([`LineFile`]: a failed append is cut back to the
+//! file's length before it, so a full disk never leaves half a JSON line or CSV row). What
+//! happens next is the sink's `on_error` ([`OnError`], one option of every file sink):
+//! `"stop"` (default) stops the run as a signal would, every result the sink then receives is
+//! counted lost, and the run ends with [`crate::live::LiveError::SinkFailed`] naming the sink,
+//! its first error and the results lost (`synfire run` exits 1); `"retry"` keeps the results
+//! not written (up to [`RETRY_BACKLOG`] lines, the oldest counted lost beyond) and tries them
+//! again before each new result (at most every [`RETRY_EVERY`]) and at the end; the run goes
+//! on, and whatever is still not written at the end is counted lost and logged.
 
 pub mod csv;
 pub mod jsonl;
@@ -21,14 +32,15 @@ pub mod kinds;
 pub mod openephys_ttl;
 pub mod zmq_pub;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use metrics::{Counter, Histogram};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::live::config::kinds::{Erased, Family, Kind, KindConfig, Spec};
@@ -204,6 +216,79 @@ pub fn append_to(name: &str, path: &Path) -> Result<File, SinkError> {
         })
 }
 
+/// A file written one whole line at a time: each line goes to the file in one `write_all` of
+/// its bytes (newline included), and a write that fails part way (a full disk) is cut back
+/// to the file's length before it, so the file never ends in half a line.
+#[derive(Debug)]
+pub struct LineFile {
+    file: File,
+}
+
+impl LineFile {
+    /// Wraps `file` (opened to append, [`append_to`]).
+    #[must_use]
+    pub fn new(file: File) -> Self {
+        Self { file }
+    }
+
+    /// Appends `line` (its bytes, newline included) whole, or nothing.
+    ///
+    /// # Errors
+    /// The write's error (the file is then as it was before, when it is a regular file that
+    /// can be cut back; a device like `/dev/full` keeps nothing anyway).
+    pub fn append(&mut self, line: &[u8]) -> io::Result<()> {
+        let before = self.file.metadata().map(|m| m.len()).ok();
+        match self.file.write_all(line) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if let Some(len) = before
+                    && self
+                        .file
+                        .metadata()
+                        .is_ok_and(|m| m.is_file() && m.len() > len)
+                {
+                    let _ = self.file.set_len(len);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// What a file sink does when a write fails: its `on_error` option (`jsonl`, `csv`; default
+/// `"stop"`). See the module's "When a write fails".
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum OnError {
+    /// Stop the run; it ends with [`crate::live::LiveError::SinkFailed`] (exit status 1).
+    #[default]
+    Stop,
+    /// Keep the results not written (bounded, [`RETRY_BACKLOG`]) and try them again; the run
+    /// goes on.
+    Retry,
+}
+
+/// Results a sink with `on_error = "retry"` keeps while its writes fail; beyond, the oldest
+/// is counted lost.
+pub const RETRY_BACKLOG: usize = 65_536;
+
+/// The shortest wait between two retries of a failing sink (`on_error = "retry"`).
+pub const RETRY_EVERY: Duration = Duration::from_millis(200);
+
+/// What [`Sink::offer`] did with a result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offered {
+    /// Written (with any results kept from earlier failures).
+    Written,
+    /// Not written yet: kept to retry (`on_error = "retry"`).
+    Kept,
+    /// Lost (counted): this write failed and the sink stops the run (`on_error = "stop"`);
+    /// the sink thread then sets the stop flag.
+    Failed,
+    /// Lost (counted), the sink having failed before.
+    Lost,
+}
+
 /// Where a line sink ([`Sink::custom`]) writes its lines: a kind's file or socket, an
 /// application's own consumer, or a test's probe.
 pub trait LineWriter: Send {
@@ -238,6 +323,21 @@ pub struct Sink {
     written: Counter,
     count: u64,
     latency: HashMap<Arc<str>, StageLatency>,
+    on_error: OnError,
+    /// What failed and what was lost (boxed: rarely touched).
+    f: Box<Failures>,
+}
+
+/// A sink's failures: its first error, the results lost and those kept to retry.
+struct Failures {
+    /// The first write error, once the sink failed.
+    error: Option<String>,
+    /// Results not written and never to be (counted).
+    lost: u64,
+    lost_metric: Counter,
+    /// Results kept to retry (`on_error = "retry"`), oldest first.
+    backlog: VecDeque<Output>,
+    last_try: Option<Instant>,
 }
 
 impl std::fmt::Debug for Sink {
@@ -273,7 +373,124 @@ impl Sink {
             written: crate::live::telemetry::results_out(name),
             count: 0,
             latency: HashMap::new(),
+            on_error: OnError::Stop,
+            f: Box::new(Failures {
+                error: None,
+                lost: 0,
+                lost_metric: crate::live::telemetry::results_lost(name),
+                backlog: VecDeque::new(),
+                last_try: None,
+            }),
         }
+    }
+
+    /// The same sink with failure policy `on_error` (default [`OnError::Stop`]).
+    #[must_use]
+    pub fn on_error(mut self, on_error: OnError) -> Self {
+        self.on_error = on_error;
+        self
+    }
+
+    /// Writes `out` under the sink's failure policy ([`OnError`]; the module's "When a write
+    /// fails"): written, kept to retry, or counted lost. The sink thread calls this; on
+    /// [`Offered::Failed`] it stops the run.
+    pub fn offer(&mut self, out: &Output) -> Offered {
+        if self.on_error == OnError::Stop && self.f.error.is_some() {
+            self.lose(1);
+            return Offered::Lost;
+        }
+        if !self.f.backlog.is_empty() {
+            let due = self.f.last_try.is_none_or(|t| t.elapsed() >= RETRY_EVERY);
+            if due && self.retry() {
+                tracing::info!(sink = %self.name, "Sink writes again; the results kept were written.");
+            }
+            if !self.f.backlog.is_empty() {
+                self.keep(out.clone());
+                return Offered::Kept;
+            }
+        }
+        match self.write(out) {
+            Ok(()) => Offered::Written,
+            Err(e) => {
+                let first = self.f.error.is_none();
+                if first {
+                    self.f.error = Some(e.to_string());
+                }
+                match self.on_error {
+                    OnError::Stop => {
+                        self.lose(1);
+                        tracing::error!(sink = %self.name, error = %e, "Sink write failed; stopping the run (on_error = \"stop\"); results it receives from now on are counted lost.");
+                        Offered::Failed
+                    }
+                    OnError::Retry => {
+                        tracing::warn!(sink = %self.name, error = %e, "Sink write failed; keeping its results to retry (on_error = \"retry\").");
+                        self.f.last_try = Some(Instant::now());
+                        self.keep(out.clone());
+                        Offered::Kept
+                    }
+                }
+            }
+        }
+    }
+
+    /// Tries the results kept, oldest first; true when none is left.
+    fn retry(&mut self) -> bool {
+        self.f.last_try = Some(Instant::now());
+        while let Some(out) = self.f.backlog.pop_front() {
+            if self.write(&out).is_err() {
+                self.f.backlog.push_front(out);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn keep(&mut self, out: Output) {
+        if self.f.backlog.len() >= RETRY_BACKLOG {
+            self.f.backlog.pop_front();
+            self.lose(1);
+        }
+        self.f.backlog.push_back(out);
+    }
+
+    fn lose(&mut self, n: u64) {
+        self.f.lost += n;
+        self.f.lost_metric.increment(n);
+    }
+
+    /// At the end of the run: one last try of the results kept (`on_error = "retry"`), the
+    /// rest counted lost; then flushes.
+    ///
+    /// # Errors
+    /// The flush's error.
+    pub fn finish(&mut self) -> io::Result<()> {
+        if !self.f.backlog.is_empty() && !self.retry() {
+            let n = self.f.backlog.len() as u64;
+            self.f.backlog.clear();
+            self.lose(n);
+            tracing::error!(sink = %self.name, lost = n, "Sink still failing at the end; the results kept are lost.");
+        }
+        self.target.flush()
+    }
+
+    /// Results this sink will never write (counted: failed writes, results received after
+    /// it failed, results kept to retry beyond [`RETRY_BACKLOG`] or still not written at the
+    /// end).
+    #[must_use]
+    pub fn lost(&self) -> u64 {
+        self.f.lost
+    }
+
+    /// The sink's first write error, if a write failed.
+    #[must_use]
+    pub fn error(&self) -> Option<&str> {
+        self.f.error.as_deref()
+    }
+
+    /// The sink's failure policy.
+    #[must_use]
+    pub fn failure_policy(&self) -> OnError {
+        self.on_error
     }
 
     /// Whether this sink takes results of `stage`.

@@ -6,7 +6,10 @@
 //! (`synfire_messages_malformed_total`) and logged once per kind; gaps in the synfire format's
 //! sequence numbers count as dropped events (`reason="publisher_gap"`); a full ring under
 //! `drop_newest` counts `reason="ring_full"`. A publisher that restarts is picked up again:
-//! SUB sockets reconnect by themselves, and a new session id (synfire format) emits
+//! SUB sockets reconnect by themselves (and the source connects afresh when libzmq drops a
+//! publisher for a frame over [`REFUSE_FACTOR`] × `max_message_bytes`, which it would not); a lost connection is
+//! a [`Record::Disconnected`], a gap for the windows, counted in
+//! `synfire_publisher_disconnects_total` ([`Subscriber`]); a new session id (synfire format) emits
 //! [`Record::Restart`] so the windows start afresh; a jump back in time of more than
 //! `restart_gap_s` (Open Ephys) or ahead by more than `gap_s`, confirmed by `confirm_events`
 //! spikes, is judged by the window thread's event clock
@@ -187,71 +190,49 @@ impl SourceConfig for ZmqSourceConfig {
     fn open(&self, name: &str, ctx: &OpenContext<'_>) -> Result<Box<dyn Source>, OpenError> {
         let cfg = self.settings(name);
         let socket = open(&cfg, ctx.zmq).map_err(|e| OpenError(e.to_string()))?;
-        let monitor = monitor(&cfg, ctx.zmq, &socket).map_err(|e| OpenError(e.to_string()))?;
-        Ok(Box::new(OpenZmq {
-            cfg,
-            socket,
-            monitor: Some(monitor),
-        }))
+        Ok(Box::new(OpenZmq { cfg, socket }))
+    }
+}
+
+/// A connected (or bound) SUB socket, ready to receive, and the one monitor of its lost
+/// connections (`ZMQ_EVENT_DISCONNECTED`). [`run`] turns each into a [`Record::Disconnected`]
+/// (a `disconnected` gap for the windows), counts it in `synfire_publisher_disconnects_total`
+/// and, when the socket connects, connects afresh: libzmq reconnects by itself after a
+/// network error but not after dropping a publisher that sent a frame over
+/// `ZMQ_MAXMSGSIZE` ([`REFUSE_FACTOR`]), which would leave the source deaf for good.
+pub struct Subscriber {
+    socket: zmq::Socket,
+    /// A PAIR socket receiving `socket`'s `disconnected` events through `inproc://`.
+    monitor: zmq::Socket,
+}
+
+impl std::fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriber").finish_non_exhaustive()
     }
 }
 
 /// A connected (or bound) SUB socket, ready to receive.
 struct OpenZmq {
     cfg: ZmqSource,
-    socket: zmq::Socket,
-    /// The socket's monitor: its `disconnected` events.
-    monitor: Option<zmq::Socket>,
+    socket: Subscriber,
 }
 
 impl Source for OpenZmq {
     fn run(self: Box<Self>, ring: RingProducer) {
-        run_monitored(&self.cfg, &self.socket, self.monitor.as_ref(), ring);
+        run(&self.cfg, &self.socket, ring);
     }
 }
 
-/// A PAIR socket receiving `socket`'s `disconnected` events (a publisher whose connection
-/// was lost), through an `inproc://` endpoint of `ctx`.
-///
-/// # Errors
-/// [`ZmqError`] when the monitor cannot be set up.
-pub fn monitor(
-    cfg: &ZmqSource,
-    ctx: &zmq::Context,
-    socket: &zmq::Socket,
-) -> Result<zmq::Socket, ZmqError> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let err = |m: String| ZmqError {
-        source_name: cfg.name.clone(),
-        endpoint: cfg.endpoint.clone(),
-        message: m,
-    };
-    let at = format!(
-        "inproc://synfire-monitor-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    );
-    socket
-        .monitor(&at, zmq::SocketEvent::DISCONNECTED as i32)
-        .map_err(|e| err(format!("cannot monitor the socket: {e}")))?;
-    let m = ctx
-        .socket(zmq::PAIR)
-        .map_err(|e| err(format!("cannot create the monitor socket: {e}")))?;
-    m.connect(&at)
-        .map_err(|e| err(format!("cannot connect the monitor socket: {e}")))?;
-    Ok(m)
-}
-
-/// Whether `monitor` has reported a lost connection since the last call (never waits).
-fn disconnected(monitor: &zmq::Socket) -> bool {
-    let mut lost = false;
+/// How many lost connections `monitor` has reported since the last call (never waits).
+fn disconnections(monitor: &zmq::Socket) -> u64 {
+    let mut lost = 0;
     while let Ok(frames) = monitor.recv_multipart(zmq::DONTWAIT) {
         // Frame 0: the event (u16, little-endian) and its value (u32).
         if frames.first().and_then(|f| f.get(..2)).is_some_and(|e| {
-            i32::from(u16::from_le_bytes([e[0], e[1]])) == zmq::SocketEvent::DISCONNECTED as i32
+            u16::from_le_bytes([e[0], e[1]]) == zmq::SocketEvent::DISCONNECTED.to_raw()
         }) {
-            lost = true;
+            lost += 1;
         }
     }
     lost
@@ -303,12 +284,17 @@ pub struct ZmqError {
     pub message: String,
 }
 
+/// A frame over this many times a source's `max_message_bytes` is refused by libzmq while
+/// its header is read (`ZMQ_MAXMSGSIZE`), which drops the publisher's connection; smaller
+/// ones over `max_message_bytes` are received and counted as `oversized`.
+pub const REFUSE_FACTOR: usize = 4;
+
 /// Opens the SUB socket (so that errors such as a bad endpoint surface before any thread
 /// starts).
 ///
 /// # Errors
 /// [`ZmqError`] naming the endpoint.
-pub fn open(cfg: &ZmqSource, ctx: &zmq::Context) -> Result<zmq::Socket, ZmqError> {
+pub fn open(cfg: &ZmqSource, ctx: &zmq::Context) -> Result<Subscriber, ZmqError> {
     let err = |m: String| ZmqError {
         source_name: cfg.name.clone(),
         endpoint: cfg.endpoint.clone(),
@@ -317,12 +303,34 @@ pub fn open(cfg: &ZmqSource, ctx: &zmq::Context) -> Result<zmq::Socket, ZmqError
     let s = ctx
         .socket(zmq::SUB)
         .map_err(|e| err(format!("cannot create a SUB socket: {e}")))?;
+    // ZMQ_MAXMSGSIZE: libzmq refuses a larger frame while reading its header (and drops
+    // that peer), so an absurd frame never takes memory. It is set at
+    // [`REFUSE_FACTOR`] × `max_message_bytes`: a frame somewhat over the limit is received,
+    // counted `oversized` by the decoder, and costs no connection (nor the messages that
+    // follow it while the source connects again).
+    let max_bytes =
+        i64::try_from(cfg.max_message_bytes.saturating_mul(REFUSE_FACTOR)).unwrap_or(i64::MAX);
     s.set_rcvhwm(cfg.receive_hwm)
+        .and_then(|()| s.set_maxmsgsize(max_bytes))
         .and_then(|()| s.set_rcvtimeo(100))
         .and_then(|()| s.set_subscribe(b""))
         .and_then(|()| s.set_reconnect_ivl(100))
         .and_then(|()| s.set_reconnect_ivl_max(1000))
         .map_err(|e| err(format!("cannot set socket options: {e}")))?;
+    // The monitor is set up before the socket binds or connects, so that no lost
+    // connection goes unseen.
+    static MONITORS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let at = format!(
+        "inproc://synfire-monitor-{}-{}",
+        std::process::id(),
+        MONITORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let monitor = ctx
+        .socket(zmq::PAIR)
+        .map_err(|e| err(format!("cannot create a monitor socket: {e}")))?;
+    s.monitor(&at, zmq::SocketEvent::DISCONNECTED as i32)
+        .and_then(|()| monitor.connect(&at))
+        .map_err(|e| err(format!("cannot monitor the socket: {e}")))?;
     if cfg.bind {
         s.bind(&cfg.endpoint)
             .map_err(|e| err(format!("cannot bind: {e}")))?;
@@ -330,7 +338,26 @@ pub fn open(cfg: &ZmqSource, ctx: &zmq::Context) -> Result<zmq::Socket, ZmqError
         s.connect(&cfg.endpoint)
             .map_err(|e| err(format!("cannot connect: {e}")))?;
     }
-    Ok(s)
+    Ok(Subscriber { socket: s, monitor })
+}
+
+/// Connects `sub` afresh after `lost` dropped connections (a connecting socket only; a
+/// bound one waits for its publishers to connect again), counting them.
+fn reconnect_after(cfg: &ZmqSource, sub: &Subscriber, lost: u64, counted: &metrics::Counter) {
+    counted.increment(lost);
+    if cfg.bind {
+        return;
+    }
+    tracing::info!(
+        source = %cfg.name,
+        endpoint = %cfg.endpoint,
+        disconnects = lost,
+        "The publisher's connection dropped (it went away, or sent a frame over 4 × max_message_bytes); connecting afresh."
+    );
+    let _ = sub.socket.disconnect(&cfg.endpoint);
+    if let Err(e) = sub.socket.connect(&cfg.endpoint) {
+        tracing::error!(source = %cfg.name, error = %e, "Cannot connect again.");
+    }
 }
 
 /// Decoding state of one source: unit ids, sessions, sequence numbers, logged defects.
@@ -510,18 +537,13 @@ impl Decoder<'_> {
 
 /// Runs the source on the current thread until the publisher ends the stream (synfire format
 /// with `stop_on_end`) or shutdown is requested; always pushes a final [`Record::End`].
-pub fn run(cfg: &ZmqSource, socket: &zmq::Socket, ring: RingProducer) {
-    run_monitored(cfg, socket, None, ring);
-}
-
-/// [`run`], also pushing [`Record::Disconnected`] when `monitor` ([`monitor`]) reports a lost
-/// connection to the publisher.
-pub fn run_monitored(
-    cfg: &ZmqSource,
-    socket: &zmq::Socket,
-    monitor: Option<&zmq::Socket>,
-    mut ring: RingProducer,
-) {
+///
+/// A lost connection to the publisher ([`Subscriber`]) is pushed as [`Record::Disconnected`]
+/// after what arrived before it, counted in `synfire_publisher_disconnects_total`, and a
+/// connecting socket connects afresh.
+pub fn run(cfg: &ZmqSource, sub: &Subscriber, mut ring: RingProducer) {
+    let socket = &sub.socket;
+    let disconnects = crate::live::telemetry::publisher_disconnects(&cfg.name);
     let mut d = Decoder {
         cfg,
         units: HashMap::new(),
@@ -537,7 +559,8 @@ pub fn run_monitored(
         if ring.stopping() {
             break EndReason::Interrupted;
         }
-        if monitor.is_some_and(disconnected) {
+        let lost = disconnections(&sub.monitor);
+        if lost > 0 {
             // What arrived before the connection was lost comes first.
             let mut finished = false;
             while let Ok(frames) = socket.recv_multipart(zmq::DONTWAIT) {
@@ -551,6 +574,7 @@ pub fn run_monitored(
             }
             tracing::warn!(source = %cfg.name, "The publisher's connection was lost; the windows across the outage carry it as their gap.");
             ring.push(Record::Disconnected);
+            reconnect_after(cfg, sub, lost, &disconnects);
         }
         match socket.recv_multipart(0) {
             Ok(frames) => {

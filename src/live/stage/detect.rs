@@ -497,8 +497,10 @@ impl LiveDetector {
         self.detector.announce(id, name);
     }
 
-    /// One spike: detection, then TTL requests, then lines.
-    pub fn spike(&mut self, t_s: f64, unit: u32) {
+    /// One spike, which arrived at `arrived` (when the window thread took it from the source's
+    /// ring): detection, then TTL requests (aged from `arrived`, [`TtlSender::request`]), then
+    /// lines.
+    pub fn spike(&mut self, t_s: f64, unit: u32, arrived: Instant) {
         if let Some(slot) = &self.refresh
             && let Some(list) = slot.take()
         {
@@ -514,19 +516,19 @@ impl LiveDetector {
         if self.detector.stats().late > late {
             self.late.increment(1);
         }
-        self.emit();
+        self.emit(arrived);
     }
 
     /// A publisher restart: held events are decided, then every machine starts afresh.
     pub fn restart(&mut self) {
         self.detector.restart(&mut self.found);
-        self.emit();
+        self.emit(Instant::now());
     }
 
     /// The end of the input: held events are decided.
     pub fn finish(&mut self) {
         self.detector.flush(&mut self.found);
-        self.emit();
+        self.emit(Instant::now());
         let s = self.detector.stats();
         tracing::info!(
             stage = %self.name,
@@ -549,16 +551,18 @@ impl LiveDetector {
         self.detector.stats()
     }
 
-    fn emit(&mut self) {
+    /// Reports what was found on the arrival of the spike that decided it (`arrived`: a TTL
+    /// request's age counts from there).
+    fn emit(&mut self, arrived: Instant) {
         if self.found.is_empty() {
             return;
         }
-        let detected_at = Instant::now();
         for _ in &self.found {
             for t in &self.ttl {
-                t.request(detected_at);
+                t.request(arrived);
             }
         }
+        let detected_at = Instant::now();
         let unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
@@ -594,8 +598,8 @@ impl SpikeStage for LiveDetector {
     fn announce(&mut self, id: u32, name: Arc<str>) {
         LiveDetector::announce(self, id, name);
     }
-    fn spike(&mut self, t_s: f64, unit: u32) {
-        LiveDetector::spike(self, t_s, unit);
+    fn spike(&mut self, t_s: f64, unit: u32, arrived: Instant) {
+        LiveDetector::spike(self, t_s, unit, arrived);
     }
     fn restart(&mut self) {
         LiveDetector::restart(self);

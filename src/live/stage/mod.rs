@@ -238,8 +238,9 @@ pub struct BuiltSpikeStage {
 pub trait SpikeStage: Send {
     /// Names a unit (a source's `Record::Unit`).
     fn announce(&mut self, id: u32, name: Arc<str>);
-    /// One spike, seconds and unit id.
-    fn spike(&mut self, t_s: f64, unit: u32);
+    /// One spike, seconds and unit id; `arrived` is when the window thread took it from the
+    /// source's ring (where a closed loop's latency and a TTL pulse's age start).
+    fn spike(&mut self, t_s: f64, unit: u32, arrived: std::time::Instant);
     /// A publisher restart.
     fn restart(&mut self);
     /// The end of the input.

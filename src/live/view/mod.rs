@@ -82,13 +82,15 @@ pub enum ViewError {
 }
 
 /// Where and what the view serves.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ViewOptions {
     /// The address to serve on (`127.0.0.1:8080`; port 0: any free port,
     /// [`View::local_addr`]).
     pub addr: SocketAddr,
     /// Seconds of each raster (the last `span_s` seconds of the source's clock).
     pub span_s: f64,
+    /// Who may read it ([`server::Guard`]: loopback host names by default, no token).
+    pub guard: server::Guard,
 }
 
 /// The view's counters at the end of a run.
@@ -268,10 +270,11 @@ impl View {
 
         let (shutdown, shutdown_rx) = tokio::sync::oneshot::channel();
         let server_shared = shared.clone();
+        let guard = options.guard.clone();
         let server = std::thread::Builder::new()
             .name("synfire:view".into())
             .spawn(move || {
-                runtime.block_on(server::serve(listener, server_shared, shutdown_rx));
+                runtime.block_on(server::serve(listener, server_shared, guard, shutdown_rx));
             })
             .map_err(start_err("its server thread"))?;
         let feed_shared = shared.clone();
@@ -420,7 +423,21 @@ pub fn start_for(
     let span_s = span_s
         .or(config.pipeline.ui_span_s)
         .unwrap_or(DEFAULT_SPAN_S);
-    View::start(&ViewOptions { addr, span_s }, config).map(Some)
+    crate::live::exposure::warn_if_exposed("The live view", addr);
+    let guard = server::Guard {
+        hosts: config.pipeline.ui_hosts.clone().unwrap_or_default(),
+        token: config.pipeline.ui_token.clone(),
+        refused: Arc::default(),
+    };
+    View::start(
+        &ViewOptions {
+            addr,
+            span_s,
+            guard,
+        },
+        config,
+    )
+    .map(Some)
 }
 
 /// The feed thread: every [`TICK`], drains the queues (never parked on them, so an offer

@@ -7,9 +7,11 @@
 //! browser, a slow link) loses frames and is sent a fresh snapshot (counted in
 //! [`ViewCounters::resyncs`]). Nothing here ever waits on the pipeline, and the pipeline never
 //! waits on it: the feed thread publishes with a non-blocking broadcast.
+//!
+//! Every request passes the [`Guard`] first (`Host`, `Origin`, the optional token), and the
+//! connections are bounded, as [`crate::live::exposure`] says (at most [`exposure::MAX_CONNECTIONS`]).
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -19,11 +21,12 @@ use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use tokio::sync::broadcast;
 
 use super::feed::{FeedState, ViewCounters};
+use crate::live::exposure;
+pub use crate::live::exposure::Guard;
 
 /// Frames a slow client may fall behind by before it is sent a fresh snapshot.
 pub const FRAMES: usize = 64;
@@ -69,7 +72,11 @@ fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) 
     r
 }
 
-fn handle(req: &Request<Incoming>, shared: &Arc<Shared>) -> Response<Body> {
+fn handle(req: &Request<Incoming>, shared: &Arc<Shared>, guard: &Guard) -> Response<Body> {
+    if let Some(why) = guard.check(req) {
+        guard.refused.fetch_add(1, Ordering::Relaxed);
+        return full(StatusCode::FORBIDDEN, "text/plain; charset=utf-8", why);
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return full(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -143,45 +150,21 @@ fn events(shared: Arc<Shared>) -> Response<Body> {
     r
 }
 
-/// Serves `listener` until `shutdown` fires (or its sender is dropped).
+/// Serves `listener` until `shutdown` fires (or its sender is dropped), each request through
+/// `guard` ([`exposure::serve`]: bounded connections).
 pub async fn serve(
     listener: std::net::TcpListener,
     shared: Arc<Shared>,
+    guard: Guard,
     mut shutdown: tokio::sync::oneshot::Receiver<()>,
 ) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!(error = %e, "Live view: cannot serve on its socket.");
-            return;
-        }
-    };
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => {
-                let (stream, peer): (tokio::net::TcpStream, SocketAddr) = match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "Live view: accept failed.");
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                        let r = handle(&req, &shared);
-                        async move { Ok::<_, Infallible>(r) }
-                    });
-                    if let Err(e) = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await
-                    {
-                        tracing::debug!(%peer, error = %e, "Live view: connection ended.");
-                    }
-                });
-            }
-        }
-    }
+    exposure::serve(
+        listener,
+        "Live view",
+        async move {
+            let _ = (&mut shutdown).await;
+        },
+        move |req: &Request<Incoming>| handle(req, &shared, &guard),
+    )
+    .await;
 }
