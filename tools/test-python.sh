@@ -21,7 +21,7 @@ fi
   'mypy>=1.18,<3' 'nwbinspector>=0.7,<0.8'
 # This package was distributed as `synfire` before ADR 0005 (now `synfire-mining`); a venv
 # that still holds that install would keep its files and make the package warn of a clash.
-if "$venv/bin/python" -m pip show synfire 2>/dev/null | grep -q '^Summary: Frequent serial episodes'; then
+if "$venv/bin/python" -m pip show synfire 2>/dev/null | grep '^Summary: Frequent serial episodes' >/dev/null; then
   "$venv/bin/python" -m pip uninstall --quiet --yes synfire >&2
 fi
 # The extension, built in release mode into the venv (cargo's target/ shared with the tests).

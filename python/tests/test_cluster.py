@@ -157,7 +157,8 @@ def test_a_killed_worker_is_restarted_and_its_session_retried_written_once(synth
     cli = subprocess.run([BIN, "mine", str(synthetic[0]), "--format", "json", "-q",
                           "--intervals", "(0,0.005],(0.005,0.010]", "--min-count", "200",
                           "--max-level", "3", "--device", "cpu", "--surrogates",
-                          "dither:0.015", "--n-surrogates", "29", "--seed", "3"],
+                          "dither:0.015", "--n-surrogates", "29", "--seed", "3",
+                          "--correction", "max-t"],
                          check=True, capture_output=True, text=True)
     written = json.loads((tmp_path / "killed.synfire.json").read_text())
     assert timeless(written) == timeless(json.loads(cli.stdout))
@@ -236,7 +237,7 @@ def test_synfire_batch_runs_the_sessions_file_on_an_existing_cluster(workers, tm
     run = subprocess.run(
         [BIN, "batch", str(listing), "--intervals", "(0,0.005],(0.005,0.010]", "--min-count",
          "200", "--max-level", "3", "--device", "cpu", "--surrogates", "dither:0.015",
-         "--n-surrogates", "9", "--seed", "3", "--cluster", address, "--workers", "1", "--cpus-per-worker", "1",
+         "--n-surrogates", "9", "--seed", "3", "--correction", "max-t", "--cluster", address, "--workers", "1", "--cpus-per-worker", "1",
          "--output-dir", str(out), "--python", sys.executable, "--quiet"],
         capture_output=True, text=True, timeout=TIMEOUT_S)
     assert run.returncode == 1, run.stderr

@@ -31,7 +31,7 @@ def test_results_in_a_copy_of_the_input_nwb_legacy_layout(tmp_path):
     doc = _mine(A2929, out, "--intervals", "(0.01,0.02],[0,0.002]", "--max-level", "3",
                 "--support", "0.1", "--support-per", "seconds", "--unit-label", "location",
                 "--epochs", "wake", "--surrogates", "dither:0.015", "--n-surrogates", "19",
-                "--nwb-layout", "legacy")
+                "--correction", "max-t", "--nwb-layout", "legacy")
     listed = [e for e in doc["episodes"] if len(e["labels"]) >= 2]
     assert len(listed) > 10
     with pynwb.NWBHDF5IO(str(out), "r") as io:
@@ -69,7 +69,7 @@ def test_sample_split_test_counts_in_the_nwb(tmp_path):
     out = tmp_path / "split.nwb"
     doc = _mine(A2929, out, "--intervals", "0-0.005,0.005-0.010", "--max-level", "3",
                 "--min-count", "300", "--surrogates", "dither:0.01", "--n-surrogates", "9",
-                "--sample-split", "0.5", "--test-top", "10")
+                "--sample-split", "0.5", "--test-top", "10", "--correction", "max-t")
     listed = [e for e in doc["episodes"] if len(e["labels"]) >= 2]
     with pynwb.NWBHDF5IO(str(out), "r") as io:
         episodes = io.read().processing["synfire"]["episodes"].to_dataframe()
@@ -99,7 +99,7 @@ def test_results_in_a_new_nwb_for_a_kilosort_folder(tmp_path):
 
 EVENTS_ARGS = ("--intervals", "(0.01,0.02],[0,0.002]", "--max-level", "3", "--support", "0.1",
                "--support-per", "seconds", "--unit-label", "location", "--epochs", "wake",
-               "--surrogates", "dither:0.015", "--n-surrogates", "19")
+               "--surrogates", "dither:0.015", "--n-surrogates", "19", "--correction", "max-t")
 
 
 def test_events_layout_one_events_table_per_episode(tmp_path):
