@@ -116,7 +116,7 @@ use rayon::prelude::*;
 
 use super::engine::Engine;
 use super::error::SignificanceError;
-use super::sample_split::{SCREEN_SURROGATES, max_t, parts};
+use super::sample_split::{SCREEN_SURROGATES, max_t, parts, surrogate_counts};
 use super::surrogate::{SurrogateMethod, Surrogates};
 use super::testing::{
     Correction, EpisodeTest, GuidedLevel, Key, SignificanceConfig, SignificanceResult,
@@ -526,20 +526,7 @@ pub(crate) fn run(
     levels[0].alpha = alpha_2;
     let pair_b = engine.count(&test, &f2)?;
     let maker = Arc::new(Surrogates::new(&test, sig.method.clone(), sig.seed, None)?);
-    let per_surrogate: Vec<Vec<u32>> =
-        engine.map_surrogates(0..sig.n_surrogates as u64, |s| {
-            engine
-                .count_surrogate(&test, &maker, s, &f2)?
-                .into_iter()
-                .map(|c| {
-                    u32::try_from(c).map_err(|_| {
-                        SignificanceError::Config(format!(
-                            "a count of {c} in surrogate {s} is beyond what guided mining holds (2³² − 1)"
-                        ))
-                    })
-                })
-                .collect()
-        })?;
+    let per_surrogate = surrogate_counts(engine, &test, &maker, sig.n_surrogates, &f2)?;
     let (mut tests, surrogate_max) = max_t(&f2, &pair_b, &per_surrogate, alpha_2);
     let scale = alpha / alpha_2;
     let mut adjusted: HashMap<Key, (f64, bool)> = HashMap::new();

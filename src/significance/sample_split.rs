@@ -214,20 +214,7 @@ pub(crate) fn run(
     let list: Vec<Episode> = family.iter().map(|(e, _)| e.clone()).collect();
     let recording = engine.count(&test, &list)?;
     let maker = std::sync::Arc::new(Surrogates::new(&test, sig.method.clone(), sig.seed, None)?);
-    let per_surrogate: Vec<Vec<u32>> =
-        engine.map_surrogates(0..sig.n_surrogates as u64, |s| {
-            engine
-                .count_surrogate(&test, &maker, s, &list)?
-                .into_iter()
-                .map(|c| {
-                    u32::try_from(c).map_err(|_| {
-                        SignificanceError::Config(format!(
-                            "a count of {c} in surrogate {s} is beyond what sample splitting holds (2³² − 1)"
-                        ))
-                    })
-                })
-                .collect()
-        })?;
+    let per_surrogate = surrogate_counts(engine, &test, &maker, sig.n_surrogates, &list)?;
     let (tests, surrogate_max) = max_t(&list, &recording, &per_surrogate, sig.alpha);
 
     let mut warnings: Vec<String> = too_few_for_alpha(sig.n_surrogates, sig.alpha)
@@ -282,6 +269,33 @@ pub(crate) fn run(
         result.tests.retain(|t| t.stats.significant);
     }
     Ok(result)
+}
+
+/// The counts of a fixed family `list` in surrogates `0..n` of `part` (shape `[n][list]`),
+/// held as `u32` (the family's counts in every surrogate stay in memory until the end).
+///
+/// # Errors
+/// [`SignificanceError::Config`] for a count beyond 2³² − 1; surrogate and counting errors.
+pub(crate) fn surrogate_counts(
+    engine: &Engine<'_>,
+    part: &EventStream,
+    maker: &std::sync::Arc<Surrogates>,
+    n: usize,
+    list: &[Episode],
+) -> Result<Vec<Vec<u32>>, SignificanceError> {
+    engine.map_surrogates(0..n as u64, |s| {
+        engine
+            .count_surrogate(part, maker, s, list)?
+            .into_iter()
+            .map(|c| {
+                u32::try_from(c).map_err(|_| {
+                    SignificanceError::Config(format!(
+                        "a count of {c} in surrogate {s} is beyond what a fixed family's test holds (2³² − 1)"
+                    ))
+                })
+            })
+            .collect()
+    })
 }
 
 /// The single-step max-t test of a fixed family (module documentation, step 3): `episodes`
