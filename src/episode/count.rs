@@ -172,7 +172,7 @@ impl Merged {
 
     /// Merges sorted trains, one per slot (at most [`MAX_EPISODE_LEN`]), in time order with
     /// equal times in slot order: with the slots in ascending type order this is the order of
-    /// an [`EventStream`](crate::event::EventStream) (equal times in type order), so
+    /// an [`EventStream`] (equal times in type order), so
     /// [`count_exact_merged`] over it equals [`count_exact`] over a stream of these trains.
     /// Used to count an episode in a hybrid of trains without building a stream.
     ///
