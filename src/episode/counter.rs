@@ -11,6 +11,7 @@ use crate::episode::count::count_exact_merged;
 use crate::episode::count::{Merged, TypeIndex, count_pair, count_preelim_merged, distinct_types};
 use crate::episode::ends::{Ends, EndsPath, count_by_ends};
 use crate::episode::model::Episode;
+use crate::episode::pairs::{PairQuery, count_pairs};
 use crate::event::EventStream;
 
 /// Which counting algorithm to run on a batch of candidates.
@@ -268,30 +269,47 @@ impl Counter for CpuCounter {
     }
 
     fn count(&self, kind: CountKind, candidates: &[Episode]) -> Result<Vec<u64>, CountError> {
-        if kind == CountKind::Exact {
-            return Ok(self.count_exact_by_ends(candidates));
-        }
-        let f = count_preelim_merged;
-        // Two distinct types: the merge-free pair count (equal to the machines' counts).
+        // Two distinct types: the pair counts (`count_pairs`: one sweep per target type or
+        // the merge-free pair passes, equal to the machines' counts).
         let pair = |e: &Episode| e.len() == 2 && e.types()[0] != e.types()[1];
-        let mut out = vec![0u64; candidates.len()];
-        out.par_iter_mut()
-            .zip(candidates)
-            .filter(|(_, e)| pair(e))
-            .for_each(|(o, e)| {
+        let pairs: Vec<usize> = (0..candidates.len())
+            .filter(|&i| pair(&candidates[i]))
+            .collect();
+        let queries: Vec<PairQuery> = pairs
+            .iter()
+            .map(|&i| {
+                let e = &candidates[i];
                 let iv = e.intervals()[0];
                 let zero_fits = e.types()[0] < e.types()[1];
-                let low = match kind {
-                    CountKind::Exact => iv.low_by_time(zero_fits),
-                    CountKind::PreElim => iv.relaxed().low_by_time(zero_fits),
-                };
-                *o = count_pair(
-                    self.index.times(e.types()[0]),
-                    self.index.times(e.types()[1]),
-                    low,
-                    iv.high(),
-                );
-            });
+                PairQuery {
+                    a: e.types()[0],
+                    b: e.types()[1],
+                    low: match kind {
+                        CountKind::Exact => iv.low_by_time(zero_fits),
+                        CountKind::PreElim => iv.relaxed().low_by_time(zero_fits),
+                    },
+                    high: iv.high(),
+                }
+            })
+            .collect();
+        let mut out = vec![0u64; candidates.len()];
+        for (&i, c) in pairs.iter().zip(count_pairs(&self.index, &queries)) {
+            out[i] = c;
+        }
+        if kind == CountKind::Exact {
+            if pairs.len() == candidates.len() {
+                return Ok(out);
+            }
+            let rest: Vec<usize> = (0..candidates.len())
+                .filter(|&i| !pair(&candidates[i]))
+                .collect();
+            let others: Vec<Episode> = rest.iter().map(|&i| candidates[i].clone()).collect();
+            for (&i, c) in rest.iter().zip(self.count_exact_by_ends(&others)) {
+                out[i] = c;
+            }
+            return Ok(out);
+        }
+        let f = count_preelim_merged;
         let mut groups: HashMap<Vec<crate::event::EventType>, Vec<usize>> = HashMap::new();
         for (i, e) in candidates.iter().enumerate().filter(|(_, e)| !pair(e)) {
             let mut set = distinct_types(e);

@@ -42,6 +42,7 @@ pub mod model;
 pub mod mtpe;
 pub mod online;
 pub mod options;
+pub mod pairs;
 pub mod sanity;
 
 pub use count::{TypeIndex, count_exact, count_pair, count_preelim, occurrences};
