@@ -174,6 +174,21 @@ impl Ends {
         count
     }
 
+    /// [`Ends::count_extension`] with the appended type's events given as times `to`
+    /// (sorted), not read from an index: the count of `α·x` where `x`'s train is replaced,
+    /// e.g. by its surrogate (significance's hybrids). `from` are the times of `α`'s last
+    /// type (the ends index them), `gap` as [`Ends::extend_by_gap_into`] takes it (from the
+    /// types' ids, [`Interval::low_by_time`]). `O(|self| + |to|)` at most, no allocation.
+    #[must_use]
+    pub(crate) fn count_by_gap_times(&self, from: &[f64], gap: (f64, f64), to: &[f64]) -> u64 {
+        let mut count = 0u64;
+        self.sweep_times(from, gap, to, |_, _, _| {
+            count += 1;
+            true
+        });
+        count
+    }
+
     /// The extension's sweep (module documentation): calls `on_end(j, t, start)` for each
     /// event `j` of `x` (at time `t`, seconds) that ends an occurrence of `α·x`, in stream
     /// order, with the latest start of those occurrences. When `on_end` returns true (the
@@ -186,13 +201,27 @@ impl Ends {
         last: EventType,
         (low, high): (f64, f64),
         x: EventType,
-        mut on_end: impl FnMut(usize, f64, f64) -> bool,
+        on_end: impl FnMut(usize, f64, f64) -> bool,
     ) {
         if self.is_empty() || x.index() >= index.num_types() || last.index() >= index.num_types() {
             return;
         }
-        let from = index.times(last);
-        let to = index.times(x);
+        self.sweep_times(index.times(last), (low, high), index.times(x), on_end);
+    }
+
+    /// [`Ends::sweep`] over the last type's times `from` (those the ends index) and the
+    /// appended type's times `to`.
+    #[inline]
+    fn sweep_times(
+        &self,
+        from: &[f64],
+        (low, high): (f64, f64),
+        to: &[f64],
+        mut on_end: impl FnMut(usize, f64, f64) -> bool,
+    ) {
+        if self.is_empty() {
+            return;
+        }
         let t_end = |i: usize| from[self.index[i] as usize];
         let starts = &self.latest_start;
         // Window of ends for the current y: [lo, hi), with y − t(e) ≤ high from lo on and

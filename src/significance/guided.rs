@@ -122,7 +122,8 @@ use super::testing::{
     Correction, EpisodeTest, GuidedLevel, Key, SignificanceConfig, SignificanceResult,
     SplitSummary, Sums, check_fraction, key, surrogate_moments, too_few_for_alpha,
 };
-use crate::episode::count::{Merged, count_exact_merged, distinct_types};
+use crate::episode::count::{Merged, TypeIndex, count_exact_merged, distinct_types};
+use crate::episode::ends::{Ends, gap_of};
 use crate::episode::{Episode, FrequentEpisode, MinerConfig, MiningResult, Threshold};
 use crate::event::{EventStream, EventType};
 
@@ -190,34 +191,56 @@ impl Tally {
     }
 }
 
-/// One part of the recording as per-unit sorted trains (shape `[units][spikes]`).
-fn trains_of(x: &EventStream) -> Vec<Vec<f64>> {
-    let mut out = vec![Vec::new(); x.alphabet().len()];
-    for (t, ty) in x.iter() {
-        out[ty.index()].push(t);
-    }
-    out
+/// How one hypothesis is counted in a hybrid: a unit added at the end from its parent's
+/// occurrence ends ([`Ends::count_by_gap_times`]: the parent's units keep their trains, so
+/// its ends are built once), a unit added at the start by merging its units' trains and
+/// running the exact machine ([`Merged::from_trains`], [`count_exact_merged`]).
+enum HybridCount<'a> {
+    /// `parent · added`: the parent's ends, its last type's times, the new gap.
+    Suffix {
+        ends: &'a Ends,
+        last_times: &'a [f64],
+        gap: (f64, f64),
+    },
+    /// `added · parent`: the hypothesis's units in ascending type order (the order of ties
+    /// in a stream).
+    Merged { set: Vec<EventType> },
 }
 
-/// The counts of `hyps` (all adding unit `added`) in the hybrids `js` of a part: each
-/// hypothesis's units' trains in the part, with `added`'s replaced by its surrogate `j` (one
-/// surrogate train per `j`, shared by the group), merged and counted without building a
-/// stream ([`Merged::from_trains`]). Returns per hypothesis its tally.
+/// The counts of `hyps` (all adding unit `added`) in the hybrids `js` of a part (`index`):
+/// each hypothesis's units' trains in the part, with `added`'s replaced by its surrogate `j`
+/// (one surrogate train per `j`, shared by the group), counted without building a stream
+/// ([`HybridCount`]; both ways equal [`count_exact`](crate::episode::count_exact) over the
+/// hybrid's stream). `ends` holds the ends of every parent of a unit added at the end.
+/// Returns per hypothesis its tally.
 fn hybrid_group(
-    trains: &[Vec<f64>],
+    index: &TypeIndex,
+    ends: &HashMap<Key, Ends>,
     maker: &Surrogates,
     added: EventType,
     hyps: &[&Episode],
     observed: &[u64],
     js: Range<u64>,
 ) -> Vec<Tally> {
-    // Each hypothesis's units in ascending type order (the order of ties in a stream).
-    let sets: Vec<Vec<EventType>> = hyps
+    let how: Vec<HybridCount<'_>> = hyps
         .iter()
         .map(|e| {
-            let mut set = distinct_types(e);
-            set.sort_unstable();
-            set
+            let n = e.len();
+            match ends.get(&key(&prefix_of(e))) {
+                Some(ends) if e.types()[n - 1] == added => {
+                    let last = e.types()[n - 2];
+                    HybridCount::Suffix {
+                        ends,
+                        last_times: index.times(last),
+                        gap: gap_of(e.intervals()[n - 2], last, added),
+                    }
+                }
+                _ => {
+                    let mut set = distinct_types(e);
+                    set.sort_unstable();
+                    HybridCount::Merged { set }
+                }
+            }
         })
         .collect();
     js.into_par_iter()
@@ -225,19 +248,27 @@ fn hybrid_group(
             || vec![Tally::default(); hyps.len()],
             |mut acc, j| {
                 let surrogate = maker.unit_train(j, added.index());
-                for (((e, set), t), &o) in hyps.iter().zip(&sets).zip(acc.iter_mut()).zip(observed)
-                {
-                    let parts: Vec<&[f64]> = set
-                        .iter()
-                        .map(|&u| {
-                            if u == added {
-                                surrogate.as_slice()
-                            } else {
-                                trains[u.index()].as_slice()
-                            }
-                        })
-                        .collect();
-                    let c = count_exact_merged(&Merged::from_trains(&parts), set, e);
+                for (((e, how), t), &o) in hyps.iter().zip(&how).zip(acc.iter_mut()).zip(observed) {
+                    let c = match how {
+                        HybridCount::Suffix {
+                            ends,
+                            last_times,
+                            gap,
+                        } => ends.count_by_gap_times(last_times, *gap, &surrogate),
+                        HybridCount::Merged { set } => {
+                            let parts: Vec<&[f64]> = set
+                                .iter()
+                                .map(|&u| {
+                                    if u == added {
+                                        surrogate.as_slice()
+                                    } else {
+                                        index.times(u)
+                                    }
+                                })
+                                .collect();
+                            count_exact_merged(&Merged::from_trains(&parts), set, e)
+                        }
+                    };
                     t.add(c, o);
                 }
                 acc
@@ -254,15 +285,33 @@ fn hybrid_group(
         )
 }
 
-/// The tallies of `hyps` over the hybrids `js` (grouped by added unit).
+/// An episode without its last node.
+fn prefix_of(e: &Episode) -> Episode {
+    let n = e.len();
+    Episode::new(e.types()[..n - 1].to_vec(), e.intervals()[..n - 2].to_vec())
+}
+
+/// The tallies of `hyps` over the hybrids `js` of a part (`index`), grouped by added unit.
 fn hybrid_tallies(
     engine: &Engine<'_>,
-    trains: &[Vec<f64>],
+    index: &TypeIndex,
     maker: &Surrogates,
     hyps: &[&Extension],
     observed: &[u64],
     js: Range<u64>,
 ) -> Result<Vec<Tally>, SignificanceError> {
+    // The ends of every parent that has a unit added at the end (its trains are the part's).
+    let mut ends: HashMap<Key, Ends> = HashMap::new();
+    for h in hyps {
+        let e = &h.episode;
+        if e.types()[e.len() - 1] == h.added {
+            let parent = prefix_of(e);
+            let k = key(&parent);
+            if !ends.contains_key(&k) {
+                ends.insert(k, Ends::of(index, &parent));
+            }
+        }
+    }
     let mut groups: HashMap<EventType, Vec<usize>> = HashMap::new();
     for (i, h) in hyps.iter().enumerate() {
         groups.entry(h.added).or_default().push(i);
@@ -274,7 +323,7 @@ fn hybrid_tallies(
         engine.check_cancel()?;
         let eps: Vec<&Episode> = members.iter().map(|&i| &hyps[i].episode).collect();
         let obs: Vec<u64> = members.iter().map(|&i| observed[i]).collect();
-        let tallies = hybrid_group(trains, maker, added, &eps, &obs, js.clone());
+        let tallies = hybrid_group(index, &ends, maker, added, &eps, &obs, js.clone());
         for (&i, t) in members.iter().zip(&tallies) {
             out[i].merge(t);
         }
@@ -455,7 +504,7 @@ pub(crate) fn run(
     }];
 
     // Selection: extensions, level by level, against hybrids of A.
-    let sel_trains = trains_of(&sel);
+    let sel_index = TypeIndex::new(&sel);
     let mut families: Vec<Vec<Extension>> = Vec::new();
     let mut parents: Vec<Episode> = f2.clone();
     for level in 3..=max_level {
@@ -470,7 +519,7 @@ pub(crate) fn run(
         let obs: Vec<u64> = frequent.iter().map(|&i| counts[i]).collect();
         let tallies = hybrid_tallies(
             engine,
-            &sel_trains,
+            &sel_index,
             &screen,
             &hyps,
             &obs,
@@ -548,7 +597,7 @@ pub(crate) fn run(
     );
 
     // Test: extensions against hybrids of B, level by level (gatekeeping needs the parents').
-    let test_trains = trains_of(&test);
+    let test_index = TypeIndex::new(&test);
     let mut warnings: Vec<String> = too_few_for_alpha(sig.n_surrogates, alpha_2)
         .into_iter()
         .collect();
@@ -578,7 +627,7 @@ pub(crate) fn run(
         let all: Vec<&Extension> = fam.iter().collect();
         let mut tally = hybrid_tallies(
             engine,
-            &test_trains,
+            &test_index,
             &maker,
             &all,
             &obs,
@@ -600,7 +649,7 @@ pub(crate) fn run(
             let to = (done + ROUND.max(done)).min(s_k as u64);
             let hyps: Vec<&Extension> = going.iter().map(|&i| &fam[i]).collect();
             let o: Vec<u64> = going.iter().map(|&i| obs[i]).collect();
-            let more = hybrid_tallies(engine, &test_trains, &maker, &hyps, &o, done..to)?;
+            let more = hybrid_tallies(engine, &test_index, &maker, &hyps, &o, done..to)?;
             for (&i, t) in going.iter().zip(&more) {
                 tally[i].merge(t);
             }
@@ -735,6 +784,68 @@ mod tests {
         assert_eq!(got[0].added, EventType(3));
         assert_eq!(got[1].added, EventType(0));
         assert!(got.iter().all(|h| h.parent == key(&parent)));
+    }
+
+    /// A unit added at the end is counted in the hybrids from its parent's ends; the same
+    /// tallies as merging the trains and running the exact machine (the path a unit added at
+    /// the start takes), on a stream with ties and zero delays (a closed interval at 0).
+    #[test]
+    fn hybrid_counts_from_the_parents_ends_equal_the_merged_machines() {
+        use crate::event::{Alphabet, Ordering};
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut events: Vec<(f64, u32)> = Vec::new();
+        for _ in 0..3000 {
+            let t = f64::from(rng.random_range(0..40_000u32)) * 0.0005;
+            let u = rng.random_range(0..4u32);
+            events.push((t, u));
+            if u == 0 && rng.random_bool(0.5) {
+                events.push((t + 0.002, 1));
+                events.push((t + 0.004, 2));
+            }
+        }
+        let alphabet = Alphabet::from_labels(["a", "b", "c", "d"]).unwrap();
+        let stream = EventStream::new(
+            events.iter().map(|e| e.0).collect(),
+            events.iter().map(|e| EventType(e.1)).collect(),
+            alphabet,
+            Ordering::SortIfNeeded,
+        )
+        .unwrap();
+        let index = TypeIndex::new(&stream);
+        let method: SurrogateMethod = "dither:0.003".parse().unwrap();
+        let maker = Surrogates::new(&stream, method, 3, None).unwrap();
+        let closed = Interval::closed(0.0, 0.003).unwrap();
+        let open = Interval::new(0.0, 0.005).unwrap();
+        for (types, ivs) in [
+            (vec![0u32, 1, 2], vec![open, open]),
+            (vec![0, 1, 3], vec![open, closed]),
+            (vec![1, 0, 2, 3], vec![closed, open, closed]),
+        ] {
+            let e = Episode::new(types.iter().map(|&t| EventType(t)).collect(), ivs);
+            let added = e.types()[e.len() - 1];
+            let observed = crate::episode::count_exact(&index, &e);
+            let parent = prefix_of(&e);
+            let mut ends = HashMap::new();
+            ends.insert(key(&parent), Ends::of(&index, &parent));
+            let by_ends = hybrid_group(&index, &ends, &maker, added, &[&e], &[observed], 0..20);
+            let merged = hybrid_group(
+                &index,
+                &HashMap::new(),
+                &maker,
+                added,
+                &[&e],
+                &[observed],
+                0..20,
+            );
+            let (x, y) = (&by_ends[0], &merged[0]);
+            assert_eq!(
+                (x.n, x.sum, x.sumsq, x.exceed),
+                (y.n, y.sum, y.sumsq, y.exceed),
+                "{e:?}"
+            );
+            assert!(x.sum > 0, "the hybrids hold occurrences of {e:?}");
+        }
     }
 
     #[test]

@@ -40,6 +40,28 @@ pub struct BenchSessionArgs {
     mining: MiningArgs,
     #[command(flatten)]
     significance: SignificanceArgs,
+    /// Instead of the whole session, time the live episodes stage (`synfire run`'s
+    /// `[stages.<name>] kind = "episodes"` with these mining and significance options) on
+    /// this many sliding windows of the session, one after another: per-window compute
+    /// seconds (p50, p99, max) against the hop, the real-time budget.
+    #[arg(long, value_name = "N")]
+    live_windows: Option<usize>,
+    /// Window length for `--live-windows`, seconds.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 60.0,
+        requires = "live_windows"
+    )]
+    window_s: f64,
+    /// Hop between windows for `--live-windows`, seconds.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 1.0,
+        requires = "live_windows"
+    )]
+    hop_s: f64,
     #[command(flatten)]
     output: OutputArg,
 }
@@ -202,6 +224,16 @@ pub fn run(args: &BenchSessionArgs) -> Result<()> {
         rayon::current_num_threads(),
     )?;
     writeln!(out)?;
+    if let Some(n) = args.live_windows {
+        return live_windows(
+            &mut out,
+            &stream,
+            (n, args.window_s, args.hop_s),
+            &config,
+            &sig,
+            (options.device, &settings),
+        );
+    }
     writeln!(
         out,
         "| units | seconds | spikes | procedure | S | wall s | peak RSS MiB | listed | significant | chains found whole | false-looking |"
@@ -239,6 +271,114 @@ pub fn run(args: &BenchSessionArgs) -> Result<()> {
         v.found_whole,
         params.chains.len(),
         v.false_looking
+    )?;
+    out.flush()?;
+    Ok(())
+}
+
+/// `--live-windows`: `n` windows of `window_s` every `hop_s` seconds from the session's
+/// start, each processed by an episodes stage as `synfire run` builds it (mining `config`,
+/// testing with `sig`, on `device`), one after another; prints one row with the per-window
+/// compute seconds (p50, p99, max), the hop, and whether p99 stays within it (real time).
+fn live_windows(
+    out: &mut impl Write,
+    stream: &EventStream,
+    (n, window_s, hop_s): (usize, f64, f64),
+    config: &MinerConfig,
+    sig: &SignificanceConfig,
+    (device, settings): (DeviceChoice, &GpuSettings),
+) -> Result<()> {
+    use std::sync::Arc;
+    use synfire::live::stage::Stage;
+    use synfire::live::stage::episodes::EpisodeStage;
+    use synfire::live::window::{Window, WindowData};
+
+    anyhow::ensure!(
+        window_s > 0.0 && hop_s > 0.0 && window_s.is_finite() && hop_s.is_finite(),
+        "`--window-s {window_s}` and `--hop-s {hop_s}` must be positive seconds"
+    );
+    anyhow::ensure!(n > 0, "`--live-windows 0`: no window to time");
+    let last_end = (n - 1) as f64 * hop_s + window_s;
+    anyhow::ensure!(
+        last_end <= stream.end(),
+        "`--live-windows {n}` windows of {window_s} s every {hop_s} s end at {last_end} s, after the session's end ({} s): fewer windows or a longer `--seconds`",
+        stream.end()
+    );
+    let mut stage = EpisodeStage::new(config.clone(), device, settings.clone())
+        .context("the episodes stage")?
+        .with_significance(sig.clone());
+    let names: Arc<[Arc<str>]> = stream
+        .alphabet()
+        .labels()
+        .iter()
+        .map(|l| Arc::from(l.as_str()))
+        .collect();
+    let (times, types) = (stream.times(), stream.types());
+    let mut seconds = Vec::with_capacity(n);
+    let (mut tested, mut significant, mut spikes) = (0usize, 0usize, 0usize);
+    for k in 0..n {
+        let (start_s, end_s) = (k as f64 * hop_s, k as f64 * hop_s + window_s);
+        let lo = times.partition_point(|&t| t < start_s);
+        let hi = times.partition_point(|&t| t < end_s);
+        spikes += hi - lo;
+        let window = Window {
+            window: Arc::from("bench"),
+            source: Arc::from("session"),
+            index: k as u64,
+            start_s,
+            end_s,
+            complete: true,
+            preview: false,
+            late: 0,
+            dropped: 0,
+            out_of_range: 0,
+            duplicate: 0,
+            gap: None,
+            epoch: 0,
+            run_id: Arc::from(""),
+            closed_at: Instant::now(),
+            data: WindowData::Spikes {
+                times: times[lo..hi].to_vec(),
+                units: types[lo..hi].iter().map(|t| t.0).collect(),
+                names: names.clone(),
+            },
+        };
+        let started = Instant::now();
+        let result = stage
+            .process(&window)
+            .with_context(|| format!("window {k} ({start_s}–{end_s} s)"))?;
+        seconds.push(started.elapsed().as_secs_f64());
+        if let Some(s) = &result.significance {
+            tested += s.tested;
+            significant += s.significant;
+        }
+    }
+    let mut sorted = seconds.clone();
+    sorted.sort_by(f64::total_cmp);
+    let q = |p: f64| sorted[((p * (n - 1) as f64).round() as usize).min(n - 1)];
+    let (p50, p99, max) = (q(0.5), q(0.99), sorted[n - 1]);
+    writeln!(
+        out,
+        "| units | window s | hop s | windows | spikes a window | procedure | S | p50 s | p99 s | max s | real time (p99 ≤ hop) | tested a window | significant a window | peak RSS MiB |"
+    )?;
+    writeln!(
+        out,
+        "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|"
+    )?;
+    let rss = peak_rss_bytes().map_or_else(
+        || "n/a".to_owned(),
+        |b| format!("{:.0}", b as f64 / 1048576.0),
+    );
+    writeln!(
+        out,
+        "| {} | {window_s} | {hop_s} | {n} | {:.0} | {} | {} | {p50:.3} | {p99:.3} | {max:.3} | {} | {:.1} | {:.1} | {rss} |",
+        stream.alphabet().len(),
+        spikes as f64 / n as f64,
+        sig.correction,
+        sig.n_surrogates,
+        if p99 <= hop_s { "yes" } else { "no" },
+        tested as f64 / n as f64,
+        significant as f64 / n as f64,
     )?;
     out.flush()?;
     Ok(())

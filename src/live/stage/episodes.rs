@@ -186,6 +186,17 @@ impl EpisodeStage {
         self
     }
 
+    /// What a window is mined with: the stage's configuration, or, for `guided`
+    /// significance, the same to two nodes only ([`SignificanceConfig::mining_config`]: the
+    /// longer episodes come from the guided search, and mining every frequent one of a dense
+    /// window is what it avoids).
+    fn mining_config(&self) -> MinerConfig {
+        match &self.significance {
+            Some(sig) => sig.mining_config(&self.config),
+            None => self.config.clone(),
+        }
+    }
+
     fn prepare_gpu(&mut self, stream: &EventStream) -> Result<(), StageError> {
         if let Some(gpu) = &mut self.gpu
             && let Err(e) = gpu.reload(stream)
@@ -222,8 +233,9 @@ impl Stage for EpisodeStage {
         let Ok(stream) = window_stream(window) else {
             return;
         };
+        let config = self.mining_config();
         let counter = self.chains.counter(&stream);
-        if mine_with(&stream, &self.config, &counter, &NoProgress).is_ok() {
+        if mine_with(&stream, &config, &counter, &NoProgress).is_ok() {
             counter.finish();
         }
     }
@@ -231,6 +243,7 @@ impl Stage for EpisodeStage {
     fn process(&mut self, window: &Window) -> Result<EpisodesResult, StageError> {
         let stream = window_stream(window)?;
         self.prepare_gpu(&stream)?;
+        let config = self.mining_config();
         let mut incremental = None;
         let counter: &dyn Counter = if let Some(g) = &self.gpu {
             g
@@ -238,7 +251,7 @@ impl Stage for EpisodeStage {
             incremental.insert(self.chains.counter(&stream))
         };
         let device = counter.name().to_owned();
-        let result = mine_with(&stream, &self.config, counter, &NoProgress)?;
+        let result = mine_with(&stream, &config, counter, &NoProgress)?;
         if let Some(counter) = incremental {
             counter.finish();
         }
