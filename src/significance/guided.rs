@@ -141,6 +141,13 @@ pub const SELECT_Z: f64 = 3.0;
 pub const MAX_EXTENSION_SURROGATES: usize = 100_000;
 
 /// Added to `--seed` for the screening's Philox key (the test's key is `--seed` itself).
+/// At most this many screened candidates a level per episode selected (`--test-top`): a
+/// level's frequent candidates in the selection part are ordered by their rate z and only
+/// the first `SCREEN_PER_SELECTED × test_top` are counted in the screen's surrogates (pairs)
+/// or hybrids (extensions), so the selection's cost is bounded by the family's size, not by
+/// the frequent candidates (millions at level 2 of a 1,000-unit hour).
+pub const SCREEN_PER_SELECTED: usize = 20;
+
 const SCREEN_SEED_OFFSET: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Hybrids counted per round after the first `S` (a round ends with the hypotheses that can
@@ -332,6 +339,33 @@ fn hybrid_tallies(
     Ok(out)
 }
 
+/// The rate z of a count `c` of an episode whose added unit fires at `rate_hz` (Hz) in the
+/// selection part, `parent` the parent's count there (for a pair: its first unit's spikes),
+/// `iv` the added unit's interval: `(c − n·p)/√(n·p·(1 − p))` (the denominator at least 1)
+/// with `n = parent` and `p = 1 − exp(−rate·w)`, `w` the interval's width, the probability
+/// that a Poisson train at that rate fires in the window after (or before) one occurrence
+/// of the parent. It only orders candidates for the screen of the selection part: the test
+/// part decides significance, so the selection may be any function of the selection part
+/// (module documentation, step 2).
+fn rate_z(c: u64, parent: u64, rate_hz: f64, iv: crate::episode::Interval) -> f64 {
+    let width = (iv.high() - iv.low().max(0.0)).max(0.0);
+    let p = -(-rate_hz * width).exp_m1();
+    let n = parent as f64;
+    (c as f64 - n * p) / (n * p * (1.0 - p)).sqrt().max(1.0)
+}
+
+/// The positions of the `n` largest `scores` (ties: the earlier), in ascending position
+/// order; all of them when there are at most `n`.
+fn by_rate_z(scores: &[f64], n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    if order.len() > n {
+        order.select_nth_unstable_by(n, |&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+        order.truncate(n);
+        order.sort_unstable();
+    }
+    order
+}
+
 /// The `n` largest of `scores` at or above [`SELECT_Z`] (ties: larger count, then order).
 fn top(scores: &[f64], counts: &[u64], n: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..scores.len())
@@ -460,11 +494,35 @@ pub(crate) fn run(
         None,
     )?);
     let pair_list: Vec<Episode> = pairs_a.iter().map(|(e, _)| e.clone()).collect();
-    let pair_counts: Vec<u64> = pairs_a.iter().map(|(_, c)| *c).collect();
+    let sel_index = TypeIndex::new(&sel);
+    let span_a = (split_s - stream.start()).max(f64::MIN_POSITIVE);
+    let rate_a = |u: EventType| sel_index.times(u).len() as f64 / span_a;
+    let cap = SCREEN_PER_SELECTED.saturating_mul(per_level);
+    // The pairs screened against surrogates: at most `cap`, by their rate z.
+    let screened_pairs = by_rate_z(
+        &pairs_a
+            .iter()
+            .map(|(e, c)| {
+                let (a, b) = (e.types()[0], e.types()[1]);
+                rate_z(
+                    *c,
+                    sel_index.times(a).len() as u64,
+                    rate_a(b),
+                    e.intervals()[0],
+                )
+            })
+            .collect::<Vec<f64>>(),
+        cap,
+    );
+    let screened_list: Vec<Episode> = screened_pairs
+        .iter()
+        .map(|&i| pair_list[i].clone())
+        .collect();
+    let pair_counts: Vec<u64> = screened_pairs.iter().map(|&i| pairs_a[i].1).collect();
     let sums = engine.fold_surrogates(
         0..SCREEN_SURROGATES as u64,
-        Sums::zero(pair_list.len()),
-        |s| engine.count_surrogate(&sel, &screen, s, &pair_list),
+        Sums::zero(screened_list.len()),
+        |s| engine.count_surrogate(&sel, &screen, s, &screened_list),
         |acc, found| acc.add(&found, &pair_counts),
         |a, b| a.merge(&b),
     )?;
@@ -472,7 +530,7 @@ pub(crate) fn run(
         let (mean, sd) = surrogate_moments(sum, sumsq, n);
         (c as f64 - mean) / sd.max(1.0)
     };
-    let pair_z: Vec<f64> = (0..pair_list.len())
+    let pair_z: Vec<f64> = (0..screened_list.len())
         .map(|i| {
             z_of(
                 sums.sum[i] as f64,
@@ -484,7 +542,13 @@ pub(crate) fn run(
         .collect();
     let f2: Vec<Episode> = top(&pair_z, &pair_counts, per_level)
         .into_iter()
-        .map(|i| pair_list[i].clone())
+        .map(|i| screened_list[i].clone())
+        .collect();
+    // The selection part's counts of the parents of the next level (for the rate z).
+    let mut parent_counts: HashMap<Key, u64> = f2
+        .iter()
+        .zip(top(&pair_z, &pair_counts, per_level))
+        .map(|(e, i)| (key(e), pair_counts[i]))
         .collect();
     let mut by_first: HashMap<EventType, Vec<_>> = HashMap::new();
     let mut by_last: HashMap<EventType, Vec<_>> = HashMap::new();
@@ -497,6 +561,7 @@ pub(crate) fn run(
         level: 2,
         candidates: pair_list.len(),
         frequent: pair_list.len(),
+        screened: screened_list.len(),
         selected: f2.len(),
         alpha: 0.0,
         surrogates: sig.n_surrogates,
@@ -504,7 +569,6 @@ pub(crate) fn run(
     }];
 
     // Selection: extensions, level by level, against hybrids of A.
-    let sel_index = TypeIndex::new(&sel);
     let mut families: Vec<Vec<Extension>> = Vec::new();
     let mut parents: Vec<Episode> = f2.clone();
     for level in 3..=max_level {
@@ -515,8 +579,28 @@ pub(crate) fn run(
         let list: Vec<Episode> = cands.iter().map(|c| c.episode.clone()).collect();
         let counts = engine.count(&sel, &list)?;
         let frequent: Vec<usize> = (0..cands.len()).filter(|&i| counts[i] >= m_a).collect();
-        let hyps: Vec<&Extension> = frequent.iter().map(|&i| &cands[i]).collect();
-        let obs: Vec<u64> = frequent.iter().map(|&i| counts[i]).collect();
+        // The extensions screened against hybrids: at most `cap`, by their rate z (the
+        // added unit as a Poisson train at its rate, after each occurrence of the parent).
+        let rz: Vec<f64> = frequent
+            .iter()
+            .map(|&i| {
+                let h = &cands[i];
+                let e = &h.episode;
+                let iv = if e.types()[e.len() - 1] == h.added {
+                    e.intervals()[e.len() - 2]
+                } else {
+                    e.intervals()[0]
+                };
+                let parent = parent_counts.get(&h.parent).copied().unwrap_or(0);
+                rate_z(counts[i], parent, rate_a(h.added), iv)
+            })
+            .collect();
+        let screened: Vec<usize> = by_rate_z(&rz, cap)
+            .into_iter()
+            .map(|j| frequent[j])
+            .collect();
+        let hyps: Vec<&Extension> = screened.iter().map(|&i| &cands[i]).collect();
+        let obs: Vec<u64> = screened.iter().map(|&i| counts[i]).collect();
         let tallies = hybrid_tallies(
             engine,
             &sel_index,
@@ -533,9 +617,11 @@ pub(crate) fn run(
                 (c as f64 - mean) / sd.max(1.0)
             })
             .collect();
-        let chosen: Vec<Extension> = top(&z, &obs, per_level)
-            .into_iter()
-            .map(|i| hyps[i].clone())
+        let picked = top(&z, &obs, per_level);
+        let chosen: Vec<Extension> = picked.iter().map(|&i| hyps[i].clone()).collect();
+        parent_counts = picked
+            .iter()
+            .map(|&i| (key(&hyps[i].episode), obs[i]))
             .collect();
         tracing::debug!(
             level,
@@ -548,6 +634,7 @@ pub(crate) fn run(
             level,
             candidates: cands.len(),
             frequent: frequent.len(),
+            screened: hyps.len(),
             selected: chosen.len(),
             alpha: 0.0,
             surrogates: 0,

@@ -393,6 +393,11 @@ pub struct GuidedLevel {
     pub candidates: usize,
     /// Candidates frequent in the selection part.
     pub frequent: usize,
+    /// Frequent candidates screened against the selection part's surrogates (pairs) or
+    /// hybrids (extensions): the first `20 × --test-top` by their rate z (absent in
+    /// documents written before it was reported).
+    #[serde(default)]
+    pub screened: usize,
     /// Episodes selected for the test (the family `F_k`).
     pub selected: usize,
     /// The share of α this level is tested at (`α₂` or `α_k`).
