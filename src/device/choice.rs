@@ -15,7 +15,7 @@ use std::fmt::Display;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// Where to compute (`--device`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeviceChoice {
     /// Every GPU found (or those listed), else the CPU with one log line.

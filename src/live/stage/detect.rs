@@ -73,7 +73,7 @@ impl SpikeStageConfig for DetectConfig {
         at: &SpikeContext<'_>,
     ) -> Result<Box<dyn SpikeStageBuilder>, Vec<ConfigError>> {
         let episodes_stage = |name: &str| {
-            let options = (at.stage)(name)?.options::<crate::episode::MiningOptions>()?;
+            let options = (at.stage)(name)?.options::<crate::significance::MineOptions>()?;
             let (config, _) = options.resolve().ok()?;
             Some(config.intervals)
         };

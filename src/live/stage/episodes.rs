@@ -30,21 +30,23 @@ use serde::{Deserialize, Serialize};
 use super::{AnyStage, Stage, StageBuilder, StageConfig, StageError};
 use crate::device::DeviceChoice;
 use crate::episode::{
-    ChainCache, Counter, GpuCounter, GpuSettings, LevelStats, MinerConfig, MiningOptions,
-    NoProgress, mine_with, select_gpu,
+    ChainCache, Counter, GpuCounter, GpuSettings, LevelStats, MinerConfig, NoProgress, mine_with,
+    select_gpu,
 };
 use crate::event::EventStream;
 use crate::live::config::section::ConfigError;
 use crate::live::window::{Window, WindowConfig, WindowData};
 use crate::record::StreamKind;
 use crate::report::{EpisodeJson, MineReport, SignificanceJson};
-use crate::significance::{SignificanceConfig, listing, test_episodes, test_episodes_with_gpu};
+use crate::significance::{
+    MineOptions, SignificanceConfig, listing, test_episodes, test_episodes_with_gpu,
+};
 
-/// `[stages.<name>]` with `kind = "episodes"`: the options of `synfire mine`
-/// ([`MiningOptions`], same names and defaults).
-pub type EpisodesConfig = MiningOptions;
+/// `[stages.<name>]` with `kind = "episodes"`: the options of `synfire mine`, its significance
+/// test included ([`MineOptions`], same names and defaults).
+pub type EpisodesConfig = MineOptions;
 
-impl StageConfig for MiningOptions {
+impl StageConfig for MineOptions {
     const KIND: &'static str = "episodes";
     const INPUT: StreamKind = StreamKind::Spikes;
 
@@ -59,16 +61,18 @@ impl StageConfig for MiningOptions {
                 );
             })
             .ok();
-        let significance = match &self.significance {
-            Some(options) => SignificanceConfig::from_options(options)
-                .map_err(|list| {
-                    errors.extend(list.into_iter().map(|(field, message)| {
-                        ConfigError::new(format!("significance.{field}"), message)
-                    }));
-                })
-                .ok(),
-            None => None,
-        };
+        let significance =
+            match &self.significance {
+                Some(options) => options
+                    .config()
+                    .map_err(|list| {
+                        errors.extend(list.into_iter().map(|e| {
+                            ConfigError::new(format!("significance.{}", e.field), e.message)
+                        }));
+                    })
+                    .ok(),
+                None => None,
+            };
         match resolved {
             Some((config, settings)) if errors.is_empty() => Ok(Box::new(EpisodesBuilder {
                 config,
