@@ -16,11 +16,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::live::buffer::SourceStats;
 use crate::live::config::PipelineConfig;
 use crate::live::stage::detect::OccurrenceLine;
+use crate::live::stage::episodes::EpisodesResult;
+use crate::live::stage::motif::MotifWindowResult;
+use crate::live::stage::search::SearchWindowResult;
+use crate::live::stage::softdtw::SoftDtwWindowResult;
+use crate::live::stage::{AnyResult, LineValue};
 use crate::live::telemetry::ResultLatency;
 use crate::record::StreamKind;
 use crate::report::{EpisodeJson, SignificanceJson};
@@ -76,8 +81,11 @@ pub enum RasterMsg {
 pub struct LineMsg {
     /// The stage.
     pub stage: Arc<str>,
-    /// The line (a window line, or an [`OccurrenceLine`] of a detect stage).
-    pub json: String,
+    /// The line's typed value (a window line with its stage's result, or an
+    /// [`OccurrenceLine`] of a detect stage; [`crate::live::stage::Output::value`]), read as
+    /// it is, never parsed from the line; `None` (a line made in code without one) is counted
+    /// as unreadable.
+    pub value: Option<LineValue>,
     /// Seconds from the window's close (a detect stage: the occurrence's detection) to the
     /// line written by every sink; `None` for an incomplete window (not measured, as the
     /// sinks do not measure it).
@@ -352,27 +360,20 @@ impl Raster {
     }
 }
 
-/// The fields of a window line the view reads (the envelope, and an episodes result's).
-#[derive(Debug, Deserialize)]
-struct LineFields {
-    window_index: u64,
-    window_start_s: f64,
-    window_end_s: f64,
-    complete: bool,
-    events: u64,
-    late: u64,
-    dropped: u64,
-    seconds: f64,
-    #[serde(default)]
-    error: Option<String>,
-    #[serde(default)]
-    device: Option<String>,
-    #[serde(default)]
-    min_count: Option<u64>,
-    #[serde(default)]
-    significance: Option<SignificanceJson>,
-    #[serde(default)]
-    episodes: Option<Vec<EpisodeJson>>,
+/// The device a window result names, for the stage kinds whose results name one (episodes,
+/// motif, search, soft-DTW).
+fn device_of(result: &AnyResult) -> Option<String> {
+    if let Some(r) = result.downcast_ref::<EpisodesResult>() {
+        Some(r.device.clone())
+    } else if let Some(r) = result.downcast_ref::<MotifWindowResult>() {
+        r.device.clone()
+    } else if let Some(r) = result.downcast_ref::<SearchWindowResult>() {
+        Some(r.device.clone())
+    } else if let Some(r) = result.downcast_ref::<SoftDtwWindowResult>() {
+        r.device.clone()
+    } else {
+        None
+    }
 }
 
 /// One episode of an episodes stage's window, as listed.
@@ -666,34 +667,33 @@ impl FeedState {
                 st.latency.pop_front();
             }
         }
-        if st.info.kind == crate::live::stage::detect::KIND {
-            let Ok(o) = serde_json::from_str::<OccurrenceLine>(&msg.json) else {
-                st.unreadable += 1;
-                return;
-            };
-            *st.occurrences.entry(o.episode.clone()).or_default() += 1;
-            let source = st.info.source.clone();
-            let Some(raster) = self.rasters.iter_mut().flatten().find(|r| r.name == source) else {
-                return;
-            };
-            let units = o
-                .labels
-                .iter()
-                .map(|l| raster.unit_ids.get(l.as_str()).copied())
-                .collect();
-            raster.add_occurrence(OccurrenceView {
-                stage: o.stage,
-                seq: o.seq,
-                episode: o.episode,
-                units,
-                times_s: o.times_s,
-            });
-            return;
-        }
-        match serde_json::from_str::<LineFields>(&msg.json) {
-            Ok(f) => {
-                let episodes_total = f.episodes.as_ref().map(Vec::len);
-                let top = f.episodes.as_deref().map(top_episodes).unwrap_or_default();
+        match msg.value {
+            Some(LineValue::Occurrence(o)) if st.info.kind == crate::live::stage::detect::KIND => {
+                let o: &OccurrenceLine = &o;
+                *st.occurrences.entry(o.episode.clone()).or_default() += 1;
+                let source = st.info.source.clone();
+                let Some(raster) = self.rasters.iter_mut().flatten().find(|r| r.name == source)
+                else {
+                    return;
+                };
+                let units = o
+                    .labels
+                    .iter()
+                    .map(|l| raster.unit_ids.get(l.as_str()).copied())
+                    .collect();
+                raster.add_occurrence(OccurrenceView {
+                    stage: o.stage.clone(),
+                    seq: o.seq,
+                    episode: o.episode.clone(),
+                    units,
+                    times_s: o.times_s.clone(),
+                });
+            }
+            Some(LineValue::Window(f)) if st.info.kind != crate::live::stage::detect::KIND => {
+                let episodes = f
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.downcast_ref::<EpisodesResult>());
                 st.window = Some(WindowView {
                     window_index: f.window_index,
                     window_start_s: f.window_start_s,
@@ -703,15 +703,17 @@ impl FeedState {
                     late: f.late,
                     dropped: f.dropped,
                     seconds: f.seconds,
-                    error: f.error,
-                    device: f.device,
-                    min_count: f.min_count,
-                    significance: f.significance,
-                    episodes_total,
-                    top,
+                    error: f.error.clone(),
+                    device: f.result.as_ref().and_then(device_of),
+                    min_count: episodes.map(|r| r.min_count),
+                    significance: episodes.and_then(|r| r.significance.clone()),
+                    episodes_total: episodes.map(|r| r.episodes.len()),
+                    top: episodes
+                        .map(|r| top_episodes(&r.episodes))
+                        .unwrap_or_default(),
                 });
             }
-            Err(_) => st.unreadable += 1,
+            _ => st.unreadable += 1,
         }
     }
 
@@ -818,6 +820,7 @@ impl FeedState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::stage::WindowLine;
 
     fn layout() -> ViewLayout {
         ViewLayout {
@@ -905,24 +908,28 @@ mod tests {
         };
         s.line(LineMsg {
             stage: Arc::from("stim"),
-            json: serde_json::to_string(&occ).unwrap(),
+            value: Some(LineValue::Occurrence(Arc::new(occ))),
             latency_s: Some(0.001),
         });
-        s.line(LineMsg {
-            stage: Arc::from("episodes"),
-            json: r#"{"stage":"episodes","window":"w","source":"probe","window_index":2,
+        let line: WindowLine<EpisodesResult> = serde_json::from_str(
+            r#"{"stage":"episodes","window":"w","source":"probe","window_index":2,
               "window_start_s":0,"window_end_s":120,"complete":true,"events":10,"late":1,
               "dropped":0,"seconds":0.1,"device":"cpu","min_count":3,"event_types":1,
               "levels":[],"episodes":[
                {"labels":["6"],"types":[0],"intervals_s":[],"intervals":[],"count":90},
                {"labels":["6","6"],"types":[0,0],"intervals_s":[[0.01,0.02]],
-                "intervals":["(10,20]ms"],"count":40}]}"#
-                .into(),
-            latency_s: Some(0.5),
-        });
+                "intervals":["(10,20]ms"],"count":40}]}"#,
+        )
+        .unwrap();
         s.line(LineMsg {
             stage: Arc::from("episodes"),
-            json: "not json".into(),
+            value: Some(LineValue::Window(Arc::new(line.erased()))),
+            latency_s: Some(0.5),
+        });
+        // A line without its typed value (made in code) is counted, not shown.
+        s.line(LineMsg {
+            stage: Arc::from("episodes"),
+            value: None,
             latency_s: None,
         });
         let (_, d) = s.delta(true);
