@@ -26,7 +26,7 @@ pub mod surrogate;
 pub mod testing;
 
 pub use options::{MineOptions, SignificanceOptions};
-pub use phases::{test_episodes, test_episodes_on, test_episodes_with_gpu};
+pub use phases::{test_episodes, test_episodes_on};
 pub use surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};
 pub use testing::{
     Correction, EpisodeTest, GuidedLevel, Listing, SignificanceConfig, SignificanceError,

@@ -21,7 +21,7 @@
 //! With a `significance` table (`[stages.<name>.significance]`, the options of `synfire mine
 //! --surrogates …`, 19 surrogates by default) every window's episodes are tested against
 //! surrogates of that window ([`crate::significance::test_episodes`], each surrogate mined
-//! like the window, on the stage's GPU counter when it has one, else on the CPU): the result carries the `significance` summary and each tested
+//! like the window, on the stage's GPU counter when it has one, lent to `phases::Tester::with_gpus`, else on the CPU): the result carries the `significance` summary and each tested
 //! episode its `surrogate_mean`, `surrogate_std`, `statistic`, `p_value`, `p_adjusted` and
 //! `significant`, as `synfire mine`'s JSON.
 
@@ -39,7 +39,7 @@ use crate::live::window::{Window, WindowConfig, WindowData};
 use crate::record::StreamKind;
 use crate::report::{EpisodeJson, MineReport, SignificanceJson};
 use crate::significance::{
-    MineOptions, SignificanceConfig, listing, test_episodes, test_episodes_with_gpu,
+    MineOptions, SignificanceConfig, listing, phases::Tester, test_episodes,
 };
 
 /// `[stages.<name>]` with `kind = "episodes"`: the options of `synfire mine`, its significance
@@ -264,8 +264,10 @@ impl Stage for EpisodeStage {
                 // On the stage's GPU when it counts there (reloaded with the window after).
                 let tested = match &mut self.gpu {
                     Some(gpu) => {
+                        // The stage's counter, lent: it is reloaded with each surrogate.
                         let tested =
-                            test_episodes_with_gpu(&stream, &self.config, &result, sig, gpu)?;
+                            Tester::with_gpus(&stream, &self.config, std::slice::from_mut(gpu))
+                                .run(&result, sig)?;
                         gpu.reload(&stream)?;
                         tested
                     }
