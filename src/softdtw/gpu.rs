@@ -73,7 +73,7 @@ pub fn worker_on(
         .map_err(device_error)
 }
 
-/// [`super::barycenter`] on `w`: the objective's values and gradients by
+/// [`super::barycenter()`] on `w`: the objective's values and gradients by
 /// [`paired_gradient`] (f32: gradients within 1e-3 of the f64 reference, so the optimisation
 /// may stop at a slightly different point); the start (mean or medoid) on the CPU.
 ///
@@ -81,7 +81,7 @@ pub fn worker_on(
 /// Every series `N_k × D`; the result `L × D` with `L` the length of the start.
 ///
 /// # Errors
-/// As [`super::barycenter`], plus [`SoftDtwError::Device`] when the GPU fails.
+/// As [`super::barycenter()`], plus [`SoftDtwError::Device`] when the GPU fails.
 pub fn barycenter(
     w: &GpuWorker,
     set: &[Series],

@@ -34,19 +34,19 @@ use crate::report::{EpisodeJson, SignificanceJson};
 pub const TICK: Duration = Duration::from_millis(100);
 
 /// Spikes kept per source at most, whatever the span (the oldest go first).
-pub const RING_CAPACITY: usize = 250_000;
+pub(crate) const RING_CAPACITY: usize = 250_000;
 
 /// Occurrences kept per source at most (the oldest go first).
-pub const OCCURRENCE_CAPACITY: usize = 2_000;
+pub(crate) const OCCURRENCE_CAPACITY: usize = 2_000;
 
 /// Unit ids a raster names rows for (a larger id is kept but drawn nowhere).
-pub const MAX_UNITS: u32 = 1 << 16;
+pub(crate) const MAX_UNITS: u32 = 1 << 16;
 
 /// Result latencies kept per stage for the page's p50 / p99 (the most recent).
-pub const LATENCY_SAMPLES: usize = 1_024;
+pub(crate) const LATENCY_SAMPLES: usize = 1_024;
 
 /// Episodes of an episodes stage's window shown on the page.
-pub const TOP_EPISODES: usize = 10;
+pub(crate) const TOP_EPISODES: usize = 10;
 
 /// One record from a window thread, in the order the thread saw them.
 #[derive(Clone, Debug)]
@@ -138,7 +138,7 @@ pub struct StageInfo {
 impl ViewLayout {
     /// The layout of `config`, rasters of `span_s` seconds.
     #[must_use]
-    pub fn of(config: &PipelineConfig, span_s: f64) -> Self {
+    pub(crate) fn of(config: &PipelineConfig, span_s: f64) -> Self {
         let sources = config
             .sources
             .iter()
@@ -173,7 +173,7 @@ impl ViewLayout {
 
     /// The index of spike source `name`, if it is one.
     #[must_use]
-    pub fn spike_source(&self, name: &str) -> Option<u16> {
+    pub(crate) fn spike_source(&self, name: &str) -> Option<u16> {
         self.sources
             .iter()
             .position(|(n, k)| n == name && *k == StreamKind::Spikes)
@@ -182,7 +182,7 @@ impl ViewLayout {
 
     /// Whether stage `name` is a detect stage.
     #[must_use]
-    pub fn is_detect(&self, name: &str) -> bool {
+    pub(crate) fn is_detect(&self, name: &str) -> bool {
         self.stages
             .iter()
             .any(|s| s.name == name && s.kind == crate::live::stage::detect::KIND)
@@ -191,7 +191,7 @@ impl ViewLayout {
 
 /// One occurrence of a detect stage, as drawn.
 #[derive(Clone, Debug, Serialize)]
-pub struct OccurrenceView {
+pub(crate) struct OccurrenceView {
     /// The detect stage.
     pub stage: String,
     /// Its report number in the stage.
@@ -378,7 +378,7 @@ fn device_of(result: &AnyResult) -> Option<String> {
 
 /// One episode of an episodes stage's window, as listed.
 #[derive(Clone, Debug, Serialize)]
-pub struct TopEpisode {
+pub(crate) struct TopEpisode {
     /// The episode in the text notation (`6-(10,20]ms-6`).
     pub episode: String,
     /// Its non-overlapped count in the window.
@@ -413,7 +413,7 @@ struct WindowView {
 
 /// The text notation of an episode of a `synfire mine` document (`6-(10,20]ms-6`).
 #[must_use]
-pub fn notation(e: &EpisodeJson) -> String {
+pub(crate) fn notation(e: &EpisodeJson) -> String {
     let mut s = String::new();
     for (i, label) in e.labels.iter().enumerate() {
         if i > 0 {
@@ -569,7 +569,7 @@ pub struct FeedState {
 impl FeedState {
     /// The state of a run laid out as `layout` (nothing received yet).
     #[must_use]
-    pub fn new(layout: &ViewLayout, counters: Arc<ViewCounters>) -> Self {
+    pub(crate) fn new(layout: &ViewLayout, counters: Arc<ViewCounters>) -> Self {
         let run = format!(
             "{:x}",
             std::time::SystemTime::now()
@@ -621,7 +621,7 @@ impl FeedState {
     }
 
     /// Gives source `index` its counters (read at every frame).
-    pub fn attach_stats(&mut self, index: u16, stats: Arc<SourceStats>) {
+    pub(crate) fn attach_stats(&mut self, index: u16, stats: Arc<SourceStats>) {
         if let Some(Some(r)) = self.rasters.get_mut(usize::from(index)) {
             r.stats = Some(stats);
         }
@@ -652,7 +652,7 @@ impl FeedState {
     }
 
     /// Folds one result line in (a window line, or a detect stage's occurrence).
-    pub fn line(&mut self, msg: LineMsg) {
+    pub(crate) fn line(&mut self, msg: LineMsg) {
         self.counters.lines_received.fetch_add(1, Ordering::Relaxed);
         let Some(&i) = self.stage_index.get(&*msg.stage) else {
             return;
@@ -718,7 +718,7 @@ impl FeedState {
     }
 
     /// Trims every raster to its span.
-    pub fn trim(&mut self) {
+    pub(crate) fn trim(&mut self) {
         let span = self.span_s;
         for r in self.rasters.iter_mut().flatten() {
             r.trim(span);
@@ -738,7 +738,7 @@ impl FeedState {
 
     /// Whether the run is finished.
     #[must_use]
-    pub fn finished(&self) -> bool {
+    pub(crate) fn finished(&self) -> bool {
         self.finished
     }
 
@@ -782,7 +782,7 @@ impl FeedState {
 
     /// The next delta: what changed since the last one (JSON, when `render`; otherwise the
     /// changes are only marked as sent, as when no browser is connected), and its `seq`.
-    pub fn delta(&mut self, render: bool) -> (u64, Option<String>) {
+    pub(crate) fn delta(&mut self, render: bool) -> (u64, Option<String>) {
         self.seq += 1;
         let json = render.then(|| {
             let frame = Frame {
