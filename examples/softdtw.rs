@@ -3,7 +3,7 @@
 //! Reads the bundled GunPoint splits (x coordinate of an actor's hand drawing a gun or
 //! pointing, 150 video frames per motion; 50 training and 150 test motions, labels `1`/`2`;
 //! `fixtures/PROVENANCE.md`), computes one soft-DTW barycenter per class of the training split
-//! (`synfire::softdtw::barycenter_on`, L-BFGS), then labels every test motion by the
+//! (`synfire::softdtw::barycenter`, or `softdtw::gpu::barycenter` on a GPU worker; L-BFGS), then labels every test motion by the
 //! barycenter of smallest soft-DTW divergence (`pairwise`, `Measure::Divergence`).
 //!
 //! ```sh
@@ -18,7 +18,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use synfire::softdtw::{BarycenterOptions, Measure, Options, Series, barycenter_on, gpu, pairwise};
+use synfire::softdtw::{BarycenterOptions, Measure, Options, Series, barycenter, gpu, pairwise};
 use synfire::{DeviceChoice, read_dataset};
 
 fn main() -> Result<()> {
@@ -28,7 +28,7 @@ fn main() -> Result<()> {
     let train_labels = train.labels.context("GunPoint_TRAIN is labelled")?;
     let test_labels = test.labels.context("GunPoint_TEST is labelled")?;
 
-    let worker = gpu::worker_for(DeviceChoice::Auto)?;
+    let worker = gpu::worker_on(DeviceChoice::Auto)?;
     // Smoothing, squared input units: small values approach DTW (and take more iterations).
     let gamma = 0.1;
     let mut classes: Vec<String> = train_labels.clone();
@@ -43,7 +43,11 @@ fn main() -> Result<()> {
             .filter(|(_, l)| *l == class)
             .map(|(s, _)| s.clone())
             .collect();
-        let b = barycenter_on(&members, &BarycenterOptions::new(gamma), worker.as_deref())?;
+        let opts = BarycenterOptions::new(gamma);
+        let b = match &worker {
+            Some(w) => gpu::barycenter(w, &members, &opts)?,
+            None => barycenter(&members, &opts)?,
+        };
         println!(
             "class {class}: barycenter of {} series, objective {:.3} -> {:.3} in {} iterations ({:?})",
             members.len(),

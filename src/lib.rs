@@ -29,6 +29,15 @@
 //! | 5 runtime | [`live`] |
 //! | 6 bindings | `python` (the extension module `synfire._synfire`, cargo feature `python`) |
 //!
+//! Where work runs is said one way ([`DeviceTarget`]): every entry point that runs on one GPU
+//! takes `device: impl Into<DeviceTarget>` ([`find_motifs`], [`train`], [`Searcher::new`],
+//! [`softdtw::gpu::worker_on`]), so a [`DeviceChoice`] (`Auto`, `Cpu`, `Gpu`; the first GPU)
+//! or a choice on one GPU (`DeviceChoice::Gpu.on(Some(1))`) is passed alike; mining and the
+//! significance test spread over several GPUs and take a [`DeviceChoice`] with their GPU list
+//! in [`episode::GpuSettings`] ([`episode::select_counter`],
+//! [`significance::test_episodes_on`]). `Auto` without a GPU logs one line and runs on the
+//! CPU; `Gpu` without one is an error ([`device::resolve`]).
+//!
 //! The entry points are re-exported here:
 //!
 //! ```no_run
@@ -73,8 +82,8 @@ pub use event::{EventStream, Ordering};
 pub use ingest::read_spikes;
 pub use live::config::PipelineConfig;
 pub use live::{RunOptions, RunSummary, run as run_pipeline};
-pub use motif::{MotifConfig, find_motifs, find_motifs_on};
+pub use motif::{MotifConfig, find_motifs};
 pub use search::{Index, Searcher};
 pub use series::read_dataset;
-pub use shapelet::{ShapeletConfig, ShapeletTree, TrainingSet, train, train_on};
+pub use shapelet::{ShapeletConfig, ShapeletTree, TrainingSet, train};
 pub use softdtw::{barycenter, paired, pairwise};

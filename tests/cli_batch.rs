@@ -253,7 +253,7 @@ fn the_options_reach_python_as_the_json_synfire_mine_passes() {
     assert_eq!(options["significance"]["seed"], 3);
     assert_eq!(
         options["significance"]["correction"],
-        synfire::episode::options::DEFAULT_CORRECTION
+        synfire::significance::options::DEFAULT_CORRECTION.name()
     );
     let reader: Value = serde_json::from_str(&value("--reader-json")).unwrap();
     assert_eq!(reader["units"], serde_json::json!(["good", "mua"]));

@@ -1297,13 +1297,14 @@ fn help_defaults(command: &str) -> BTreeMap<String, String> {
 /// The flags' defaults are the library's (issue 44): `--max-level`, `--support-per`,
 /// `--device`, `--exact-kernel` are [`MiningOptions`]' serde defaults (what a pipeline and
 /// Python get for an absent key), and `--n-surrogates`, `--alpha`, `--correction`, `--seed`
-/// the constants of `synfire::episode::options` that Python's `significance=` takes through
+/// the constants of `synfire::significance::options` that Python's `significance=` takes through
 /// `synfire._synfire.defaults()`; `synfire batch` shows the same ones.
 #[test]
 fn the_flags_defaults_are_the_library_s() {
     use synfire::episode::MiningOptions;
-    use synfire::episode::options::{
-        DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_MAX_LEVEL, DEFAULT_N_SURROGATES, DEFAULT_SEED,
+    use synfire::episode::options::DEFAULT_MAX_LEVEL;
+    use synfire::significance::options::{
+        DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_N_SURROGATES, DEFAULT_SEED,
     };
     let library: MiningOptions = serde_json::from_str("{}").unwrap();
     let name = |v: Value| v.as_str().unwrap().to_owned();
@@ -1320,7 +1321,7 @@ fn the_flags_defaults_are_the_library_s() {
         ),
         ("n-surrogates", DEFAULT_N_SURROGATES.to_string()),
         ("alpha", DEFAULT_ALPHA.to_string()),
-        ("correction", DEFAULT_CORRECTION.to_owned()),
+        ("correction", DEFAULT_CORRECTION.to_string()),
         ("seed", DEFAULT_SEED.to_string()),
     ];
     assert_eq!(library.max_level, DEFAULT_MAX_LEVEL);

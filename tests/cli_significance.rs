@@ -628,7 +628,7 @@ fn bench_session_counts_the_planted_chains() {
     assert_eq!(row[3], stream.len().to_string(), "{text}");
     assert_eq!(
         row[4],
-        synfire::episode::options::DEFAULT_CORRECTION,
+        synfire::significance::options::DEFAULT_CORRECTION.name(),
         "{text}"
     );
     assert_eq!(row[5], "99");

@@ -802,6 +802,7 @@ fn a_retrying_sink_writes_what_it_kept_in_order_once_writes_succeed_again() {
         preview: false,
         complete: true,
         published_at: None,
+        value: None,
     };
     // The first write fails and is kept; the next ones wait behind it until a retry is due.
     assert_eq!(sink.offer(&out(0)), Offered::Kept);

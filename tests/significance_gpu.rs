@@ -10,7 +10,7 @@ use synfire::device::DeviceChoice;
 use synfire::episode::{GpuSettings, Interval, MinerConfig, Threshold, mine};
 use synfire::event::Ordering;
 use synfire::significance::{
-    Correction, SignificanceConfig, test_episodes, test_episodes_on, test_episodes_with_gpu,
+    Correction, SignificanceConfig, phases::Tester, test_episodes, test_episodes_on,
 };
 
 fn fixture(rel: &str) -> PathBuf {
@@ -126,7 +126,9 @@ fn gpu_surrogates_give_the_cpu_p_values() {
         assert_eq!(gpu.surrogate_max, cpu.surrogate_max, "{method}");
         // A counter the caller lends (a pipeline stage's) gives the same again.
         let mut lent = gpu_for(&stream, &config.intervals);
-        let again = test_episodes_with_gpu(&stream, &config, &data, &sig, &mut lent).unwrap();
+        let again = Tester::with_gpus(&stream, &config, std::slice::from_mut(&mut lent))
+            .run(&data, &sig)
+            .unwrap();
         assert_eq!(again.tests, cpu.tests, "{method} on a lent counter");
     }
 }

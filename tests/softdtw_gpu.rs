@@ -274,8 +274,8 @@ fn barycenter_on_the_gpu_reaches_the_cpu_objective() {
     for gamma in [0.1, 1.0] {
         let mut opts = softdtw::BarycenterOptions::new(gamma);
         opts.max_iterations = 30;
-        let cpu = softdtw::barycenter_on(&set, &opts, None).unwrap();
-        let g = softdtw::barycenter_on(&set, &opts, Some(&w)).unwrap();
+        let cpu = softdtw::barycenter(&set, &opts).unwrap();
+        let g = softdtw::gpu::barycenter(&w, &set, &opts).unwrap();
         let (fc, fg) = (*cpu.objective.last().unwrap(), *g.objective.last().unwrap());
         // Both minimise the same objective from the same start; the GPU's f32 gradients may
         // stop it at a slightly different point, never at a worse one by more than 1%.

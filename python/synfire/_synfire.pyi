@@ -120,7 +120,7 @@ def defaults() -> dict[str, Any]:
     """The default of every option as the library defines it (src/python/defaults.rs):
     `mining` (each mining option: `max_level` 10, `device` "auto", ...), `significance` (each
     option of `significance=` but `surrogates`: `n_surrogates` 200, `alpha` 0.05,
-    `correction` "max-t", `seed` 0, ...), `window_n_surrogates` (a pipeline window's, 19) and
+    `correction` "guided", `seed` 0, ...), `window_n_surrogates` (a pipeline window's, 19) and
     `surrogate_method` (`delta_s`, `dead_time_s`, seconds)."""
 
 # synfire.cluster's side of the extension (src/python/cluster.rs, issue 22).

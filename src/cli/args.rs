@@ -16,18 +16,18 @@ use clap::{Arg, Args, ValueEnum};
 use serde::Serialize;
 use synfire::device::{DeviceChoice, DeviceTarget};
 use synfire::episode::hybrid::ExactAlgorithm;
-use synfire::episode::options::{
-    DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_MAX_LEVEL, DEFAULT_N_SURROGATES, DEFAULT_SEED,
-};
+use synfire::episode::options::DEFAULT_MAX_LEVEL;
 use synfire::episode::{
-    Episode, GpuSettings, Interval, IntervalSpec, MemoryBudget, MinerConfig, MiningOptions,
-    SignificanceOptions, Threshold,
+    GpuSettings, Interval, IntervalSpec, MemoryBudget, MinerConfig, MiningOptions, Threshold,
 };
 use synfire::event::{EventStream, Ordering};
 use synfire::ingest;
 use synfire::series::read_dataset;
 use synfire::shapelet::univariate;
-use synfire::significance::{Correction, SignificanceConfig, SurrogateMethod, Trials};
+use synfire::significance::options::{
+    DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_N_SURROGATES, DEFAULT_SEED,
+};
+use synfire::significance::{Correction, SignificanceOptions, SurrogateMethod};
 use synfire::synth::{self, SynthParams};
 
 /// `--device`.
@@ -496,10 +496,9 @@ pub struct SignificantOnlyArg {
 /// [`SurrogateArgs`] and [`SignificantOnlyArg`] only, since their `--correction` and `--seed`
 /// are other options.
 ///
-/// The test reaches the library in one of two forms, each built here and nowhere else:
-/// [`Self::config`] (a [`SignificanceConfig`], for a test run in this process) and
-/// [`Self::options`] (the serialisable [`SignificanceOptions`] of a pipeline stage, which
-/// `batch` checks and hands the Python side).
+/// The test reaches the library as [`SignificanceOptions`], built here and nowhere else
+/// ([`Self::options`]): `mine` runs it ([`SignificanceOptions::test`]), `batch` checks it and
+/// hands the Python side its serialised form.
 #[derive(Debug, Clone, Args)]
 pub struct SignificanceArgs {
     /// `--surrogates`, `--n-surrogates`, `--sample-split`.
@@ -516,7 +515,7 @@ pub struct SignificanceArgs {
     /// `spectrum` (SPADE's pattern spectrum filtering),
     /// `fdr-bh`, `holm`, `bonferroni`, `none` (per-episode p-values of the `--watch` list, the
     /// `--test-top` most frequent, or every frequent episode).
-    #[arg(long, default_value = DEFAULT_CORRECTION, value_parser = parse_correction, requires = "surrogates")]
+    #[arg(long, default_value_t = DEFAULT_CORRECTION, value_parser = parse_correction, requires = "surrogates")]
     pub correction: Correction,
     /// Seed of the surrogates (the same seed gives the same surrogates and p-values, however
     /// the surrogates are split).
@@ -532,43 +531,32 @@ pub struct SignificanceArgs {
 }
 
 impl SignificanceArgs {
-    /// The test as the library runs it: `method` is `--surrogates` parsed
-    /// ([`SurrogateArgs::method`]); `watch` and `trials` are what `mine` read from its
-    /// `--watch` and `--trials` files (`None` elsewhere).
-    pub fn config(
-        &self,
-        method: SurrogateMethod,
-        watch: Option<Vec<Episode>>,
-        trials: Option<Trials>,
-    ) -> SignificanceConfig {
-        SignificanceConfig {
-            method,
+    /// The test as the library's options (`None` without `--surrogates`), `--surrogates`
+    /// parsed, the values unchecked (`SignificanceOptions::config` checks them; `mine`'s test
+    /// does when it starts).
+    ///
+    /// # Errors
+    /// A `--surrogates` method that does not parse ([`SurrogateArgs::method`]).
+    pub fn options(&self) -> Result<Option<SignificanceOptions>> {
+        Ok(self
+            .surrogates
+            .method()?
+            .map(|method| self.options_with(method)))
+    }
+
+    /// The test as the library's options against `method` (a benchmark's
+    /// [`SurrogateArgs::bench_method`]), the values unchecked.
+    pub fn options_with(&self, method: SurrogateMethod) -> SignificanceOptions {
+        SignificanceOptions {
+            surrogates: method,
             n_surrogates: self.surrogates.n_surrogates,
             alpha: self.alpha,
             correction: self.correction,
             seed: self.seed,
             test_top: self.test_top,
-            watch,
-            trials,
             significant_only: self.listing.significant_only,
             sample_split: self.surrogates.sample_split,
         }
-    }
-
-    /// The test as the serialisable options of a pipeline stage (`None` without
-    /// `--surrogates`), unchecked: `SignificanceConfig::from_options` checks them.
-    pub fn options(&self) -> Option<SignificanceOptions> {
-        let surrogates = self.surrogates.surrogates.clone()?;
-        Some(SignificanceOptions {
-            surrogates,
-            n_surrogates: self.surrogates.n_surrogates,
-            alpha: self.alpha,
-            correction: self.correction.to_string(),
-            seed: self.seed,
-            test_top: self.test_top,
-            significant_only: self.listing.significant_only,
-            sample_split: self.surrogates.sample_split,
-        })
     }
 }
 

@@ -17,9 +17,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use synfire::significance::SignificanceConfig;
+use synfire::significance::MineOptions;
 
-use crate::cli::args::{DeviceArg, MiningArgs, ReaderArgs, SignificanceArgs};
+use crate::cli::args::{MiningArgs, ReaderArgs, SignificanceArgs};
 
 /// The Ray the Python side is written against.
 const RAY_REQUIREMENT: &str = "ray>=2.9,<3";
@@ -183,20 +183,21 @@ pub fn run(args: &BatchArgs) -> Result<()> {
 }
 
 impl BatchArgs {
-    /// The mining options (with the significance test) and the reader options as JSON, as
-    /// `synfire.mine` passes them to the extension, every option checked first.
+    /// The mining options (with the significance test, [`MineOptions`]) and the reader
+    /// options as JSON, serialised from the types `synfire.mine` fills in the extension, every
+    /// option checked first.
     fn checked_options(&self) -> Result<(String, String)> {
         let (options, _, _) = self.mining.resolve()?;
-        let significance = self.significance.options();
+        let significance = self.significance.options()?;
         if let Some(o) = &significance {
-            SignificanceConfig::from_options(o).map_err(|errors| {
+            o.config().map_err(|errors| {
                 let lines: Vec<String> = errors
                     .iter()
-                    .map(|(field, message)| {
-                        if field == "surrogates" && message.contains("trials") {
+                    .map(|e| {
+                        if e.field == "surrogates" && e.message.contains("trials") {
                             "`--surrogates`: `trial-shift` needs trials, which `synfire batch` does not take".to_owned()
                         } else {
-                            format!("`--{}`: {message}", field.replace('_', "-"))
+                            format!("`--{}`: {}", e.field.replace('_', "-"), e.message)
                         }
                     })
                     .collect();
@@ -222,31 +223,10 @@ impl BatchArgs {
         if self.cluster.trim().is_empty() {
             anyhow::bail!("`--cluster`: give `auto`, `local` or an address");
         }
-        let device = match self.mining.device.device {
-            DeviceArg::Auto => "auto",
-            DeviceArg::Cpu => "cpu",
-            DeviceArg::Gpu => "gpu",
-        };
-        let mining = serde_json::json!({
-            "intervals_s": options.intervals_s,
-            "intervals_samples": options.intervals_samples,
-            "sample_rate_hz": options.sample_rate_hz,
-            "min_count": options.min_count,
-            "support": options.support,
-            "support_per": options.support_per,
-            "max_level": options.max_level,
-            "one_pass": options.one_pass,
-            "bounds": options.bounds,
-            "max_candidates": options.max_candidates,
-            "time_budget_s": options.time_budget_s,
-            "device": device,
-            "gpus": options.gpus,
-            "exact_kernel": options.exact_kernel,
-            "calibration": options.calibration,
-            "significance": significance,
-        });
+        let options: MineOptions = options.with_test(significance);
+        let mining = serde_json::to_string(&options).context("the mining options as JSON")?;
         let reader = serde_json::to_value(&self.reader).context("the reader options as JSON")?;
-        Ok((mining.to_string(), reader.to_string()))
+        Ok((mining, reader.to_string()))
     }
 }
 

@@ -14,7 +14,7 @@ use synfire::episode::{
 use synfire::event::EventStream;
 use synfire::report::{self, MineReport, OccurrenceFormat};
 use synfire::significance::{
-    Listing, SignificanceResult, SurrogateMethod, Trials, check_sample_split, listing,
+    Listing, SignificanceOptions, SignificanceResult, Trials, check_sample_split, listing,
     test_episodes_on,
 };
 
@@ -110,7 +110,7 @@ pub fn run(args: &MineArgs) -> Result<()> {
     // Checked before any work (a `--calibration` file too, whichever device ends up
     // counting).
     let (options, config, settings) = args.mining.resolve()?;
-    let sig_method = args.significance.test.surrogates.method()?;
+    let sig_options = args.significance.test.options()?;
     let occurrences = args
         .occurrences
         .as_deref()
@@ -121,7 +121,7 @@ pub fn run(args: &MineArgs) -> Result<()> {
         && let Some(e) = check_sample_split(
             f,
             Some(args.significance.test.correction),
-            sig_method.as_ref(),
+            sig_options.as_ref().map(|o| &o.surrogates),
         )
         .into_iter()
         .next()
@@ -149,12 +149,8 @@ pub fn run(args: &MineArgs) -> Result<()> {
     );
     // `guided` mines the recording to two nodes only: its longer episodes come from its
     // own search (`synfire::significance::guided`).
-    let mine_config = match &sig_method {
-        Some(m) => args
-            .significance
-            .test
-            .config(m.clone(), None, None)
-            .mining_config(&config),
+    let mine_config = match &sig_options {
+        Some(o) => o.test(None, None).mining_config(&config),
         None => config.clone(),
     };
     let counter = select_counter(&stream, &config.intervals, options.device, &settings)
@@ -204,7 +200,7 @@ pub fn run(args: &MineArgs) -> Result<()> {
             bar.finish();
             test_and_list(
                 &args.significance,
-                sig_method,
+                sig_options.as_ref(),
                 &doc,
                 &mut result,
                 |result, sig, list| {
@@ -220,7 +216,7 @@ pub fn run(args: &MineArgs) -> Result<()> {
             bar.finish();
             test_and_list(
                 &args.significance,
-                sig_method,
+                sig_options.as_ref(),
                 &doc,
                 &mut result,
                 |result, sig, list| {
@@ -312,12 +308,12 @@ fn write_occurrences(
 /// both to `write`.
 fn test_and_list(
     args: &MineSignificanceArgs,
-    method: Option<SurrogateMethod>,
+    test: Option<&SignificanceOptions>,
     doc: &Document<'_>,
     result: &mut MiningResult,
     write: impl FnOnce(&MiningResult, Option<&SignificanceResult>, &Listing<'_>) -> Result<()>,
 ) -> Result<()> {
-    let sig = significance(args, method, doc, result)?;
+    let sig = significance(args, test, doc, result)?;
     if let Some(sig) = &sig {
         sig.list_in(result);
     }
@@ -333,12 +329,12 @@ fn test_and_list(
 /// Runs the significance test `args` ask for, if any, logging what it does and its outcome.
 fn significance(
     args: &MineSignificanceArgs,
-    method: Option<SurrogateMethod>,
+    test: Option<&SignificanceOptions>,
     doc: &Document<'_>,
     result: &MiningResult,
 ) -> Result<Option<SignificanceResult>> {
     let stream = doc.stream;
-    let Some(method) = method else {
+    let Some(test) = test else {
         return Ok(None);
     };
     // A truncated run tests the levels it finished: the surrogates are mined to the same
@@ -370,7 +366,7 @@ fn significance(
         .as_deref()
         .map(|p| read_watch(p, stream, &config.intervals))
         .transpose()?;
-    let sig = args.test.config(method, watch, trials);
+    let sig = test.test(watch, trials);
     tracing::info!(
         surrogates = %sig.method,
         n_surrogates = sig.n_surrogates,

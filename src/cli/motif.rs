@@ -4,7 +4,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use synfire::motif::{MethodChoice, MotifConfig, default_exclusion, find_motifs_on};
+use synfire::motif::{MethodChoice, MotifConfig, default_exclusion, find_motifs};
 
 use crate::cli::args::{DeviceArgs, FormatArg, OutputArg};
 
@@ -90,7 +90,7 @@ pub fn run(args: &MotifArgs) -> Result<()> {
     if args.exclusion_denom == 0 {
         anyhow::bail!("`--exclusion-denom` must be at least 1");
     }
-    let r = find_motifs_on(&x, &cfg, target)
+    let r = find_motifs(&x, &cfg, target)
         .with_context(|| format!("motif search on `{}`", args.input))?;
     let mut out = args.output.writer()?;
     match args.format {

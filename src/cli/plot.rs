@@ -39,7 +39,7 @@ enum Picture {
     /// From a `synfire mine --surrogates … --format json` document: for the top episodes by
     /// statistic, a dot at the observed count (filled when significant) and the surrogate
     /// mean ± 2 standard deviations as a bar, the adjusted p-value at the right.
-    Significance(SignificanceArgs),
+    Significance(PlotSignificanceArgs),
 }
 
 /// The output picture and its size, shared by every picture.
@@ -109,7 +109,7 @@ struct LevelsArgs {
 
 /// Options of `synfire plot significance`.
 #[derive(Debug, Args)]
-struct SignificanceArgs {
+struct PlotSignificanceArgs {
     /// A `synfire mine --surrogates … --format json` document.
     result: PathBuf,
     /// How many episodes to draw: those of the largest statistic (1 to 200).
@@ -238,7 +238,7 @@ fn levels(args: &LevelsArgs) -> Result<()> {
     args.picture.write(&picture.render(format)?)
 }
 
-fn significance(args: &SignificanceArgs) -> Result<()> {
+fn significance(args: &PlotSignificanceArgs) -> Result<()> {
     let format = args.picture.format()?;
     let max = plot::significance::MAX_TOP;
     if !(1..=max).contains(&args.top) {

@@ -158,7 +158,7 @@ fn query(args: &QueryArgs) -> Result<()> {
         })
         .collect::<Result<_>>()?;
     let mut searcher =
-        Searcher::on(&index, target, QueryOptions::default()).context("`--device gpu`")?;
+        Searcher::new(&index, target, QueryOptions::default()).context("`--device gpu`")?;
     let started = Instant::now();
     let mut results = Vec::with_capacity(qs.len());
     let mut total = QueryStats::default();

@@ -8,7 +8,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use clap::Args;
 use synfire::shapelet::report::Report;
-use synfire::shapelet::{ShapeletConfig, TrainingSet, train_on};
+use synfire::shapelet::{ShapeletConfig, TrainingSet, train};
 
 use crate::cli::args::{DeviceArgs, FormatArg, OutputArg, read_labelled};
 
@@ -79,7 +79,7 @@ pub fn run(args: &ShapeletArgs) -> Result<()> {
     let test = args.test.as_deref().map(read_labelled).transpose()?;
     let cfg = args.config();
     let (tree, stats) =
-        train_on(&set, &cfg, target).with_context(|| format!("shapelet discovery on `{name}`"))?;
+        train(&set, &cfg, target).with_context(|| format!("shapelet discovery on `{name}`"))?;
     let train_accuracy = tree.accuracy(&series, &labels, &name)?;
     let test_accuracy = match (&test, &args.test) {
         (Some((s, l)), Some(p)) => Some(tree.accuracy(s, l, &p.display().to_string())?),

@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use synfire::series::{Dataset, read_dataset};
 use synfire::softdtw::report::{BarycenterReport, PairwiseReport, measure_name, series_json};
 use synfire::softdtw::{
-    BarycenterOptions, Init, Measure, Options, barycenter_on, gpu, pairwise, pairwise_gradient,
+    BarycenterOptions, Init, Measure, Options, barycenter, gpu, pairwise, pairwise_gradient,
 };
 
 use crate::cli::args::{DeviceArgs, FormatArg, OutputArg};
@@ -208,8 +208,11 @@ pub fn run_barycenter(args: &BarycenterArgs) -> Result<()> {
         InitArg::Medoid => Init::Medoid,
     };
     let worker = gpu::worker_on(args.device.single("barycenter")?)?;
-    let b = barycenter_on(&set, &opts, worker.as_deref())
-        .with_context(|| format!("barycenter of {}", args.data.display()))?;
+    let b = match &worker {
+        Some(w) => gpu::barycenter(w, &set, &opts),
+        None => barycenter(&set, &opts),
+    }
+    .with_context(|| format!("barycenter of {}", args.data.display()))?;
     tracing::info!(
         series = set.len(),
         iterations = b.iterations,

@@ -15,7 +15,7 @@ use std::fmt::Display;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// Where to compute (`--device`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeviceChoice {
     /// Every GPU found (or those listed), else the CPU with one log line.
@@ -49,10 +49,14 @@ impl DeviceChoice {
     }
 }
 
-/// A [`DeviceChoice`] and, for the GPU path, which GPU: what the sensor entry points
-/// (`motif::find_motifs_on`, `shapelet::train_on`, `search::Searcher::on`,
-/// `search::IncrementalIndex::knn_on`, `softdtw::gpu::worker_on`) take. A plain
-/// [`DeviceChoice`] converts to the first GPU.
+/// A [`DeviceChoice`] and, for the GPU path, which GPU: what every single-GPU entry point takes,
+/// as `device: impl Into<DeviceTarget>` (`motif::find_motifs`, `shapelet::train`,
+/// `search::Searcher::new`, `search::IncrementalIndex::{knn, knn_batch}`,
+/// `softdtw::gpu::worker_on`, whose worker the `softdtw::gpu` functions take), so a plain
+/// [`DeviceChoice`] (the first GPU) and a choice on one ordinal (`DeviceChoice::Gpu.on(Some(1))`)
+/// are passed alike. Entry points that spread over several GPUs take a [`DeviceChoice`] and
+/// their GPU list apart (episode mining and the significance test: `episode::GpuSettings::gpus`,
+/// through `episode::select_counter` and `significance::test_episodes_on`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct DeviceTarget {
     /// CPU, GPU or either.

@@ -18,7 +18,7 @@ use crate::device::DeviceError;
 
 /// One `.cu` file from `kernels/`.
 #[derive(Clone, Copy, Debug)]
-pub struct KernelFile {
+pub(crate) struct KernelFile {
     /// File name, e.g. `episodes.cu`.
     pub name: &'static str,
     /// Its source text, as in `kernels/` (with its `#include "common.cuh"` line, if any).
@@ -27,7 +27,7 @@ pub struct KernelFile {
 
 /// `kernels/common.cuh`: the helpers the kernel files share (the `synfire_u64` type, the f64
 /// infinities, `synfire_item_of`).
-pub const COMMON: &str = include_str!("../../kernels/common.cuh");
+pub(crate) const COMMON: &str = include_str!("../../kernels/common.cuh");
 
 /// The line by which a kernel file includes [`COMMON`].
 const COMMON_INCLUDE: &str = "#include \"common.cuh\"";
@@ -55,51 +55,51 @@ impl KernelFile {
 }
 
 /// Frequent-episode counting: `episodes_preelim_n{N}` and `episodes_ptpe_n{N}`, N = 1..=16.
-pub const EPISODES: KernelFile = KernelFile {
+pub(crate) const EPISODES: KernelFile = KernelFile {
     name: "episodes.cu",
     source: include_str!("../../kernels/episodes.cu"),
 };
 
 /// Motif discovery: MK (reference distances, permutation, offset sweep, remaining-work count)
 /// and the exact matrix profile.
-pub const MOTIF: KernelFile = KernelFile {
+pub(crate) const MOTIF: KernelFile = KernelFile {
     name: "motif.cu",
     source: include_str!("../../kernels/motif.cu"),
 };
 
 /// Soft-DTW: batched values and gradients (one warp per pair) and the tiled long pair.
-pub const SOFTDTW: KernelFile = KernelFile {
+pub(crate) const SOFTDTW: KernelFile = KernelFile {
     name: "softdtw.cu",
     source: include_str!("../../kernels/softdtw.cu"),
 };
 
 /// SING similarity search: lower bounds of the iSAX array's active chunks, compacted.
-pub const SEARCH: KernelFile = KernelFile {
+pub(crate) const SEARCH: KernelFile = KernelFile {
     name: "search.cu",
     source: include_str!("../../kernels/search.cu"),
 };
 
 /// Shapelet discovery: window statistics, the distance dynamic program with the split scan
 /// (persistent warps), and the contender selection.
-pub const SHAPELET: KernelFile = KernelFile {
+pub(crate) const SHAPELET: KernelFile = KernelFile {
     name: "shapelet.cu",
     source: include_str!("../../kernels/shapelet.cu"),
 };
 
 /// Surrogates generated on the device (dithering, train shifting), bit for bit the host's.
-pub const SURROGATES: KernelFile = KernelFile {
+pub(crate) const SURROGATES: KernelFile = KernelFile {
     name: "surrogates.cu",
     source: include_str!("../../kernels/surrogates.cu"),
 };
 
 /// The threshold search's join bounds (`significance::spectrum`), bit for bit the host's.
-pub const BOUNDS: KernelFile = KernelFile {
+pub(crate) const BOUNDS: KernelFile = KernelFile {
     name: "bounds.cu",
     source: include_str!("../../kernels/bounds.cu"),
 };
 
 /// Exact counts from occurrence ends (`episode::ends`), count for count the host's.
-pub const ENDS: KernelFile = KernelFile {
+pub(crate) const ENDS: KernelFile = KernelFile {
     name: "ends.cu",
     source: include_str!("../../kernels/ends.cu"),
 };
@@ -115,15 +115,15 @@ pub const MAX_GPU_NODES: usize = 16;
 
 /// Completion times an MTPE segment tuple records (`SYNFIRE_MTPE_RECORDED`,
 /// `episode::mtpe::RECORDED`).
-pub const MTPE_RECORDED: usize = 4;
+pub(crate) const MTPE_RECORDED: usize = 4;
 
 /// The sentinel a PTPE thread writes when a per-state list would overflow
 /// (`SYNFIRE_COUNT_OVERFLOW`): the host recounts that candidate on the CPU.
-pub const COUNT_OVERFLOW: u32 = u32::MAX;
+pub(crate) const COUNT_OVERFLOW: u32 = u32::MAX;
 
 /// A compiled kernel program: a CUBIN for the device's exact architecture, loaded without any
 /// JIT compilation by the driver.
-pub type Image = Arc<Vec<u8>>;
+pub(crate) type Image = Arc<Vec<u8>>;
 
 /// (file, variant, architecture) → the image, once compiled or read. Each entry has its own
 /// lock, held while it is compiled, so two threads that want the same image (the background
@@ -190,7 +190,7 @@ fn extra_options() -> Vec<String> {
 /// The on-disk cache directory: `$SYNFIRE_KERNEL_CACHE`, else `$XDG_CACHE_HOME/synfire/kernels`,
 /// else `$HOME/.cache/synfire/kernels`.
 #[must_use]
-pub fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("SYNFIRE_KERNEL_CACHE") {
         return Some(PathBuf::from(d));
     }
@@ -214,7 +214,7 @@ pub fn cache_dir() -> Option<PathBuf> {
 ///
 /// # Errors
 /// [`DeviceError::Nvrtc`] with NVRTC's log when the source does not compile.
-pub fn image_for(
+pub(crate) fn image_for(
     file: &KernelFile,
     variant: u32,
     cc: (i32, i32),
@@ -299,7 +299,7 @@ pub fn image_for(
 ///
 /// # Errors
 /// The first [`DeviceError::Nvrtc`] of any variant.
-pub fn prepare(
+pub(crate) fn prepare(
     file: &KernelFile,
     variants: &[u32],
     cc: (i32, i32),

@@ -215,7 +215,7 @@ fn set_range(bits: &mut [u64], start: usize, stop: usize) {
 
 /// Words of a bit set over `n` events.
 #[must_use]
-pub fn words_for(n: usize) -> usize {
+pub(crate) fn words_for(n: usize) -> usize {
     n.div_ceil(64)
 }
 
@@ -225,7 +225,7 @@ pub fn end_bits(ends: &Ends, n: usize, out: &mut Vec<u64>) {
 }
 
 /// Writes the bit set of the event indices `ends` (each `< n`) into `out`.
-pub fn index_bits(ends: &[u32], n: usize, out: &mut Vec<u64>) {
+pub(crate) fn index_bits(ends: &[u32], n: usize, out: &mut Vec<u64>) {
     out.clear();
     out.resize(words_for(n), 0);
     for &i in ends {

@@ -224,7 +224,7 @@ fn random_candidates(
 
 /// Where a model's table came from, as [`resolve`] found it.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Source {
+pub(crate) enum Source {
     /// Read from the user's cache folder.
     Cached(PathBuf),
     /// Shipped with synfire ([`SHIPPED`]).

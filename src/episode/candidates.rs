@@ -51,7 +51,7 @@ pub fn level_two(frequent: &[EventType], intervals: &[Interval]) -> Vec<Episode>
 /// The level-2 candidates of [`level_two`] for which `keep(first, interval, second)` holds
 /// (indices into `frequent` and `intervals`), in the same order, without building the others:
 /// with a bound that removes most pairs, the survivors are all that is allocated.
-pub fn level_two_where(
+pub(crate) fn level_two_where(
     frequent: &[EventType],
     intervals: &[Interval],
     mut keep: impl FnMut(usize, usize, usize) -> bool,
@@ -107,7 +107,7 @@ impl<'a> Join<'a> {
     /// # Panics
     /// As [`join`].
     #[must_use]
-    pub fn new(frequent: &'a [Episode]) -> Self {
+    pub(crate) fn new(frequent: &'a [Episode]) -> Self {
         let mut by_prefix: HashMap<Key, Vec<usize>> = HashMap::new();
         if let Some(first) = frequent.first() {
             let k = first.len();
@@ -134,7 +134,7 @@ impl<'a> Join<'a> {
 
     /// Number of candidates the join yields (without building them).
     #[must_use]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.frequent.iter().map(|a| self.partners(a).len()).sum()
     }
 
@@ -145,7 +145,7 @@ impl<'a> Join<'a> {
     }
 
     /// The candidates, in [`join`]'s order.
-    pub fn iter(&self) -> impl Iterator<Item = Episode> + Send + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Episode> + Send + '_ {
         self.frequent.iter().flat_map(move |alpha| {
             self.partners(alpha)
                 .iter()
@@ -160,7 +160,7 @@ impl<'a> Join<'a> {
     ///
     /// Lazy: one block of prefixes at a time (bounded in parallel), so memory is bounded by
     /// the survivors of one block, plus the ends of one prefix path per worker.
-    pub fn iter_bounded<'s>(
+    pub(crate) fn iter_bounded<'s>(
         &'s self,
         index: &'s TypeIndex,
         table: &'s SuccessorTable,

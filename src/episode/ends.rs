@@ -69,7 +69,7 @@ impl Ends {
     /// The ends of the single-node episode `ty`: every event of the type, each its own start.
     /// A type the index does not have gives no ends.
     #[must_use]
-    pub fn single(index: &TypeIndex, ty: EventType) -> Self {
+    pub(crate) fn single(index: &TypeIndex, ty: EventType) -> Self {
         if ty.index() >= index.num_types() {
             return Self::default();
         }
@@ -103,7 +103,7 @@ impl Ends {
     }
 
     /// [`Ends::extend`] into a reused buffer (`out` is overwritten).
-    pub fn extend_into(
+    pub(crate) fn extend_into(
         &self,
         index: &TypeIndex,
         last: EventType,
@@ -405,7 +405,7 @@ pub struct EndsPath {
 impl EndsPath {
     /// An empty path.
     #[must_use]
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 

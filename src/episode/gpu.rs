@@ -68,14 +68,14 @@ impl GpuStats {
 
     /// The totals of two counters together, field by field.
     #[must_use]
-    pub fn plus(&self, other: &Self) -> Self {
+    pub(crate) fn plus(&self, other: &Self) -> Self {
         self.zip(other, u64::saturating_add, |a, b| a + b)
     }
 
     /// What these running totals gained since `earlier`, a snapshot of the same counter's
     /// (or counters') totals, field by field.
     #[must_use]
-    pub fn since(&self, earlier: &Self) -> Self {
+    pub(crate) fn since(&self, earlier: &Self) -> Self {
         self.zip(earlier, u64::saturating_sub, |a, b| a - b)
     }
 }
@@ -290,7 +290,7 @@ impl GpuCounter {
     /// Adds `candidates` counted from their prefixes' ends in `kernel_ms` of kernel time (a
     /// job run on [`GpuCounter::worker`]) to the running totals ([`GpuStats::ends_candidates`],
     /// [`GpuStats::kernel_ms`]).
-    pub fn record_ends(&self, candidates: u64, kernel_ms: f32) {
+    pub(crate) fn record_ends(&self, candidates: u64, kernel_ms: f32) {
         let mut stats = self.stats.lock();
         stats.ends_candidates += candidates;
         stats.kernel_ms += f64::from(kernel_ms);
@@ -352,7 +352,7 @@ impl GpuCounter {
     }
 
     /// Uses `calibration` for every device (instead of the stored per-model files).
-    pub fn set_calibration(&mut self, calibration: &Calibration) {
+    pub(crate) fn set_calibration(&mut self, calibration: &Calibration) {
         for c in &mut self.calibrations {
             *c = Some(calibration.clone());
         }
@@ -376,14 +376,14 @@ impl GpuCounter {
     /// # Panics
     /// If `w` is not a worker index.
     #[must_use]
-    pub fn resident_threads(&self, w: usize, nodes: usize) -> u64 {
+    pub(crate) fn resident_threads(&self, w: usize, nodes: usize) -> u64 {
         self.workers[w].ptpe_resident_threads(nodes)
     }
 
     /// Eq. 3 for worker `w` counting `share` episodes of `nodes` nodes: PTPE when
     /// `share > MP × B_MP × T_B × f(N)`.
     #[must_use]
-    pub fn prefers_ptpe(&self, w: usize, nodes: usize, share: usize) -> bool {
+    pub(crate) fn prefers_ptpe(&self, w: usize, nodes: usize, share: usize) -> bool {
         let resident = self.workers[w].ptpe_resident_threads(nodes) as f64;
         let f = self.calibrations[w]
             .as_ref()
@@ -549,7 +549,7 @@ impl GpuCounter {
 
 /// The most prefix ends (entries of 12 bytes, room for every event of each prefix's last
 /// type) one [`EndsJob`] holds on the device: about 200 MB.
-pub const ENDS_JOB_ROOM: u64 = 1 << 24;
+pub(crate) const ENDS_JOB_ROOM: u64 = 1 << 24;
 
 /// `candidates` (all of one length `n ≥ 2`) as [`EndsJob`]s, each with the positions of its
 /// candidates in `candidates`: in depth-first order of their prefix tree, each distinct
@@ -560,7 +560,7 @@ pub const ENDS_JOB_ROOM: u64 = 1 << 24;
 /// # Panics
 /// If the candidates do not all have the same length of at least two nodes.
 #[must_use]
-pub fn ends_jobs(
+pub(crate) fn ends_jobs(
     candidates: &[&Episode],
     events_of: impl Fn(u32) -> u64,
     room: u64,

@@ -57,4 +57,4 @@ pub use miner::{
 };
 pub use model::{Episode, EpisodeParseError, Given, Interval, IntervalError, IntervalUnit};
 pub use online::{Detector, DetectorError, DetectorStats, OnlineOccurrence, WatchEpisode};
-pub use options::{IntervalSpec, MiningOptions, OptionError, SignificanceOptions};
+pub use options::{IntervalSpec, MiningOptions, NoTest, OptionError};

@@ -1,6 +1,9 @@
 //! [`MiningOptions`]: every option of `synfire mine`, in one type shared by the command line,
 //! the episodes stage of a pipeline (`[stages.<name>]` with `kind = "episodes"`) and the
-//! library, with the same names and defaults everywhere.
+//! library, with the same names and defaults everywhere. Its `significance` slot holds a test
+//! of the mined episodes where a layer above supplies one
+//! (`significance::MineOptions = MiningOptions<significance::SignificanceOptions>`); plain
+//! `MiningOptions` take none ([`NoTest`]).
 
 use std::path::PathBuf;
 
@@ -73,8 +76,13 @@ impl IntervalSpec {
 /// `[low, high]`, in seconds (`intervals_s`) or in whole samples of a clock
 /// (`intervals_samples` with `sample_rate_hz`; [`Interval::samples`]). The threshold is `min_count` if given, else `support` relative to `support_per`, else a
 /// fraction 0.001 of the events (tdminer's default; [`Threshold::from_options`]).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-pub struct MiningOptions {
+///
+/// `T` is the test of the mined episodes the options may carry in `significance` (read and
+/// written in the same document): [`NoTest`] (none) by default,
+/// `significance::SignificanceOptions` in `significance::MineOptions`. Serialised, the
+/// options read back to the same value.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct MiningOptions<T = NoTest> {
     /// Inter-event intervals in seconds, each `[low, high]` (meaning `(low, high]`) or a
     /// notation string: `[[0.0, 0.005], "(0.005,0.01]", "[0,0.001]"]`.
     #[serde(default)]
@@ -122,81 +130,17 @@ pub struct MiningOptions {
     /// Calibration file for the hybrid choice (default: the one stored per GPU model).
     pub calibration: Option<PathBuf>,
     /// Test the mined episodes against surrogates (`synfire mine --surrogates …`; in a
-    /// pipeline, `[stages.<name>.significance]`, each window tested on its own). Not read by
-    /// [`MiningOptions::resolve`]: the significance module checks it
-    /// (`significance::SignificanceConfig::from_options`).
-    #[serde(default)]
-    pub significance: Option<SignificanceOptions>,
+    /// pipeline, `[stages.<name>.significance]`, each window tested on its own): `T`'s options
+    /// (`significance::SignificanceOptions`, which check themselves). Not read by
+    /// [`MiningOptions::resolve`].
+    #[serde(default = "Option::default")]
+    pub significance: Option<T>,
 }
 
-/// Surrogates of a significance test of a whole recording when none is given: `synfire mine
-/// --n-surrogates` and `synfire batch --n-surrogates` (their clap default) and Python's
-/// `synfire.mine(significance={...})` without `n_surrogates` (through
-/// `synfire._synfire.defaults()`).
-pub const DEFAULT_N_SURROGATES: usize = 200;
-
-/// Surrogates per window of a pipeline's episodes stage when none is given
-/// ([`SignificanceOptions::n_surrogates`]): 19, the fewest with which a `max-t` p-value reaches
-/// 0.05, `1 / (19 + 1)`, since every window is tested.
-pub const DEFAULT_WINDOW_SURROGATES: usize = 19;
-
-/// Level α of a significance test when none is given (`--alpha`, every caller).
-pub const DEFAULT_ALPHA: f64 = 0.05;
-
-/// Multiple-testing procedure when none is given (`--correction`, every caller).
-pub const DEFAULT_CORRECTION: &str = "guided";
-
-/// Seed of the surrogates when none is given (`--seed`, every caller).
-pub const DEFAULT_SEED: u64 = 0;
-
-fn default_window_surrogates() -> usize {
-    DEFAULT_WINDOW_SURROGATES
-}
-
-fn default_alpha() -> f64 {
-    DEFAULT_ALPHA
-}
-
-fn default_correction() -> String {
-    DEFAULT_CORRECTION.into()
-}
-
-fn default_seed() -> u64 {
-    DEFAULT_SEED
-}
-
-/// The significance options of an episodes stage, as written (checked by
-/// `significance::SignificanceConfig::from_options`): the options of `synfire mine
-/// --surrogates …` with fewer surrogates by default, since every window is tested.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-pub struct SignificanceOptions {
-    /// Surrogate method `METHOD[:Δ[:d]]`, as `--surrogates` (e.g. `"dither:0.015"`).
-    pub surrogates: String,
-    /// Surrogates per window (default 19: the fewest with which a `max-t` p-value reaches
-    /// 0.05, `1 / (19 + 1)`).
-    #[serde(default = "default_window_surrogates")]
-    pub n_surrogates: usize,
-    /// Level α (default 0.05).
-    #[serde(default = "default_alpha")]
-    pub alpha: f64,
-    /// `max-t` (default), `spectrum`, `fdr-bh`, `holm`, `bonferroni` or `none`.
-    #[serde(default = "default_correction")]
-    pub correction: String,
-    /// Seed of the surrogates (default 0).
-    #[serde(default = "default_seed")]
-    pub seed: u64,
-    /// Per-episode procedures: test the N most frequent episodes.
-    pub test_top: Option<usize>,
-    /// Keep only the significant episodes in each window's result (default false).
-    #[serde(default)]
-    pub significant_only: bool,
-    /// `max-t` by sample splitting: select the tested family on this leading fraction of the
-    /// recording's span (in (0, 1)) and test it on the rest, as `--sample-split`
-    /// (`significance::sample_split`). Absent: the family is selected by mining every
-    /// surrogate.
-    #[serde(default)]
-    pub sample_split: Option<f64>,
-}
+/// The test slot of plain [`MiningOptions`]: no test (no value of this type exists, so a
+/// document that gives `significance` is refused; `significance::MineOptions` reads one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub enum NoTest {}
 
 /// One invalid option: its name (as in the TOML section and, with dashes, on the command
 /// line) and what is wrong.
@@ -210,7 +154,7 @@ pub struct OptionError {
 }
 
 impl MiningOptions {
-    /// Options with `intervals` and every other option at its default. Intervals in samples
+    /// Options with `intervals`, every other option at its default and no test. Intervals in samples
     /// go to `intervals_samples` (with the first one's rate), the others to `intervals_s`.
     #[must_use]
     pub fn new(intervals: &[Interval]) -> Self {
@@ -239,6 +183,33 @@ impl MiningOptions {
             exact_kernel: ExactAlgorithm::default(),
             calibration: None,
             significance: None,
+        }
+    }
+}
+
+impl<T> MiningOptions<T> {
+    /// The same options with `significance` in the test slot (a test of another type, or
+    /// none).
+    #[must_use]
+    pub fn with_test<U>(self, significance: Option<U>) -> MiningOptions<U> {
+        MiningOptions {
+            intervals_s: self.intervals_s,
+            intervals_samples: self.intervals_samples,
+            sample_rate_hz: self.sample_rate_hz,
+            min_count: self.min_count,
+            support: self.support,
+            support_per: self.support_per,
+            max_level: self.max_level,
+            one_pass: self.one_pass,
+            bounds: self.bounds,
+            max_candidates: self.max_candidates,
+            time_budget_s: self.time_budget_s,
+            memory_budget: self.memory_budget,
+            device: self.device,
+            gpus: self.gpus,
+            exact_kernel: self.exact_kernel,
+            calibration: self.calibration,
+            significance,
         }
     }
 

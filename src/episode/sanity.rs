@@ -10,18 +10,18 @@ use crate::event::EventStream;
 
 /// A span longer than this, seconds (a week), is taken for a unit mistake or a wrong
 /// timestamp: no spike-sorted recording runs that long.
-pub const MAX_PLAUSIBLE_SPAN_S: f64 = 7.0 * 24.0 * 3600.0;
+pub(crate) const MAX_PLAUSIBLE_SPAN_S: f64 = 7.0 * 24.0 * 3600.0;
 
 /// A unit firing faster than this on average, Hz, is not one neuron: the absolute refractory
 /// period (about 1 ms) allows at most 1 kHz.
-pub const MAX_PLAUSIBLE_RATE_HZ: f64 = 1000.0;
+pub(crate) const MAX_PLAUSIBLE_RATE_HZ: f64 = 1000.0;
 
 /// Events beyond a gap this large a fraction of the span, and fewer than
 /// [`OUTLIER_FRACTION`] of all events, are taken for stray timestamps.
-pub const OUTLIER_GAP_FRACTION: f64 = 0.5;
+pub(crate) const OUTLIER_GAP_FRACTION: f64 = 0.5;
 
 /// See [`OUTLIER_GAP_FRACTION`].
-pub const OUTLIER_FRACTION: f64 = 0.001;
+pub(crate) const OUTLIER_FRACTION: f64 = 0.001;
 
 /// The warnings for `stream` mined into `result` (empty when nothing looks wrong), each one
 /// sentence that says what was seen and what to check.

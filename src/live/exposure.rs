@@ -56,7 +56,7 @@ impl Guard {
     /// Whether host name `name` (a `Host` header or an origin's host, port and brackets
     /// removed) is allowed.
     #[must_use]
-    pub fn allows_host(&self, name: &str) -> bool {
+    pub(crate) fn allows_host(&self, name: &str) -> bool {
         let name = name.trim_start_matches('[').trim_end_matches(']');
         LOOPBACK_HOSTS
             .iter()
@@ -69,7 +69,7 @@ impl Guard {
     ///
     /// Counts nothing; the caller counts a refusal in [`Guard::refused`].
     #[must_use]
-    pub fn check<B>(&self, req: &Request<B>) -> Option<&'static str> {
+    pub(crate) fn check<B>(&self, req: &Request<B>) -> Option<&'static str> {
         let host = req
             .headers()
             .get(HOST)

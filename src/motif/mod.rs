@@ -42,7 +42,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::device::DeviceError;
-use crate::device::{DeviceChoice, DeviceTarget};
+use crate::device::DeviceTarget;
 pub use znorm::Subsequences;
 
 /// Default number of MK reference subsequences `r` (the paper's experiments use 10).
@@ -356,29 +356,18 @@ pub fn valid_pairs(allowed: &[bool], exclusion: usize) -> u64 {
 }
 
 /// Finds the top-k motifs of `x` on `device` (`Auto`: the GPU when one is usable, else the
-/// CPU with one log line), on the first GPU ([`find_motifs_on`] picks the GPU).
+/// CPU with one log line), on its GPU: a [`DeviceTarget`] names it (`target.gpu`, a CUDA
+/// ordinal), a plain [`DeviceChoice`](crate::device::DeviceChoice) takes the first GPU.
 ///
 /// # Errors
-/// [`validate`]'s errors; [`MotifError::Device`] when `device` is `Gpu` and no GPU works.
+/// [`validate`]'s errors; [`MotifError::Device`] when the choice is `Gpu` and no GPU works,
+/// or the GPU ordinal does not exist.
 pub fn find_motifs(
     x: &[f64],
     cfg: &MotifConfig,
-    device: DeviceChoice,
+    device: impl Into<DeviceTarget>,
 ) -> Result<MotifResult, MotifError> {
-    find_motifs_on(x, cfg, device.into())
-}
-
-/// [`find_motifs`] on `target`: its device choice, on its GPU (`target.gpu`, a CUDA ordinal;
-/// `None`: the first GPU).
-///
-/// # Errors
-/// As [`find_motifs`]; [`MotifError::Device`] also for a GPU ordinal that does not exist when
-/// the choice is `Gpu`.
-pub fn find_motifs_on(
-    x: &[f64],
-    cfg: &MotifConfig,
-    target: DeviceTarget,
-) -> Result<MotifResult, MotifError> {
+    let target: DeviceTarget = device.into();
     validate(x.len(), cfg)?;
     let started = Instant::now();
     let subs = Subsequences::new(x, cfg.m);

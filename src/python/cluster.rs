@@ -21,8 +21,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use super::{Columns, SynfireError, read_file, resolve};
 use crate::episode::{
-    Counter, CpuCounter, GpuSettings, MinerConfig, MiningOptions, MiningResult, NoProgress,
-    mine_with,
+    Counter, CpuCounter, GpuSettings, MinerConfig, MiningResult, NoProgress, mine_with,
 };
 use crate::event::EventStream;
 use crate::report::{MineReport, write_json};
@@ -78,7 +77,7 @@ pub struct Session {
     /// The local file or folder read.
     path: PathBuf,
     stream: EventStream,
-    options: MiningOptions,
+    options: crate::significance::MineOptions,
     config: MinerConfig,
     settings: GpuSettings,
     significance: Option<SignificanceConfig>,

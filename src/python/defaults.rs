@@ -7,29 +7,27 @@
 use pyo3::prelude::*;
 use serde_json::{Value, json};
 
-use crate::device::DeviceChoice;
-use crate::episode::MiningOptions;
-use crate::episode::options::{
-    DEFAULT_ALPHA, DEFAULT_CORRECTION, DEFAULT_N_SURROGATES, DEFAULT_SEED,
-    DEFAULT_WINDOW_SURROGATES,
-};
+use crate::significance::options::DEFAULT_WINDOW_SURROGATES;
 use crate::significance::surrogate::{DEFAULT_DEAD_TIME_S, DEFAULT_DELTA_S};
+use crate::significance::{MineOptions, SignificanceOptions, SurrogateMethod};
 
-/// The defaults as JSON: `mining` (each [`MiningOptions`] field but the intervals, as the
-/// options JSON reads it when the key is absent), `significance` (each option of
-/// `significance=` but `surrogates`, which has none: those of `synfire mine --surrogates …`),
+/// The defaults as JSON: `mining` (each [`MineOptions`] field but the intervals, as the
+/// options JSON reads it when the key is absent), `significance` (each
+/// [`SignificanceOptions`] field but `surrogates`, which has none: those of `synfire mine
+/// --surrogates …`, [`SignificanceOptions::new`], serialised as the options JSON reads them),
 /// `window_n_surrogates` (a pipeline window's surrogates, [`DEFAULT_WINDOW_SURROGATES`]) and
 /// `surrogate_method` (`delta_s`, `dead_time_s`: the method's parameters when
 /// `METHOD[:Δ[:d]]` leaves them out, seconds).
 ///
 /// # Panics
-/// Never: `{}` is a valid [`MiningOptions`] document (every field has a default).
+/// Never: `{}` is a valid [`MineOptions`] document (every field has a default), and the
+/// options serialise.
 fn defaults_json() -> Value {
     // The serde defaults: what the extension reads for a key Python leaves out.
-    let options: MiningOptions =
+    let options: MineOptions =
         serde_json::from_str("{}").expect("every mining option has a default");
     // Every field named, so that a new option cannot be left out of the defaults.
-    let MiningOptions {
+    let MineOptions {
         intervals_s: _,
         intervals_samples: _,
         sample_rate_hz,
@@ -48,11 +46,14 @@ fn defaults_json() -> Value {
         calibration,
         significance,
     } = options;
-    let device = match device {
-        DeviceChoice::Auto => "auto",
-        DeviceChoice::Cpu => "cpu",
-        DeviceChoice::Gpu => "gpu",
-    };
+    // Every option of a test but its method, at `synfire mine`'s defaults.
+    let mut test = serde_json::to_value(SignificanceOptions::new(SurrogateMethod::Dither {
+        delta_s: DEFAULT_DELTA_S,
+    }))
+    .expect("the significance options serialise");
+    if let Value::Object(fields) = &mut test {
+        fields.remove("surrogates");
+    }
     json!({
         "mining": {
             "sample_rate_hz": sample_rate_hz,
@@ -71,15 +72,7 @@ fn defaults_json() -> Value {
             "calibration": calibration,
             "significance": significance,
         },
-        "significance": {
-            "n_surrogates": DEFAULT_N_SURROGATES,
-            "alpha": DEFAULT_ALPHA,
-            "correction": DEFAULT_CORRECTION,
-            "seed": DEFAULT_SEED,
-            "test_top": None::<usize>,
-            "significant_only": false,
-            "sample_split": None::<f64>,
-        },
+        "significance": test,
         "window_n_surrogates": DEFAULT_WINDOW_SURROGATES,
         "surrogate_method": {
             "delta_s": DEFAULT_DELTA_S,
@@ -90,7 +83,7 @@ fn defaults_json() -> Value {
 
 /// The default of every mining and significance option (a dict, [`defaults_json`]):
 /// `{"mining": {"max_level": 10, "device": "auto", …}, "significance": {"n_surrogates": 200,
-/// "alpha": 0.05, "correction": "max-t", "seed": 0, …}, "window_n_surrogates": 19,
+/// "alpha": 0.05, "correction": "guided", "seed": 0, …}, "window_n_surrogates": 19,
 /// "surrogate_method": {"delta_s": 0.015, "dead_time_s": 0.002}}`.
 #[pyfunction]
 fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {

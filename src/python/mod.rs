@@ -1,7 +1,7 @@
 //! The Python extension module `synfire._synfire` (cargo feature `python`, built by maturin from
 //! `pyproject.toml`). A thin layer over the library's entry points: the Python package
 //! (`python/synfire/`) turns a lab's spike containers into `(times, unit index, labels)` arrays
-//! or a file path and the options into [`MiningOptions`]' JSON, and reads back the `synfire
+//! or a file path and the options into [`MineOptions`]' JSON, and reads back the `synfire
 //! mine` JSON document ([`MineReport`], `docs/mine-json.md`) as pandas frames. Long calls run
 //! on a thread of their own with the GIL released and answer Ctrl-C ([`interrupt`]); mining
 //! reports its progress to a Python callable and stops when interrupted.
@@ -25,11 +25,11 @@ use pyo3::exceptions::{PyException, PyFileNotFoundError, PyKeyboardInterrupt, Py
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::episode::{MiningOptions, mine_with, select_counter};
+use crate::episode::{mine_with, select_counter};
 use crate::event::{Alphabet, EventStream, EventType, Ordering};
 use crate::report::MineReport;
 use crate::significance::phases::Tester;
-use crate::significance::{SignificanceConfig, listing};
+use crate::significance::{MineOptions, SignificanceConfig, listing};
 use interrupt::{MineProgress, interruptible};
 
 pyo3::create_exception!(
@@ -40,14 +40,23 @@ pyo3::create_exception!(
 );
 
 /// The options of `synfire mine` from their JSON (the Python keyword arguments), every
-/// unknown or invalid one named.
-fn options(json: &str) -> PyResult<MiningOptions> {
+/// unknown one named, and the first invalid one by its path (`significance.correction`).
+fn options(json: &str) -> PyResult<MineOptions> {
     let mut unknown = Vec::new();
+    let mut track = serde_path_to_error::Track::new();
     let de = &mut serde_json::Deserializer::from_str(json);
-    let options: MiningOptions = serde_ignored::deserialize(de, |path| {
+    let de = serde_path_to_error::Deserializer::new(de, &mut track);
+    let options: MineOptions = serde_ignored::deserialize(de, |path| {
         unknown.push(path.to_string());
     })
-    .map_err(|e| PyValueError::new_err(format!("mining options: {e}")))?;
+    .map_err(|e| {
+        let path = track.path().to_string();
+        if path.is_empty() || path == "." {
+            PyValueError::new_err(format!("mining options: {e}"))
+        } else {
+            PyValueError::new_err(format!("mining options: `{path}`: {e}"))
+        }
+    })?;
     if !unknown.is_empty() {
         return Err(PyValueError::new_err(format!(
             "unknown mining option(s): {}",
@@ -243,7 +252,7 @@ fn mine_err(e: &dyn std::fmt::Display, cancelled: bool) -> PyErr {
 pub(crate) fn resolve(
     options_json: &str,
 ) -> PyResult<(
-    MiningOptions,
+    MineOptions,
     crate::episode::MinerConfig,
     crate::episode::GpuSettings,
     Option<SignificanceConfig>,
@@ -254,10 +263,10 @@ pub(crate) fn resolve(
         PyValueError::new_err(lines.join("\n"))
     })?;
     let significance = match &options.significance {
-        Some(o) => Some(SignificanceConfig::from_options(o).map_err(|errors| {
+        Some(o) => Some(o.config().map_err(|errors| {
             let lines: Vec<String> = errors
                 .iter()
-                .map(|(f, m)| format!("`significance.{f}`: {m}"))
+                .map(|e| format!("`significance.{}`: {}", e.field, e.message))
                 .collect();
             PyValueError::new_err(lines.join("\n"))
         })?),

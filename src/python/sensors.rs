@@ -176,7 +176,10 @@ pub fn barycenter<'py>(
     let target: DeviceTarget = choice(device)?.into();
     let result = run(py, move || {
         gpu::worker_on(target)
-            .and_then(|worker| crate::softdtw::barycenter_on(&set, &opts, worker.as_deref()))
+            .and_then(|worker| match &worker {
+                Some(w) => gpu::barycenter(w, &set, &opts),
+                None => crate::softdtw::barycenter(&set, &opts),
+            })
             .map_err(softdtw_err)
     })?;
     let info = PyDict::new(py);

@@ -20,7 +20,7 @@ use super::collection::{Collection, CollectionKind, sq_dist};
 use super::index::{BuildOptions, Index};
 use super::query::{Neighbor, QueryOptions, QueryStats};
 use super::searcher::Searcher;
-use crate::device::{DeviceChoice, DeviceTarget};
+use crate::device::DeviceTarget;
 
 /// Pending series that trigger the first build (and the least that trigger a rebuild).
 pub const MIN_REBUILD: usize = 1024;
@@ -158,39 +158,25 @@ impl IncrementalIndex {
     }
 
     /// The exact k nearest held series of the z-normalised query `q`, nearest first (ties:
-    /// earliest first), with the index query's costs (the pending scan's distances added).
-    /// GPU lower bounds come from the first GPU ([`IncrementalIndex::knn_on`] picks it).
+    /// earliest first), with the index query's costs (the pending scan's distances added). GPU
+    /// lower bounds come from `device`'s GPU (a [`DeviceTarget`] names it; a plain
+    /// [`DeviceChoice`](crate::device::DeviceChoice): the first GPU).
     ///
     /// # Errors
-    /// [`SearchError::ZeroK`], [`SearchError::QueryLength`], and with `device = Gpu` a GPU
-    /// failure.
+    /// [`SearchError::ZeroK`], [`SearchError::QueryLength`], and with `Gpu` a GPU failure.
     pub fn knn(
         &self,
         q: &[f32],
         k: usize,
-        device: DeviceChoice,
+        device: impl Into<DeviceTarget>,
         options: QueryOptions,
     ) -> Result<(Vec<IncrementalNeighbor>, QueryStats), SearchError> {
-        self.knn_on(q, k, device.into(), options)
-    }
-
-    /// [`IncrementalIndex::knn`] on `target`: its device choice, on its GPU (`target.gpu`, a
-    /// CUDA ordinal; `None`: the first GPU).
-    ///
-    /// # Errors
-    /// As [`IncrementalIndex::knn`].
-    pub fn knn_on(
-        &self,
-        q: &[f32],
-        k: usize,
-        target: DeviceTarget,
-        options: QueryOptions,
-    ) -> Result<(Vec<IncrementalNeighbor>, QueryStats), SearchError> {
+        let target: DeviceTarget = device.into();
         SearchError::check_request(k, q.len(), self.len)?;
         let mut best: Vec<(u64, u32)> = Vec::with_capacity(k + 1);
         let mut stats = QueryStats::default();
         if let Some(main) = &self.main {
-            let answer = Searcher::on(main, target, options)?.knn_normalized(q, k)?;
+            let answer = Searcher::new(main, target, options)?.knn_normalized(q, k)?;
             stats = answer.stats;
             best.extend(
                 answer
@@ -205,17 +191,18 @@ impl IncrementalIndex {
     /// The exact k nearest held series of each z-normalised query of `qs`, answered together:
     /// [`Searcher::query_batch`] on the index (batched GPU filter and refine, or the queries
     /// in parallel on the CPU), then each query's scan of the pending series, as
-    /// [`IncrementalIndex::knn_on`] does for one.
+    /// [`IncrementalIndex::knn`] does for one, on `device` as there.
     ///
     /// # Errors
     /// As [`IncrementalIndex::knn`], naming the first query of the wrong length.
-    pub fn knn_batch_on(
+    pub fn knn_batch(
         &self,
         qs: &[Vec<f32>],
         k: usize,
-        target: DeviceTarget,
+        device: impl Into<DeviceTarget>,
         options: QueryOptions,
     ) -> Result<Vec<(Vec<IncrementalNeighbor>, QueryStats)>, SearchError> {
+        let target: DeviceTarget = device.into();
         if k == 0 {
             return Err(SearchError::ZeroK);
         }
@@ -227,7 +214,7 @@ impl IncrementalIndex {
             });
         }
         let main: Vec<(Vec<(u64, u32)>, QueryStats)> = match &self.main {
-            Some(main) if !qs.is_empty() => Searcher::on(main, target, options)?
+            Some(main) if !qs.is_empty() => Searcher::new(main, target, options)?
                 .query_batch(qs, k)?
                 .answers
                 .into_iter()

@@ -31,32 +31,21 @@ impl std::fmt::Debug for Searcher<'_> {
 }
 
 impl<'a> Searcher<'a> {
-    /// A searcher of `index`: `Cpu` (workers compute every bound), `Gpu` (the GPU produces
-    /// bounds; an error without one), `Auto` (the GPU when one is usable, else the CPU with
-    /// one log line). The GPU (the first one; [`Searcher::on`] picks it) gets the iSAX array
-    /// here (once).
+    /// A searcher of `index` on `device` (a [`DeviceChoice`], or a [`DeviceTarget`] naming
+    /// the GPU: `target.gpu`, a CUDA ordinal; `None` and a plain choice: the first GPU): `Cpu`
+    /// (workers compute every bound), `Gpu` (the GPU produces bounds; an error without one),
+    /// `Auto` (the GPU when one is usable, else the CPU with one log line). The GPU gets the
+    /// iSAX array here (once).
     ///
     /// # Errors
-    /// [`SearchError::Device`] for `Gpu` without a usable GPU.
+    /// [`SearchError::Device`] for `Gpu` without a usable GPU, or with a GPU ordinal that does
+    /// not exist.
     pub fn new(
         index: &'a Index,
-        device: DeviceChoice,
+        device: impl Into<DeviceTarget>,
         options: QueryOptions,
     ) -> Result<Self, SearchError> {
-        Self::on(index, device.into(), options)
-    }
-
-    /// [`Searcher::new`] on `target`: its device choice, on its GPU (`target.gpu`, a CUDA
-    /// ordinal; `None`: the first GPU).
-    ///
-    /// # Errors
-    /// As [`Searcher::new`]; [`SearchError::Device`] also for a GPU ordinal that does not
-    /// exist when the choice is `Gpu`.
-    pub fn on(
-        index: &'a Index,
-        target: DeviceTarget,
-        options: QueryOptions,
-    ) -> Result<Self, SearchError> {
+        let target: DeviceTarget = device.into();
         let gpu = target.resolve("similarity search", |gpu| GpuLowerBounds::new(index, gpu))?;
         Ok(Self {
             index,

@@ -57,32 +57,20 @@ use crate::series::Dataset;
 pub use discovery::{Candidate, Op, Scored};
 pub use tree::{Node, Rule, Shapelet, ShapeletTree, TrainStats, train_with};
 
-/// Trains a shapelet tree on `set` (Algorithm 2) on `device`: the CPU, the GPU, or `Auto` (the
-/// GPU when one is usable, else the CPU with one log line), on the first GPU ([`train_on`]
-/// picks the GPU).
+/// Trains a shapelet tree on `set` (Algorithm 2) on `device`: the CPU, the GPU, or `Auto`
+/// (the GPU when one is usable, else the CPU with one log line), on its GPU: a
+/// [`DeviceTarget`](crate::device::DeviceTarget) names it (`target.gpu`, a CUDA ordinal), a
+/// plain [`DeviceChoice`](crate::device::DeviceChoice) takes the first GPU.
 ///
 /// # Errors
 /// [`ShapeletError::Config`] for options that do not fit the set; [`ShapeletError::Device`]
-/// with `Gpu` when no GPU works.
+/// with `Gpu` when no GPU works or the GPU ordinal does not exist.
 pub fn train(
     set: &TrainingSet,
     cfg: &ShapeletConfig,
-    device: crate::device::DeviceChoice,
+    device: impl Into<crate::device::DeviceTarget>,
 ) -> Result<(ShapeletTree, TrainStats), ShapeletError> {
-    train_on(set, cfg, device.into())
-}
-
-/// [`train`] on `target`: its device choice, on its GPU (`target.gpu`, a CUDA ordinal; `None`:
-/// the first GPU).
-///
-/// # Errors
-/// As [`train`]; [`ShapeletError::Device`] also for a GPU ordinal that does not exist when the
-/// choice is `Gpu`.
-pub fn train_on(
-    set: &TrainingSet,
-    cfg: &ShapeletConfig,
-    target: crate::device::DeviceTarget,
-) -> Result<(ShapeletTree, TrainStats), ShapeletError> {
+    let target = device.into();
     cfg.validate(set.length)?;
     let mut search = gpu::select(target)?;
     train_with(set, cfg, search.as_mut())

@@ -8,13 +8,16 @@
 //! instead of mining each surrogate; [`sample_split`]: `max-t` with the family selected on the
 //! first part of the recording and tested on the rest (surrogates counted, not mined);
 //! [`guided`]: significance-guided mining (level `k + 1` extends only the significant
-//! `k`-node episodes; the default procedure); [`gpu`]: the significance jobs on a GPU counter's devices (the `spectrum` search's
+//! `k`-node episodes; the default procedure); [`options`]: a test's options, typed, declared
+//! once with their defaults and checked in one place, composed with the mining options
+//! ([`MineOptions`]); [`gpu`]: the significance jobs on a GPU counter's devices (the `spectrum` search's
 //! one-floor pass, a list's counts in a batch of surrogates).
 
 mod engine;
 mod error;
 pub mod gpu;
 pub mod guided;
+pub mod options;
 pub mod phases;
 pub mod philox;
 pub mod sample_split;
@@ -22,7 +25,8 @@ pub mod spectrum;
 pub mod surrogate;
 pub mod testing;
 
-pub use phases::{test_episodes, test_episodes_on, test_episodes_with_gpu};
+pub use options::{MineOptions, SignificanceOptions};
+pub use phases::{test_episodes, test_episodes_on};
 pub use surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};
 pub use testing::{
     Correction, EpisodeTest, GuidedLevel, Listing, SignificanceConfig, SignificanceError,

@@ -204,65 +204,6 @@ impl SignificanceConfig {
         }
         out
     }
-
-    /// The configuration an episodes stage's `significance` options describe (only the
-    /// significant episodes kept when its `significant_only` is set).
-    ///
-    /// # Errors
-    /// Every invalid option as `(field, message)`: an unknown surrogate method or correction,
-    /// no surrogates, `alpha` outside (0, 1), `trial-shift` (a live window has no trials).
-    pub fn from_options(
-        options: &crate::episode::SignificanceOptions,
-    ) -> Result<Self, Vec<(String, String)>> {
-        let mut errors = Vec::new();
-        let method = options
-            .surrogates
-            .parse::<SurrogateMethod>()
-            .map_err(|e| errors.push(("surrogates".to_owned(), e.to_string())))
-            .ok();
-        if matches!(method, Some(SurrogateMethod::TrialShift { .. })) {
-            errors.push((
-                "surrogates".to_owned(),
-                "`trial-shift` needs trials, which a window does not have".to_owned(),
-            ));
-        }
-        let correction = options
-            .correction
-            .parse::<Correction>()
-            .map_err(|e| errors.push(("correction".to_owned(), e)))
-            .ok();
-        if options.n_surrogates == 0 {
-            errors.push(("n_surrogates".to_owned(), "must be at least 1".to_owned()));
-        }
-        if !(options.alpha > 0.0 && options.alpha < 1.0) {
-            errors.push((
-                "alpha".to_owned(),
-                format!("must be in (0, 1), got {}", options.alpha),
-            ));
-        }
-        if let Some(f) = options.sample_split {
-            errors.extend(
-                check_sample_split(f, correction, method.as_ref())
-                    .into_iter()
-                    .map(|e| ("sample_split".to_owned(), e)),
-            );
-        }
-        match (method, correction) {
-            (Some(method), Some(correction)) if errors.is_empty() => Ok(Self {
-                method,
-                n_surrogates: options.n_surrogates,
-                alpha: options.alpha,
-                correction,
-                seed: options.seed,
-                test_top: options.test_top,
-                watch: None,
-                trials: None,
-                significant_only: options.significant_only,
-                sample_split: options.sample_split,
-            }),
-            _ => Err(errors),
-        }
-    }
 }
 
 /// The outcome of one episode's test (the JSON fields of a tested episode, by these names).

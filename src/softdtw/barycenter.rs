@@ -116,20 +116,25 @@ pub struct Barycenter {
 /// [`Init::Mean`] on unequal lengths or `memory = 0`; and, naming `set[k]` or `init`, every
 /// error of [`value`](super::value).
 pub fn barycenter(set: &[Series], opts: &BarycenterOptions) -> Result<Barycenter, SoftDtwError> {
-    barycenter_on(set, opts, None)
+    barycenter_with(set, opts, None)
 }
 
-/// [`barycenter`] with the objective's values and gradients computed on a GPU worker
-/// (`softdtw::gpu::paired_gradient`, f32: gradients within 1e-3 of the f64 reference, so the
-/// optimisation may stop at a slightly different point), or on the CPU when `worker` is
-/// `None`. The start (mean or medoid) is computed on the CPU either way.
+/// The gradients of the soft-DTW values of `copies[k]` against `set[k]` for every `k` (the
+/// objective's terms), computed elsewhere than on this thread's CPU path: a GPU worker's
+/// ([`super::gpu::barycenter`]).
+pub(crate) type PairedGradients<'a> =
+    &'a dyn Fn(&[Series], &[Series]) -> Result<Vec<super::Gradient>, SoftDtwError>;
+
+/// [`barycenter`] with the objective's values and gradients from `paired` when given (a GPU
+/// worker's, [`super::gpu::barycenter`]), else on the CPU. The start (mean or medoid) is
+/// computed on the CPU either way.
 ///
 /// # Errors
-/// As [`barycenter`], plus [`SoftDtwError::Device`] when the GPU fails.
-pub fn barycenter_on(
+/// As [`barycenter`], plus `paired`'s first error.
+pub(crate) fn barycenter_with(
     set: &[Series],
     opts: &BarycenterOptions,
-    worker: Option<&crate::device::GpuWorker>,
+    paired: Option<PairedGradients<'_>>,
 ) -> Result<Barycenter, SoftDtwError> {
     let soft = &opts.soft;
     soft.validate()?;
@@ -202,10 +207,9 @@ pub fn barycenter_on(
             dims: start.dims,
             values: z.to_vec(),
         };
-        if let Some(w) = worker {
+        if let Some(paired) = paired {
             let copies = vec![zs.clone(); set.len()];
-            return match super::gpu::paired_gradient(w, &copies, set, soft, super::Measure::SoftDtw)
-            {
+            return match paired(&copies, set) {
                 Ok(gs) => {
                     let mut f = 0.0;
                     let mut grad = vec![0.0; z.len()];

@@ -15,11 +15,14 @@ use std::sync::Arc;
 
 use super::batch::{all_length_pairs, check_paired, check_sets, rows};
 use super::divergence::combine;
-use super::{Gradient, Measure, Options, PairwiseGradient, Series, SoftDtwError};
+use super::{
+    Barycenter, BarycenterOptions, Gradient, Measure, Options, PairwiseGradient, Series,
+    SoftDtwError,
+};
 use crate::device::softdtw::{
     MAX_WARP_SCRATCH, PairMode, SeriesSet, SoftDtwBatch, SoftDtwOutput, gradient_scratch,
 };
-use crate::device::{DeviceChoice, DeviceError, DeviceTarget, GpuWorker};
+use crate::device::{DeviceError, DeviceTarget, GpuWorker};
 
 fn device_error(e: DeviceError) -> SoftDtwError {
     SoftDtwError::Device {
@@ -54,28 +57,39 @@ fn set_of(series: &[Series], name: &str) -> Result<SeriesSet, SoftDtwError> {
     Ok(SeriesSet { values, offsets })
 }
 
-/// The worker of the first GPU for `device`, or `None` for the CPU (`Auto` without a GPU: see
-/// [`crate::device::resolve`]); [`worker_on`] picks the GPU.
-///
-/// # Errors
-/// [`SoftDtwError::Device`] when `device` is `Gpu` and no GPU is usable.
-pub fn worker_for(
-    device: DeviceChoice,
-) -> Result<Option<crate::device::SharedWorker>, SoftDtwError> {
-    worker_on(device.into())
-}
-
-/// The worker for `target`: its device choice, on its GPU (`target.gpu`, a CUDA ordinal;
-/// `None`: the first GPU), or `None` for the CPU.
+/// The worker for `device`, or `None` for the CPU (`Auto` without a GPU: see
+/// [`crate::device::resolve`]), on its GPU: a [`DeviceTarget`] names it (`target.gpu`, a CUDA
+/// ordinal), a plain [`DeviceChoice`](crate::device::DeviceChoice) takes the first GPU. The worker is the process's shared
+/// one for that GPU, locked while held: drop it before asking for it again.
 ///
 /// # Errors
 /// [`SoftDtwError::Device`] when the choice is `Gpu` and that GPU is not usable.
 pub fn worker_on(
-    target: DeviceTarget,
+    device: impl Into<DeviceTarget>,
 ) -> Result<Option<crate::device::SharedWorker>, SoftDtwError> {
+    let target: DeviceTarget = device.into();
     target
         .resolve("soft-DTW", crate::device::shared_worker)
         .map_err(device_error)
+}
+
+/// [`super::barycenter()`] on `w`: the objective's values and gradients by
+/// [`paired_gradient`] (f32: gradients within 1e-3 of the f64 reference, so the optimisation
+/// may stop at a slightly different point); the start (mean or medoid) on the CPU.
+///
+/// # Units
+/// Every series `N_k × D`; the result `L × D` with `L` the length of the start.
+///
+/// # Errors
+/// As [`super::barycenter()`], plus [`SoftDtwError::Device`] when the GPU fails.
+pub fn barycenter(
+    w: &GpuWorker,
+    set: &[Series],
+    opts: &BarycenterOptions,
+) -> Result<Barycenter, SoftDtwError> {
+    let paired =
+        |a: &[Series], b: &[Series]| paired_gradient(w, a, b, &opts.soft, Measure::SoftDtw);
+    super::barycenter::barycenter_with(set, opts, Some(&paired))
 }
 
 fn dims_of(a: &[Series], b: &[Series]) -> usize {

@@ -81,7 +81,7 @@ use std::num::NonZeroUsize;
 pub use crate::series::Series;
 pub use backward::{gradient, stored_cells};
 pub use band::Band;
-pub use barycenter::{Barycenter, BarycenterOptions, Init, Stop, barycenter, barycenter_on};
+pub use barycenter::{Barycenter, BarycenterOptions, Init, Stop, barycenter};
 pub use batch::{Measure, PairwiseGradient, paired, paired_gradient, pairwise, pairwise_gradient};
 pub use divergence::{divergence, divergence_gradient};
 pub use forward::{softmin3, value};

@@ -40,7 +40,7 @@ enum BenchWhich {
     ClosedLoop(closed_loop::ClosedLoopArgs),
     /// Significance against surrogates (`mine --surrogates`) on the dense workloads: tested,
     /// significant, seconds and surrogates per second per procedure.
-    Significance(significance::SignificanceArgs),
+    Significance(significance::BenchSignificanceArgs),
     /// A 1,000-unit, one-hour Neuropixels-like session with planted chains (and, if asked,
     /// co-modulated nulls), mined and tested as `synfire mine` does: units, seconds, spikes,
     /// procedure, S, wall seconds, peak RSS, episodes listed and significant, planted chains

@@ -201,7 +201,7 @@ pub fn run(args: &BenchSessionArgs) -> Result<()> {
     {
         anyhow::bail!("`--sample-split {f}`: {e}");
     }
-    let sig = args.significance.config(method, None, None);
+    let sig = args.significance.options_with(method).test(None, None);
     let mut out = args.output.line_writer()?;
     let started = Instant::now();
     let (stream, _) = synth::generate_dense(&params).context("generating the session")?;

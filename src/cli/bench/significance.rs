@@ -20,7 +20,7 @@ use crate::cli::args::{ExactKernelArg, OutputArg, SignificantOnlyArg, SurrogateA
 /// are this benchmark's own.
 #[derive(Debug, Args)]
 #[command(mut_args(SurrogateArgs::bench_defaults("1000")))]
-pub struct SignificanceArgs {
+pub struct BenchSignificanceArgs {
     /// Workloads, comma-separated (as `bench episodes`: `neuropixels` and `ibl` at 0–5, 5–10,
     /// 10–20 ms, 0.2/s).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Workload::Neuropixels, Workload::Ibl])]
@@ -82,7 +82,7 @@ fn parse_correction(s: &str) -> Result<Correction, String> {
 ///
 /// # Errors
 /// Unreadable fixtures, bad options, mining or surrogate errors.
-pub fn run(args: &SignificanceArgs) -> Result<()> {
+pub fn run(args: &BenchSignificanceArgs) -> Result<()> {
     let (surrogates, method) = args.surrogates.bench_method()?;
     let n_surrogates = args.surrogates.n_surrogates;
     let significant_only = args.listing.significant_only;

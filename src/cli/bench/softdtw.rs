@@ -143,7 +143,7 @@ pub fn run(args: &BenchSoftDtwArgs) -> Result<()> {
         out.flush()?;
         return Ok(());
     }
-    let w = gpu::worker_for(synfire::device::DeviceChoice::Gpu)?
+    let w = gpu::worker_on(synfire::device::DeviceChoice::Gpu)?
         .expect("Gpu gives a worker or an error");
     let pack = |s: &[synfire::series::Series]| SeriesSet {
         values: s

@@ -46,7 +46,7 @@ pub struct BoundJob {
 }
 impl EpisodeWorker {
     /// The join bounds of `job` (see [`BoundJob`]) on the counted stream, one per join.
-    pub fn join_bounds(&self, job: Arc<BoundJob>) -> Ticket<Vec<u32>> {
+    pub(crate) fn join_bounds(&self, job: Arc<BoundJob>) -> Ticket<Vec<u32>> {
         self.worker.run(move |d| join_bounds(d, &job))
     }
 }

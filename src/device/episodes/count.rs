@@ -69,7 +69,7 @@ pub enum EpisodeKernel {
 impl EpisodeKernel {
     /// The MTPE segment boundaries, for the segmented kernels.
     #[must_use]
-    pub fn segments(&self) -> Option<&Arc<[f64]>> {
+    pub(crate) fn segments(&self) -> Option<&Arc<[f64]>> {
         match self {
             Self::Mtpe { segments } | Self::PreElimMtpe { segments } => Some(segments),
             Self::PreElim | Self::Ptpe => None,
@@ -84,7 +84,7 @@ impl EpisodeWorker {
     /// outside 1..=16, or when that size's kernels cannot be loaded (the count that follows
     /// reports the error).
     #[must_use]
-    pub fn ptpe_resident_threads(&self, nodes: usize) -> u64 {
+    pub(crate) fn ptpe_resident_threads(&self, nodes: usize) -> u64 {
         let Some(i) = nodes.checked_sub(1).filter(|&i| i < MAX_GPU_NODES) else {
             return 0;
         };

@@ -36,7 +36,7 @@ pub struct EndsLevel {
 impl EndsLevel {
     /// Number of items.
     #[must_use]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.x.len()
     }
 
@@ -47,7 +47,7 @@ impl EndsLevel {
     }
 
     /// Appends an item.
-    pub fn push(&mut self, parent: u32, last: u32, x: u32, low: f64, high: f64) {
+    pub(crate) fn push(&mut self, parent: u32, last: u32, x: u32, low: f64, high: f64) {
         self.parent.push(parent);
         self.last.push(last);
         self.x.push(x);

@@ -81,7 +81,7 @@ pub struct StreamReport {
 }
 
 /// Threads per block of every episode kernel (the paper's `T_B`).
-pub const THREADS_PER_BLOCK: u32 = 128;
+pub(crate) const THREADS_PER_BLOCK: u32 = 128;
 
 /// A device thread with the episode kernels loaded: what `episode::GpuCounter` counts on.
 pub struct EpisodeWorker {
@@ -103,7 +103,7 @@ impl EpisodeWorker {
     ///
     /// # Errors
     /// Any [`DeviceError`] of context creation, NVRTC or module loading.
-    pub fn start(
+    pub(crate) fn start(
         ordinal: usize,
         slot: usize,
         pin_core: Option<usize>,
@@ -124,24 +124,24 @@ impl EpisodeWorker {
 
     /// The device this worker owns.
     #[must_use]
-    pub fn info(&self) -> &DeviceInfo {
+    pub(crate) fn info(&self) -> &DeviceInfo {
         self.worker.info()
     }
 
     /// The thread's name.
     #[must_use]
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.worker.name()
     }
 
     /// Uploads the event stream, replacing any previous one.
-    pub fn load_stream(&self, data: Arc<StreamData>) -> Ticket<StreamReport> {
+    pub(crate) fn load_stream(&self, data: Arc<StreamData>) -> Ticket<StreamReport> {
         self.worker.run(move |d| load(d, &data))
     }
 
     /// The counted stream's times, grouped by type (for tests: a generated surrogate against
     /// the host's). Shape `[events]`.
-    pub fn stream_times(&self) -> Ticket<Vec<f64>> {
+    pub(crate) fn stream_times(&self) -> Ticket<Vec<f64>> {
         self.worker.run(|d| {
             let s = d.stream.clone();
             let data = d

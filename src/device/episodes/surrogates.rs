@@ -42,7 +42,7 @@ pub enum DeviceSurrogate {
 impl EpisodeWorker {
     /// Replaces the counted stream by surrogate `job` of the recording uploaded last by
     /// [`EpisodeWorker::load_stream`] (kept on the device), generated there: no upload.
-    pub fn load_surrogate(&self, job: SurrogateJob) -> Ticket<()> {
+    pub(crate) fn load_surrogate(&self, job: SurrogateJob) -> Ticket<()> {
         self.worker.run(move |d| surrogate(d, job))
     }
 }

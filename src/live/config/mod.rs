@@ -802,17 +802,35 @@ kind = "jsonl"
                 .contains("carries spikes but this stage reads sensor"),
             "{e:?}"
         );
-        // The significance table of an episodes stage: checked, every bad field named, unknown
-        // ones too; a good one validates.
+        // The significance table of an episodes stage: an unknown procedure or method is an
+        // error of its field when the table is read (typed, like `device`), unknown fields
+        // are named too; the values are checked together, every bad one named.
         let sig = GOOD.replace(
             "min_count = 10",
-            "min_count = 10\n[stages.episodes.significance]\nsurrogates = \"dither:0.015\"\nn_surrogates = 0\ncorrection = \"max-z\"\nalhpa = 0.1",
+            "min_count = 10\n[stages.episodes.significance]\nsurrogates = \"dither:0.015\"\ncorrection = \"max-z\"\nalhpa = 0.1",
         );
-        let fields: Vec<String> = errors(&sig).into_iter().map(|e| e.field).collect();
+        let e = errors(&sig);
+        let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
         for f in [
             "stages.episodes.significance.alhpa",
             "stages.episodes.significance.correction",
+        ] {
+            assert!(fields.contains(&f), "{f} in {e:?}");
+        }
+        assert!(
+            e.iter()
+                .any(|e| e.message.contains("unknown correction `max-z`")),
+            "{e:?}"
+        );
+        let sig = GOOD.replace(
+            "min_count = 10",
+            "min_count = 10\n[stages.episodes.significance]\nsurrogates = \"dither:0.015\"\nn_surrogates = 0\nalpha = 2.0\ncorrection = \"spectrum\"\nsample_split = 0.5",
+        );
+        let fields: Vec<String> = errors(&sig).into_iter().map(|e| e.field).collect();
+        for f in [
             "stages.episodes.significance.n_surrogates",
+            "stages.episodes.significance.alpha",
+            "stages.episodes.significance.sample_split",
         ] {
             assert!(fields.iter().any(|x| x == f), "{f} in {fields:?}");
         }

@@ -286,6 +286,7 @@ path = "{csv}"
             preview: false,
             complete: true,
             published_at: None,
+            value: None,
         };
         sink.write(&out).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();

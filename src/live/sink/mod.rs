@@ -606,6 +606,7 @@ mod tests {
             preview,
             complete: true,
             published_at: None,
+            value: None,
         }
     }
 

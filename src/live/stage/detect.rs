@@ -32,9 +32,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::episode::{Detector, DetectorStats, Interval, OnlineOccurrence, WatchEpisode};
 use crate::live::config::section::ConfigError;
+use crate::live::stage::episodes::EpisodesResult;
 use crate::live::stage::{
-    BuiltSpikeStage, Output, ResultObserver, SpikeContext, SpikeStage, SpikeStageBuilder,
-    SpikeStageConfig, StageError,
+    BuiltSpikeStage, LineValue, Output, ResultObserver, SpikeContext, SpikeStage,
+    SpikeStageBuilder, SpikeStageConfig, StageError,
 };
 use crate::live::ttl::TtlSender;
 use crate::report::EpisodeJson;
@@ -73,7 +74,7 @@ impl SpikeStageConfig for DetectConfig {
         at: &SpikeContext<'_>,
     ) -> Result<Box<dyn SpikeStageBuilder>, Vec<ConfigError>> {
         let episodes_stage = |name: &str| {
-            let options = (at.stage)(name)?.options::<crate::episode::MiningOptions>()?;
+            let options = (at.stage)(name)?.options::<crate::significance::MineOptions>()?;
             let (config, _) = options.resolve().ok()?;
             Some(config.intervals)
         };
@@ -367,23 +368,17 @@ pub struct Refresher {
 }
 
 impl Refresher {
-    /// Reads one result line of the stage (an episodes window's JSON) and offers its top
-    /// episodes; a line that cannot be read is logged and skipped.
-    pub fn offer(&self, json: &str) {
-        #[derive(Deserialize)]
-        struct Line {
-            episodes: Vec<EpisodeJson>,
-        }
-        let list = serde_json::from_str::<Line>(json)
-            .map_err(|e| e.to_string())
-            .and_then(|l| {
-                watch_from_episodes(
-                    &l.episodes,
-                    &self.refresh.known,
-                    Some(self.refresh.top),
-                    self.refresh.min_nodes,
-                )
-            });
+    /// Offers the top episodes of one window result of the stage (its typed
+    /// [`EpisodesResult`], carried beside the line); a window without a result (the stage
+    /// failed on it) offers nothing, and episodes that cannot be watched are logged and
+    /// skipped.
+    pub fn offer_result(&self, result: &EpisodesResult) {
+        let list = watch_from_episodes(
+            &result.episodes,
+            &self.refresh.known,
+            Some(self.refresh.top),
+            self.refresh.min_nodes,
+        );
         match list {
             Ok(list) => self.slot.offer(list),
             Err(e) => tracing::warn!(
@@ -402,7 +397,16 @@ impl ResultObserver for Refresher {
     }
 
     fn offer(&self, out: &Output) {
-        Refresher::offer(self, &out.json);
+        let Some(LineValue::Window(line)) = &out.value else {
+            return;
+        };
+        if let Some(result) = line
+            .result
+            .as_ref()
+            .and_then(|r| r.downcast_ref::<EpisodesResult>())
+        {
+            self.offer_result(result);
+        }
     }
 }
 
@@ -589,6 +593,7 @@ impl LiveDetector {
                 preview: false,
                 complete: true,
                 published_at: None,
+                value: Some(LineValue::Occurrence(Arc::new(line))),
             });
         }
     }

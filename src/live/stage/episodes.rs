@@ -21,7 +21,7 @@
 //! With a `significance` table (`[stages.<name>.significance]`, the options of `synfire mine
 //! --surrogates …`, 19 surrogates by default) every window's episodes are tested against
 //! surrogates of that window ([`crate::significance::test_episodes`], each surrogate mined
-//! like the window, on the stage's GPU counter when it has one, else on the CPU): the result carries the `significance` summary and each tested
+//! like the window, on the stage's GPU counter when it has one, lent to `phases::Tester::with_gpus`, else on the CPU): the result carries the `significance` summary and each tested
 //! episode its `surrogate_mean`, `surrogate_std`, `statistic`, `p_value`, `p_adjusted` and
 //! `significant`, as `synfire mine`'s JSON.
 
@@ -30,21 +30,23 @@ use serde::{Deserialize, Serialize};
 use super::{AnyStage, Stage, StageBuilder, StageConfig, StageError};
 use crate::device::DeviceChoice;
 use crate::episode::{
-    ChainCache, Counter, GpuCounter, GpuSettings, LevelStats, MinerConfig, MiningOptions,
-    NoProgress, mine_with, select_gpu,
+    ChainCache, Counter, GpuCounter, GpuSettings, LevelStats, MinerConfig, NoProgress, mine_with,
+    select_gpu,
 };
 use crate::event::EventStream;
 use crate::live::config::section::ConfigError;
 use crate::live::window::{Window, WindowConfig, WindowData};
 use crate::record::StreamKind;
 use crate::report::{EpisodeJson, MineReport, SignificanceJson};
-use crate::significance::{SignificanceConfig, listing, test_episodes, test_episodes_with_gpu};
+use crate::significance::{
+    MineOptions, SignificanceConfig, listing, phases::Tester, test_episodes,
+};
 
-/// `[stages.<name>]` with `kind = "episodes"`: the options of `synfire mine`
-/// ([`MiningOptions`], same names and defaults).
-pub type EpisodesConfig = MiningOptions;
+/// `[stages.<name>]` with `kind = "episodes"`: the options of `synfire mine`, its significance
+/// test included ([`MineOptions`], same names and defaults).
+pub type EpisodesConfig = MineOptions;
 
-impl StageConfig for MiningOptions {
+impl StageConfig for MineOptions {
     const KIND: &'static str = "episodes";
     const INPUT: StreamKind = StreamKind::Spikes;
 
@@ -59,16 +61,18 @@ impl StageConfig for MiningOptions {
                 );
             })
             .ok();
-        let significance = match &self.significance {
-            Some(options) => SignificanceConfig::from_options(options)
-                .map_err(|list| {
-                    errors.extend(list.into_iter().map(|(field, message)| {
-                        ConfigError::new(format!("significance.{field}"), message)
-                    }));
-                })
-                .ok(),
-            None => None,
-        };
+        let significance =
+            match &self.significance {
+                Some(options) => options
+                    .config()
+                    .map_err(|list| {
+                        errors.extend(list.into_iter().map(|e| {
+                            ConfigError::new(format!("significance.{}", e.field), e.message)
+                        }));
+                    })
+                    .ok(),
+                None => None,
+            };
         match resolved {
             Some((config, settings)) if errors.is_empty() => Ok(Box::new(EpisodesBuilder {
                 config,
@@ -273,8 +277,10 @@ impl Stage for EpisodeStage {
                 // On the stage's GPU when it counts there (reloaded with the window after).
                 let tested = match &mut self.gpu {
                     Some(gpu) => {
+                        // The stage's counter, lent: it is reloaded with each surrogate.
                         let tested =
-                            test_episodes_with_gpu(&stream, &self.config, &result, sig, gpu)?;
+                            Tester::with_gpus(&stream, &self.config, std::slice::from_mut(gpu))
+                                .run(&result, sig)?;
                         gpu.reload(&stream)?;
                         tested
                     }

@@ -24,6 +24,7 @@ pub mod shapelet;
 pub mod softdtw;
 pub mod summary;
 
+use std::any::Any;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -390,8 +391,9 @@ pub trait Stage: Send {
     /// The stage's result for one window: its fields of the line, written after the
     /// envelope's ([`WindowEnvelope`]), in the struct's field order. Each kind's result is a
     /// struct of its file (e.g. [`episodes::EpisodesResult`]) that also derives `Deserialize`,
-    /// so a line can be read back ([`WindowLine`]).
-    type Result: Serialize;
+    /// so a line can be read back ([`WindowLine`]). The value itself travels beside its line
+    /// ([`Output::value`]), so the process's own consumers read it without parsing the line.
+    type Result: Serialize + Send + Sync + 'static;
 
     /// The kind of window the stage reads.
     fn input(&self) -> StreamKind;
@@ -451,12 +453,16 @@ impl<S: Stage> AnyStage for S {
         let result = self.process(window);
         let seconds = started.elapsed().as_secs_f64();
         let error = result.as_ref().err().map(ToString::to_string);
-        let json = WindowEnvelope::new(stage, window, seconds, result.as_ref().ok(), error.clone())
-            .to_json();
+        let envelope =
+            WindowEnvelope::new(stage, window, seconds, result.as_ref().ok(), error.clone());
+        let json = envelope.to_json();
+        let mut value = envelope.owned(None);
+        value.result = result.ok().map(|r| Arc::new(r) as AnyResult);
         ProcessedLine {
             seconds,
             json,
             error,
+            value: Arc::new(value),
         }
     }
 
@@ -483,6 +489,25 @@ pub struct ProcessedLine {
     pub json: String,
     /// The stage's error on the window, when it failed (the line's `error`).
     pub error: Option<String>,
+    /// What the line was serialised from: the envelope's fields and the stage's typed result
+    /// (absent when the stage failed).
+    pub value: Arc<WindowLine<AnyResult>>,
+}
+
+/// A stage's result ([`Stage::Result`]) with its type erased, as it travels beside its line:
+/// downcast it to the kind's result type (`result.downcast_ref::<EpisodesResult>()`).
+pub type AnyResult = Arc<dyn Any + Send + Sync>;
+
+/// The typed value a line was serialised from, carried beside it ([`Output::value`]) so that
+/// the process's own consumers (the live view, a detect stage's refresher) read it without
+/// parsing the line back.
+#[derive(Clone, Debug)]
+pub enum LineValue {
+    /// A window's line: the envelope's fields, owned, and the stage's result
+    /// ([`WindowLine::result`], type-erased; `None` when the stage failed).
+    Window(Arc<WindowLine<AnyResult>>),
+    /// One occurrence of a detect stage.
+    Occurrence(Arc<detect::OccurrenceLine>),
 }
 
 /// The line of one window: the fields every result carries, then the stage's own
@@ -594,11 +619,38 @@ impl<'a, R: Serialize> WindowEnvelope<'a, R> {
             serde_json::to_string(&failed).unwrap_or_default()
         })
     }
+
+    /// The line's fields, owned, with `result` as its result (what travels beside the
+    /// serialised line, [`LineValue::Window`]).
+    #[must_use]
+    pub fn owned<T>(&self, result: Option<T>) -> WindowLine<T> {
+        WindowLine {
+            stage: self.stage.to_owned(),
+            window: self.window.to_owned(),
+            source: self.source.to_owned(),
+            window_index: self.window_index,
+            window_start_s: self.window_start_s,
+            window_end_s: self.window_end_s,
+            complete: self.complete,
+            gap: self.gap,
+            events: self.events as u64,
+            late: self.late,
+            dropped: self.dropped,
+            out_of_range: self.out_of_range,
+            duplicate: self.duplicate,
+            epoch: self.epoch,
+            run_id: self.run_id.to_owned(),
+            seconds: self.seconds,
+            result,
+            error: self.error.clone(),
+        }
+    }
 }
 
 /// A line read back: the owned mirror of [`WindowEnvelope`], for consumers and tests
-/// (`serde_json::from_str::<WindowLine<EpisodesResult>>(line)`). Keys the stage's result
-/// does not know are ignored.
+/// (`serde_json::from_str::<WindowLine<EpisodesResult>>(line)`; keys the stage's result
+/// does not know are ignored), and, as `WindowLine<AnyResult>`, the typed value that travels
+/// beside a line in the process ([`LineValue::Window`]).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct WindowLine<R> {
     /// The stage's name.
@@ -648,6 +700,34 @@ pub struct WindowLine<R> {
     pub error: Option<String>,
 }
 
+impl<R: Send + Sync + 'static> WindowLine<R> {
+    /// The same line with its result's type erased (a line made in code, or read back, as the
+    /// value that travels beside a line, [`LineValue::Window`]).
+    #[must_use]
+    pub fn erased(self) -> WindowLine<AnyResult> {
+        WindowLine {
+            stage: self.stage,
+            window: self.window,
+            source: self.source,
+            window_index: self.window_index,
+            window_start_s: self.window_start_s,
+            window_end_s: self.window_end_s,
+            complete: self.complete,
+            gap: self.gap,
+            events: self.events,
+            late: self.late,
+            dropped: self.dropped,
+            out_of_range: self.out_of_range,
+            duplicate: self.duplicate,
+            epoch: self.epoch,
+            run_id: self.run_id,
+            seconds: self.seconds,
+            result: self.result.map(|r| Arc::new(r) as AnyResult),
+            error: self.error,
+        }
+    }
+}
+
 /// A serialised result on its way to the sinks.
 #[derive(Clone, Debug)]
 pub struct Output {
@@ -670,6 +750,10 @@ pub struct Output {
     pub complete: bool,
     /// When the sinks had written it (set by the sink thread).
     pub published_at: Option<Instant>,
+    /// The typed value `json` was serialised from, for consumers in the process (the live
+    /// view, a detect stage's [`ResultObserver`]), which never parse `json` back; `None` for
+    /// lines made in code without one (a test's), which those consumers skip.
+    pub value: Option<LineValue>,
 }
 
 /// The preview slot of one stage: holds only the latest preview of an open window, apart from
@@ -840,6 +924,7 @@ pub fn run_controlled(
                 preview: window.preview,
                 complete: window.complete,
                 published_at: None,
+                value: Some(LineValue::Window(line.value)),
             })
             .is_err()
         {

@@ -437,12 +437,7 @@ impl SearchStage {
         let answers = match self.index.as_ref().filter(|i| !i.is_empty()) {
             None => vec![Vec::new(); qs.len()],
             Some(index) => index
-                .knn_batch_on(
-                    &qs,
-                    self.opts.k,
-                    self.device.into(),
-                    QueryOptions::default(),
-                )
+                .knn_batch(&qs, self.opts.k, self.device, QueryOptions::default())
                 .map_err(search_error)?
                 .into_iter()
                 .map(|(n, _)| n)

@@ -196,7 +196,7 @@ impl SoftDtwStage {
 
     fn values(&self, x: &Series) -> Result<(Vec<f64>, &'static str), SoftDtwError> {
         let a = std::slice::from_ref(x);
-        match gpu::worker_for(self.device)? {
+        match gpu::worker_on(self.device)? {
             Some(w) => Ok((
                 gpu::pairwise(&w, a, &self.templates, &self.opts, self.measure)?.remove(0),
                 "gpu",

@@ -16,11 +16,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::live::buffer::SourceStats;
 use crate::live::config::PipelineConfig;
 use crate::live::stage::detect::OccurrenceLine;
+use crate::live::stage::episodes::EpisodesResult;
+use crate::live::stage::motif::MotifWindowResult;
+use crate::live::stage::search::SearchWindowResult;
+use crate::live::stage::softdtw::SoftDtwWindowResult;
+use crate::live::stage::{AnyResult, LineValue};
 use crate::live::telemetry::ResultLatency;
 use crate::record::StreamKind;
 use crate::report::{EpisodeJson, SignificanceJson};
@@ -29,19 +34,19 @@ use crate::report::{EpisodeJson, SignificanceJson};
 pub const TICK: Duration = Duration::from_millis(100);
 
 /// Spikes kept per source at most, whatever the span (the oldest go first).
-pub const RING_CAPACITY: usize = 250_000;
+pub(crate) const RING_CAPACITY: usize = 250_000;
 
 /// Occurrences kept per source at most (the oldest go first).
-pub const OCCURRENCE_CAPACITY: usize = 2_000;
+pub(crate) const OCCURRENCE_CAPACITY: usize = 2_000;
 
 /// Unit ids a raster names rows for (a larger id is kept but drawn nowhere).
-pub const MAX_UNITS: u32 = 1 << 16;
+pub(crate) const MAX_UNITS: u32 = 1 << 16;
 
 /// Result latencies kept per stage for the page's p50 / p99 (the most recent).
-pub const LATENCY_SAMPLES: usize = 1_024;
+pub(crate) const LATENCY_SAMPLES: usize = 1_024;
 
 /// Episodes of an episodes stage's window shown on the page.
-pub const TOP_EPISODES: usize = 10;
+pub(crate) const TOP_EPISODES: usize = 10;
 
 /// One record from a window thread, in the order the thread saw them.
 #[derive(Clone, Debug)]
@@ -76,8 +81,11 @@ pub enum RasterMsg {
 pub struct LineMsg {
     /// The stage.
     pub stage: Arc<str>,
-    /// The line (a window line, or an [`OccurrenceLine`] of a detect stage).
-    pub json: String,
+    /// The line's typed value (a window line with its stage's result, or an
+    /// [`OccurrenceLine`] of a detect stage; [`crate::live::stage::Output::value`]), read as
+    /// it is, never parsed from the line; `None` (a line made in code without one) is counted
+    /// as unreadable.
+    pub value: Option<LineValue>,
     /// Seconds from the window's close (a detect stage: the occurrence's detection) to the
     /// line written by every sink; `None` for an incomplete window (not measured, as the
     /// sinks do not measure it).
@@ -130,7 +138,7 @@ pub struct StageInfo {
 impl ViewLayout {
     /// The layout of `config`, rasters of `span_s` seconds.
     #[must_use]
-    pub fn of(config: &PipelineConfig, span_s: f64) -> Self {
+    pub(crate) fn of(config: &PipelineConfig, span_s: f64) -> Self {
         let sources = config
             .sources
             .iter()
@@ -165,7 +173,7 @@ impl ViewLayout {
 
     /// The index of spike source `name`, if it is one.
     #[must_use]
-    pub fn spike_source(&self, name: &str) -> Option<u16> {
+    pub(crate) fn spike_source(&self, name: &str) -> Option<u16> {
         self.sources
             .iter()
             .position(|(n, k)| n == name && *k == StreamKind::Spikes)
@@ -174,7 +182,7 @@ impl ViewLayout {
 
     /// Whether stage `name` is a detect stage.
     #[must_use]
-    pub fn is_detect(&self, name: &str) -> bool {
+    pub(crate) fn is_detect(&self, name: &str) -> bool {
         self.stages
             .iter()
             .any(|s| s.name == name && s.kind == crate::live::stage::detect::KIND)
@@ -183,7 +191,7 @@ impl ViewLayout {
 
 /// One occurrence of a detect stage, as drawn.
 #[derive(Clone, Debug, Serialize)]
-pub struct OccurrenceView {
+pub(crate) struct OccurrenceView {
     /// The detect stage.
     pub stage: String,
     /// Its report number in the stage.
@@ -352,32 +360,25 @@ impl Raster {
     }
 }
 
-/// The fields of a window line the view reads (the envelope, and an episodes result's).
-#[derive(Debug, Deserialize)]
-struct LineFields {
-    window_index: u64,
-    window_start_s: f64,
-    window_end_s: f64,
-    complete: bool,
-    events: u64,
-    late: u64,
-    dropped: u64,
-    seconds: f64,
-    #[serde(default)]
-    error: Option<String>,
-    #[serde(default)]
-    device: Option<String>,
-    #[serde(default)]
-    min_count: Option<u64>,
-    #[serde(default)]
-    significance: Option<SignificanceJson>,
-    #[serde(default)]
-    episodes: Option<Vec<EpisodeJson>>,
+/// The device a window result names, for the stage kinds whose results name one (episodes,
+/// motif, search, soft-DTW).
+fn device_of(result: &AnyResult) -> Option<String> {
+    if let Some(r) = result.downcast_ref::<EpisodesResult>() {
+        Some(r.device.clone())
+    } else if let Some(r) = result.downcast_ref::<MotifWindowResult>() {
+        r.device.clone()
+    } else if let Some(r) = result.downcast_ref::<SearchWindowResult>() {
+        Some(r.device.clone())
+    } else if let Some(r) = result.downcast_ref::<SoftDtwWindowResult>() {
+        r.device.clone()
+    } else {
+        None
+    }
 }
 
 /// One episode of an episodes stage's window, as listed.
 #[derive(Clone, Debug, Serialize)]
-pub struct TopEpisode {
+pub(crate) struct TopEpisode {
     /// The episode in the text notation (`6-(10,20]ms-6`).
     pub episode: String,
     /// Its non-overlapped count in the window.
@@ -412,7 +413,7 @@ struct WindowView {
 
 /// The text notation of an episode of a `synfire mine` document (`6-(10,20]ms-6`).
 #[must_use]
-pub fn notation(e: &EpisodeJson) -> String {
+pub(crate) fn notation(e: &EpisodeJson) -> String {
     let mut s = String::new();
     for (i, label) in e.labels.iter().enumerate() {
         if i > 0 {
@@ -568,7 +569,7 @@ pub struct FeedState {
 impl FeedState {
     /// The state of a run laid out as `layout` (nothing received yet).
     #[must_use]
-    pub fn new(layout: &ViewLayout, counters: Arc<ViewCounters>) -> Self {
+    pub(crate) fn new(layout: &ViewLayout, counters: Arc<ViewCounters>) -> Self {
         let run = format!(
             "{:x}",
             std::time::SystemTime::now()
@@ -620,7 +621,7 @@ impl FeedState {
     }
 
     /// Gives source `index` its counters (read at every frame).
-    pub fn attach_stats(&mut self, index: u16, stats: Arc<SourceStats>) {
+    pub(crate) fn attach_stats(&mut self, index: u16, stats: Arc<SourceStats>) {
         if let Some(Some(r)) = self.rasters.get_mut(usize::from(index)) {
             r.stats = Some(stats);
         }
@@ -651,7 +652,7 @@ impl FeedState {
     }
 
     /// Folds one result line in (a window line, or a detect stage's occurrence).
-    pub fn line(&mut self, msg: LineMsg) {
+    pub(crate) fn line(&mut self, msg: LineMsg) {
         self.counters.lines_received.fetch_add(1, Ordering::Relaxed);
         let Some(&i) = self.stage_index.get(&*msg.stage) else {
             return;
@@ -666,34 +667,33 @@ impl FeedState {
                 st.latency.pop_front();
             }
         }
-        if st.info.kind == crate::live::stage::detect::KIND {
-            let Ok(o) = serde_json::from_str::<OccurrenceLine>(&msg.json) else {
-                st.unreadable += 1;
-                return;
-            };
-            *st.occurrences.entry(o.episode.clone()).or_default() += 1;
-            let source = st.info.source.clone();
-            let Some(raster) = self.rasters.iter_mut().flatten().find(|r| r.name == source) else {
-                return;
-            };
-            let units = o
-                .labels
-                .iter()
-                .map(|l| raster.unit_ids.get(l.as_str()).copied())
-                .collect();
-            raster.add_occurrence(OccurrenceView {
-                stage: o.stage,
-                seq: o.seq,
-                episode: o.episode,
-                units,
-                times_s: o.times_s,
-            });
-            return;
-        }
-        match serde_json::from_str::<LineFields>(&msg.json) {
-            Ok(f) => {
-                let episodes_total = f.episodes.as_ref().map(Vec::len);
-                let top = f.episodes.as_deref().map(top_episodes).unwrap_or_default();
+        match msg.value {
+            Some(LineValue::Occurrence(o)) if st.info.kind == crate::live::stage::detect::KIND => {
+                let o: &OccurrenceLine = &o;
+                *st.occurrences.entry(o.episode.clone()).or_default() += 1;
+                let source = st.info.source.clone();
+                let Some(raster) = self.rasters.iter_mut().flatten().find(|r| r.name == source)
+                else {
+                    return;
+                };
+                let units = o
+                    .labels
+                    .iter()
+                    .map(|l| raster.unit_ids.get(l.as_str()).copied())
+                    .collect();
+                raster.add_occurrence(OccurrenceView {
+                    stage: o.stage.clone(),
+                    seq: o.seq,
+                    episode: o.episode.clone(),
+                    units,
+                    times_s: o.times_s.clone(),
+                });
+            }
+            Some(LineValue::Window(f)) if st.info.kind != crate::live::stage::detect::KIND => {
+                let episodes = f
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.downcast_ref::<EpisodesResult>());
                 st.window = Some(WindowView {
                     window_index: f.window_index,
                     window_start_s: f.window_start_s,
@@ -703,20 +703,22 @@ impl FeedState {
                     late: f.late,
                     dropped: f.dropped,
                     seconds: f.seconds,
-                    error: f.error,
-                    device: f.device,
-                    min_count: f.min_count,
-                    significance: f.significance,
-                    episodes_total,
-                    top,
+                    error: f.error.clone(),
+                    device: f.result.as_ref().and_then(device_of),
+                    min_count: episodes.map(|r| r.min_count),
+                    significance: episodes.and_then(|r| r.significance.clone()),
+                    episodes_total: episodes.map(|r| r.episodes.len()),
+                    top: episodes
+                        .map(|r| top_episodes(&r.episodes))
+                        .unwrap_or_default(),
                 });
             }
-            Err(_) => st.unreadable += 1,
+            _ => st.unreadable += 1,
         }
     }
 
     /// Trims every raster to its span.
-    pub fn trim(&mut self) {
+    pub(crate) fn trim(&mut self) {
         let span = self.span_s;
         for r in self.rasters.iter_mut().flatten() {
             r.trim(span);
@@ -736,7 +738,7 @@ impl FeedState {
 
     /// Whether the run is finished.
     #[must_use]
-    pub fn finished(&self) -> bool {
+    pub(crate) fn finished(&self) -> bool {
         self.finished
     }
 
@@ -780,7 +782,7 @@ impl FeedState {
 
     /// The next delta: what changed since the last one (JSON, when `render`; otherwise the
     /// changes are only marked as sent, as when no browser is connected), and its `seq`.
-    pub fn delta(&mut self, render: bool) -> (u64, Option<String>) {
+    pub(crate) fn delta(&mut self, render: bool) -> (u64, Option<String>) {
         self.seq += 1;
         let json = render.then(|| {
             let frame = Frame {
@@ -818,6 +820,7 @@ impl FeedState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::stage::WindowLine;
 
     fn layout() -> ViewLayout {
         ViewLayout {
@@ -905,24 +908,28 @@ mod tests {
         };
         s.line(LineMsg {
             stage: Arc::from("stim"),
-            json: serde_json::to_string(&occ).unwrap(),
+            value: Some(LineValue::Occurrence(Arc::new(occ))),
             latency_s: Some(0.001),
         });
-        s.line(LineMsg {
-            stage: Arc::from("episodes"),
-            json: r#"{"stage":"episodes","window":"w","source":"probe","window_index":2,
+        let line: WindowLine<EpisodesResult> = serde_json::from_str(
+            r#"{"stage":"episodes","window":"w","source":"probe","window_index":2,
               "window_start_s":0,"window_end_s":120,"complete":true,"events":10,"late":1,
               "dropped":0,"seconds":0.1,"device":"cpu","min_count":3,"event_types":1,
               "levels":[],"episodes":[
                {"labels":["6"],"types":[0],"intervals_s":[],"intervals":[],"count":90},
                {"labels":["6","6"],"types":[0,0],"intervals_s":[[0.01,0.02]],
-                "intervals":["(10,20]ms"],"count":40}]}"#
-                .into(),
-            latency_s: Some(0.5),
-        });
+                "intervals":["(10,20]ms"],"count":40}]}"#,
+        )
+        .unwrap();
         s.line(LineMsg {
             stage: Arc::from("episodes"),
-            json: "not json".into(),
+            value: Some(LineValue::Window(Arc::new(line.erased()))),
+            latency_s: Some(0.5),
+        });
+        // A line without its typed value (made in code) is counted, not shown.
+        s.line(LineMsg {
+            stage: Arc::from("episodes"),
+            value: None,
             latency_s: None,
         });
         let (_, d) = s.delta(true);

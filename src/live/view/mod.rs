@@ -191,7 +191,7 @@ impl LineFeed {
         };
         let msg = LineMsg {
             stage: out.stage.clone(),
-            json: out.json.clone(),
+            value: out.value.clone(),
             latency_s,
         };
         if tx.try_send(msg).is_err() {

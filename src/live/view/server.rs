@@ -35,11 +35,11 @@ pub const FRAMES: usize = 64;
 const PAGE: &str = include_str!("page.html");
 
 /// A frame for the event streams: its `seq` and the SSE text (`event: …\ndata: …\n\n`).
-pub type Published = (u64, Bytes);
+pub(crate) type Published = (u64, Bytes);
 
 /// The `seq` of the frame that says the run ended (sent to every stream, whatever it has
 /// seen).
-pub const END_SEQ: u64 = u64::MAX;
+pub(crate) const END_SEQ: u64 = u64::MAX;
 
 /// What the server shares with the feed thread.
 #[derive(Debug)]

@@ -1,8 +1,9 @@
 //! The significance test in phases, each over any range of surrogate indices, so that the
 //! surrogates of one recording can be split across processes and machines (the Python
 //! package's `synfire.cluster`, issue 22) and every p-value still equals the single-process
-//! run's bit for bit. [`test_episodes`], [`test_episodes_on`] and [`test_episodes_with_gpu`]
-//! are these same phases run over the one range `0..S` ([`Tester::run`]), except a
+//! run's bit for bit. [`test_episodes`], [`test_episodes_on`] and a [`Tester`] on GPU counters
+//! the caller lends ([`Tester::with_gpus`], a pipeline stage's) are these same phases run over
+//! the one range `0..S` ([`Tester::run`]), except a
 //! sample-split test ([`SignificanceConfig::sample_split`]), which has no phases and runs whole
 //! in one process ([`super::sample_split`]).
 //!
@@ -82,7 +83,7 @@ pub use warm::WarmCounters;
 use super::error::SignificanceError;
 use super::testing::{SignificanceConfig, SignificanceResult};
 use crate::device::DeviceChoice;
-use crate::episode::{GpuCounter, GpuSettings, MinerConfig, MiningResult};
+use crate::episode::{GpuSettings, MinerConfig, MiningResult};
 use crate::event::EventStream;
 
 /// Tests the episodes of `data` (the result of mining `stream` with `config`) against
@@ -125,20 +126,4 @@ pub fn test_episodes_on(
     settings: &GpuSettings,
 ) -> Result<SignificanceResult, SignificanceError> {
     Tester::new(stream, config, device, settings)?.run(data, sig)
-}
-
-/// [`test_episodes`] on a GPU counter the caller holds (a pipeline stage's, kept across
-/// windows): it is reloaded with each surrogate, so reload it with the caller's stream before
-/// counting there again.
-///
-/// # Errors
-/// As [`test_episodes`]; a device error of the counter.
-pub fn test_episodes_with_gpu(
-    stream: &EventStream,
-    config: &MinerConfig,
-    data: &MiningResult,
-    sig: &SignificanceConfig,
-    gpu: &mut GpuCounter,
-) -> Result<SignificanceResult, SignificanceError> {
-    Tester::with_gpus(stream, config, std::slice::from_mut(gpu)).run(data, sig)
 }
