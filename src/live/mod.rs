@@ -137,6 +137,9 @@ pub struct RunSummary {
     pub refused: BTreeMap<String, Refused>,
     /// Per spike or sensor window definition: late events (samples) it rejected.
     pub late: BTreeMap<String, u64>,
+    /// Per spike window definition: events it refused because its open windows held
+    /// `max_open_events` (`overflow`; [`window::SpikeWindower::with_max_open_events`]).
+    pub overflow: BTreeMap<String, u64>,
     /// Per source: events accepted, dropped, malformed messages.
     pub sources: BTreeMap<String, (u64, u64, u64)>,
     /// Results written, per sink.
@@ -173,6 +176,13 @@ impl RunSummary {
             None => Ok(()),
         }
     }
+}
+
+/// What a window definition refused, at the end of a run.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct WindowCounts {
+    late: u64,
+    overflow: u64,
 }
 
 /// Events a source refused besides drops: the line's `out_of_range` and `duplicate`.
@@ -314,7 +324,7 @@ struct WindowRoute {
 /// definition, the late events it rejected.
 type WindowTotals = (
     Vec<(String, crate::episode::DetectorStats)>,
-    Vec<(String, u64)>,
+    Vec<(String, WindowCounts)>,
 );
 
 /// The window thread of one source: pops records, passes each spike through the source's
@@ -339,6 +349,7 @@ fn window_loop(
     let mut clocked = Vec::new();
     let mut clock = window::EventClock::new(clock);
     let stats = ring.stats().clone();
+    let counters = ring.counters();
     // The source's epoch: one more after each restart's windows were sent.
     let mut epoch = 0u32;
     let send = |routes: &mut Vec<WindowRoute>,
@@ -360,9 +371,7 @@ fn window_loop(
             }
             for s in &routes[i].stages {
                 if !send_window(s, &w, shutdown) {
-                    stats
-                        .dropped
-                        .fetch_add(w.events() as u64, Ordering::Relaxed);
+                    counters.count_dropped(w.events() as u64, "shutdown");
                     tracing::warn!(window = %w.window, index = w.index, events = w.events(), "Shutdown: a stage did not take a window in time; its events are counted as dropped.");
                 }
             }
@@ -431,9 +440,7 @@ fn window_loop(
         match record {
             Record::Spike { unit, t_s } => {
                 clock.spike(t_s, unit, &mut clocked);
-                stats
-                    .out_of_range
-                    .store(clock.out_of_range(), Ordering::Relaxed);
+                counters.set_out_of_range(clock.out_of_range());
                 pass(
                     &mut clocked,
                     &mut routes,
@@ -474,9 +481,7 @@ fn window_loop(
                 let restart = matches!(record, Record::Restart);
                 // A hold ends unconfirmed: strays back are passed on first.
                 clock.end_epoch(false, &mut clocked);
-                stats
-                    .out_of_range
-                    .store(clock.out_of_range(), Ordering::Relaxed);
+                counters.set_out_of_range(clock.out_of_range());
                 pass(
                     &mut clocked,
                     &mut routes,
@@ -536,8 +541,20 @@ fn window_loop(
     let late = routes
         .iter()
         .map(|r| match &r.windower {
-            Windower::Spikes(w) => (w.name().to_owned(), w.late()),
-            Windower::Sensor(w) => (w.name().to_owned(), w.late()),
+            Windower::Spikes(w) => (
+                w.name().to_owned(),
+                WindowCounts {
+                    late: w.late(),
+                    overflow: w.overflow(),
+                },
+            ),
+            Windower::Sensor(w) => (
+                w.name().to_owned(),
+                WindowCounts {
+                    late: w.late(),
+                    overflow: 0,
+                },
+            ),
         })
         .collect();
     (
@@ -758,7 +775,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     drop(out_tx);
     let detector_totals: Arc<parking_lot::Mutex<BTreeMap<String, crate::episode::DetectorStats>>> =
         Arc::default();
-    let late_totals: Arc<parking_lot::Mutex<BTreeMap<String, u64>>> = Arc::default();
+    let late_totals: Arc<parking_lot::Mutex<BTreeMap<String, WindowCounts>>> = Arc::default();
     let mut stats = Vec::new();
     for (name, source) in built {
         let kind = config.sources[&name].produces();
@@ -813,11 +830,24 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         if n > 0 {
             tracing::warn!(stage = %name, events = n, "Shutdown: windows the stage did not finish by the deadline; their events are counted as dropped.");
             *unfinished.entry(source.clone()).or_default() += n;
+            telemetry::SourceMetrics::new(source).dropped("shutdown", n);
         }
+    }
+    let window_counts = std::mem::take(&mut *late_totals.lock());
+    for (window, c) in &window_counts {
+        tracing::info!(window = %window, late = c.late, overflow = c.overflow, "Window totals.");
     }
     let mut summary = RunSummary {
         run_id: run_id.to_string(),
-        late: std::mem::take(&mut *late_totals.lock()),
+        late: window_counts
+            .iter()
+            .map(|(w, c)| (w.clone(), c.late))
+            .collect(),
+        overflow: window_counts
+            .iter()
+            .filter(|(_, c)| c.overflow > 0)
+            .map(|(w, c)| (w.clone(), c.overflow))
+            .collect(),
         detectors: std::mem::take(&mut *detector_totals.lock()),
         view: live_view.map(view::View::finish),
         ..RunSummary::default()

@@ -519,6 +519,9 @@ pub struct WindowEnvelope<'a, R> {
     pub out_of_range: u64,
     /// Repeats of wire messages counted once, so far.
     pub duplicate: u64,
+    /// Events this window definition refused so far because its open windows held
+    /// `max_open_events`.
+    pub overflow: u64,
     /// The source's epoch (one more per restart).
     pub epoch: u32,
     /// The run's id (`<Unix ms>-<pid>`).
@@ -558,6 +561,7 @@ impl<'a, R: Serialize> WindowEnvelope<'a, R> {
             dropped: window.dropped,
             out_of_range: window.out_of_range,
             duplicate: window.duplicate,
+            overflow: window.overflow,
             epoch: window.epoch,
             run_id: &window.run_id,
             seconds,
@@ -585,6 +589,7 @@ impl<'a, R: Serialize> WindowEnvelope<'a, R> {
                 dropped: self.dropped,
                 out_of_range: self.out_of_range,
                 duplicate: self.duplicate,
+                overflow: self.overflow,
                 epoch: self.epoch,
                 run_id: self.run_id,
                 seconds: self.seconds,
@@ -631,6 +636,10 @@ pub struct WindowLine<R> {
     /// Repeats of wire messages counted once, so far.
     #[serde(default)]
     pub duplicate: u64,
+    /// Events the window definition refused as overflow, so far (0 in lines written before
+    /// it existed).
+    #[serde(default)]
+    pub overflow: u64,
     /// The source's epoch.
     #[serde(default)]
     pub epoch: u32,
@@ -865,6 +874,7 @@ pub(crate) fn test_window(values: Vec<f64>, channels: usize, start_sample: u64) 
         dropped: 0,
         out_of_range: 0,
         duplicate: 0,
+        overflow: 0,
         gap: None,
         epoch: 0,
         run_id: Arc::from(""),
