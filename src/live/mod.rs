@@ -224,6 +224,10 @@ impl Shutdown {
 /// after a stop only until the shutdown deadline. `false`: not taken (counted by the caller).
 fn send_window(s: &Sender<Arc<Window>>, w: &Arc<Window>, shutdown: &Shutdown) -> bool {
     use crossbeam_channel::SendTimeoutError;
+    if shutdown.past_deadline() {
+        // Past the deadline no window waits: what the ring still holds is counted quickly.
+        return s.try_send(w.clone()).is_ok();
+    }
     loop {
         match s.send_timeout(w.clone(), std::time::Duration::from_millis(50)) {
             Ok(()) => return true,
@@ -315,7 +319,8 @@ impl Drop for Threads {
 
 struct WindowRoute {
     windower: Windower,
-    stages: Vec<Sender<Arc<Window>>>,
+    /// Each reading stage's queue, and its control (the events queued for it).
+    stages: Vec<(Sender<Arc<Window>>, Arc<stage::StageControl>)>,
     /// The preview slots of the stages among `stages` that want previews of open windows.
     previews: Vec<stage::PreviewSender>,
 }
@@ -369,8 +374,16 @@ fn window_loop(
                 }
                 continue;
             }
-            for s in &routes[i].stages {
+            for (s, control) in &routes[i].stages {
+                // Counted as queued before the send, so a stage that takes it at once never
+                // makes the count go below zero.
+                control
+                    .queued
+                    .fetch_add(w.events() as u64, Ordering::Relaxed);
                 if !send_window(s, &w, shutdown) {
+                    control
+                        .queued
+                        .fetch_sub(w.events() as u64, Ordering::Relaxed);
                     counters.count_dropped(w.events() as u64, "shutdown");
                     tracing::warn!(window = %w.window, index = w.index, events = w.events(), "Shutdown: a stage did not take a window in time; its events are counted as dropped.");
                 }
@@ -615,13 +628,18 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     let queue = config.pipeline.stage_queue_windows.unwrap_or(4);
     let (out_tx, out_rx) = bounded::<Output>(64);
     // Per window: each reading stage's queue, and whether the stage wants previews.
-    type StageInput = (Sender<Arc<Window>>, Option<stage::PreviewSender>);
+    type StageInput = (
+        Sender<Arc<Window>>,
+        Arc<stage::StageControl>,
+        Option<stage::PreviewSender>,
+    );
     let mut stage_inputs: BTreeMap<&str, Vec<StageInput>> = BTreeMap::new();
     type StageThread = (
         String,
         Box<dyn AnyStage>,
         Receiver<Arc<Window>>,
         Option<stage::PreviewReceiver>,
+        Arc<stage::StageControl>,
     );
     let mut stages: Vec<StageThread> = Vec::new();
     for (name, s) in &config.stages {
@@ -636,11 +654,12 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         } else {
             (None, None)
         };
+        let control = Arc::new(stage::StageControl::default());
         stage_inputs
             .entry(s.window.as_str())
             .or_default()
-            .push((tx, preview_tx));
-        stages.push((name.clone(), st, rx, preview_rx));
+            .push((tx, control.clone(), preview_tx));
+        stages.push((name.clone(), st, rx, preview_rx, control));
     }
     let mut sinks = Vec::new();
     // Side-thread sinks that detect stages signal (their kind decides: `sink::Opened`).
@@ -758,10 +777,9 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         );
     })?;
     let mut controls = Vec::new();
-    for (name, mut st, rx, previews) in stages {
+    for (name, mut st, rx, previews, control) in stages {
         let tx = out_tx.clone();
         let label: Arc<str> = Arc::from(name.as_str());
-        let control = Arc::new(stage::StageControl::default());
         let source = config
             .windows
             .get(config.stages[&name].window.as_str())
@@ -785,10 +803,10 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         let mut routes = Vec::new();
         for (wname, w) in config.windows.iter().filter(|(_, w)| w.source == name) {
             let inputs = stage_inputs.remove(wname.as_str()).unwrap_or_default();
-            let previews: Vec<_> = inputs.iter().filter_map(|(_, p)| p.clone()).collect();
+            let previews: Vec<_> = inputs.iter().filter_map(|(_, _, p)| p.clone()).collect();
             routes.push(WindowRoute {
                 windower: w.windower(wname, &name, kind, !previews.is_empty()),
-                stages: inputs.into_iter().map(|(tx, _)| tx).collect(),
+                stages: inputs.into_iter().map(|(tx, c, _)| (tx, c)).collect(),
                 previews,
             });
         }
@@ -826,7 +844,10 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     // Windows a stage did not finish by the deadline: counted as dropped by their source.
     let mut unfinished: BTreeMap<String, u64> = BTreeMap::new();
     for (name, source, c) in &controls {
-        let n = c.in_flight.load(Ordering::Relaxed) + c.skipped.load(Ordering::Relaxed);
+        // Queued (never taken: the stage was left computing), in flight, or skipped.
+        let n = c.queued.load(Ordering::Relaxed)
+            + c.in_flight.load(Ordering::Relaxed)
+            + c.skipped.load(Ordering::Relaxed);
         if n > 0 {
             tracing::warn!(stage = %name, events = n, "Shutdown: windows the stage did not finish by the deadline; their events are counted as dropped.");
             *unfinished.entry(source.clone()).or_default() += n;

@@ -13,8 +13,9 @@ use metrics::{Counter, Gauge, Histogram, Unit};
 pub mod names {
     /// Events (spikes, or sensor samples) accepted onto a source's ring. Label `source`.
     pub const EVENTS_IN: &str = "synfire_events_in_total";
-    /// Events lost, by `source` and `reason` (`ring_full`, `publisher_gap`, `shutdown`: a
-    /// stage did not take or finish their window by the shutdown deadline).
+    /// Events lost, by `source` and `reason` (`ring_full`, `publisher_gap`, `unit_limit`: a
+    /// unit beyond a ZMQ source's `max_units`; `shutdown`: a stage did not take or finish
+    /// their window by the shutdown deadline).
     pub const EVENTS_DROPPED: &str = "synfire_events_dropped_total";
     /// Events refused as out of range (absurd times, isolated strays ahead, a window index
     /// too large; `docs/live-windows.md`). Label `source`.
@@ -99,7 +100,7 @@ pub fn describe_all() {
     metrics::describe_counter!(
         names::EVENTS_DROPPED,
         Unit::Count,
-        "Events lost, by reason (ring_full, publisher_gap, shutdown)."
+        "Events lost, by reason (ring_full, publisher_gap, unit_limit, shutdown)."
     );
     metrics::describe_counter!(
         names::EVENTS_OUT_OF_RANGE,

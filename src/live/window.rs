@@ -36,9 +36,16 @@
 //!   after the last time before it, carries the gap ([`Window::gap`]: its kind, start and end
 //!   in seconds) and is marked incomplete.
 //!
+//! **Bounds.** The open windows of a spike window definition hold at most `max_open_events`
+//! events together ([`SpikeWindower::with_max_open_events`], default
+//! [`DEFAULT_MAX_OPEN_EVENTS`]): when they are full and an event's time closes no window (event
+//! time stopped advancing, or a flood within one window), the event is refused and counted
+//! `overflow`, and the windows containing its time are emitted incomplete with a gap of kind
+//! [`GapKind::Overflow`].
+//!
 //! Accounting: every spike a source accepts is in a complete window, counted `late`,
-//! `out_of_range`, `duplicate` or `dropped`, or in a window marked incomplete (with its gap
-//! when one caused it).
+//! `overflow`, `out_of_range`, `duplicate` or `dropped`, or in a window marked incomplete (with
+//! its gap when one caused it).
 //!
 //! **Sensor windows** have `length_samples` and `hop_samples`; window `k` holds stream samples
 //! `[k·hop, k·hop + length)`. Samples are placed by their sequence numbers: a frame that repeats
@@ -1389,6 +1396,37 @@ mod tests {
         assert_eq!(times(&out[0]), vec![0.1, 0.2, 0.3]);
         assert!(out[0].complete);
         assert_eq!(times(&out[1]), vec![1.5, 1.6]);
+    }
+
+    #[test]
+    fn max_open_events_is_checked() {
+        let w = |max: Option<usize>, spikes: bool| WindowConfig {
+            name: "w".into(),
+            source: "s".into(),
+            length_s: spikes.then_some(1.0),
+            hop_s: spikes.then_some(1.0),
+            allowed_lateness_s: None,
+            max_open_events: max,
+            length_samples: (!spikes).then_some(10),
+            hop_samples: (!spikes).then_some(10),
+        };
+        let fields = |c: WindowConfig, kind| -> Vec<String> {
+            c.validate(kind).iter().map(|e| e.field.clone()).collect()
+        };
+        assert!(fields(w(Some(10), true), StreamKind::Spikes).is_empty());
+        assert_eq!(
+            fields(w(Some(0), true), StreamKind::Spikes),
+            ["max_open_events"]
+        );
+        assert_eq!(
+            fields(w(Some(10), false), StreamKind::Sensor),
+            ["max_open_events"]
+        );
+        let Windower::Spikes(sw) = w(Some(7), true).windower("w", "s", StreamKind::Spikes, false)
+        else {
+            panic!("spike windows");
+        };
+        assert_eq!(sw.max_open, 7);
     }
 
     #[test]

@@ -744,6 +744,10 @@ pub struct StageControl {
     pub in_flight: std::sync::atomic::AtomicU64,
     /// Events of the windows skipped after `cancel`.
     pub skipped: std::sync::atomic::AtomicU64,
+    /// Events of the windows queued for the stage and not taken yet (added by the window
+    /// thread before it sends a window, taken off as the stage takes it), so windows left in
+    /// the queue of a stage still computing at the deadline are counted too.
+    pub queued: std::sync::atomic::AtomicU64,
 }
 
 /// [`run_controlled`] without a shutdown deadline: every window is processed.
@@ -825,17 +829,25 @@ pub fn run_controlled(
             stage.preview(&window);
             continue;
         }
+        // Taken: in flight or skipped from here on (counted there before it leaves `queued`).
+        let events = window.events() as u64;
         if control.cancel.load(Ordering::Relaxed) {
-            control
-                .skipped
-                .fetch_add(window.events() as u64, Ordering::Relaxed);
+            control.skipped.fetch_add(events, Ordering::Relaxed);
+            control.queued.fetch_sub(events, Ordering::Relaxed);
             continue;
         }
+        control.in_flight.store(events, Ordering::Relaxed);
+        control.queued.fetch_sub(events, Ordering::Relaxed);
         last_real = Some(window.index);
-        control
-            .in_flight
-            .store(window.events() as u64, Ordering::Relaxed);
         let line = stage.process_line(name, &window);
+        if control.cancel.load(Ordering::Relaxed) {
+            // Finished after the shutdown deadline: the sinks may have ended, so the line is
+            // not sent and its window's events are counted (before `in_flight` clears, so the
+            // run's count never misses them).
+            control.skipped.fetch_add(events, Ordering::Relaxed);
+            control.in_flight.store(0, Ordering::Relaxed);
+            continue;
+        }
         control.in_flight.store(0, Ordering::Relaxed);
         seconds_metric.record(line.seconds);
         if let Some(e) = &line.error {
