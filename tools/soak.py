@@ -51,13 +51,22 @@ kind = "zmq"
 endpoint = "{endpoint}"
 format = "synfire"
 stop_on_end = false
-
+{ring}
 [windows.w60]
 source = "live"
 length_s = 60.0
 hop_s = 60.0
 
-[stages.episodes]
+{stage}
+
+[sinks.file]
+kind = "jsonl"
+path = "{lines}"
+"""
+
+
+STAGES = {
+    "episodes": """[stages.episodes]
 kind = "episodes"
 window = "w60"
 intervals_s = [[0.0, 0.005], [0.005, 0.010], [0.010, 0.020]]
@@ -65,11 +74,12 @@ support = 0.2
 support_per = "seconds"
 max_level = 4
 device = "{device}"
-
-[sinks.file]
-kind = "jsonl"
-path = "{lines}"
-"""
+""",
+    "rate": """[stages.rates]
+kind = "rate"
+window = "w60"
+""",
+}
 
 
 def free_port():
@@ -112,6 +122,19 @@ def main():
     ap.add_argument("--speed", type=float, default=60.0, help="replay speed, x real time")
     ap.add_argument("--hours", type=float, default=24.0, help="hours of recording to replay")
     ap.add_argument("--device", default="cpu", help="the episodes stage's device (cpu|gpu|auto)")
+    ap.add_argument(
+        "--ring-capacity",
+        type=int,
+        default=None,
+        help="the source's ring_capacity (default the source's, 1,048,576 records: its pages "
+        "are touched, and counted in RSS, during the first million spikes)",
+    )
+    ap.add_argument(
+        "--stage",
+        choices=sorted(STAGES),
+        default="episodes",
+        help="the stage on the windows (default episodes; rate: a cheap one, to tell a stage's memory from the pipeline's)",
+    )
     ap.add_argument("--synfire", type=Path, default=ROOT / "target/release/synfire")
     ap.add_argument("--out", type=Path, default=ROOT / "target/soak")
     args = ap.parse_args()
@@ -122,6 +145,9 @@ def main():
     if duration is None:
         raise SystemExit("soak: give --duration-s for a recording other than the bundled one")
     loops = max(1, math.ceil(args.hours * 3600.0 / duration))
+    # A pipeline's relative paths are resolved against its own folder: write absolute ones.
+    args.out = args.out.resolve()
+    args.recording = args.recording.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     lines_path = args.out / "lines.jsonl"
     if lines_path.exists():
@@ -129,7 +155,14 @@ def main():
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     pipeline = args.out / "soak.toml"
     pipeline.write_text(
-        PIPELINE.format(endpoint=endpoint, device=args.device, lines=lines_path)
+        PIPELINE.format(
+            endpoint=endpoint,
+            stage=STAGES[args.stage].format(device=args.device),
+            ring=(
+                f"ring_capacity = {args.ring_capacity}\n" if args.ring_capacity else ""
+            ),
+            lines=lines_path,
+        )
     )
     env = dict(os.environ, NO_COLOR="1")
     env.pop("SYNFIRE_LOG", None)
@@ -162,7 +195,7 @@ def main():
     sent = 0
     for k in range(loops):
         state["loop"] = k
-        rep = subprocess.run(
+        rep = subprocess.Popen(
             [
                 str(args.synfire),
                 "replay",
@@ -174,15 +207,27 @@ def main():
                 "--subscribers",
                 "1",
             ],
-            capture_output=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
             env=env,
         )
+        # The replay waits for the run to subscribe: if the run ends (fails), stop waiting.
+        while True:
+            try:
+                _, rep_err = rep.communicate(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if run.poll() is not None:
+                    rep.kill()
+                    rep.communicate()
+                    raise SystemExit(
+                        f"soak: synfire run ended early ({run.returncode}):\n"
+                        + (args.out / "run.log").read_text()[-4000:]
+                    )
         if rep.returncode != 0:
-            raise SystemExit(f"soak: replay {k} failed:\n{rep.stderr}")
-        sent += logged(rep.stderr, "Replay finished.", "events")
-        if run.poll() is not None:
-            raise SystemExit(f"soak: synfire run ended early ({run.returncode})")
+            raise SystemExit(f"soak: replay {k} failed:\n{rep_err}")
+        sent += logged(rep_err, "Replay finished.", "events")
         last = samples[-1][2] if samples else float("nan")
         print(
             f"  loop {k + 1}/{loops}: {sent} spikes sent, RSS {last:.1f} MiB, "
@@ -236,6 +281,8 @@ def main():
         "loops": loops,
         "speed": args.speed,
         "recording_hours": loops * duration / 3600,
+        "stage": args.stage,
+        "ring_capacity": args.ring_capacity or 1048576,
         "wall_s": round(time.monotonic() - started, 1),
         "sent": sent,
         "windowed": windowed,

@@ -750,6 +750,19 @@ pub struct StageControl {
     pub queued: std::sync::atomic::AtomicU64,
 }
 
+impl StageControl {
+    /// Takes `events` off [`Self::queued`] (never below zero: a caller that sends windows
+    /// without counting them, as [`run`] does, leaves it at zero).
+    fn take_queued(&self, events: u64) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .queued
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
+                Some(q.saturating_sub(events))
+            });
+    }
+}
+
 /// [`run_controlled`] without a shutdown deadline: every window is processed.
 pub fn run(
     name: &Arc<str>,
@@ -833,11 +846,11 @@ pub fn run_controlled(
         let events = window.events() as u64;
         if control.cancel.load(Ordering::Relaxed) {
             control.skipped.fetch_add(events, Ordering::Relaxed);
-            control.queued.fetch_sub(events, Ordering::Relaxed);
+            control.take_queued(events);
             continue;
         }
         control.in_flight.store(events, Ordering::Relaxed);
-        control.queued.fetch_sub(events, Ordering::Relaxed);
+        control.take_queued(events);
         last_real = Some(window.index);
         let line = stage.process_line(name, &window);
         if control.cancel.load(Ordering::Relaxed) {
