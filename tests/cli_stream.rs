@@ -8,17 +8,11 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::synfire;
+use common::live::synfire_run;
+use common::{free_port, synfire};
 use serde_json::Value;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-fn port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
 
 #[test]
 fn validate_reports_every_error_with_file_and_field() {
@@ -108,20 +102,14 @@ device = "cpu"
 kind = "jsonl"
 path = "{}"
 "#,
-            port(),
+            free_port(),
             results.display()
         ),
     )
     .unwrap();
-    let addr = format!("127.0.0.1:{}", port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_synfire"))
-        .args([
-            "run".as_ref(),
-            pipeline.as_os_str(),
-            "--metrics".as_ref(),
-            addr.as_ref(),
-        ])
-        .env("NO_COLOR", "1")
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = synfire_run(&pipeline)
+        .args(["--metrics", &addr])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();

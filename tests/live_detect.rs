@@ -18,11 +18,12 @@ use synfire::event::{EventStream, Ordering};
 use synfire::ingest::wire;
 use synfire::live::config::PipelineConfig;
 use synfire::live::stage::detect::OccurrenceLine;
-use synfire::live::{RunOptions, RunSummary, run};
+use synfire::live::{RunOptions, run};
 use synfire::report::MineReport;
 
 mod common;
 
+use common::live::{publisher, run_text, wait_for_subscriber};
 use common::{a2929 as fixture, free_port as port};
 
 const INTERVALS: [[f64; 2]; 3] = [[0.0, 0.005], [0.005, 0.010], [0.010, 0.020]];
@@ -138,11 +139,6 @@ impl Plugin {
         self.stop.store(true, AtomicOrdering::Relaxed);
         self.thread.join().unwrap()
     }
-}
-
-fn run_text(text: &str) -> RunSummary {
-    let config = PipelineConfig::parse(text, Path::new("test.toml")).expect("valid pipeline");
-    run(&config, RunOptions::default()).expect("pipeline runs")
 }
 
 #[test]
@@ -270,12 +266,8 @@ path = "{out}"
     let times = stream.times();
     let first = times.partition_point(|&t| t < 200.0);
     let second = times.partition_point(|&t| t < 400.0);
-    let ctx = zmq::Context::new();
-    let p = ctx.socket(zmq::PUB).unwrap();
-    p.set_linger(5000).unwrap();
-    p.set_sndhwm(0).unwrap();
-    p.bind(&endpoint).unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    let (_ctx, p) = publisher(&endpoint);
+    wait_for_subscriber();
     let mut session1 = Vec::new();
     for (b, start) in (0..first).step_by(500).enumerate() {
         let end = (start + 500).min(first);

@@ -23,18 +23,11 @@ use serde_json::{Value, json};
 use synfire::live::config::PipelineConfig;
 use synfire::live::{RunOptions, RunSummary, run};
 
+mod common;
+
+use common::{a2929, free_port};
+
 const WATCHED: &str = "6-(10,20]ms-6";
-
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/spikes/A2929-200711/A2929-200711.nwb")
-}
-
-fn port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
 
 /// A pipeline on the recording: a detect stage watching [`WATCHED`], an episodes stage on
 /// 10 s windows every 5 s, every line to `out`; paced at `speed` × real time (`None`: as fast
@@ -85,7 +78,7 @@ episodes = ["{WATCHED}"]
 kind = "jsonl"
 path = "{out}"
 "#,
-        fixture = fixture().display(),
+        fixture = a2929().display(),
         out = out.display(),
     );
     let path = dir.join("view.toml");
@@ -204,7 +197,7 @@ fn the_event_stream_carries_spikes_occurrences_and_episodes() -> Result<(), Fail
     let dir = tempfile::tempdir().unwrap();
     let config = PipelineConfig::load(&pipeline(dir.path(), Some(20.0), &dir.path().join("o")))
         .map_err(|e| e.to_string())?;
-    let addr: SocketAddr = format!("127.0.0.1:{}", port()).parse().unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let runner = std::thread::spawn(move || {
@@ -397,7 +390,7 @@ fn a_stalled_client_changes_no_result() -> Result<(), Failed> {
     let view_out = dir.path().join("view.jsonl");
     let config =
         PipelineConfig::load(&pipeline(dir.path(), None, &view_out)).map_err(|e| e.to_string())?;
-    let addr: SocketAddr = format!("127.0.0.1:{}", port()).parse().unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     // The clients connect as soon as the port answers, while the run goes on.
     let connector = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -526,7 +519,7 @@ struct Driver {
 
 impl Driver {
     fn start(chromium: &Path, chromedriver: &Path, profile: &Path) -> Result<Self, Failed> {
-        let port = port();
+        let port = free_port();
         let child = Command::new(chromedriver)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
@@ -644,9 +637,7 @@ fn base64(s: &str) -> Option<Vec<u8>> {
 
 /// `synfire run PIPELINE --ui ADDR`, its output discarded.
 fn synfire_run(pipeline: &Path, addr: SocketAddr) -> Result<Reaped, Failed> {
-    let child = Command::new(env!("CARGO_BIN_EXE_synfire"))
-        .arg("run")
-        .arg(pipeline)
+    let child = common::live::synfire_run(pipeline)
         .arg("--ui")
         .arg(addr.to_string())
         .stdout(Stdio::null())
@@ -703,7 +694,7 @@ fn the_page_shows_the_raster_and_the_watched_episode(
 ) -> Result<(), Failed> {
     let dir = tempfile::tempdir().unwrap();
     let toml = pipeline(dir.path(), Some(4.0), &dir.path().join("out.jsonl"));
-    let addr: SocketAddr = format!("127.0.0.1:{}", port()).parse().unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let server = synfire_run(&toml, addr)?;
     let profile = tempfile::tempdir().unwrap();
     let d = Driver::start(chromium, chromedriver, profile.path())?;

@@ -3,12 +3,12 @@
 //! survived; a restarting publisher picked up again. Result latency against a sink's own write
 //! times, over the archive source.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::path::Path;
+use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, unbounded};
+use crossbeam_channel::unbounded;
 use serde_json::Value;
 use synfire::episode::{Interval, MinerConfig, SupportPer, Threshold, mine};
 use synfire::event::{EventStream, Ordering};
@@ -16,23 +16,16 @@ use synfire::ingest::{openephys, wire};
 use synfire::live::config::PipelineConfig;
 use synfire::live::replay::{ReplayFormat, ReplayOptions, replay};
 use synfire::live::sink::{LineWriter, Sink};
-use synfire::live::stage::{AnyStage, Output, Stage, StageBuilder, StageError};
+use synfire::live::stage::{AnyStage, Stage, StageBuilder, StageError};
 use synfire::live::window::Window;
-use synfire::live::{RunOptions, RunSummary, run};
+use synfire::live::{RunOptions, run};
 use synfire::record::StreamKind;
 use synfire::report::MineReport;
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/spikes/A2929-200711/A2929-200711.nwb")
-}
+mod common;
 
-/// A free loopback TCP port.
-fn port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+use common::live::{collect_lines, publisher, start, wait_for_subscriber};
+use common::{a2929, free_port};
 
 const WINDOW_S: f64 = 120.0;
 const HOP_S: f64 = 60.0;
@@ -72,31 +65,6 @@ path = "{}"
             .display()
     );
     PipelineConfig::parse(&text, Path::new("test.toml")).expect("valid test pipeline")
-}
-
-/// Runs `config` on a thread; returns its results channel, stop flag and join handle.
-fn start(
-    config: PipelineConfig,
-) -> (
-    Receiver<Output>,
-    Arc<AtomicBool>,
-    std::thread::JoinHandle<RunSummary>,
-) {
-    let (tx, rx) = unbounded();
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let h = std::thread::spawn(move || {
-        run(
-            &config,
-            RunOptions {
-                tap: Some(tx),
-                stop: Some(s),
-                ..Default::default()
-            },
-        )
-        .expect("pipeline runs")
-    });
-    (rx, stop, h)
 }
 
 /// The offline result of one window: `synfire mine`'s library path on the same interval.
@@ -149,24 +117,13 @@ fn check_against_offline(results: &[Value], stream: &EventStream) {
     }
 }
 
-fn collect_until(rx: &Receiver<Output>, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut out = Vec::new();
-    while out.len() < n && Instant::now() < deadline {
-        if let Ok(o) = rx.recv_timeout(Duration::from_millis(200)) {
-            out.push(serde_json::from_str(&o.json).unwrap());
-        }
-    }
-    out
-}
-
 #[test]
 fn synfire_format_replay_equals_offline_mining_per_window() {
-    let stream = synfire::ingest::read_spikes(&fixture(), Ordering::RequireSorted).unwrap();
-    let endpoint = format!("tcp://127.0.0.1:{}", port());
+    let stream = synfire::ingest::read_spikes(&a2929(), Ordering::RequireSorted).unwrap();
+    let endpoint = format!("tcp://127.0.0.1:{}", free_port());
     let (rx, _stop, h) = start(live_pipeline(&endpoint, "synfire", ""));
     let stats = replay(&ReplayOptions {
-        input: fixture(),
+        input: a2929(),
         to: endpoint,
         speed: None,
         format: ReplayFormat::Synfire,
@@ -191,8 +148,8 @@ fn synfire_format_replay_equals_offline_mining_per_window() {
 
 #[test]
 fn openephys_format_replay_equals_offline_mining_per_window() {
-    let stream = synfire::ingest::read_spikes(&fixture(), Ordering::RequireSorted).unwrap();
-    let endpoint = format!("tcp://127.0.0.1:{}", port());
+    let stream = synfire::ingest::read_spikes(&a2929(), Ordering::RequireSorted).unwrap();
+    let endpoint = format!("tcp://127.0.0.1:{}", free_port());
     // Raw mode sends electrode indices; the table names them as the archive's units.
     let labels = stream.alphabet().labels();
     let top = labels
@@ -208,7 +165,7 @@ fn openephys_format_replay_equals_offline_mining_per_window() {
         &format!("unit_key = \"electrode\"\nraw_electrode_names = {names}"),
     ));
     replay(&ReplayOptions {
-        input: fixture(),
+        input: a2929(),
         to: endpoint,
         speed: None,
         format: ReplayFormat::Openephys,
@@ -221,30 +178,16 @@ fn openephys_format_replay_equals_offline_mining_per_window() {
     // Open Ephys has no end-of-stream: wait for every complete window, then stop as SIGTERM
     // would (windows already closed finish, open ones are discarded).
     let want = complete_windows(&stream).len();
-    let results = collect_until(&rx, want);
+    let results = collect_lines(&rx, want, Duration::from_secs(120));
     stop.store(true, AtomicOrdering::Relaxed);
     let summary = h.join().unwrap();
     assert_eq!(summary.sources["live"], (stream.len() as u64, 0, 0));
     check_against_offline(&results, &stream);
 }
 
-fn publisher(endpoint: &str) -> (zmq::Context, zmq::Socket) {
-    let ctx = zmq::Context::new();
-    let s = ctx.socket(zmq::PUB).unwrap();
-    s.set_linger(5000).unwrap();
-    s.bind(endpoint).unwrap();
-    (ctx, s)
-}
-
-/// PUB/SUB drops what is sent before a subscriber has connected (the slow joiner). The
-/// pipeline's SUB retries its connection with a back-off of at most 1 s, so wait longer.
-fn wait_for_subscriber() {
-    std::thread::sleep(Duration::from_millis(1500));
-}
-
 #[test]
 fn malformed_openephys_messages_are_counted_and_never_corrupt_other_events() {
-    let endpoint = format!("tcp://127.0.0.1:{}", port());
+    let endpoint = format!("tcp://127.0.0.1:{}", free_port());
     let (_ctx, p) = publisher(&endpoint);
     let (rx, stop, h) = start(live_pipeline(
         &endpoint,
@@ -282,7 +225,7 @@ fn malformed_openephys_messages_are_counted_and_never_corrupt_other_events() {
     }
     let bad_sent = 200 + 4;
     // Every good spike arrives: windows [0,120) closes at t ≥ 120.
-    let results = collect_until(&rx, 1);
+    let results = collect_lines(&rx, 1, Duration::from_secs(120));
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, AtomicOrdering::Relaxed);
     let summary = h.join().unwrap();
@@ -295,7 +238,7 @@ fn malformed_openephys_messages_are_counted_and_never_corrupt_other_events() {
 
 #[test]
 fn malformed_synfire_messages_are_counted_and_a_restarting_publisher_is_picked_up() {
-    let endpoint = format!("tcp://127.0.0.1:{}", port());
+    let endpoint = format!("tcp://127.0.0.1:{}", free_port());
     let (rx, _stop, h) = start(live_pipeline(
         &endpoint,
         "synfire",
@@ -393,7 +336,7 @@ fn shipped_pipelines_validate_and_the_archive_replay_runs() {
         },
     )
     .unwrap();
-    let stream = synfire::ingest::read_spikes(&fixture(), Ordering::RequireSorted).unwrap();
+    let stream = synfire::ingest::read_spikes(&a2929(), Ordering::RequireSorted).unwrap();
     assert_eq!(summary.sources["a2929"].0, stream.len() as u64);
     let results: Vec<Value> = rx
         .try_iter()
@@ -415,7 +358,7 @@ fn shipped_pipelines_validate_and_the_archive_replay_runs() {
     assert_eq!(motifs.len(), 104 + 2);
     let hd = synfire::series::read_series(&format!(
         "{}:/acquisition/CompassDirection/rz",
-        fixture().display()
+        a2929().display()
     ))
     .unwrap();
     let mut checked = 0;
@@ -553,7 +496,7 @@ window = "w"
 kind = "jsonl"
 path = "{}"
 "#,
-        fixture().display(),
+        a2929().display(),
         std::env::temp_dir()
             .join(format!("synfire-latency-{}.jsonl", std::process::id()))
             .display()
@@ -669,7 +612,7 @@ window = "w"
 kind = "jsonl"
 path = "{}"
 "#,
-        fixture().display(),
+        a2929().display(),
         std::env::temp_dir()
             .join(format!("synfire-clash-{}.jsonl", std::process::id()))
             .display()

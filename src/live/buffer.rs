@@ -163,6 +163,7 @@ impl RingProducer {
     /// Counts `n` events that repeat a wire message already received.
     pub fn count_duplicate(&self, n: u64) {
         self.stats.duplicate.fetch_add(n, Ordering::Relaxed);
+        self.metrics.duplicate.increment(n);
     }
 
     /// Counts one malformed message of `kind`.
@@ -248,11 +249,53 @@ impl RingConsumer {
         &self.stats
     }
 
+    /// The source's counters with their metrics, for the window thread's own accounting.
+    #[must_use]
+    pub fn counters(&self) -> SourceCounters {
+        SourceCounters {
+            stats: self.stats.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+
     /// Sets [`telemetry::names::RING_FILL`] to the share of the ring occupied now.
     fn set_fill(&self) {
         self.metrics
             .ring_fill
             .set(self.cons.occupied_len() as f64 / self.cons.capacity().get() as f64);
+    }
+}
+
+/// A source's counters and their metrics, as the window thread counts into them.
+#[derive(Clone)]
+pub struct SourceCounters {
+    stats: Arc<SourceStats>,
+    metrics: telemetry::SourceMetrics,
+}
+
+impl std::fmt::Debug for SourceCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceCounters")
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SourceCounters {
+    /// Counts `n` events lost on the window thread's side for `reason` (`shutdown`: a stage
+    /// did not take or finish their window by the shutdown deadline).
+    pub fn count_dropped(&self, n: u64, reason: &'static str) {
+        self.stats.dropped.fetch_add(n, Ordering::Relaxed);
+        self.metrics.dropped(reason, n);
+    }
+
+    /// Sets [`SourceStats::out_of_range`] to the event clock's total `total`, adding what is
+    /// new to [`telemetry::names::EVENTS_OUT_OF_RANGE`].
+    pub fn set_out_of_range(&self, total: u64) {
+        let before = self.stats.out_of_range.swap(total, Ordering::Relaxed);
+        if total > before {
+            self.metrics.out_of_range.increment(total - before);
+        }
     }
 }
 

@@ -137,6 +137,9 @@ pub struct RunSummary {
     pub refused: BTreeMap<String, Refused>,
     /// Per spike or sensor window definition: late events (samples) it rejected.
     pub late: BTreeMap<String, u64>,
+    /// Per spike window definition: events it refused because its open windows held
+    /// `max_open_events` (`overflow`; [`window::SpikeWindower::with_max_open_events`]).
+    pub overflow: BTreeMap<String, u64>,
     /// Per source: events accepted, dropped, malformed messages.
     pub sources: BTreeMap<String, (u64, u64, u64)>,
     /// Results written, per sink.
@@ -173,6 +176,13 @@ impl RunSummary {
             None => Ok(()),
         }
     }
+}
+
+/// What a window definition refused, at the end of a run.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct WindowCounts {
+    late: u64,
+    overflow: u64,
 }
 
 /// Events a source refused besides drops: the line's `out_of_range` and `duplicate`.
@@ -214,6 +224,10 @@ impl Shutdown {
 /// after a stop only until the shutdown deadline. `false`: not taken (counted by the caller).
 fn send_window(s: &Sender<Arc<Window>>, w: &Arc<Window>, shutdown: &Shutdown) -> bool {
     use crossbeam_channel::SendTimeoutError;
+    if shutdown.past_deadline() {
+        // Past the deadline no window waits: what the ring still holds is counted quickly.
+        return s.try_send(w.clone()).is_ok();
+    }
     loop {
         match s.send_timeout(w.clone(), std::time::Duration::from_millis(50)) {
             Ok(()) => return true,
@@ -305,7 +319,8 @@ impl Drop for Threads {
 
 struct WindowRoute {
     windower: Windower,
-    stages: Vec<Sender<Arc<Window>>>,
+    /// Each reading stage's queue, and its control (the events queued for it).
+    stages: Vec<(Sender<Arc<Window>>, Arc<stage::StageControl>)>,
     /// The preview slots of the stages among `stages` that want previews of open windows.
     previews: Vec<stage::PreviewSender>,
 }
@@ -314,7 +329,7 @@ struct WindowRoute {
 /// definition, the late events it rejected.
 type WindowTotals = (
     Vec<(String, crate::episode::DetectorStats)>,
-    Vec<(String, u64)>,
+    Vec<(String, WindowCounts)>,
 );
 
 /// The window thread of one source: pops records, passes each spike through the source's
@@ -339,6 +354,7 @@ fn window_loop(
     let mut clocked = Vec::new();
     let mut clock = window::EventClock::new(clock);
     let stats = ring.stats().clone();
+    let counters = ring.counters();
     // The source's epoch: one more after each restart's windows were sent.
     let mut epoch = 0u32;
     let send = |routes: &mut Vec<WindowRoute>,
@@ -358,11 +374,17 @@ fn window_loop(
                 }
                 continue;
             }
-            for s in &routes[i].stages {
+            for (s, control) in &routes[i].stages {
+                // Counted as queued before the send, so a stage that takes it at once never
+                // makes the count go below zero.
+                control
+                    .queued
+                    .fetch_add(w.events() as u64, Ordering::Relaxed);
                 if !send_window(s, &w, shutdown) {
-                    stats
-                        .dropped
-                        .fetch_add(w.events() as u64, Ordering::Relaxed);
+                    control
+                        .queued
+                        .fetch_sub(w.events() as u64, Ordering::Relaxed);
+                    counters.count_dropped(w.events() as u64, "shutdown");
                     tracing::warn!(window = %w.window, index = w.index, events = w.events(), "Shutdown: a stage did not take a window in time; its events are counted as dropped.");
                 }
             }
@@ -431,9 +453,7 @@ fn window_loop(
         match record {
             Record::Spike { unit, t_s } => {
                 clock.spike(t_s, unit, &mut clocked);
-                stats
-                    .out_of_range
-                    .store(clock.out_of_range(), Ordering::Relaxed);
+                counters.set_out_of_range(clock.out_of_range());
                 pass(
                     &mut clocked,
                     &mut routes,
@@ -474,9 +494,7 @@ fn window_loop(
                 let restart = matches!(record, Record::Restart);
                 // A hold ends unconfirmed: strays back are passed on first.
                 clock.end_epoch(false, &mut clocked);
-                stats
-                    .out_of_range
-                    .store(clock.out_of_range(), Ordering::Relaxed);
+                counters.set_out_of_range(clock.out_of_range());
                 pass(
                     &mut clocked,
                     &mut routes,
@@ -536,8 +554,20 @@ fn window_loop(
     let late = routes
         .iter()
         .map(|r| match &r.windower {
-            Windower::Spikes(w) => (w.name().to_owned(), w.late()),
-            Windower::Sensor(w) => (w.name().to_owned(), w.late()),
+            Windower::Spikes(w) => (
+                w.name().to_owned(),
+                WindowCounts {
+                    late: w.late(),
+                    overflow: w.overflow(),
+                },
+            ),
+            Windower::Sensor(w) => (
+                w.name().to_owned(),
+                WindowCounts {
+                    late: w.late(),
+                    overflow: 0,
+                },
+            ),
         })
         .collect();
     (
@@ -598,13 +628,18 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     let queue = config.pipeline.stage_queue_windows.unwrap_or(4);
     let (out_tx, out_rx) = bounded::<Output>(64);
     // Per window: each reading stage's queue, and whether the stage wants previews.
-    type StageInput = (Sender<Arc<Window>>, Option<stage::PreviewSender>);
+    type StageInput = (
+        Sender<Arc<Window>>,
+        Arc<stage::StageControl>,
+        Option<stage::PreviewSender>,
+    );
     let mut stage_inputs: BTreeMap<&str, Vec<StageInput>> = BTreeMap::new();
     type StageThread = (
         String,
         Box<dyn AnyStage>,
         Receiver<Arc<Window>>,
         Option<stage::PreviewReceiver>,
+        Arc<stage::StageControl>,
     );
     let mut stages: Vec<StageThread> = Vec::new();
     for (name, s) in &config.stages {
@@ -619,11 +654,12 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         } else {
             (None, None)
         };
+        let control = Arc::new(stage::StageControl::default());
         stage_inputs
             .entry(s.window.as_str())
             .or_default()
-            .push((tx, preview_tx));
-        stages.push((name.clone(), st, rx, preview_rx));
+            .push((tx, control.clone(), preview_tx));
+        stages.push((name.clone(), st, rx, preview_rx, control));
     }
     let mut sinks = Vec::new();
     // Side-thread sinks that detect stages signal (their kind decides: `sink::Opened`).
@@ -741,10 +777,9 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         );
     })?;
     let mut controls = Vec::new();
-    for (name, mut st, rx, previews) in stages {
+    for (name, mut st, rx, previews, control) in stages {
         let tx = out_tx.clone();
         let label: Arc<str> = Arc::from(name.as_str());
-        let control = Arc::new(stage::StageControl::default());
         let source = config
             .windows
             .get(config.stages[&name].window.as_str())
@@ -758,7 +793,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     drop(out_tx);
     let detector_totals: Arc<parking_lot::Mutex<BTreeMap<String, crate::episode::DetectorStats>>> =
         Arc::default();
-    let late_totals: Arc<parking_lot::Mutex<BTreeMap<String, u64>>> = Arc::default();
+    let late_totals: Arc<parking_lot::Mutex<BTreeMap<String, WindowCounts>>> = Arc::default();
     let mut stats = Vec::new();
     for (name, source) in built {
         let kind = config.sources[&name].produces();
@@ -768,10 +803,10 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         let mut routes = Vec::new();
         for (wname, w) in config.windows.iter().filter(|(_, w)| w.source == name) {
             let inputs = stage_inputs.remove(wname.as_str()).unwrap_or_default();
-            let previews: Vec<_> = inputs.iter().filter_map(|(_, p)| p.clone()).collect();
+            let previews: Vec<_> = inputs.iter().filter_map(|(_, _, p)| p.clone()).collect();
             routes.push(WindowRoute {
                 windower: w.windower(wname, &name, kind, !previews.is_empty()),
-                stages: inputs.into_iter().map(|(tx, _)| tx).collect(),
+                stages: inputs.into_iter().map(|(tx, c, _)| (tx, c)).collect(),
                 previews,
             });
         }
@@ -809,15 +844,31 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     // Windows a stage did not finish by the deadline: counted as dropped by their source.
     let mut unfinished: BTreeMap<String, u64> = BTreeMap::new();
     for (name, source, c) in &controls {
-        let n = c.in_flight.load(Ordering::Relaxed) + c.skipped.load(Ordering::Relaxed);
+        // Queued (never taken: the stage was left computing), in flight, or skipped.
+        let n = c.queued.load(Ordering::Relaxed)
+            + c.in_flight.load(Ordering::Relaxed)
+            + c.skipped.load(Ordering::Relaxed);
         if n > 0 {
             tracing::warn!(stage = %name, events = n, "Shutdown: windows the stage did not finish by the deadline; their events are counted as dropped.");
             *unfinished.entry(source.clone()).or_default() += n;
+            telemetry::SourceMetrics::new(source).dropped("shutdown", n);
         }
+    }
+    let window_counts = std::mem::take(&mut *late_totals.lock());
+    for (window, c) in &window_counts {
+        tracing::info!(window = %window, late = c.late, overflow = c.overflow, "Window totals.");
     }
     let mut summary = RunSummary {
         run_id: run_id.to_string(),
-        late: std::mem::take(&mut *late_totals.lock()),
+        late: window_counts
+            .iter()
+            .map(|(w, c)| (w.clone(), c.late))
+            .collect(),
+        overflow: window_counts
+            .iter()
+            .filter(|(_, c)| c.overflow > 0)
+            .map(|(w, c)| (w.clone(), c.overflow))
+            .collect(),
         detectors: std::mem::take(&mut *detector_totals.lock()),
         view: live_view.map(view::View::finish),
         ..RunSummary::default()

@@ -13,8 +13,19 @@ use metrics::{Counter, Gauge, Histogram, Unit};
 pub mod names {
     /// Events (spikes, or sensor samples) accepted onto a source's ring. Label `source`.
     pub const EVENTS_IN: &str = "synfire_events_in_total";
-    /// Events lost, by `source` and `reason` (`ring_full`, `publisher_gap`, `shutdown`).
+    /// Events lost, by `source` and `reason` (`ring_full`, `publisher_gap`, `unit_limit`: a
+    /// unit beyond a ZMQ source's `max_units`; `shutdown`: a stage did not take or finish
+    /// their window by the shutdown deadline).
     pub const EVENTS_DROPPED: &str = "synfire_events_dropped_total";
+    /// Events refused as out of range (absurd times, isolated strays ahead, a window index
+    /// too large; `docs/live-windows.md`). Label `source`.
+    pub const EVENTS_OUT_OF_RANGE: &str = "synfire_events_out_of_range_total";
+    /// Repeats of a wire message already received, counted once and not passed on. Label
+    /// `source`.
+    pub const EVENTS_DUPLICATE: &str = "synfire_events_duplicate_total";
+    /// Events a spike window definition refused because its open windows already held
+    /// `max_open_events` (the windows they belonged to are marked incomplete). Label `window`.
+    pub const WINDOW_OVERFLOW: &str = "synfire_window_overflow_total";
     /// Malformed messages, by `source` and `kind`.
     pub const MESSAGES_MALFORMED: &str = "synfire_messages_malformed_total";
     /// Times a ZMQ source saw its publisher's connection drop (the publisher went away, or
@@ -58,6 +69,9 @@ pub mod names {
     pub const ALL: &[&str] = &[
         EVENTS_IN,
         EVENTS_DROPPED,
+        EVENTS_OUT_OF_RANGE,
+        EVENTS_DUPLICATE,
+        WINDOW_OVERFLOW,
         MESSAGES_MALFORMED,
         PUBLISHER_DISCONNECTS,
         RING_FILL,
@@ -86,7 +100,22 @@ pub fn describe_all() {
     metrics::describe_counter!(
         names::EVENTS_DROPPED,
         Unit::Count,
-        "Events lost, by reason (ring_full, publisher_gap, shutdown)."
+        "Events lost, by reason (ring_full, publisher_gap, unit_limit, shutdown)."
+    );
+    metrics::describe_counter!(
+        names::EVENTS_OUT_OF_RANGE,
+        Unit::Count,
+        "Events refused as out of range (absurd times, isolated strays ahead)."
+    );
+    metrics::describe_counter!(
+        names::EVENTS_DUPLICATE,
+        Unit::Count,
+        "Repeats of a wire message already received, counted once and not passed on."
+    );
+    metrics::describe_counter!(
+        names::WINDOW_OVERFLOW,
+        Unit::Count,
+        "Events refused because a window definition's open windows held max_open_events."
     );
     metrics::describe_counter!(
         names::MESSAGES_MALFORMED,
@@ -169,6 +198,10 @@ pub struct SourceMetrics {
     pub events_in: Counter,
     /// [`names::RING_FILL`].
     pub ring_fill: Gauge,
+    /// [`names::EVENTS_OUT_OF_RANGE`].
+    pub out_of_range: Counter,
+    /// [`names::EVENTS_DUPLICATE`].
+    pub duplicate: Counter,
 }
 
 impl SourceMetrics {
@@ -179,6 +212,8 @@ impl SourceMetrics {
             source: source.to_owned(),
             events_in: metrics::counter!(names::EVENTS_IN, "source" => source.to_owned()),
             ring_fill: metrics::gauge!(names::RING_FILL, "source" => source.to_owned()),
+            out_of_range: out_of_range(source),
+            duplicate: metrics::counter!(names::EVENTS_DUPLICATE, "source" => source.to_owned()),
         }
     }
 
@@ -204,18 +239,29 @@ pub struct WindowMetrics {
     pub lag: Gauge,
     /// [`names::WINDOWS`].
     pub windows: Counter,
+    /// [`names::WINDOW_OVERFLOW`].
+    pub overflow: Counter,
+    /// [`names::EVENTS_OUT_OF_RANGE`] of the window's source (a window index too large).
+    pub out_of_range: Counter,
 }
 
 impl WindowMetrics {
-    /// Registers the handles of window `window`.
+    /// Registers the handles of window `window` over source `source`.
     #[must_use]
-    pub fn new(window: &str) -> Self {
+    pub fn new(window: &str, source: &str) -> Self {
         Self {
             late: metrics::counter!(names::LATE_EVENTS, "window" => window.to_owned()),
             lag: metrics::gauge!(names::WINDOW_LAG, "window" => window.to_owned()),
             windows: metrics::counter!(names::WINDOWS, "window" => window.to_owned()),
+            overflow: metrics::counter!(names::WINDOW_OVERFLOW, "window" => window.to_owned()),
+            out_of_range: out_of_range(source),
         }
     }
+}
+
+/// [`names::EVENTS_OUT_OF_RANGE`] of source `source`.
+fn out_of_range(source: &str) -> Counter {
+    metrics::counter!(names::EVENTS_OUT_OF_RANGE, "source" => source.to_owned())
 }
 
 /// [`names::STAGE_SECONDS`] of stage `stage`.
@@ -373,7 +419,7 @@ mod tests {
             s.dropped("ring_full", 3);
             s.malformed("bad_json");
             s.ring_fill.set(0.25);
-            let w = WindowMetrics::new("w60");
+            let w = WindowMetrics::new("w60", "s");
             w.late.increment(2);
             w.windows.increment(1);
             w.lag.set(1.5);

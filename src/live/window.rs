@@ -36,9 +36,16 @@
 //!   after the last time before it, carries the gap ([`Window::gap`]: its kind, start and end
 //!   in seconds) and is marked incomplete.
 //!
+//! **Bounds.** The open windows of a spike window definition hold at most `max_open_events`
+//! events together ([`SpikeWindower::with_max_open_events`], default
+//! [`DEFAULT_MAX_OPEN_EVENTS`]): when they are full and an event's time closes no window (event
+//! time stopped advancing, or a flood within one window), the event is refused and counted
+//! `overflow`, and the windows containing its time are emitted incomplete with a gap of kind
+//! [`GapKind::Overflow`].
+//!
 //! Accounting: every spike a source accepts is in a complete window, counted `late`,
-//! `out_of_range`, `duplicate` or `dropped`, or in a window marked incomplete (with its gap
-//! when one caused it).
+//! `overflow`, `out_of_range`, `duplicate` or `dropped`, or in a window marked incomplete (with
+//! its gap when one caused it).
 //!
 //! **Sensor windows** have `length_samples` and `hop_samples`; window `k` holds stream samples
 //! `[k·hop, k·hop + length)`. Samples are placed by their sequence numbers: a frame that repeats
@@ -71,6 +78,10 @@ pub struct WindowConfig {
     pub hop_s: Option<f64>,
     /// Spike windows: how long after its end a window waits for late events (default 0 s).
     pub allowed_lateness_s: Option<f64>,
+    /// Spike windows: the most events the open windows may hold together (default
+    /// [`DEFAULT_MAX_OPEN_EVENTS`]); an event beyond it is refused and counted `overflow`, and
+    /// the windows it belonged to are marked incomplete (module docs, "Bounds").
+    pub max_open_events: Option<usize>,
     /// Sensor windows: length, samples.
     pub length_samples: Option<u64>,
     /// Sensor windows: hop, samples.
@@ -95,6 +106,9 @@ impl WindowConfig {
                         }
                         _ => {}
                     }
+                }
+                if self.max_open_events == Some(0) {
+                    err("max_open_events", "must be at least 1".into());
                 }
                 if let Some(l) = self.allowed_lateness_s
                     && !(l.is_finite() && l >= 0.0)
@@ -130,6 +144,15 @@ impl WindowConfig {
                         _ => {}
                     }
                 }
+                if self.max_open_events.is_some() {
+                    err(
+                        "max_open_events",
+                        format!(
+                            "source `{}` carries sensor samples: sensor windows hold at most `length_samples` + `hop_samples` samples, no bound to set",
+                            self.source
+                        ),
+                    );
+                }
                 for (f, v) in [
                     ("length_s", self.length_s),
                     ("hop_s", self.hop_s),
@@ -163,7 +186,8 @@ impl WindowConfig {
                     self.hop_s.unwrap_or(1.0),
                     self.allowed_lateness_s.unwrap_or(0.0),
                 )
-                .with_previews(previews),
+                .with_previews(previews)
+                .with_max_open_events(self.max_open_events.unwrap_or(DEFAULT_MAX_OPEN_EVENTS)),
             ),
             StreamKind::Sensor => Windower::Sensor(SensorWindower::new(
                 name,
@@ -239,6 +263,9 @@ pub struct Window {
     pub out_of_range: u64,
     /// Repeats of a wire message already received, counted once, so far (the source's).
     pub duplicate: u64,
+    /// Events this window definition refused so far because its open windows already held
+    /// `max_open_events` ([`SpikeWindower::with_max_open_events`]).
+    pub overflow: u64,
     /// The gap in event time this window overlaps (then `complete` is false); `None` when
     /// none.
     pub gap: Option<Gap>,
@@ -267,6 +294,9 @@ pub enum GapKind {
     Disconnected,
     /// Sensor samples: a run of missing samples longer than the window.
     Samples,
+    /// Events in `start_s..=end_s` were refused because the open windows already held
+    /// `max_open_events` (counted `overflow`).
+    Overflow,
 }
 
 /// A gap in event time ([`Window::gap`]): no events between `start_s` and `end_s`, and some
@@ -281,6 +311,11 @@ pub struct Gap {
     /// Seconds: the first event time after the gap.
     pub end_s: f64,
 }
+
+/// The default bound on the events a spike window definition's open windows hold together
+/// (`[windows.*] max_open_events`): 4,194,304 events, 64 MiB of buffer (16 bytes an event);
+/// a window handed to a stage holds at most this many (12 bytes an event).
+pub const DEFAULT_MAX_OPEN_EVENTS: usize = 1 << 22;
 
 /// Times at or above this (seconds; about 31,700 years) are out of range ([`EventClock`]).
 pub const MAX_EVENT_TIME_S: f64 = 1e12;
@@ -307,6 +342,7 @@ struct Common {
     source: Arc<str>,
     late: u64,
     out_of_range: u64,
+    overflow: u64,
     metrics: WindowMetrics,
 }
 
@@ -317,7 +353,8 @@ impl Common {
             source: source.into(),
             late: 0,
             out_of_range: 0,
-            metrics: WindowMetrics::new(window),
+            overflow: 0,
+            metrics: WindowMetrics::new(window, source),
         }
     }
 
@@ -345,6 +382,7 @@ impl Common {
             dropped,
             out_of_range: self.out_of_range,
             duplicate: 0,
+            overflow: self.overflow,
             gap,
             epoch: 0,
             run_id: Arc::from(""),
@@ -377,8 +415,11 @@ pub struct SpikeWindower {
     last_emitted: Option<u64>,
     /// `floor(watermark / preview step)` at the last preview check.
     preview_tick: f64,
-    /// Gaps in event time that windows still to emit may overlap ([`SpikeWindower::gap`]).
+    /// Gaps in event time that windows still to emit may overlap ([`SpikeWindower::gap`]),
+    /// and the spans of events refused as overflow ([`GapKind::Overflow`]).
     gaps: Vec<Gap>,
+    /// The most events the open windows hold together ([`Self::with_max_open_events`]).
+    max_open: usize,
 }
 
 impl std::fmt::Debug for SpikeWindower {
@@ -421,7 +462,28 @@ impl SpikeWindower {
             last_emitted: None,
             preview_tick: f64::NEG_INFINITY,
             gaps: Vec::new(),
+            max_open: DEFAULT_MAX_OPEN_EVENTS,
         }
+    }
+
+    /// Bounds the events the open windows hold together at `n` (at least 1; default
+    /// [`DEFAULT_MAX_OPEN_EVENTS`]). When they hold `n` and an event arrives that closes no
+    /// window, the event is refused and counted ([`Self::overflow`], the
+    /// `synfire_window_overflow_total` metric, each later window's `overflow`), and every
+    /// window containing its time is emitted incomplete with a gap of kind
+    /// [`GapKind::Overflow`]. The event's time still moves the watermark, so windows keep
+    /// closing (and the buffer emptying) when event time advances.
+    #[must_use]
+    pub fn with_max_open_events(mut self, n: usize) -> Self {
+        self.max_open = n.max(1);
+        self
+    }
+
+    /// Events refused so far because the open windows were full
+    /// ([`Self::with_max_open_events`]).
+    #[must_use]
+    pub fn overflow(&self) -> u64 {
+        self.c.overflow
     }
 
     /// Turns previews on or off (off by default; see [`SpikeWindower`]).
@@ -508,7 +570,11 @@ impl SpikeWindower {
         let (start, end) = (self.start(k), self.end(k));
         self.gaps
             .iter()
-            .find(|g| g.start_s < end && g.end_s > start)
+            .find(|g| {
+                // An overflow span is closed (`start_s..=end_s`, possibly one instant).
+                g.start_s < end
+                    && (g.end_s > start || (g.kind == GapKind::Overflow && g.end_s >= start))
+            })
             .copied()
     }
 
@@ -523,12 +589,21 @@ impl SpikeWindower {
     ) {
         if !self.in_range(t_s) {
             self.c.out_of_range += 1;
+            self.c.metrics.out_of_range.increment(1);
             return;
         }
         if t_s < self.closed_end {
             self.c.late += 1;
             self.c.metrics.late.increment(1);
             return;
+        }
+        if self.buf.len() >= self.max_open {
+            // Full: the event's time may still close windows and make room.
+            self.advance(t_s, names, dropped, out);
+            if self.buf.len() >= self.max_open {
+                self.refuse_overflow(t_s);
+                return;
+            }
         }
         let first = self.first_window_of(t_s);
         match self.next {
@@ -538,6 +613,12 @@ impl SpikeWindower {
             _ => {}
         }
         self.buf.push((t_s, unit));
+        self.advance(t_s, names, dropped, out);
+    }
+
+    /// Moves the newest time to `t_s` if it is later, emitting the windows the watermark
+    /// closes (and a preview when one is due).
+    fn advance(&mut self, t_s: f64, names: &Arc<[Arc<str>]>, dropped: u64, out: &mut Vec<Window>) {
         if t_s > self.max_t {
             self.max_t = t_s;
             let watermark = self.max_t - self.lateness_s;
@@ -556,6 +637,36 @@ impl SpikeWindower {
                 .lag
                 .set((self.max_t - self.closed_end).max(0.0));
         }
+    }
+
+    /// Counts an event at `t_s` refused because the open windows are full, and marks the
+    /// windows containing `t_s` incomplete (an overflow span, merged with the last one when
+    /// within a window's length of it).
+    fn refuse_overflow(&mut self, t_s: f64) {
+        if self.c.overflow == 0 {
+            tracing::warn!(
+                window = %self.c.window,
+                max_open_events = self.max_open,
+                t_s,
+                "The open windows are full: events are refused (counted as overflow) and their windows marked incomplete."
+            );
+        }
+        self.c.overflow += 1;
+        self.c.metrics.overflow.increment(1);
+        if let Some(g) = self.gaps.last_mut()
+            && g.kind == GapKind::Overflow
+            && t_s >= g.start_s - self.length_s
+            && t_s <= g.end_s + self.length_s
+        {
+            g.start_s = g.start_s.min(t_s);
+            g.end_s = g.end_s.max(t_s);
+            return;
+        }
+        self.gaps.push(Gap {
+            kind: GapKind::Overflow,
+            start_s: t_s,
+            end_s: t_s,
+        });
     }
 
     /// Emits a preview of the next window when the watermark has passed a multiple of the
@@ -604,6 +715,7 @@ impl SpikeWindower {
             dropped,
             out_of_range: self.c.out_of_range,
             duplicate: 0,
+            overflow: self.c.overflow,
             gap: self.gap_of(k),
             epoch: 0,
             run_id: Arc::from(""),
@@ -655,7 +767,7 @@ impl SpikeWindower {
         // Keep what later windows need; skip windows that would be empty.
         let next_start = self.start(k + 1);
         self.buf.retain(|&(t, _)| t >= next_start);
-        self.gaps.retain(|g| g.end_s > next_start);
+        self.gaps.retain(|g| g.end_s >= next_start);
         let earliest = self
             .buf
             .iter()
@@ -1246,6 +1358,78 @@ mod tests {
     }
 
     #[test]
+    fn a_frozen_clock_fills_the_bound_and_the_rest_is_counted_as_overflow() {
+        // Event time stops advancing: 10,000 spikes at 0.5 s, then time moves on.
+        let mut w = SpikeWindower::new("w", "s", 1.0, 1.0, 0.0).with_max_open_events(1000);
+        let mut ev: Vec<(f64, u32)> = vec![(0.5, 0); 10_000];
+        ev.extend((0..50).map(|i| (1.0 + f64::from(i) * 0.02, 1)));
+        ev.push((2.5, 0));
+        let out = run(&mut w, &ev);
+        assert_eq!(w.open_events(), 0);
+        assert_eq!(w.overflow(), 9000);
+        // Window 0 holds the bound and is incomplete, carrying the overflow span; window 1
+        // (the buffer emptied when window 0 closed) is complete.
+        assert_eq!(out[0].events(), 1000);
+        assert!(!out[0].complete);
+        assert_eq!(
+            out[0].gap,
+            Some(Gap {
+                kind: GapKind::Overflow,
+                start_s: 0.5,
+                end_s: 0.5
+            })
+        );
+        assert_eq!(out[1].events(), 50);
+        assert!(out[1].complete, "{:?}", out[1].gap);
+        assert_eq!(out[1].overflow, 9000);
+        let held: usize = out.iter().map(Window::events).sum();
+        assert_eq!(held as u64 + w.overflow(), ev.len() as u64);
+    }
+
+    #[test]
+    fn a_full_buffer_still_closes_windows_when_time_advances() {
+        // The bound is reached inside window 0; a spike in window 1 closes window 0 and is
+        // taken, not refused.
+        let mut w = SpikeWindower::new("w", "s", 1.0, 1.0, 0.0).with_max_open_events(3);
+        let out = run(&mut w, &[(0.1, 0), (0.2, 0), (0.3, 0), (1.5, 0), (1.6, 0)]);
+        assert_eq!(w.overflow(), 0);
+        assert_eq!(times(&out[0]), vec![0.1, 0.2, 0.3]);
+        assert!(out[0].complete);
+        assert_eq!(times(&out[1]), vec![1.5, 1.6]);
+    }
+
+    #[test]
+    fn max_open_events_is_checked() {
+        let w = |max: Option<usize>, spikes: bool| WindowConfig {
+            name: "w".into(),
+            source: "s".into(),
+            length_s: spikes.then_some(1.0),
+            hop_s: spikes.then_some(1.0),
+            allowed_lateness_s: None,
+            max_open_events: max,
+            length_samples: (!spikes).then_some(10),
+            hop_samples: (!spikes).then_some(10),
+        };
+        let fields = |c: WindowConfig, kind| -> Vec<String> {
+            c.validate(kind).iter().map(|e| e.field.clone()).collect()
+        };
+        assert!(fields(w(Some(10), true), StreamKind::Spikes).is_empty());
+        assert_eq!(
+            fields(w(Some(0), true), StreamKind::Spikes),
+            ["max_open_events"]
+        );
+        assert_eq!(
+            fields(w(Some(10), false), StreamKind::Sensor),
+            ["max_open_events"]
+        );
+        let Windower::Spikes(sw) = w(Some(7), true).windower("w", "s", StreamKind::Spikes, false)
+        else {
+            panic!("spike windows");
+        };
+        assert_eq!(sw.max_open, 7);
+    }
+
+    #[test]
     fn empty_windows_are_skipped() {
         let mut w = SpikeWindower::new("w", "s", 1.0, 0.5, 0.0);
         let out = run(&mut w, &[(0.1, 0), (100.2, 0), (200.0, 0)]);
@@ -1297,6 +1481,39 @@ mod tests {
                 let k = (t / hop).floor() as u64;
                 if (k as f64) * hop <= t && t < (k as f64) * hop + length {
                     prop_assert!(ks.contains(&k), "event {} missing window {}", t, k);
+                }
+            }
+        }
+    }
+
+    proptest! {
+        /// With any bound, every event is in exactly one emitted window (tumbling windows),
+        /// counted late, or counted overflow; a window that lost an event to the bound is
+        /// incomplete; the open windows never hold more than the bound.
+        #[test]
+        fn bounded_windows_account_for_every_event(
+            ts in proptest::collection::vec(0.0f64..20.0, 1..300),
+            bound in 1usize..40,
+            lateness in 0.0f64..1.0,
+        ) {
+            let mut w = SpikeWindower::new("w", "s", 1.0, 1.0, lateness).with_max_open_events(bound);
+            let names = names(1);
+            let mut out = Vec::new();
+            let mut refused = Vec::new();
+            for &t in &ts {
+                let before = w.overflow();
+                w.push(t, 0, &names, 0, &mut out);
+                prop_assert!(w.open_events() <= bound);
+                if w.overflow() > before {
+                    refused.push(t);
+                }
+            }
+            w.flush(&names, 0, &mut out);
+            let held: u64 = out.iter().map(|w| w.events() as u64).sum();
+            prop_assert_eq!(held + w.late() + w.overflow(), ts.len() as u64);
+            for win in &out {
+                if refused.iter().any(|&t| t >= win.start_s && t < win.end_s) {
+                    prop_assert!(!win.complete, "window {} lost events but is complete", win.index);
                 }
             }
         }

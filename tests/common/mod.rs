@@ -2,6 +2,8 @@
 //! some of them, hence `dead_code` is allowed).
 #![allow(dead_code)]
 
+pub mod live;
+
 use std::ffi::OsStr;
 use std::process::{Command, Output};
 

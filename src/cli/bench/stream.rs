@@ -190,6 +190,7 @@ pub fn run(args: &StreamArgs) -> Result<()> {
         naming: Naming::default(),
         max_message_bytes: 64 << 20,
         receive_hwm: 0,
+        max_units: zsource::DEFAULT_MAX_UNITS,
         stop_on_end: true,
     };
     let ctx = zmq::Context::new();

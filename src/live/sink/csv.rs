@@ -8,16 +8,20 @@
 //! on_error = "stop"        # or "retry" (`super::OnError`; the sink module's "When a write fails")
 //! ```
 //!
-//! The columns are the fields every window line carries ([`COLUMNS`]: `stage`, `window`,
-//! `source`, `window_index`, `window_start_s`, `window_end_s`, `complete`, `events`, `late`,
-//! `dropped`, `seconds`, `error`), then `result`: the stage's own fields as one compact JSON
-//! object (e.g. `{"units":[…],"population_rate_hz":12.5}`), empty when the stage failed on the
-//! window. A cell holds the line's value as written in the JSON line (numbers and booleans as
-//! their JSON text, strings unquoted), empty when the line has no such field: a detect stage's
-//! occurrence line has only `stage`, and its fields (`kind`, `seq`, `episode`, …) go to
-//! `result`. The header row is written when the file is new or empty (appending to a file
-//! that has rows adds rows only); every row reaches the file whole, in one write, like `jsonl`
-//! ([`super::LineFile`]).
+//! The columns are the fields every window line carries, in the JSON line's order
+//! ([`COLUMNS`]: `stage`, `window`, `source`, `window_index`, `window_start_s`,
+//! `window_end_s`, `complete`, the line's `gap` as `gap_kind`, `gap_start_s`, `gap_end_s`,
+//! `events`, `late`, `dropped`, `out_of_range`, `duplicate`, `overflow`, `epoch`, `run_id`,
+//! `seconds`, `error`), then `result`: the stage's own fields as one compact JSON object (e.g.
+//! `{"units":[…],"population_rate_hz":12.5}`), empty when the stage failed on the window. So a
+//! row holds what the JSON line holds. A cell holds the line's value as written in the JSON
+//! line (numbers and booleans as their JSON text, strings unquoted), empty when the line has
+//! no such field (the gap columns of a window without a gap; a detect stage's occurrence line
+//! has only `stage`, and its fields (`kind`, `seq`, `episode`, …) go to `result`). The header
+//! row is written when the file is new or empty; appending to a file that has rows adds rows
+//! only, and a file whose header is not this one (written by an older version, or another
+//! file) is refused at startup, naming it, rather than mixing columns. Every row reaches the
+//! file whole, in one write, like `jsonl` ([`super::LineFile`]).
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -32,8 +36,8 @@ use super::{
 use crate::live::config::section::ConfigError;
 
 /// The envelope columns, in order (then `result`): the fields of
-/// [`crate::live::stage::WindowEnvelope`].
-pub const COLUMNS: [&str; 12] = [
+/// [`crate::live::stage::WindowEnvelope`], its `gap` as the three `gap_*` columns.
+pub const COLUMNS: [&str; 20] = [
     "stage",
     "window",
     "source",
@@ -41,12 +45,27 @@ pub const COLUMNS: [&str; 12] = [
     "window_start_s",
     "window_end_s",
     "complete",
+    "gap_kind",
+    "gap_start_s",
+    "gap_end_s",
     "events",
     "late",
     "dropped",
+    "out_of_range",
+    "duplicate",
+    "overflow",
+    "epoch",
+    "run_id",
     "seconds",
     "error",
 ];
+
+/// The header row as written (the columns, then `result`), without its line end.
+fn header_row() -> String {
+    let mut h = COLUMNS.join(",");
+    h.push_str(",result");
+    h
+}
 
 /// `[sinks.<name>]` with `kind = "csv"`.
 #[derive(Clone, Debug, Deserialize)]
@@ -85,6 +104,9 @@ impl SinkConfig for CsvConfig {
                     .map_err(|e| err(e, &format!("read {}", p.display())))?
                     .len()
                     == 0;
+                if !empty {
+                    check_header(name, p)?;
+                }
                 (Target::File(LineFile::new(file)), empty)
             }
         };
@@ -97,6 +119,32 @@ impl SinkConfig for CsvConfig {
             Sink::custom(name, self.stages.clone(), Box::new(rows)).on_error(self.on_error),
         ))
     }
+}
+
+/// Refuses to append to `path` unless its first line is this version's header.
+fn check_header(name: &str, path: &std::path::Path) -> Result<(), SinkError> {
+    use std::io::BufRead;
+    let mut first = String::new();
+    std::fs::File::open(path)
+        .map(io::BufReader::new)
+        .and_then(|mut r| r.read_line(&mut first))
+        .map_err(|e| SinkError {
+            sink: name.into(),
+            message: format!("cannot read the header of {}: {e}", path.display()),
+        })?;
+    let first = first.trim_end_matches(['\n', '\r']);
+    if first == header_row() {
+        return Ok(());
+    }
+    Err(SinkError {
+        sink: name.into(),
+        message: format!(
+            "{} has other columns (its first line is `{}`; this version writes `{}`): appending would mix columns; write to a new file",
+            path.display(),
+            first.chars().take(200).collect::<String>(),
+            header_row()
+        ),
+    })
 }
 
 /// The CSV writer of one sink: each row is formatted into a buffer, then written whole to the
@@ -146,6 +194,17 @@ impl LineWriter for Rows {
     fn write_line(&mut self, _stage: &str, json: &str) -> io::Result<()> {
         let mut fields: Map<String, Value> =
             serde_json::from_str(json).map_err(io::Error::other)?;
+        if let Some(Value::Object(mut gap)) = fields.shift_remove("gap") {
+            for (key, column) in [
+                ("kind", "gap_kind"),
+                ("start_s", "gap_start_s"),
+                ("end_s", "gap_end_s"),
+            ] {
+                if let Some(v) = gap.shift_remove(key) {
+                    fields.insert(column.into(), v);
+                }
+            }
+        }
         let mut row: Vec<String> = COLUMNS
             .iter()
             .map(|c| cell(fields.shift_remove(*c)))
@@ -243,10 +302,26 @@ path = "{csv}"
                 col("complete").parse::<bool>().unwrap(),
                 line["complete"].as_bool().unwrap()
             );
-            assert_eq!(
-                col("events").parse::<u64>().unwrap(),
-                line["events"].as_u64().unwrap()
-            );
+            for f in [
+                "events",
+                "late",
+                "dropped",
+                "out_of_range",
+                "duplicate",
+                "overflow",
+                "epoch",
+            ] {
+                assert_eq!(
+                    col(f).parse::<u64>().unwrap(),
+                    line[f].as_u64().unwrap(),
+                    "{f}"
+                );
+            }
+            assert_eq!(col("run_id"), line["run_id"].as_str().unwrap());
+            assert!(!col("run_id").is_empty());
+            for f in ["gap_kind", "gap_start_s", "gap_end_s"] {
+                assert_eq!(col(f), "", "no gap in this archive");
+            }
             assert_eq!(col("error"), "");
             // The result column is the line less the envelope, keys in order.
             let mut rest = line.clone();
@@ -293,7 +368,87 @@ path = "{csv}"
         let row = text.lines().nth(1).unwrap();
         assert_eq!(
             row,
-            r#"d,,,,,,,,,,,,"{""kind"":""occurrence"",""seq"":0,""times_s"":[1.5,1.75]}""#
+            r#"d,,,,,,,,,,,,,,,,,,,,"{""kind"":""occurrence"",""seq"":0,""times_s"":[1.5,1.75]}""#
+        );
+    }
+
+    #[test]
+    fn a_window_with_a_gap_has_it_in_three_columns_and_the_row_holds_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.csv");
+        let config = CsvConfig {
+            path: Some(path.clone()),
+            stages: None,
+            on_error: OnError::Stop,
+        };
+        let Ok(Opened::Lines(mut sink)) = config.open("t", &zmq::Context::new()) else {
+            panic!("a csv sink writes lines");
+        };
+        let json = r#"{"stage":"r","window":"w","source":"s","window_index":7,"window_start_s":7.0,"window_end_s":8.0,"complete":false,"gap":{"kind":"jump","start_s":7.25,"end_s":19.5},"events":3,"late":1,"dropped":2,"out_of_range":4,"duplicate":5,"overflow":6,"epoch":1,"run_id":"1-2","seconds":0.5,"units":[]}"#;
+        let out = crate::live::stage::Output {
+            stage: "r".into(),
+            json: json.into(),
+            closed_at: std::time::Instant::now(),
+            preview: false,
+            complete: false,
+            published_at: None,
+        };
+        sink.write(&out).unwrap();
+        let mut reader = csv::Reader::from_path(&path).unwrap();
+        let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+        let row = reader.records().next().unwrap().unwrap();
+        let got: Map<String, Value> = header
+            .iter()
+            .zip(row.iter())
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(h, v)| {
+                let v = if h == "result" {
+                    serde_json::from_str(v).unwrap()
+                } else {
+                    serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.into()))
+                };
+                (h.clone(), v)
+            })
+            .collect();
+        // Every field of the line is in the row: the gap as three columns.
+        let mut want: Map<String, Value> = serde_json::from_str(json).unwrap();
+        let gap = want.shift_remove("gap").unwrap();
+        want.insert("gap_kind".into(), gap["kind"].clone());
+        want.insert("gap_start_s".into(), gap["start_s"].clone());
+        want.insert("gap_end_s".into(), gap["end_s"].clone());
+        let result = want.shift_remove("units").unwrap();
+        want.insert("result".into(), serde_json::json!({ "units": result }));
+        let mut got_sorted: Vec<_> = got.into_iter().collect();
+        let mut want_sorted: Vec<_> = want.into_iter().collect();
+        got_sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        want_sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(got_sorted, want_sorted);
+    }
+
+    #[test]
+    fn a_file_with_other_columns_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.csv");
+        std::fs::write(&path, "stage,window,source,events,result\nr,w,s,3,{}\n").unwrap();
+        let config = CsvConfig {
+            path: Some(path.clone()),
+            stages: None,
+            on_error: OnError::Stop,
+        };
+        let Err(e) = config.open("table", &zmq::Context::new()) else {
+            panic!("a file with other columns must be refused");
+        };
+        let message = e.to_string();
+        assert!(
+            message.contains("table")
+                && message.contains("old.csv")
+                && message.contains("other columns"),
+            "{message}"
+        );
+        // Untouched.
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "stage,window,source,events,result\nr,w,s,3,{}\n"
         );
     }
 }

@@ -73,7 +73,14 @@ pub struct ZmqSourceConfig {
     pub overflow: Option<Overflow>,
     /// Ring capacity, records (default 1,048,576).
     pub ring_capacity: Option<usize>,
+    /// The most distinct units (names) the source takes (default [`DEFAULT_MAX_UNITS`]); a
+    /// spike of a unit beyond them is dropped and counted (`reason="unit_limit"`), so a
+    /// publisher inventing names cannot grow the unit tables without bound.
+    pub max_units: Option<usize>,
 }
+
+/// The default bound on a ZMQ source's distinct units (`max_units`).
+pub const DEFAULT_MAX_UNITS: usize = 16_384;
 
 /// `content` of a ZMQ source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -102,6 +109,7 @@ impl ZmqSourceConfig {
             },
             max_message_bytes: self.max_message_bytes.unwrap_or(16 << 20),
             receive_hwm: self.receive_hwm_messages.unwrap_or(100_000),
+            max_units: self.max_units.unwrap_or(DEFAULT_MAX_UNITS),
             stop_on_end: self.stop_on_end.unwrap_or(true),
         }
     }
@@ -182,6 +190,9 @@ impl SourceConfig for ZmqSourceConfig {
         }
         if self.ring_capacity == Some(0) {
             err("ring_capacity", "must be at least 1".into());
+        }
+        if self.max_units == Some(0) {
+            err("max_units", "must be at least 1".into());
         }
         errors
     }
@@ -268,6 +279,8 @@ pub struct ZmqSource {
     pub max_message_bytes: usize,
     /// ZeroMQ receive high-water mark, messages (0: unlimited).
     pub receive_hwm: i32,
+    /// The most distinct units the source takes ([`ZmqSourceConfig::max_units`]).
+    pub max_units: usize,
     /// End the source at the publisher's end-of-stream message (synfire format).
     pub stop_on_end: bool,
 }
@@ -368,6 +381,8 @@ struct Decoder<'a> {
     session: Option<u64>,
     next_seq: u64,
     logged: HashSet<Malformed>,
+    /// Whether the `max_units` warning was logged.
+    logged_unit_limit: bool,
     ttl: u64,
     /// Open Ephys spikes received lately, to recognise repeats: (unit id, time bits).
     recent: HashSet<(u32, u64)>,
@@ -388,9 +403,19 @@ impl Decoder<'_> {
         }
     }
 
-    fn unit(&mut self, ring: &mut RingProducer, name: &str) -> u32 {
+    /// The id of unit `name`, announced when new; `None` (the spike dropped and counted)
+    /// for a new unit beyond `max_units`.
+    fn unit(&mut self, ring: &mut RingProducer, name: &str) -> Option<u32> {
         if let Some(&id) = self.units.get(name) {
-            return id;
+            return Some(id);
+        }
+        if self.units.len() >= self.cfg.max_units {
+            ring.count_dropped(1, "unit_limit");
+            if !self.logged_unit_limit {
+                self.logged_unit_limit = true;
+                tracing::warn!(source = %self.cfg.name, max_units = self.cfg.max_units, unit = %name, "More distinct units than `max_units`: spikes of further units are dropped (counted, reason unit_limit).");
+            }
+            return None;
         }
         let id = self.units.len() as u32;
         self.units.insert(name.to_owned(), id);
@@ -398,7 +423,7 @@ impl Decoder<'_> {
             id,
             name: Arc::from(name),
         });
-        id
+        Some(id)
     }
 
     fn restart(&mut self, ring: &mut RingProducer, why: &str) {
@@ -440,7 +465,9 @@ impl Decoder<'_> {
             WireFormat::Openephys => match openephys::decode_with(frames, &self.cfg.naming) {
                 Ok(openephys::Event::Spike { unit, t_s }) => {
                     // Restarts and jumps are judged by the window thread's event clock.
-                    let id = self.unit(ring, &unit);
+                    let Some(id) = self.unit(ring, &unit) else {
+                        return true;
+                    };
                     if !self.repeated(ring, id, t_s) {
                         ring.push(Record::Spike { unit: id, t_s });
                     }
@@ -493,7 +520,9 @@ impl Decoder<'_> {
                             let id = match self.wire_units.get(&u) {
                                 Some(&id) => id,
                                 None => {
-                                    let id = self.unit(ring, &u.to_string());
+                                    let Some(id) = self.unit(ring, &u.to_string()) else {
+                                        continue;
+                                    };
                                     self.wire_units.insert(u, id);
                                     id
                                 }
@@ -551,6 +580,7 @@ pub fn run(cfg: &ZmqSource, sub: &Subscriber, mut ring: RingProducer) {
         session: None,
         next_seq: 0,
         logged: HashSet::new(),
+        logged_unit_limit: false,
         ttl: 0,
         recent: HashSet::new(),
         recent_order: VecDeque::new(),

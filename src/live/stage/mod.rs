@@ -544,6 +544,9 @@ pub struct WindowEnvelope<'a, R> {
     pub out_of_range: u64,
     /// Repeats of wire messages counted once, so far.
     pub duplicate: u64,
+    /// Events this window definition refused so far because its open windows held
+    /// `max_open_events`.
+    pub overflow: u64,
     /// The source's epoch (one more per restart).
     pub epoch: u32,
     /// The run's id (`<Unix ms>-<pid>`).
@@ -583,6 +586,7 @@ impl<'a, R: Serialize> WindowEnvelope<'a, R> {
             dropped: window.dropped,
             out_of_range: window.out_of_range,
             duplicate: window.duplicate,
+            overflow: window.overflow,
             epoch: window.epoch,
             run_id: &window.run_id,
             seconds,
@@ -610,6 +614,7 @@ impl<'a, R: Serialize> WindowEnvelope<'a, R> {
                 dropped: self.dropped,
                 out_of_range: self.out_of_range,
                 duplicate: self.duplicate,
+                overflow: self.overflow,
                 epoch: self.epoch,
                 run_id: self.run_id,
                 seconds: self.seconds,
@@ -683,6 +688,10 @@ pub struct WindowLine<R> {
     /// Repeats of wire messages counted once, so far.
     #[serde(default)]
     pub duplicate: u64,
+    /// Events the window definition refused as overflow, so far (0 in lines written before
+    /// it existed).
+    #[serde(default)]
+    pub overflow: u64,
     /// The source's epoch.
     #[serde(default)]
     pub epoch: u32,
@@ -819,6 +828,23 @@ pub struct StageControl {
     pub in_flight: std::sync::atomic::AtomicU64,
     /// Events of the windows skipped after `cancel`.
     pub skipped: std::sync::atomic::AtomicU64,
+    /// Events of the windows queued for the stage and not taken yet (added by the window
+    /// thread before it sends a window, taken off as the stage takes it), so windows left in
+    /// the queue of a stage still computing at the deadline are counted too.
+    pub queued: std::sync::atomic::AtomicU64,
+}
+
+impl StageControl {
+    /// Takes `events` off [`Self::queued`] (never below zero: a caller that sends windows
+    /// without counting them, as [`run`] does, leaves it at zero).
+    fn take_queued(&self, events: u64) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .queued
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
+                Some(q.saturating_sub(events))
+            });
+    }
 }
 
 /// [`run_controlled`] without a shutdown deadline: every window is processed.
@@ -900,17 +926,25 @@ pub fn run_controlled(
             stage.preview(&window);
             continue;
         }
+        // Taken: in flight or skipped from here on (counted there before it leaves `queued`).
+        let events = window.events() as u64;
         if control.cancel.load(Ordering::Relaxed) {
-            control
-                .skipped
-                .fetch_add(window.events() as u64, Ordering::Relaxed);
+            control.skipped.fetch_add(events, Ordering::Relaxed);
+            control.take_queued(events);
             continue;
         }
+        control.in_flight.store(events, Ordering::Relaxed);
+        control.take_queued(events);
         last_real = Some(window.index);
-        control
-            .in_flight
-            .store(window.events() as u64, Ordering::Relaxed);
         let line = stage.process_line(name, &window);
+        if control.cancel.load(Ordering::Relaxed) {
+            // Finished after the shutdown deadline: the sinks may have ended, so the line is
+            // not sent and its window's events are counted (before `in_flight` clears, so the
+            // run's count never misses them).
+            control.skipped.fetch_add(events, Ordering::Relaxed);
+            control.in_flight.store(0, Ordering::Relaxed);
+            continue;
+        }
         control.in_flight.store(0, Ordering::Relaxed);
         seconds_metric.record(line.seconds);
         if let Some(e) = &line.error {
@@ -950,6 +984,7 @@ pub(crate) fn test_window(values: Vec<f64>, channels: usize, start_sample: u64) 
         dropped: 0,
         out_of_range: 0,
         duplicate: 0,
+        overflow: 0,
         gap: None,
         epoch: 0,
         run_id: Arc::from(""),

@@ -539,6 +539,7 @@ mod tests {
             dropped: 0,
             out_of_range: 0,
             duplicate: 0,
+            overflow: 0,
             gap: None,
             epoch: 0,
             run_id: Arc::from(""),
@@ -679,6 +680,7 @@ mod tests {
             length_s: None,
             hop_s: None,
             allowed_lateness_s: None,
+            max_open_events: None,
             length_samples: Some(100),
             hop_samples: Some(50),
         };

@@ -36,6 +36,7 @@ const ENVELOPE: &[&str] = &[
     "dropped: int",
     "out_of_range: int",
     "duplicate: int",
+    "overflow: int",
     "epoch: int",
     "run_id: string",
     "seconds: float",
