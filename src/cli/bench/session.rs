@@ -333,6 +333,7 @@ fn live_windows(
             dropped: 0,
             out_of_range: 0,
             duplicate: 0,
+            overflow: 0,
             gap: None,
             epoch: 0,
             run_id: Arc::from(""),

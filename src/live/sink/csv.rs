@@ -392,6 +392,7 @@ path = "{csv}"
             preview: false,
             complete: false,
             published_at: None,
+            value: None,
         };
         sink.write(&out).unwrap();
         let mut reader = csv::Reader::from_path(&path).unwrap();
