@@ -24,18 +24,21 @@
 //! **Selection, on `A` only** (it needs no error control: it only chooses what is tested).
 //! Screening surrogates use a Philox key derived from `--seed`, not the test's.
 //! 1. *Pairs.* `A` is mined to two nodes at `m_A`. The count of each frequent pair of two
-//!    distinct units is standardised against [`SCREEN_SURROGATES`] surrogates of `A` (every unit's train
+//!    distinct units (at most [`SCREEN_PER_SELECTED`]` · N` of them, those with the largest
+//!    rate z) is standardised against [`SCREEN_SURROGATES`] surrogates of `A` (every unit's train
 //!    replaced): `z = (c − mean) / max(std, 1)`. `F₂` = the `N` pairs with the largest `z`
 //!    among those with `z ≥` [`SELECT_Z`].
 //! 2. *Extensions,* for `k = 2 … K − 1`. The candidates of level `k + 1` are the episodes
 //!    `e → u` and `u → e` (one node added at either end, any given interval) for `e ∈ F_k`
 //!    and a unit `u` not in `e`, whose new pair (`last(e) → u`, or `u → first(e)`) is frequent
-//!    in `A` (a non-overlapped count never exceeds its prefix's or suffix's, so no frequent
-//!    extension is missed). An episode reached from two parents keeps its first derivation
+//!    in `A` with a rate z of at least [`SELECT_Z`] (`rate_z`: its count against a Poisson
+//!    train of the second unit at its rate after each spike of the first; the links CAD
+//!    would agglomerate, found without surrogates: a chance unit is seldom one). An episode reached from two parents keeps its first derivation
 //!    (an appended node before a prepended one, parents in `F_k` order); `e` is its
 //!    **parent** and `u` its **added unit**. Those with a count `≥ m_A` in `A` are
 //!    standardised against [`SCREEN_SURROGATES`] **hybrids** of `A` (the added unit's train
-//!    replaced by its surrogate, every other unit's kept), and `F_{k+1}` = the `N` with the
+//!    replaced by its surrogate, every other unit's kept; at most
+//!    [`SCREEN_PER_SELECTED`]` · N` of them, those with the largest rate z), and `F_{k+1}` = the `N` with the
 //!    largest `z` among those with `z ≥` [`SELECT_Z`]. The search stops at a level that
 //!    selects nothing.
 //!
@@ -499,21 +502,19 @@ pub(crate) fn run(
     let rate_a = |u: EventType| sel_index.times(u).len() as f64 / span_a;
     let cap = SCREEN_PER_SELECTED.saturating_mul(per_level);
     // The pairs screened against surrogates: at most `cap`, by their rate z.
-    let screened_pairs = by_rate_z(
-        &pairs_a
-            .iter()
-            .map(|(e, c)| {
-                let (a, b) = (e.types()[0], e.types()[1]);
-                rate_z(
-                    *c,
-                    sel_index.times(a).len() as u64,
-                    rate_a(b),
-                    e.intervals()[0],
-                )
-            })
-            .collect::<Vec<f64>>(),
-        cap,
-    );
+    let pair_rate_z: Vec<f64> = pairs_a
+        .iter()
+        .map(|(e, c)| {
+            let (a, b) = (e.types()[0], e.types()[1]);
+            rate_z(
+                *c,
+                sel_index.times(a).len() as u64,
+                rate_a(b),
+                e.intervals()[0],
+            )
+        })
+        .collect();
+    let screened_pairs = by_rate_z(&pair_rate_z, cap);
     let screened_list: Vec<Episode> = screened_pairs
         .iter()
         .map(|&i| pair_list[i].clone())
@@ -552,7 +553,13 @@ pub(crate) fn run(
         .collect();
     let mut by_first: HashMap<EventType, Vec<_>> = HashMap::new();
     let mut by_last: HashMap<EventType, Vec<_>> = HashMap::new();
-    for e in &pair_list {
+    // The links an extension may add: frequent pairs of `A` above chance by their rate z.
+    for e in pair_list
+        .iter()
+        .zip(&pair_rate_z)
+        .filter(|(_, z)| **z >= SELECT_Z)
+        .map(|(e, _)| e)
+    {
         let (a, b, iv) = (e.types()[0], e.types()[1], e.intervals()[0]);
         by_first.entry(a).or_default().push((iv, b));
         by_last.entry(b).or_default().push((a, iv));
