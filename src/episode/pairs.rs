@@ -18,7 +18,8 @@
 //! non-increasing in `a` (floating-point subtraction is monotone), that holds exactly when
 //! *some* `A` with `a > last_end` has `¬(t − a > high)` and `t − a > low`: the sweep tests
 //! that condition, with the same comparisons, over the `A` events whose delay lies in the
-//! union of the listed intervals (a superset of each pair's), and keeps `last_end` per pair.
+//! union of the listed intervals (a superset of each pair's), and keeps `last_end` per pair
+//! (times are finite, so `d ≤ high` is `¬(d > high)`).
 //! The property test `sweep_equals_count_pair` checks it, ties and zero delays included.
 //!
 //! # Source
@@ -197,7 +198,7 @@ fn sweep_target(
             let (start, end) = slots[ty as usize];
             for r in start as usize..end as usize {
                 let d = t - a;
-                if t > last_end[r] && a > last_end[r] && !(d > highs[r]) && d > lows[r] {
+                if t > last_end[r] && a > last_end[r] && d <= highs[r] && d > lows[r] {
                     counts[r] += 1;
                     last_end[r] = t;
                 }

@@ -317,9 +317,7 @@ fn hybrid_tallies(
         if e.types()[e.len() - 1] == h.added {
             let parent = prefix_of(e);
             let k = key(&parent);
-            if !ends.contains_key(&k) {
-                ends.insert(k, Ends::of(index, &parent));
-            }
+            ends.entry(k).or_insert_with(|| Ends::of(index, &parent));
         }
     }
     let mut groups: HashMap<EventType, Vec<usize>> = HashMap::new();
