@@ -20,8 +20,11 @@
 //!
 //! With a `significance` table (`[stages.<name>.significance]`, the options of `synfire mine
 //! --surrogates …`, 19 surrogates by default) every window's episodes are tested against
-//! surrogates of that window ([`crate::significance::test_episodes`], each surrogate mined
-//! like the window, on the stage's GPU counter when it has one, lent to `phases::Tester::with_gpus`, else on the CPU): the result carries the `significance` summary and each tested
+//! surrogates of that window ([`crate::significance::test_episodes`], on the stage's GPU
+//! counter when it has one, lent to `phases::Tester::with_gpus`, else on the CPU; with the
+//! default `guided` the window is mined to two nodes only and its longer episodes come from
+//! the guided search, as in `synfire mine`; with `max-t` each surrogate is mined like the
+//! window): the result carries the `significance` summary and each tested
 //! episode its `surrogate_mean`, `surrogate_std`, `statistic`, `p_value`, `p_adjusted` and
 //! `significant`, as `synfire mine`'s JSON.
 
