@@ -31,9 +31,10 @@
 //! 2. *Extensions,* for `k = 2 … K − 1`. The candidates of level `k + 1` are the episodes
 //!    `e → u` and `u → e` (one node added at either end, any given interval) for `e ∈ F_k`
 //!    and a unit `u` not in `e`, whose new pair (`last(e) → u`, or `u → first(e)`) is frequent
-//!    in `A` with a rate z of at least [`SELECT_Z`] (`rate_z`: its count against a Poisson
-//!    train of the second unit at its rate after each spike of the first; the links CAD
-//!    would agglomerate, found without surrogates: a chance unit is seldom one). An episode reached from two parents keeps its first derivation
+//!    in `A` with a z of at least [`SELECT_Z`], by its screen in step 1 or by its rate z
+//!    (`rate_z`: its count against a Poisson train of the second unit at its rate after each
+//!    spike of the first): the links CAD would agglomerate, so a chance unit is seldom
+//!    added. An episode reached from two parents keeps its first derivation
 //!    (an appended node before a prepended one, parents in `F_k` order); `e` is its
 //!    **parent** and `u` its **added unit**. Those with a count `≥ m_A` in `A` are
 //!    standardised against [`SCREEN_SURROGATES`] **hybrids** of `A` (the added unit's train
@@ -551,11 +552,21 @@ pub(crate) fn run(
         .collect();
     let mut by_first: HashMap<EventType, Vec<_>> = HashMap::new();
     let mut by_last: HashMap<EventType, Vec<_>> = HashMap::new();
-    // The links an extension may add: frequent pairs of `A` above chance by their rate z.
+    // The links an extension may add: frequent pairs of `A` above chance by their rate z or
+    // by their screen against surrogates (the rate z's Poisson expectation ignores the
+    // non-overlap of a fast unit's occurrences, so a real link between fast units may score
+    // low on it).
+    let mut link = pair_rate_z
+        .iter()
+        .map(|&z| z >= SELECT_Z)
+        .collect::<Vec<bool>>();
+    for (k, &i) in screened_pairs.iter().enumerate() {
+        link[i] |= pair_z[k] >= SELECT_Z;
+    }
     for e in pair_list
         .iter()
-        .zip(&pair_rate_z)
-        .filter(|(_, z)| **z >= SELECT_Z)
+        .zip(&link)
+        .filter(|(_, ok)| **ok)
         .map(|(e, _)| e)
     {
         let (a, b, iv) = (e.types()[0], e.types()[1], e.intervals()[0]);
