@@ -139,20 +139,19 @@ impl CpuCounter {
     /// report order, such as a significance test's tested episodes ordered by count) is
     /// counted in prefix order instead ([`prefix_order`]) and the counts are put back in the
     /// caller's order, so that episodes sharing a prefix share its ends.
-    fn count_exact_by_ends(&self, candidates: &[Episode]) -> Vec<u64> {
-        let listed: Vec<&Episode> = candidates.iter().collect();
-        let runs = prefix_runs(&listed);
-        if runs.len() * 2 > candidates.len() && candidates.len() > 2 {
-            let order = prefix_order(&listed);
-            let sorted: Vec<&Episode> = order.iter().map(|&i| &candidates[i]).collect();
+    fn count_exact_by_ends(&self, listed: &[&Episode]) -> Vec<u64> {
+        let runs = prefix_runs(listed);
+        if runs.len() * 2 > listed.len() && listed.len() > 2 {
+            let order = prefix_order(listed);
+            let sorted: Vec<&Episode> = order.iter().map(|&i| listed[i]).collect();
             let counts = self.count_runs(&sorted, &prefix_runs(&sorted));
-            let mut out = vec![0u64; candidates.len()];
+            let mut out = vec![0u64; listed.len()];
             for (&i, c) in order.iter().zip(counts) {
                 out[i] = c;
             }
             return out;
         }
-        self.count_runs(&listed, &runs)
+        self.count_runs(listed, &runs)
     }
 
     /// [`CpuCounter::count_exact_by_ends`] over the given runs of `candidates`.
@@ -303,7 +302,7 @@ impl Counter for CpuCounter {
             let rest: Vec<usize> = (0..candidates.len())
                 .filter(|&i| !pair(&candidates[i]))
                 .collect();
-            let others: Vec<Episode> = rest.iter().map(|&i| candidates[i].clone()).collect();
+            let others: Vec<&Episode> = rest.iter().map(|&i| &candidates[i]).collect();
             for (&i, c) in rest.iter().zip(self.count_exact_by_ends(&others)) {
                 out[i] = c;
             }

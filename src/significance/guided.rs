@@ -540,15 +540,13 @@ pub(crate) fn run(
             )
         })
         .collect();
-    let f2: Vec<Episode> = top(&pair_z, &pair_counts, per_level)
-        .into_iter()
-        .map(|i| screened_list[i].clone())
-        .collect();
+    let picked = top(&pair_z, &pair_counts, per_level);
+    let f2: Vec<Episode> = picked.iter().map(|&i| screened_list[i].clone()).collect();
     // The selection part's counts of the parents of the next level (for the rate z).
     let mut parent_counts: HashMap<Key, u64> = f2
         .iter()
-        .zip(top(&pair_z, &pair_counts, per_level))
-        .map(|(e, i)| (key(e), pair_counts[i]))
+        .zip(&picked)
+        .map(|(e, &i)| (key(e), pair_counts[i]))
         .collect();
     let mut by_first: HashMap<EventType, Vec<_>> = HashMap::new();
     let mut by_last: HashMap<EventType, Vec<_>> = HashMap::new();
