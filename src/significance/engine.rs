@@ -17,6 +17,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use crate::device::{DeviceChoice, DeviceError};
+use crate::episode::count::count_pair;
 use crate::episode::{
     CountKind, Counter, CpuCounter, Episode, GpuCounter, GpuSettings, GpuStats, MineError,
     MinerConfig, Progress, mine_with, select_gpu,
@@ -305,6 +306,12 @@ impl<'g> Engine<'g> {
             _ => None,
         };
         let Some((slots, job)) = job else {
+            if list
+                .iter()
+                .all(|e| e.len() == 2 && e.types()[0] != e.types()[1])
+            {
+                return Ok(self.count_surrogate_pairs(recording, surrogates, s, list));
+            }
             // Only the listed episodes' units: the same counts (`generate_units`).
             let keep = units_of(list, recording.alphabet().len());
             return match surrogates.generate_units(s, &keep) {
@@ -334,6 +341,45 @@ impl<'g> Engine<'g> {
             }),
         )?;
         Ok(gpu.count(CountKind::Exact, list)?)
+    }
+
+    /// [`Engine::count_surrogate`] on the CPU for a list of pairs of distinct units only
+    /// (`guided`'s `F₂`): each listed unit's surrogate train ([`Surrogates::unit_train`]) and
+    /// each pair by [`count_pair`] on its two trains, without merging a stream. The counts
+    /// are the [`CpuCounter`]'s on the surrogate's stream (which counts a pair by
+    /// `count_pair` on the same trains: a unit's events in stream order are its sorted train),
+    /// for a fraction of the cost when the list is short (no sort of the units' events).
+    fn count_surrogate_pairs(
+        &self,
+        recording: &EventStream,
+        surrogates: &Surrogates,
+        s: u64,
+        list: &[Episode],
+    ) -> Vec<u64> {
+        self.counted.fetch_add(list.len() as u64, Ordering::Relaxed);
+        let keep = units_of(list, recording.alphabet().len());
+        let trains: Vec<Vec<f64>> = keep
+            .iter()
+            .enumerate()
+            .map(|(u, &k)| {
+                if k {
+                    surrogates.unit_train(s, u)
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        list.iter()
+            .map(|e| {
+                let (a, b, iv) = (e.types()[0], e.types()[1], e.intervals()[0]);
+                count_pair(
+                    &trains[a.index()],
+                    &trains[b.index()],
+                    iv.low_by_time(a < b),
+                    iv.high(),
+                )
+            })
+            .collect()
     }
 
     /// The frequent episodes of two or more nodes of `x` mined with `config`, with counts,

@@ -160,10 +160,10 @@ const ROUND: u64 = 2_000;
 
 /// A hypothesis of three or more nodes: the episode, its parent and the added unit.
 #[derive(Clone, Debug)]
-struct Extension {
-    episode: Episode,
-    parent: Key,
-    added: EventType,
+pub(super) struct Extension {
+    pub(super) episode: Episode,
+    pub(super) parent: Key,
+    pub(super) added: EventType,
 }
 
 /// Per-hypothesis sums over hybrids (or surrogates): Σc, Σc², and the count of those with
@@ -451,14 +451,124 @@ fn check(sig: &SignificanceConfig, fraction: f64) -> Result<(), SignificanceErro
     Ok(())
 }
 
+/// What `guided` selected on a selection part (module documentation, steps 1 and 2): a
+/// function of that part and of the screen's random numbers only, so that it may be tested on
+/// any data after the part (the test part of the same recording, [`run`], or of a later live
+/// window, [`Selection::for_stream`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Selection {
+    /// `F₂`: the selected pairs, in the selection part's alphabet.
+    pub(super) f2: Vec<Episode>,
+    /// `F₃ … F_K`: the selected extensions, in the selection part's alphabet.
+    pub(super) families: Vec<Vec<Extension>>,
+    /// Per level (2 first), what the selection looked at (`alpha`, `surrogates` and
+    /// `significant` are the test's, filled in by [`test`]).
+    pub(super) levels: Vec<GuidedLevel>,
+    /// The selection part's alphabet (the episodes' types are its).
+    pub(super) alphabet: crate::event::Alphabet,
+    /// The selection part, seconds: `[start, split)`.
+    pub(super) span_s: [f64; 2],
+    /// Events in the selection part.
+    pub(super) events: usize,
+    /// Its minimum count `m_A`.
+    pub(super) min_count: u64,
+    /// Seconds the selection took.
+    pub(super) seconds: f64,
+    /// The largest size `K` (the test shares α over its levels).
+    pub(super) max_level: usize,
+    /// Whether no pair was frequent in the selection part (nothing is tested).
+    pub(super) no_pairs: bool,
+    /// Candidates the selection counted (in the part and its surrogates or hybrids).
+    pub(super) counted: u64,
+}
+
+impl Selection {
+    /// The same selection in `stream`'s alphabet (units matched by label), for testing it on
+    /// another window of a live stream whose units are numbered by that window's spikes.
+    /// Episodes with a unit that has no spike in `stream` are left out, with every episode
+    /// extending them: their counts are 0 in the data and in every surrogate (surrogates
+    /// keep each unit's spike count), so they could not be rejected, and whether a unit
+    /// fires in a window is the same in all its surrogates; the family is then a function of
+    /// the selection part and of the units' spike counts, which the test's exchangeability
+    /// holds given (module documentation, "Validity").
+    pub(crate) fn for_stream(&self, stream: &EventStream) -> Self {
+        let to = stream.alphabet();
+        if *to == self.alphabet {
+            return self.clone();
+        }
+        let map = |e: &Episode| -> Option<Episode> {
+            let types = e
+                .types()
+                .iter()
+                .map(|&t| to.get(self.alphabet.label(t)))
+                .collect::<Option<Vec<EventType>>>()?;
+            Some(Episode::new(types, e.intervals().to_vec()))
+        };
+        let mut keys: HashMap<Key, Key> = HashMap::new();
+        let mut f2 = Vec::with_capacity(self.f2.len());
+        for e in &self.f2 {
+            if let Some(m) = map(e) {
+                keys.insert(key(e), key(&m));
+                f2.push(m);
+            }
+        }
+        let mut families = Vec::with_capacity(self.families.len());
+        for fam in &self.families {
+            let mut out = Vec::with_capacity(fam.len());
+            for h in fam {
+                let (Some(parent), Some(episode), Some(added)) = (
+                    keys.get(&h.parent).cloned(),
+                    map(&h.episode),
+                    to.get(self.alphabet.label(h.added)),
+                ) else {
+                    continue;
+                };
+                keys.insert(key(&h.episode), key(&episode));
+                out.push(Extension {
+                    episode,
+                    parent,
+                    added,
+                });
+            }
+            families.push(out);
+        }
+        Self {
+            f2,
+            families,
+            alphabet: to.clone(),
+            ..self.clone()
+        }
+    }
+}
+
+/// The parts of `stream` `guided` works on: the selection part, the test part, the split
+/// time (seconds) and the selection part's minimum count `m_A` for the recording's minimum
+/// count `m` (module documentation).
+///
+/// # Errors
+/// As [`run`]: the settings, an empty part.
+pub(crate) fn split(
+    stream: &EventStream,
+    m: u64,
+    sig: &SignificanceConfig,
+) -> Result<(EventStream, EventStream, f64, u64), SignificanceError> {
+    let fraction = sig.sample_split.unwrap_or(DEFAULT_FRACTION);
+    check(sig, fraction)?;
+    let (sel, test, split_s) = parts(stream, fraction)?;
+    let m_a = ((m as f64) * (split_s - stream.start()) / stream.span().max(f64::MIN_POSITIVE))
+        .ceil()
+        .max(1.0) as u64;
+    Ok((sel, test, split_s, m_a))
+}
+
 /// The whole guided test of `stream` (module documentation) with `config`'s intervals, largest
 /// size and threshold (`data` is the recording mined to two nodes or more: its minimum count
-/// is the threshold's), on `engine`'s counters.
+/// is the threshold's), on `engine`'s counters: [`select`] on the selection part, then
+/// [`test`] on the test part.
 ///
 /// # Errors
 /// A fraction outside (0, 1), a watch list, `trial-shift` surrogates, an empty part
 /// ([`SignificanceError::Config`]); surrogate, mining and counting errors; cancellation.
-#[allow(clippy::too_many_lines)]
 pub(crate) fn run(
     engine: &Engine<'_>,
     stream: &EventStream,
@@ -466,18 +576,31 @@ pub(crate) fn run(
     data: &MiningResult,
     sig: &SignificanceConfig,
 ) -> Result<SignificanceResult, SignificanceError> {
-    let fraction = sig.sample_split.unwrap_or(DEFAULT_FRACTION);
-    check(sig, fraction)?;
+    let (sel, test_part, split_s, m_a) = split(stream, data.min_count, sig)?;
+    let selection = select(engine, &sel, [stream.start(), split_s], config, m_a, sig)?;
+    test(engine, stream, &test_part, split_s, &selection, data, sig)
+}
+
+/// Steps 1 and 2 of the module documentation: the families `F₂ … F_K` selected on the
+/// selection part `sel` (spanning `span_s`, seconds) at its minimum count `m_a`, with
+/// `config`'s intervals and largest size and `sig`'s `--test-top`, surrogate method and seed.
+///
+/// # Errors
+/// Surrogate, mining and counting errors; cancellation.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn select(
+    engine: &Engine<'_>,
+    sel: &EventStream,
+    span_s: [f64; 2],
+    config: &MinerConfig,
+    m_a: u64,
+    sig: &SignificanceConfig,
+) -> Result<Selection, SignificanceError> {
     let started = std::time::Instant::now();
     let before = engine.candidates_counted();
-    let (sel, test, split_s) = parts(stream, fraction)?;
     let per_level = sig.test_top.unwrap_or(DEFAULT_PER_LEVEL);
     let max_level = config.max_level.max(2);
-    let m = data.min_count;
-    let m_a = ((m as f64) * (split_s - stream.start()) / stream.span().max(f64::MIN_POSITIVE))
-        .ceil()
-        .max(1.0) as u64;
-
+    let split_s = span_s[1];
     // Selection: pairs of A against full surrogates of A.
     let mut pair_config = config.clone();
     pair_config.max_level = 2;
@@ -485,19 +608,19 @@ pub(crate) fn run(
     pair_config.max_candidates = None;
     pair_config.time_budget_s = None;
     let pairs_a: Vec<(Episode, u64)> = engine
-        .mine(&sel, &pair_config)?
+        .mine(sel, &pair_config)?
         .into_iter()
         .filter(|(e, _)| e.len() == 2 && e.types()[0] != e.types()[1])
         .collect();
     let screen = Arc::new(Surrogates::new(
-        &sel,
+        sel,
         sig.method.clone(),
         sig.seed.wrapping_add(SCREEN_SEED_OFFSET),
         None,
     )?);
     let pair_list: Vec<Episode> = pairs_a.iter().map(|(e, _)| e.clone()).collect();
-    let sel_index = TypeIndex::new(&sel);
-    let span_a = (split_s - stream.start()).max(f64::MIN_POSITIVE);
+    let sel_index = TypeIndex::new(sel);
+    let span_a = (split_s - span_s[0]).max(f64::MIN_POSITIVE);
     let rate_a = |u: EventType| sel_index.times(u).len() as f64 / span_a;
     let cap = SCREEN_PER_SELECTED.saturating_mul(per_level);
     // The pairs screened against surrogates: at most `cap`, by their rate z.
@@ -522,7 +645,7 @@ pub(crate) fn run(
     let sums = engine.fold_surrogates(
         0..SCREEN_SURROGATES as u64,
         Sums::zero(screened_list.len()),
-        |s| engine.count_surrogate(&sel, &screen, s, &screened_list),
+        |s| engine.count_surrogate(sel, &screen, s, &screened_list),
         |acc, found| acc.add(&found, &pair_counts),
         |a, b| a.merge(&b),
     )?;
@@ -591,7 +714,7 @@ pub(crate) fn run(
         }
         let cands = extensions(&parents, &by_first, &by_last);
         let list: Vec<Episode> = cands.iter().map(|c| c.episode.clone()).collect();
-        let counts = engine.count(&sel, &list)?;
+        let counts = engine.count(sel, &list)?;
         let frequent: Vec<usize> = (0..cands.len()).filter(|&i| counts[i] >= m_a).collect();
         // The extensions screened against hybrids: at most `cap`, by their rate z (the
         // added unit as a Poisson train at its rate, after each occurrence of the parent).
@@ -657,9 +780,50 @@ pub(crate) fn run(
         parents = chosen.iter().map(|h| h.episode.clone()).collect();
         families.push(chosen);
     }
-    let selection_s = started.elapsed().as_secs_f64();
-    tracing::debug!(selection_s, "Guided selection done.");
+    let seconds = started.elapsed().as_secs_f64();
+    tracing::debug!(seconds, "Guided selection done.");
+    Ok(Selection {
+        f2,
+        families,
+        levels,
+        alphabet: sel.alphabet().clone(),
+        span_s,
+        events: sel.len(),
+        min_count: m_a,
+        seconds,
+        max_level,
+        no_pairs: pairs_a.is_empty(),
+        counted: engine.candidates_counted() - before,
+    })
+}
 
+/// Steps 3 to 5 of the module documentation: `selection`'s families tested on `test_part`
+/// (the part of `stream` from `split_s` on, seconds), and listed with their counts in the
+/// whole `stream`. `selection` must be in `stream`'s alphabet ([`Selection::for_stream`]) and
+/// made on data before `split_s`.
+///
+/// # Errors
+/// Surrogate and counting errors; cancellation.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn test(
+    engine: &Engine<'_>,
+    stream: &EventStream,
+    test_part: &EventStream,
+    split_s: f64,
+    selection: &Selection,
+    data: &MiningResult,
+    sig: &SignificanceConfig,
+) -> Result<SignificanceResult, SignificanceError> {
+    debug_assert!(selection.span_s[1] <= split_s);
+    let started = std::time::Instant::now();
+    let before = engine.candidates_counted();
+    let fraction = sig.sample_split.unwrap_or(DEFAULT_FRACTION);
+    let max_level = selection.max_level;
+    let test = test_part;
+    let f2 = &selection.f2;
+    let families = &selection.families;
+    let mut levels = selection.levels.clone();
+    let selection_s = selection.seconds;
     // Test: pairs by max-t on B at α₂.
     let extension_levels = max_level.saturating_sub(2);
     let alpha = sig.alpha;
@@ -674,10 +838,10 @@ pub(crate) fn run(
         alpha / (2.0 * extension_levels as f64)
     };
     levels[0].alpha = alpha_2;
-    let pair_b = engine.count(&test, &f2)?;
-    let maker = Arc::new(Surrogates::new(&test, sig.method.clone(), sig.seed, None)?);
-    let per_surrogate = surrogate_counts(engine, &test, &maker, sig.n_surrogates, &f2)?;
-    let (mut tests, surrogate_max) = max_t(&f2, &pair_b, &per_surrogate, alpha_2);
+    let pair_b = engine.count(test, f2)?;
+    let maker = Arc::new(Surrogates::new(test, sig.method.clone(), sig.seed, None)?);
+    let per_surrogate = surrogate_counts(engine, test, &maker, sig.n_surrogates, f2)?;
+    let (mut tests, surrogate_max) = max_t(f2, &pair_b, &per_surrogate, alpha_2);
     let scale = alpha / alpha_2;
     let mut adjusted: HashMap<Key, (f64, bool)> = HashMap::new();
     for t in &mut tests {
@@ -698,7 +862,7 @@ pub(crate) fn run(
     );
 
     // Test: extensions against hybrids of B, level by level (gatekeeping needs the parents').
-    let test_index = TypeIndex::new(&test);
+    let test_index = TypeIndex::new(test);
     let mut warnings: Vec<String> = too_few_for_alpha(sig.n_surrogates, alpha_2)
         .into_iter()
         .collect();
@@ -724,7 +888,7 @@ pub(crate) fn run(
         // Most exceedances a hypothesis may have and still be rejected with S_k hybrids.
         let rejectable = |exceed: u64| (1 + exceed) as f64 / (s_k + 1) as f64 <= threshold;
         let list: Vec<Episode> = fam.iter().map(|h| h.episode.clone()).collect();
-        let obs = engine.count(&test, &list)?;
+        let obs = engine.count(test, &list)?;
         let all: Vec<&Extension> = fam.iter().collect();
         let mut tally = hybrid_tallies(
             engine,
@@ -801,10 +965,10 @@ pub(crate) fn run(
             count,
         })
         .collect();
-    if pairs_a.is_empty() {
+    if selection.no_pairs {
         warnings.push(format!(
-            "no pair is frequent (count ≥ {m_a}) in the selection part (the first {:.3} s): nothing was tested; give a lower minimum count",
-            split_s - stream.start()
+            "no pair is frequent (count ≥ {}) in the selection part ({:.3}–{:.3} s): nothing was tested; give a lower minimum count",
+            selection.min_count, selection.span_s[0], selection.span_s[1]
         ));
     }
     tracing::debug!(
@@ -824,11 +988,15 @@ pub(crate) fn run(
         tests,
         surrogate_max,
         warnings,
-        candidates_counted: engine.candidates_counted() - before,
+        candidates_counted: engine.candidates_counted() - before + selection.counted,
         sample_split: Some(SplitSummary {
             fraction,
             split_s,
-            selection_events: sel.len(),
+            // Only where the family was selected on another recording's part (a live
+            // stage's earlier window): `synfire mine`'s selection part is `[start, split_s)`.
+            selected_on_s: (selection.span_s != [stream.start(), split_s])
+                .then_some(selection.span_s),
+            selection_events: selection.events,
             test_events: test.len(),
             screened: levels.iter().map(|l| l.frequent).sum(),
             screen_surrogates: SCREEN_SURROGATES,

@@ -20,6 +20,7 @@ pub mod guided;
 pub mod options;
 pub mod phases;
 pub mod philox;
+pub mod rolling;
 pub mod sample_split;
 pub mod spectrum;
 pub mod surrogate;

@@ -256,6 +256,7 @@ pub(crate) fn run(
         sample_split: Some(SplitSummary {
             fraction,
             split_s,
+            selected_on_s: None,
             selection_events: selection.len(),
             test_events: test.len(),
             screened,

@@ -357,6 +357,11 @@ pub struct SplitSummary {
     /// The split time `tₛ`, seconds: the selection part is before it, the test part at or
     /// after it.
     pub split_s: f64,
+    /// `guided` in a live episodes stage: the selection part the family was selected on,
+    /// `[start, end)` seconds, when it is an earlier window's (absent where it is this
+    /// recording's own, before `split_s`). It always ends at or before `split_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected_on_s: Option<[f64; 2]>,
     /// Events in the selection part.
     pub selection_events: usize,
     /// Events in the test part.

@@ -20,12 +20,17 @@
 //!
 //! With a `significance` table (`[stages.<name>.significance]`, the options of `synfire mine
 //! --surrogates …`, 19 surrogates by default) every window's episodes are tested against
-//! surrogates of that window ([`crate::significance::test_episodes`], on the stage's GPU
-//! counter when it has one, lent to `phases::Tester::with_gpus`, else on the CPU; with the
-//! default `guided` the window is mined to two nodes only and its longer episodes come from
-//! the guided search, as in `synfire mine`; with `max-t` each surrogate is mined like the
-//! window): the result carries the `significance` summary and each tested
-//! episode its `surrogate_mean`, `surrogate_std`, `statistic`, `p_value`, `p_adjusted` and
+//! surrogates of that window's events. With the default `guided`, windows are tested as
+//! [`crate::significance::rolling`] says, on the CPU: each window's test part against a
+//! family selected on an earlier window's selection part (selected again in the background
+//! every half window, so a window costs only its test), the window mined to one node only
+//! (its units' counts and the threshold), and the result lists the units and the tested
+//! family, each with its exact count in the window (not the window's frequent pairs, a
+//! million in a dense window). With `max-t` and the other procedures each window is tested
+//! on its own ([`crate::significance::test_episodes`], on the stage's GPU counter when it has
+//! one, lent to `phases::Tester::with_gpus`, else on the CPU; `max-t` mines each surrogate
+//! like the window). The result carries the `significance` summary and each tested episode
+//! its `surrogate_mean`, `surrogate_std`, `statistic`, `p_value`, `p_adjusted` and
 //! `significant`, as `synfire mine`'s JSON.
 
 use serde::{Deserialize, Serialize};
@@ -41,8 +46,9 @@ use crate::live::config::section::ConfigError;
 use crate::live::window::{Window, WindowConfig, WindowData};
 use crate::record::StreamKind;
 use crate::report::{EpisodeJson, MineReport, SignificanceJson};
+use crate::significance::rolling::RollingGuided;
 use crate::significance::{
-    MineOptions, SignificanceConfig, listing, phases::Tester, test_episodes,
+    Correction, MineOptions, SignificanceConfig, listing, phases::Tester, test_episodes,
 };
 
 /// `[stages.<name>]` with `kind = "episodes"`: the options of `synfire mine`, its significance
@@ -143,6 +149,8 @@ pub struct EpisodeStage {
     chains: ChainCache,
     /// The significance test of each window and whether only significant episodes are kept.
     significance: Option<SignificanceConfig>,
+    /// `guided`: the families selected on earlier windows (`significance::rolling`).
+    rolling: Option<RollingGuided>,
 }
 
 impl std::fmt::Debug for EpisodeStage {
@@ -175,6 +183,7 @@ impl EpisodeStage {
             gpu: None,
             chains: ChainCache::new(),
             significance: None,
+            rolling: None,
         };
         if device != DeviceChoice::Cpu {
             // Start the device threads (contexts, NVRTC modules) now, on a one-event stream,
@@ -187,18 +196,37 @@ impl EpisodeStage {
 
     /// Tests every window's episodes with `config` (each window's own surrogates); with
     /// its `significant_only` a window's result lists only the significant episodes.
+    ///
+    /// With `guided` (the default procedure) the windows are tested as
+    /// [`crate::significance::rolling`] says: each window's test part against a family
+    /// selected on an earlier window's selection part (selected again in the background
+    /// every half window), on the CPU; a window is then mined to one node only (its units'
+    /// counts and the threshold) and lists its units and the tested family, each with its
+    /// exact count in the window, not the window's frequent pairs.
     #[must_use]
     pub fn with_significance(mut self, config: SignificanceConfig) -> Self {
+        if config.correction == Correction::Guided {
+            self.rolling = Some(RollingGuided::new());
+            if self.gpu.take().is_some() {
+                tracing::info!(
+                    "The episodes stage's guided test counts its small families on the CPU; its GPU is released."
+                );
+            }
+        }
         self.significance = Some(config);
         self
     }
 
-    /// What a window is mined with: the stage's configuration, or, for `guided`
-    /// significance, the same to two nodes only ([`SignificanceConfig::mining_config`]: the
-    /// longer episodes come from the guided search, and mining every frequent one of a dense
-    /// window is what it avoids).
+    /// What a window is mined with: the stage's configuration; for `guided` significance the
+    /// same to one node only (the units' counts and the threshold: the tested episodes come
+    /// from the rolling guided test, and mining every frequent pair of a dense window is
+    /// what it avoids); for the other procedures [`SignificanceConfig::mining_config`].
     fn mining_config(&self) -> MinerConfig {
         match &self.significance {
+            Some(_) if self.rolling.is_some() => MinerConfig {
+                max_level: 1,
+                ..self.config.clone()
+            },
             Some(sig) => sig.mining_config(&self.config),
             None => self.config.clone(),
         }
@@ -227,7 +255,7 @@ impl Stage for EpisodeStage {
 
     /// On the CPU, where previews warm the chains.
     fn wants_previews(&self) -> bool {
-        self.gpu.is_none() && self.config.max_level >= 2
+        self.gpu.is_none() && self.mining_config().max_level >= 2
     }
 
     /// Mines the open window's events so far (with their own threshold) through the chain
@@ -272,14 +300,14 @@ impl Stage for EpisodeStage {
             }
             self.gpu = None;
         }
-        let report = MineReport::new("", &stream, &self.config, &result);
         let (significance, episodes) = match &self.significance {
             // A truncated window would be tested against surrogates mined to a different
             // depth: it is reported untested (its `truncated` says why).
             Some(sig) if result.truncated.is_none() => {
                 // On the stage's GPU when it counts there (reloaded with the window after).
-                let tested = match &mut self.gpu {
-                    Some(gpu) => {
+                let tested = match (&mut self.rolling, &mut self.gpu) {
+                    (Some(rolling), _) => rolling.test(&stream, &self.config, &result, sig)?,
+                    (None, Some(gpu)) => {
                         // The stage's counter, lent: it is reloaded with each surrogate.
                         let tested =
                             Tester::with_gpus(&stream, &self.config, std::slice::from_mut(gpu))
@@ -287,7 +315,7 @@ impl Stage for EpisodeStage {
                         gpu.reload(&stream)?;
                         tested
                     }
-                    None => test_episodes(&stream, &self.config, &result, sig)?,
+                    (None, None) => test_episodes(&stream, &self.config, &result, sig)?,
                 };
                 // `guided`'s tested episodes beyond what the window's mining listed.
                 let mut result = result.clone();
@@ -297,7 +325,10 @@ impl Stage for EpisodeStage {
                 let report = report.annotated(Some(&tested), &list);
                 (report.significance, report.episodes)
             }
-            _ => (None, report.episodes),
+            _ => (
+                None,
+                MineReport::new("", &stream, &self.config, &result).episodes,
+            ),
         };
         Ok(EpisodesResult {
             device,

@@ -302,6 +302,134 @@ fn episodes_windows_carry_their_significance() {
     assert_eq!(summary.tested, want.tests.len());
 }
 
+/// With `guided` (the default), a window is mined to one node and lists its units and the
+/// tested family; later windows are tested against a family selected on an earlier window
+/// (`significance::rolling`), as a `RollingGuided` fed the same windows says.
+#[test]
+fn guided_windows_are_tested_against_an_earlier_selection() {
+    use crate::significance::rolling::RollingGuided;
+    use crate::significance::{Correction, SignificanceConfig};
+    use crate::synth::dense::{DenseParams, generate_dense};
+    use crate::synth::sym26::Chain;
+    let mut p = DenseParams::neuropixels(3);
+    p.units = 16;
+    p.duration_s = 80.0;
+    p.rate_median_hz = 6.0;
+    p.rate_range_hz = (1.0, 30.0);
+    p.bursting_fraction = 0.0;
+    p.sync_pairs = Vec::new();
+    p.evoke_probability = 0.9;
+    p.chain_activation_hz = 2.0;
+    p.chains = vec![Chain {
+        neurons: vec![2, 7, 12],
+        delay_s: (0.002, 0.004),
+    }];
+    let x = generate_dense(&p).unwrap().0;
+    let names: Arc<[Arc<str>]> = x
+        .alphabet()
+        .labels()
+        .iter()
+        .map(|l| Arc::from(l.as_str()))
+        .collect();
+    let window = |index: u64, start: f64| {
+        let (times, units): (Vec<f64>, Vec<u32>) = x
+            .iter()
+            .filter(|&(t, _)| t >= start && t < start + 40.0)
+            .map(|(t, ty)| (t, ty.0))
+            .unzip();
+        Window {
+            index,
+            start_s: start,
+            end_s: start + 40.0,
+            data: WindowData::Spikes {
+                times,
+                units,
+                names: Arc::clone(&names),
+            },
+            ..test_window(Vec::new(), 1, 0)
+        }
+    };
+    let windows: Vec<Window> = [0.0, 10.0, 20.0, 30.0, 40.0]
+        .iter()
+        .enumerate()
+        .map(|(k, &s)| window(k as u64, s))
+        .collect();
+    let mut config = MinerConfig::new(
+        Interval::parse_list("0-0.005,0.005-0.010").unwrap(),
+        Threshold::MinCount(5),
+    );
+    config.max_level = 3;
+    let sig = SignificanceConfig {
+        method: "dither-dead-time:0.015".parse().unwrap(),
+        n_surrogates: 49,
+        alpha: 0.05,
+        correction: Correction::Guided,
+        seed: 4,
+        test_top: Some(10),
+        watch: None,
+        trials: None,
+        significant_only: false,
+        sample_split: None,
+    };
+    let mut stage = EpisodeStage::new(config.clone(), DeviceChoice::Cpu, GpuSettings::default())
+        .unwrap()
+        .with_significance(sig.clone());
+    let got = lines(&mut stage, windows.clone());
+    let mut oracle = RollingGuided::new();
+    let one = MinerConfig {
+        max_level: 1,
+        ..config.clone()
+    };
+    let mut later = 0;
+    for (w, (_, line)) in windows.iter().zip(&got) {
+        let result = line.result.as_ref().expect("a result");
+        let stream = super::episodes::tests_window_stream(w);
+        let data = crate::episode::mine(&stream, &one).unwrap();
+        let want = oracle.test(&stream, &config, &data, &sig).unwrap();
+        assert_eq!(
+            result.levels.iter().map(|l| l.level).collect::<Vec<_>>(),
+            [1],
+            "a guided window is mined to one node"
+        );
+        let summary = result.significance.as_ref().unwrap();
+        assert_eq!(summary.tested, want.tests.len());
+        assert_eq!(summary.sample_split, want.sample_split);
+        later += usize::from(
+            summary
+                .sample_split
+                .as_ref()
+                .unwrap()
+                .selected_on_s
+                .is_some(),
+        );
+        // Units, then every tested episode with its test.
+        let tested: Vec<_> = result
+            .episodes
+            .iter()
+            .filter(|e| e.test.is_some())
+            .collect();
+        assert_eq!(tested.len(), want.tests.len());
+        assert_eq!(
+            result.episodes.len(),
+            stream.alphabet().len() + want.tests.len()
+        );
+        assert!(want.tests.iter().all(|t| t.episode.len() >= 2));
+    }
+    assert!(
+        later >= 2,
+        "later windows use an earlier selection ({later})"
+    );
+    // The chain's first link is found in every window.
+    assert!(got.iter().all(|(_, line)| {
+        line.result
+            .as_ref()
+            .unwrap()
+            .episodes
+            .iter()
+            .any(|e| e.labels == ["u2", "u7"] && e.test.as_ref().is_some_and(|t| t.significant))
+    }));
+}
+
 #[test]
 fn summary_lines_keep_their_keys() {
     let mut nan = test_window(vec![f64::NAN, 1.0, f64::NAN, 2.0], 2, 7);
