@@ -26,7 +26,8 @@
 //!   window's start (the background has `h` seconds of stream to finish; if it has not, the
 //!   window waits for it, so results never depend on timing). Older selections are dropped.
 //!
-//! A family is thus between `h` and `3h` seconds old (one and a half windows at most).
+//! Once the background selections run, a window's selection part thus ends between `h` and
+//! `2h` seconds of stream before its test part starts.
 //!
 //! # Cost
 //! A window: its test part's pairs in `S` surrogates, its extensions in hybrids, the family's
