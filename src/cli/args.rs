@@ -560,7 +560,8 @@ impl SignificanceArgs {
     }
 }
 
-fn parse_correction(s: &str) -> Result<Correction, String> {
+/// A `--correction` value (`max-t`, `spectrum`, `guided`, …), as `Correction` parses it.
+pub(crate) fn parse_correction(s: &str) -> Result<Correction, String> {
     s.parse()
 }
 

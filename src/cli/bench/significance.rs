@@ -12,7 +12,9 @@ use synfire::device::DeviceChoice;
 use synfire::episode::{GpuSettings, mine};
 use synfire::significance::{Correction, SignificanceConfig, SignificanceResult, test_episodes_on};
 
-use crate::cli::args::{ExactKernelArg, OutputArg, SignificantOnlyArg, SurrogateArgs, Workload};
+use crate::cli::args::{
+    ExactKernelArg, OutputArg, SignificantOnlyArg, SurrogateArgs, Workload, parse_correction,
+};
 
 /// Options of `synfire bench significance`: the surrogates are [`SurrogateArgs`] and
 /// [`SignificantOnlyArg`] with the benchmarks' defaults (`dither:0.015`, 1,000 surrogates;
@@ -72,10 +74,6 @@ enum BenchDevice {
     Gpu,
     /// Both, side by side.
     All,
-}
-
-fn parse_correction(s: &str) -> Result<Correction, String> {
-    s.parse()
 }
 
 /// Runs the benchmark.
