@@ -172,9 +172,13 @@ impl GpuCounter {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let mut seen: HashMap<usize, usize> = HashMap::new();
         let mut workers = Vec::with_capacity(gpus.len());
-        for (i, &ordinal) in gpus.iter().enumerate() {
+        for &ordinal in gpus {
             let slot = seen.entry(ordinal).or_insert(0);
-            workers.push(EpisodeWorker::start(ordinal, *slot, Some(i % cores))?);
+            // Device threads of every counter of the process on consecutive cores (the
+            // significance engine starts up to 32 counters on one GPU: pinned by their
+            // position within a counter, they all shared core 0).
+            let core = NEXT_CORE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % cores;
+            workers.push(EpisodeWorker::start(ordinal, *slot, Some(core))?);
             *slot += 1;
         }
         let calibrations = workers
@@ -817,6 +821,10 @@ impl Counter for GpuCounter {
     }
 }
 
+/// The core the next device thread is pinned to (modulo the cores), over every counter the
+/// process starts.
+static NEXT_CORE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// How a GPU counter is set up (`--gpus`, `--exact-kernel`, `--calibration`).
 #[derive(Clone, Debug, Default)]
 pub struct GpuSettings {
@@ -918,6 +926,29 @@ pub fn select_gpu(
     choice: DeviceChoice,
     settings: &GpuSettings,
 ) -> Result<Option<GpuCounter>, DeviceError> {
+    let counter = start_gpu(stream, intervals, choice, settings)?;
+    if let Some(c) = &counter {
+        let names: Vec<String> = c
+            .devices()
+            .iter()
+            .map(|d| format!("{} ({})", d.ordinal, d.name))
+            .collect();
+        tracing::info!(gpus = %names.join(", "), "Counting on the GPU.");
+    }
+    Ok(counter)
+}
+
+/// [`select_gpu`] without its log line, for a caller starting several counters at once
+/// (the significance engine), which logs them once.
+///
+/// # Errors
+/// As [`select_counter`].
+pub(crate) fn start_gpu(
+    stream: &EventStream,
+    intervals: &[Interval],
+    choice: DeviceChoice,
+    settings: &GpuSettings,
+) -> Result<Option<GpuCounter>, DeviceError> {
     let gpus = settings.gpus.as_deref();
     let attempt = || -> Result<GpuCounter, DeviceError> {
         let found = crate::device::probe()?;
@@ -948,12 +979,6 @@ pub fn select_gpu(
     if let Some(calibration) = &settings.calibration {
         c.set_calibration(calibration);
     }
-    let names: Vec<String> = c
-        .devices()
-        .iter()
-        .map(|d| format!("{} ({})", d.ordinal, d.name))
-        .collect();
-    tracing::info!(gpus = %names.join(", "), "Counting on the GPU.");
     Ok(Some(c))
 }
 
