@@ -63,6 +63,9 @@
 //! # }
 //! ```
 
+// Internals are `pub(crate)`: a `pub` item must be reachable from the crate's root.
+#![warn(unreachable_pub)]
+
 pub mod device;
 pub mod episode;
 pub mod event;
