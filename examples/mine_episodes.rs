@@ -14,9 +14,9 @@
 //! Intervals are `(low, high]` delays in seconds. `DeviceChoice::Auto` counts on the GPUs when
 //! there are any and on the CPU otherwise; the counts are the same either way.
 
-use anyhow::{Context, Result};
-use synfire::episode::{NoProgress, SupportPer, select_counter};
-use synfire::{DeviceChoice, Interval, MiningOptions, Ordering, mine_with, read_spikes};
+use anyhow::Result;
+use synfire::episode::SupportPer;
+use synfire::{DeviceChoice, Interval, MiningOptions, Ordering, read_spikes};
 
 fn main() -> Result<()> {
     let path = concat!(
@@ -39,14 +39,10 @@ fn main() -> Result<()> {
     options.support_per = SupportPer::Seconds;
     options.max_level = 4;
     options.device = DeviceChoice::Auto;
-    let (config, gpu_settings) = options.resolve().map_err(|errors| {
-        let all: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        anyhow::anyhow!("bad mining options: {}", all.join("; "))
-    })?;
 
-    let counter = select_counter(&stream, &config.intervals, options.device, &gpu_settings)
-        .context("starting the counter")?;
-    let result = mine_with(&stream, &config, counter.as_ref(), &NoProgress)?;
+    // Checks the options, chooses the device and its counter, and mines: `synfire mine`'s
+    // job (with `significance` in `MineOptions`, also its test; `examples/significance.rs`).
+    let result = synfire::mine(&stream, &options)?.result;
 
     println!("min count {} occurrences", result.min_count);
     for level in &result.levels {

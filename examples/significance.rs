@@ -15,10 +15,9 @@
 //! The same seed gives the same surrogates and p-values. `docs/significance.md` explains the
 //! surrogate methods and procedures.
 
-use anyhow::Result;
-use synfire::episode::{MinerConfig, Threshold, mine};
-use synfire::significance::{Correction, SignificanceConfig, test_episodes};
-use synfire::{Interval, Ordering, read_spikes};
+use anyhow::{Context, Result};
+use synfire::significance::{Correction, SignificanceOptions};
+use synfire::{DeviceChoice, Interval, MineOptions, MiningOptions, Ordering, read_spikes};
 
 fn main() -> Result<()> {
     let path = concat!(
@@ -26,26 +25,24 @@ fn main() -> Result<()> {
         "/fixtures/spikes/A2929-200711/A2929-200711.nwb"
     );
     let stream = read_spikes(path.as_ref(), Ordering::RequireSorted)?;
-    let mut config = MinerConfig::new(
-        Interval::parse_list("0.000-0.005,0.005-0.010")?,
-        Threshold::MinCount(300),
-    );
-    config.max_level = 3;
-    let result = mine(&stream, &config)?;
+    let mut mining = MiningOptions::new(&Interval::parse_list("0.000-0.005,0.005-0.010")?);
+    mining.min_count = Some(300);
+    mining.max_level = 3;
+    mining.device = DeviceChoice::Cpu;
+    // The test (`synfire mine --surrogates isi-dither:0.015 --n-surrogates 99 --correction
+    // max-t --seed 1`), in the options' `significance` slot.
+    let mut test = SignificanceOptions::new("isi-dither:0.015".parse()?);
+    test.n_surrogates = 99;
+    test.alpha = 0.05;
+    test.correction = Correction::MaxT;
+    test.seed = 1;
+    let options: MineOptions = mining.with_test(Some(test));
 
-    let test = SignificanceConfig {
-        method: "isi-dither:0.015".parse()?,
-        n_surrogates: 99,
-        alpha: 0.05,
-        correction: Correction::MaxT,
-        seed: 1,
-        test_top: None,
-        watch: None,
-        trials: None,
-        significant_only: false,
-        sample_split: None,
-    };
-    let outcome = test_episodes(&stream, &config, &result, &test)?;
+    // Mines, then tests what mining found: `synfire mine`'s job in one call.
+    let mined = synfire::mine(&stream, &options)?;
+    let outcome = mined
+        .significance
+        .context("the options carry a test, so the result has one")?;
     let significant: Vec<_> = outcome
         .tests
         .iter()

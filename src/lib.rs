@@ -34,14 +34,21 @@
 //! [`softdtw::gpu::worker_on`]), so a [`DeviceChoice`] (`Auto`, `Cpu`, `Gpu`; the first GPU)
 //! or a choice on one GPU (`DeviceChoice::Gpu.on(Some(1))`) is passed alike; mining and the
 //! significance test spread over several GPUs and take a [`DeviceChoice`] with their GPU list
-//! in [`episode::GpuSettings`] ([`episode::select_counter`],
-//! [`significance::test_episodes_on`]). `Auto` without a GPU logs one line and runs on the
-//! CPU; `Gpu` without one is an error ([`device::resolve`]).
+//! in [`episode::GpuSettings`] (the options' `device` and `gpus`). `Auto` without a GPU logs
+//! one line and runs on the CPU; `Gpu` without one is an error ([`device::resolve`]).
+//!
+//! Mining a recording is one call, [`mine`] (`synfire mine` without its files): it checks
+//! the options ([`MiningOptions`], or [`MineOptions`] with a significance test), chooses the
+//! device and its counter, mines and, where the options ask, tests the episodes against
+//! surrogates. [`significance::MineJob`] runs the same steps one at a time (a progress
+//! callback, cancellation); below it, [`episode::select_counter`] and [`mine_with`] mine with a
+//! counter of the caller's own, and [`significance::phases::Tester`] tests on counters the
+//! caller keeps.
 //!
 //! The entry points are re-exported here:
 //!
 //! ```no_run
-//! use synfire::{DeviceChoice, Interval, MiningOptions, Ordering, mine_with, read_spikes};
+//! use synfire::{DeviceChoice, Interval, MiningOptions, Ordering, read_spikes};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let stream = read_spikes(
 //!     "fixtures/spikes/A2929-200711/A2929-200711.nwb".as_ref(),
@@ -50,13 +57,14 @@
 //! let mut options = MiningOptions::new(&[Interval::new(0.0, 0.005)?]);
 //! options.min_count = Some(100);
 //! options.device = DeviceChoice::Cpu;
-//! let (config, gpu) = options.resolve().map_err(|e| format!("{e:?}"))?;
-//! let counter = synfire::episode::select_counter(&stream, &config.intervals, options.device, &gpu)?;
-//! let result = mine_with(&stream, &config, counter.as_ref(), &synfire::episode::NoProgress)?;
-//! println!("{} frequent episodes", result.episodes.len());
+//! let mined = synfire::mine(&stream, &options)?;
+//! println!("{} frequent episodes", mined.result.episodes.len());
 //! # Ok(())
 //! # }
 //! ```
+
+// Internals are `pub(crate)`: a `pub` item must be reachable from the crate's root.
+#![warn(unreachable_pub)]
 
 pub mod device;
 pub mod episode;
@@ -77,7 +85,7 @@ pub mod softdtw;
 pub mod synth;
 
 pub use device::{DeviceChoice, DeviceTarget};
-pub use episode::{Interval, MinerConfig, MiningOptions, MiningResult, Threshold, mine, mine_with};
+pub use episode::{Interval, MinerConfig, MiningOptions, MiningResult, Threshold, mine_with};
 pub use event::{EventStream, Ordering};
 pub use ingest::read_spikes;
 pub use live::config::PipelineConfig;
@@ -86,4 +94,5 @@ pub use motif::{MotifConfig, find_motifs};
 pub use search::{Index, Searcher};
 pub use series::read_dataset;
 pub use shapelet::{ShapeletConfig, ShapeletTree, TrainingSet, train};
+pub use significance::{MineOptions, Mined, mine};
 pub use softdtw::{barycenter, paired, pairwise};

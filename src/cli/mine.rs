@@ -8,14 +8,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use synfire::episode::{
-    FrequentEpisode, LevelStats, MinerConfig, MiningResult, Progress, mine_with, select_counter,
-};
+use synfire::episode::{FrequentEpisode, LevelStats, MinerConfig, MiningResult, Progress};
 use synfire::event::EventStream;
 use synfire::report::{self, MineReport, OccurrenceFormat};
 use synfire::significance::{
-    Listing, SignificanceOptions, SignificanceResult, Trials, check_sample_split, listing,
-    test_episodes_on,
+    Listing, MineJob, SignificanceResult, Trials, check_sample_split, listing,
 };
 
 use crate::cli::args::{FormatArg, InputArgs, MiningArgs, OutputArg, SignificanceArgs};
@@ -147,14 +144,31 @@ pub fn run(args: &MineArgs) -> Result<()> {
         span_s = stream.span(),
         "Loaded spike stream."
     );
-    // `guided` mines the recording to two nodes only: its longer episodes come from its
-    // own search (`synfire::significance::guided`).
-    let mine_config = match &sig_options {
-        Some(o) => o.test(None, None).mining_config(&config),
-        None => config.clone(),
-    };
-    let counter = select_counter(&stream, &config.intervals, options.device, &settings)
+    // The test as the library runs it, with the `--trials` and `--watch` files read (before
+    // any mining, so a bad file fails at once).
+    let test = sig_options
+        .as_ref()
+        .map(|o| -> Result<_> {
+            let trials = args
+                .significance
+                .trials
+                .as_deref()
+                .map(read_trials)
+                .transpose()?;
+            let watch = args
+                .significance
+                .watch
+                .as_deref()
+                .map(|p| read_watch(p, &stream, &config.intervals))
+                .transpose()?;
+            Ok(o.test(watch, trials))
+        })
+        .transpose()?;
+    // The counter is chosen here (`guided` will mine to two nodes only: its longer episodes
+    // come from its own search, `synfire::significance::guided`).
+    let job = MineJob::resolved(&stream, options.device, config, settings, test)
         .context("`--device gpu`")?;
+    let config = job.config();
     if !(args.progress_every_s.is_finite() && args.progress_every_s >= 0.0) {
         anyhow::bail!(
             "`--progress-every-s {}` must be a number of seconds ≥ 0",
@@ -168,10 +182,8 @@ pub fn run(args: &MineArgs) -> Result<()> {
     let doc = Document {
         input: &input,
         stream: &stream,
-        config: &config,
+        config,
         format: args.format,
-        device: options.device,
-        settings: &settings,
     };
     let result = match args.output.output.as_deref().filter(|p| rewritable(p)) {
         Some(path) => {
@@ -189,7 +201,7 @@ pub fn run(args: &MineArgs) -> Result<()> {
             };
             // Written before any work, so an unwritable `--output` fails at once.
             partial.write_sofar()?;
-            let mut result = mine_with(&stream, &mine_config, counter.as_ref(), &partial)?;
+            let mut result = job.mine(&partial)?;
             if let Some(e) = partial
                 .failed
                 .into_inner()
@@ -200,8 +212,7 @@ pub fn run(args: &MineArgs) -> Result<()> {
             bar.finish();
             test_and_list(
                 &args.significance,
-                sig_options.as_ref(),
-                &doc,
+                &job,
                 &mut result,
                 |result, sig, list| {
                     doc.replace_final(path, result, sig, list)?;
@@ -212,12 +223,11 @@ pub fn run(args: &MineArgs) -> Result<()> {
             result
         }
         None => {
-            let mut result = mine_with(&stream, &mine_config, counter.as_ref(), &bar)?;
+            let mut result = job.mine(&bar)?;
             bar.finish();
             test_and_list(
                 &args.significance,
-                sig_options.as_ref(),
-                &doc,
+                &job,
                 &mut result,
                 |result, sig, list| {
                     let mut out = args.output.writer()?;
@@ -304,19 +314,16 @@ fn write_occurrences(
     Ok(())
 }
 
-/// Tests `result`'s significance as `args` ask (if they do), lists what they keep, and hands
-/// both to `write`.
+/// Tests `result`'s significance as the job asks (if it does: [`MineJob::test`], which logs
+/// what it does and its outcome and lists the tested episodes in `result`), lists what `args`
+/// keep, and hands both to `write`.
 fn test_and_list(
     args: &MineSignificanceArgs,
-    test: Option<&SignificanceOptions>,
-    doc: &Document<'_>,
+    job: &MineJob<'_>,
     result: &mut MiningResult,
     write: impl FnOnce(&MiningResult, Option<&SignificanceResult>, &Listing<'_>) -> Result<()>,
 ) -> Result<()> {
-    let sig = significance(args, test, doc, result)?;
-    if let Some(sig) = &sig {
-        sig.list_in(result);
-    }
+    let sig = job.test(result)?;
     let list = listing(
         result,
         sig.as_ref(),
@@ -324,67 +331,6 @@ fn test_and_list(
         args.closed,
     );
     write(result, sig.as_ref(), &list)
-}
-
-/// Runs the significance test `args` ask for, if any, logging what it does and its outcome.
-fn significance(
-    args: &MineSignificanceArgs,
-    test: Option<&SignificanceOptions>,
-    doc: &Document<'_>,
-    result: &MiningResult,
-) -> Result<Option<SignificanceResult>> {
-    let stream = doc.stream;
-    let Some(test) = test else {
-        return Ok(None);
-    };
-    // A truncated run tests the levels it finished: the surrogates are mined to the same
-    // depth, so the family (every episode of those levels) is the same in both.
-    let finished;
-    let config = match &result.truncated {
-        None => doc.config,
-        Some(t) if t.level <= 1 => anyhow::bail!(
-            "mining stopped before level 1 finished ({t}): nothing to test against surrogates"
-        ),
-        Some(t) => {
-            tracing::warn!(
-                level = t.level,
-                "Mining was truncated at level {}: testing the finished levels 1 to {} (the surrogates are mined to level {} too).",
-                t.level,
-                t.level - 1,
-                t.level - 1
-            );
-            finished = MinerConfig {
-                max_level: t.level - 1,
-                ..doc.config.clone()
-            };
-            &finished
-        }
-    };
-    let trials = args.trials.as_deref().map(read_trials).transpose()?;
-    let watch = args
-        .watch
-        .as_deref()
-        .map(|p| read_watch(p, stream, &config.intervals))
-        .transpose()?;
-    let sig = test.test(watch, trials);
-    tracing::info!(
-        surrogates = %sig.method,
-        n_surrogates = sig.n_surrogates,
-        correction = %sig.correction,
-        "Testing significance against surrogates."
-    );
-    let started = Instant::now();
-    let r = test_episodes_on(stream, config, result, &sig, doc.device, doc.settings)?;
-    for w in &r.warnings {
-        tracing::warn!("{w}");
-    }
-    tracing::info!(
-        tested = r.tested,
-        significant = r.tests.iter().filter(|t| t.stats.significant).count(),
-        seconds = format!("{:.3}", started.elapsed().as_secs_f64()),
-        "Significance tested."
-    );
-    Ok(Some(r))
 }
 
 /// `--trials FILE`: one `start_s,stop_s` per line (`#` lines and blank lines skipped).
@@ -455,9 +401,6 @@ struct Document<'a> {
     stream: &'a EventStream,
     config: &'a MinerConfig,
     format: FormatArg,
-    /// Where the surrogates are mined and counted (the mining's `--device`).
-    device: synfire::device::DeviceChoice,
-    settings: &'a synfire::episode::GpuSettings,
 }
 
 impl Document<'_> {

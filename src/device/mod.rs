@@ -13,9 +13,9 @@
 //!   own worker per GPU, `shared_worker` one per GPU); each submits only from its own thread,
 //!   to a non-blocking stream of its own, so workers overlap on the device (the `worker`
 //!   module documentation says who creates and holds what).
-//! * The domain modules submit their jobs to it: [`episodes`] ([`EpisodeWorker`], one file per
+//! * The domain modules submit their jobs to it: `episodes` (`EpisodeWorker`, one file per
 //!   kernel family: the episode counters, ends, bounds, surrogates, and
-//!   [`episodes::floor`], the `spectrum` search's one-floor pass over a batch of surrogates),
+//!   `episodes::floor`, the `spectrum` search's one-floor pass over a batch of surrogates),
 //!   `motif`, `search`, `shapelet`, [`softdtw`]. They take plain data and
 //!   share the launch plumbing (grids, CUDA-event timing); none imports a type of the domain
 //!   it serves.
@@ -26,7 +26,7 @@
 //! [`DeviceError`] and plain host vectors.
 
 pub mod choice;
-pub mod episodes;
+pub(crate) mod episodes;
 pub mod error;
 pub(crate) mod kernels;
 mod launch;
@@ -37,8 +37,8 @@ pub mod softdtw;
 pub mod worker;
 
 pub use choice::{DeviceChoice, DeviceTarget, resolve};
-pub use episodes::{
-    BatchCountJob, BatchCounts, CandidateBatch, DeviceSurrogate, EndsJob, EndsLevel, EpisodeKernel,
+pub(crate) use episodes::{
+    BatchCountJob, CandidateBatch, DeviceSurrogate, EndsJob, EndsLevel, EpisodeKernel,
     EpisodeWorker, FloorGap, FloorJob, FloorResult, StreamData, StreamReport, SurrogateJob,
 };
 pub use error::DeviceError;

@@ -21,12 +21,12 @@ const PROFILE_DIAGS: u32 = 4;
 /// Threads per block of the matrix-profile kernel.
 const PROFILE_BLOCK: u32 = 128;
 /// Candidate pairs the device can hold per search.
-pub const CANDIDATE_CAPACITY: usize = 1 << 20;
+pub(crate) const CANDIDATE_CAPACITY: usize = 1 << 20;
 
 /// A series with its subsequence statistics (see `motif::Subsequences`), shapes `[n]` for
 /// `x` and `[N]` (subsequences) for the rest.
 #[derive(Clone, Debug, Default)]
-pub struct MotifSeries {
+pub(crate) struct MotifSeries {
     /// Samples (NaN allowed: those subsequences are invalid).
     pub x: Vec<f64>,
     /// Subsequence length.
@@ -46,7 +46,7 @@ pub struct MotifSeries {
 
 /// What a sweep or matrix-profile launch reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct SweepReport {
+pub(crate) struct SweepReport {
     /// The BSF after the launch.
     pub bsf: f64,
     /// Some thread's window goes on past the launch's last offset (MK: launch again).
@@ -59,7 +59,7 @@ pub struct SweepReport {
 
 /// What a projection-join round reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct JoinReport {
+pub(crate) struct JoinReport {
     /// The BSF after the round (the smallest distance measured so far in this search).
     pub bsf: f64,
     /// The candidate list overflowed.
@@ -75,13 +75,13 @@ const JOIN_TILE: u32 = 128;
 
 /// The most projection coordinates per subsequence the join kernels take (a point is four
 /// `float4`).
-pub const MAX_PROJECTION_DIMS: usize = 16;
+pub(crate) const MAX_PROJECTION_DIMS: usize = 16;
 
 /// The work list of one projection-join round, as plain arrays: the points (subsequence
 /// starts) sorted by grid cell and each cell's forward neighbour cells. The host builds it
 /// (`motif::join`'s grid, shared with the CPU join).
 #[derive(Clone, Debug, Default)]
-pub struct JoinCells {
+pub(crate) struct JoinCells {
     /// Point ids (subsequence starts) sorted by cell, shape `[points]`.
     pub order: Vec<u32>,
     /// `cell_start[c]..cell_start[c + 1]` indexes `order`, shape `[cells + 1]`.
@@ -96,14 +96,14 @@ pub struct JoinCells {
 impl JoinCells {
     /// Number of cells.
     #[must_use]
-    pub fn cells(&self) -> usize {
+    pub(crate) fn cells(&self) -> usize {
         self.cell_start.len().saturating_sub(1)
     }
 }
 
 /// The candidates and counters of one search.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct MotifCandidates {
+pub(crate) struct MotifCandidates {
     /// `(distance, i, j)`, `i < j`, as the kernels measured them.
     pub pairs: Vec<(f64, u32, u32)>,
     /// Lower bounds computed (MK).
@@ -175,7 +175,7 @@ fn grid(n: u32) -> cudarc::driver::LaunchConfig {
 impl GpuWorker {
     /// Uploads SCAMP's terms of the loaded series (`[N]` each), which the matrix profile
     /// reads; a series loaded with them needs none.
-    pub fn motif_load_terms(&self, df: Vec<f64>, dg: Vec<f64>) -> Ticket<()> {
+    pub(crate) fn motif_load_terms(&self, df: Vec<f64>, dg: Vec<f64>) -> Ticket<()> {
         self.run(move |d| {
             let st = d.stream.clone();
             let b = buffers(d)?;
@@ -194,7 +194,7 @@ impl GpuWorker {
     }
 
     /// Uploads a series and its statistics, replacing any previous one.
-    pub fn motif_load(&self, s: Arc<MotifSeries>) -> Ticket<()> {
+    pub(crate) fn motif_load(&self, s: Arc<MotifSeries>) -> Ticket<()> {
         self.run(move |d| {
             *d.slot::<Option<MotifBuffers>>() = None;
             let st = d.stream.clone();
@@ -248,7 +248,7 @@ impl GpuWorker {
 
     /// Computes the distance rows of the references (Alg. 3) on the device and returns each
     /// row's standard deviation (Alg. 4) over the valid subsequences.
-    pub fn motif_reference_rows(&self, refs: Vec<u32>) -> Ticket<Vec<f64>> {
+    pub(crate) fn motif_reference_rows(&self, refs: Vec<u32>) -> Ticket<Vec<f64>> {
         self.run(move |d| {
             let f = d.function(&MOTIF, "motif_reference_row")?;
             let st = d.stream.clone();
@@ -291,7 +291,7 @@ impl GpuWorker {
     }
 
     /// Downloads reference row `q` (distances to every subsequence; +inf for invalid ones).
-    pub fn motif_row(&self, q: usize) -> Ticket<Vec<f64>> {
+    pub(crate) fn motif_row(&self, q: usize) -> Ticket<Vec<f64>> {
         self.run(move |d| {
             let st = d.stream.clone();
             let b = buffers(d)?;
@@ -307,7 +307,7 @@ impl GpuWorker {
 
     /// Stores `I_S` (`order`, valid subsequences by distance to the ordering reference) and
     /// builds `D` permuted into it, rows in the order `rank` (`I_SD`).
-    pub fn motif_set_order(&self, order: Arc<Vec<u32>>, rank: Vec<u32>) -> Ticket<()> {
+    pub(crate) fn motif_set_order(&self, order: Arc<Vec<u32>>, rank: Vec<u32>) -> Ticket<()> {
         self.run(move |d| {
             let f = d.function(&MOTIF, "motif_gather")?;
             let st = d.stream.clone();
@@ -347,7 +347,7 @@ impl GpuWorker {
 
     /// Starts a search: the allowed mask (1 = may pair), the initial BSF, an empty candidate
     /// list and zero counters.
-    pub fn motif_begin(&self, allowed: Arc<Vec<u8>>, bsf: f64) -> Ticket<()> {
+    pub(crate) fn motif_begin(&self, allowed: Arc<Vec<u8>>, bsf: f64) -> Ticket<()> {
         self.run(move |d| {
             let st = d.stream.clone();
             let b = buffers(d)?;
@@ -366,7 +366,12 @@ impl GpuWorker {
     }
 
     /// MK offsets `[o_begin, o_end)` for every k (Algs. 6–8 fused).
-    pub fn motif_mk_sweep(&self, exclusion: u32, o_begin: u32, o_end: u32) -> Ticket<SweepReport> {
+    pub(crate) fn motif_mk_sweep(
+        &self,
+        exclusion: u32,
+        o_begin: u32,
+        o_end: u32,
+    ) -> Ticket<SweepReport> {
         self.run(move |d| {
             let f = d.function(&MOTIF, "motif_mk_sweep")?;
             let st = d.stream.clone();
@@ -404,7 +409,7 @@ impl GpuWorker {
     /// rows, 4 diagonals per thread. `state` packs each subsequence's state (see
     /// `motif_profile` in `kernels/motif.cu`): NaN = invalid, `>= 0` = allowed with
     /// `1 / (sqrt(m) sigma)`, `< 0` = valid but not allowed.
-    pub fn motif_profile(
+    pub(crate) fn motif_profile(
         &self,
         state: Arc<Vec<f64>>,
         exclusion: u32,
@@ -455,7 +460,7 @@ impl GpuWorker {
     /// `[dims][N]` on the device and returns the first `host_dims` rows (`[host_dims][N]`,
     /// `host_dims` clamped to `1..=dims`): the host builds grids from the first few, and the
     /// device bounds with all of them.
-    pub fn motif_project(
+    pub(crate) fn motif_project(
         &self,
         dims: usize,
         host_dims: usize,
@@ -499,7 +504,7 @@ impl GpuWorker {
     /// One projection-join round over `grid` (built on the host, see `JoinCells`):
     /// pairs whose f32 bound is within `min(width, BSF) (1 + 1e-5) + slack` are measured and
     /// offered to the BSF; at most `budget` exact distances in this search.
-    pub fn motif_join(
+    pub(crate) fn motif_join(
         &self,
         grid: Arc<JoinCells>,
         exclusion: u32,
@@ -585,7 +590,7 @@ impl GpuWorker {
     }
 
     /// Downloads the candidates and counters of the current search.
-    pub fn motif_candidates(&self) -> Ticket<MotifCandidates> {
+    pub(crate) fn motif_candidates(&self) -> Ticket<MotifCandidates> {
         self.run(move |d| {
             let st = d.stream.clone();
             let b = buffers(d)?;

@@ -27,7 +27,7 @@ const ITEMS_PER_THREAD: u32 = 8;
 /// Bytes of one iSAX word.
 const WORD_BYTES: usize = 16;
 /// Entries of the per-query table (16 segments × 256 symbols).
-pub const TABLE_LEN: usize = 16 * 256;
+pub(crate) const TABLE_LEN: usize = 16 * 256;
 
 /// Device buffers of the search lower bounds (the device thread's `Option<SearchBuffers>`
 /// slot).
@@ -43,12 +43,12 @@ struct SearchBuffers {
 }
 
 /// The threshold callback of a job: the squared BSF now, or `None` to stop.
-pub type Threshold = Box<dyn Fn() -> Option<f64> + Send>;
+pub(crate) type Threshold = Box<dyn Fn() -> Option<f64> + Send>;
 /// The publish callback of a job: chunk number, survivors' positions, their squared bounds.
-pub type Publish = Box<dyn FnMut(usize, Vec<u32>, Vec<f64>) + Send>;
+pub(crate) type Publish = Box<dyn FnMut(usize, Vec<u32>, Vec<f64>) + Send>;
 
 /// The lower bounds of one query.
-pub struct LowerBoundJob {
+pub(crate) struct LowerBoundJob {
     /// The index the job is for (must match the loaded iSAX array).
     pub tag: u64,
     /// The query's table `T[j][s]`, shape `[16 * 256]`.
@@ -77,7 +77,7 @@ impl std::fmt::Debug for LowerBoundJob {
 
 /// What a job did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct LowerBoundReport {
+pub(crate) struct LowerBoundReport {
     /// Series bounds computed.
     pub lower_bounds: u64,
     /// Chunks processed.
@@ -95,13 +95,13 @@ fn buffers(d: &mut Device) -> &mut Option<SearchBuffers> {
 
 impl GpuWorker {
     /// The tag of the iSAX array on the device, if any.
-    pub fn search_tag(&self) -> Ticket<Option<u64>> {
+    pub(crate) fn search_tag(&self) -> Ticket<Option<u64>> {
         self.run(|d| Ok(buffers(d).as_ref().map(|b| b.tag)))
     }
 
     /// Uploads a leaf-ordered iSAX array (`[words * 16]` bytes) tagged `tag`, replacing any
     /// previous one.
-    pub fn search_load(&self, tag: u64, sax: Arc<Vec<u8>>) -> Ticket<()> {
+    pub(crate) fn search_load(&self, tag: u64, sax: Arc<Vec<u8>>) -> Ticket<()> {
         self.run(move |d| {
             *buffers(d) = None;
             let words = u32::try_from(sax.len() / WORD_BYTES).map_err(|_| {
@@ -134,7 +134,7 @@ impl GpuWorker {
     }
 
     /// Runs the chunks of one query (see the module doc).
-    pub fn search_lower_bounds(&self, job: LowerBoundJob) -> Ticket<LowerBoundReport> {
+    pub(crate) fn search_lower_bounds(&self, job: LowerBoundJob) -> Ticket<LowerBoundReport> {
         self.run(move |d| {
             let started = Instant::now();
             let f = d.function(&SEARCH, "search_lower_bounds")?;
@@ -238,12 +238,12 @@ const BATCH_BLOCK: u32 = 256;
 /// Blocks per multiprocessor the batched kernels' grids are capped at (grid-stride beyond).
 const BATCH_BLOCKS_PER_SM: u32 = 16;
 /// Most queries one filter launch takes (a larger batch is cut into ranges of this size).
-pub const BATCH_QUERIES_PER_LAUNCH: usize = 2048;
+pub(crate) const BATCH_QUERIES_PER_LAUNCH: usize = 2048;
 /// Most surviving pairs one filter launch may hold (8 bytes each, plus 16 for the refined
 /// pairs): 2^25 pairs, 768 MiB; an index of `count` series gets `16 × count` of them, at
 /// least 2^20: about 0.8% of the pairs of 2,048 queries, 6 times the survivors measured on
 /// random walks (0.12–0.14%); a range that overflows is split.
-pub const BATCH_PAIR_CAPACITY: usize = 1 << 25;
+pub(crate) const BATCH_PAIR_CAPACITY: usize = 1 << 25;
 /// Device memory left free when deciding whether the series fit beside the PAA.
 const BATCH_RESERVE_BYTES: usize = 2 << 30;
 
@@ -308,7 +308,7 @@ struct PairBuffers {
 /// half-precision copy); each is then filled in chunks ([`GpuWorker::search_batch_fill`],
 /// [`GpuWorker::search_batch_fill_half`]), so the host never holds a second copy.
 #[derive(Debug)]
-pub struct BatchLoad {
+pub(crate) struct BatchLoad {
     /// The index the data belongs to.
     pub tag: u64,
     /// Series.
@@ -327,14 +327,14 @@ pub struct BatchLoad {
 
 /// Which array a [`GpuWorker::search_batch_fill`] chunk belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BatchArray {
+pub(crate) enum BatchArray {
     /// PAA values, 16 f32 per series.
     Paa,
     /// The series, `len` f32 per series.
     Series,
 }
 
-/// One batch of queries for [`GpuWorker::search_batch`].
+/// One batch of queries for `GpuWorker::search_batch`.
 #[derive(Debug)]
 pub struct BatchJob {
     /// The index the job is for (must match the loaded data).
@@ -408,7 +408,7 @@ fn batch_entry(d: &mut Device, tag: u64) -> Option<&mut BatchBuffers> {
 impl GpuWorker {
     /// What the device holds of the series of the index tagged `tag` for batches (once its
     /// PAA array is complete), `None` when it holds nothing of it.
-    pub fn search_batch_held(&self, tag: u64) -> Ticket<Option<SeriesOnDevice>> {
+    pub(crate) fn search_batch_held(&self, tag: u64) -> Ticket<Option<SeriesOnDevice>> {
         self.run(move |d| {
             Ok(batch_entry(d, tag)
                 .filter(|b| b.paa_filled == b.count as usize)
@@ -422,7 +422,7 @@ impl GpuWorker {
     /// device (several searchers share it) unless the new index needs their memory: the
     /// oldest loads are dropped first, until what the new one asks for fits or none is left
     /// (a later batch of a dropped index loads it again, [`crate::search::batch::GpuBatch`]).
-    pub fn search_batch_load(&self, load: BatchLoad) -> Ticket<SeriesOnDevice> {
+    pub(crate) fn search_batch_load(&self, load: BatchLoad) -> Ticket<SeriesOnDevice> {
         self.run(move |d| {
             batch_buffers(d).retain(|b| b.tag != load.tag);
             let count = launch::u32_of("series", load.count)?;
@@ -505,7 +505,7 @@ impl GpuWorker {
     /// Copies series `first_row..first_row + values.len() / width` (leaf order) of `array`
     /// (width 16 for the PAA, `len` for the series) to the device; chunks of one array must
     /// arrive in order.
-    pub fn search_batch_fill(
+    pub(crate) fn search_batch_fill(
         &self,
         tag: u64,
         array: BatchArray,
@@ -538,7 +538,7 @@ impl GpuWorker {
 
     /// Copies the half-precision series `first_row..` (leaf order, binary16 bit patterns) to
     /// the device; chunks must arrive in order.
-    pub fn search_batch_fill_half(
+    pub(crate) fn search_batch_fill_half(
         &self,
         tag: u64,
         first_row: usize,
@@ -572,7 +572,7 @@ impl GpuWorker {
     /// many survivors a query has on average (a range is sized to fill half the pair list); a
     /// range whose survivors overflow the pair list is split in halves, down to single
     /// queries, which are reported in `overflowed`.
-    pub fn search_batch(&self, job: BatchJob) -> Ticket<BatchReport> {
+    pub(crate) fn search_batch(&self, job: BatchJob) -> Ticket<BatchReport> {
         self.run(move |d| {
             let filter = d.function(&SEARCH, "search_batch_filter")?;
             let refine_f = d.function(&SEARCH, "search_batch_refine")?;

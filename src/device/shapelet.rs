@@ -26,11 +26,11 @@ const BLOCK: u32 = 256;
 /// Lengths per search work item (an item carries its first row and column across them).
 const LENGTHS_PER_ITEM: u32 = 8;
 /// Contenders the pool holds per node.
-pub const POOL_CAPACITY: u32 = 1 << 20;
+pub(crate) const POOL_CAPACITY: u32 = 1 << 20;
 
 /// The training series, row-major `[N, L]`.
 #[derive(Clone, Debug, Default)]
-pub struct ShapeletSeries {
+pub(crate) struct ShapeletSeries {
     /// Samples, shape `[N * L]`.
     pub values: Vec<f64>,
     /// Series length `L`.
@@ -39,7 +39,7 @@ pub struct ShapeletSeries {
 
 /// One node's discovery (`shapelet::discovery::Problem` in device terms).
 #[derive(Clone, Debug, Default)]
-pub struct NodeJob {
+pub(crate) struct NodeJob {
     /// The node's series (indices into the uploaded series), shape `[n]`.
     pub subset: Vec<u32>,
     /// Class id of each node series, shape `[n]`.
@@ -60,7 +60,7 @@ pub struct NodeJob {
 
 /// A contender from the pool.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PoolEntry {
+pub(crate) struct PoolEntry {
     /// Series index (in the uploaded series).
     pub series: u32,
     /// Start.
@@ -73,7 +73,7 @@ pub struct PoolEntry {
 
 /// What a node job returns.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct NodeReport {
+pub(crate) struct NodeReport {
     /// The contenders.
     pub entries: Vec<PoolEntry>,
     /// More contenders than [`POOL_CAPACITY`]: the entries are incomplete.
@@ -195,7 +195,7 @@ fn buffers(d: &mut Device) -> &mut Option<ShapeletBuffers> {
 
 impl GpuWorker {
     /// Uploads the training series, replacing any previous ones.
-    pub fn shapelet_load(&self, s: Arc<ShapeletSeries>) -> Ticket<()> {
+    pub(crate) fn shapelet_load(&self, s: Arc<ShapeletSeries>) -> Ticket<()> {
         self.run(move |d| {
             *buffers(d) = None;
             let st = d.stream.clone();
@@ -216,7 +216,7 @@ impl GpuWorker {
 
     /// Runs one node's discovery (see the module docs) and returns its contenders.
     #[allow(clippy::too_many_lines)] // one node's launches in order: plan, upload, per range, download
-    pub fn shapelet_node(&self, job: Arc<NodeJob>) -> Ticket<NodeReport> {
+    pub(crate) fn shapelet_node(&self, job: Arc<NodeJob>) -> Ticket<NodeReport> {
         self.run(move |d| {
             let f_stats = d.function(&SHAPELET, "shapelet_stats")?;
             let f_search = d.function(&SHAPELET, "shapelet_search")?;

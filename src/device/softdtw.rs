@@ -20,7 +20,7 @@ use super::worker::{Device, GpuWorker, Ticket};
 /// bounds (`SDTW_GRAD_BLOCK` in `kernels/softdtw.cu`) assume it.
 const BLOCK: u32 = 128;
 /// Columns per tile of the long-pair kernel (rows per tile: 32 × 8 = 256).
-pub const TILE_COLS: usize = 256;
+pub(crate) const TILE_COLS: usize = 256;
 /// Rows a lane owns in the long-pair kernel.
 const TILE_ROWS: usize = 8;
 /// The largest per-warp scratch (bytes) a gradient batch may ask for; longer pairs are the
@@ -52,7 +52,7 @@ impl SeriesSet {
 
     /// The longest series, in time steps.
     #[must_use]
-    pub fn max_len(&self) -> usize {
+    pub(crate) fn max_len(&self) -> usize {
         self.offsets
             .windows(2)
             .map(|w| (w[1] - w[0]) as usize)
@@ -136,7 +136,7 @@ fn warp_scratch(
 
 /// Bytes of per-warp scratch a gradient batch over series of these lengths needs.
 #[must_use]
-pub fn gradient_scratch(n_max: usize, m_max: usize, dims: usize) -> usize {
+pub(crate) fn gradient_scratch(n_max: usize, m_max: usize, dims: usize) -> usize {
     warp_scratch(8, rows_for(n_max), m_max, n_max, dims, true)
 }
 
@@ -302,7 +302,7 @@ impl GpuWorker {
     ///
     /// # Errors
     /// As [`GpuWorker::softdtw_batch`].
-    pub fn softdtw_long(
+    pub(crate) fn softdtw_long(
         &self,
         x: Arc<Vec<f32>>,
         y: Arc<Vec<f32>>,

@@ -113,7 +113,7 @@ impl HostCopy {
     }
 }
 
-/// Counts candidates on one or more GPUs, each owned by an [`EpisodeWorker`] thread.
+/// Counts candidates on one or more GPUs, each owned by an `EpisodeWorker` thread.
 pub struct GpuCounter {
     workers: Vec<EpisodeWorker>,
     cpu: HostCopy,
@@ -287,7 +287,7 @@ impl GpuCounter {
     /// (`significance::gpu`: the `spectrum` search's one-floor pass, batch counts); the
     /// counted stream is theirs to leave as it is.
     #[must_use]
-    pub fn worker(&self, which: usize) -> &EpisodeWorker {
+    pub(crate) fn worker(&self, which: usize) -> &EpisodeWorker {
         &self.workers[which % self.workers.len()]
     }
 

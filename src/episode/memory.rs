@@ -62,7 +62,7 @@ impl MemoryBudget {
 }
 
 impl fmt::Display for MemoryBudget {
-    /// `auto`, `off`, or the size as [`format_bytes`] writes it (which reads back exactly only
+    /// `auto`, `off`, or the size as `format_bytes` writes it (which reads back exactly only
     /// for whole MiB; the JSON form writes bytes).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -160,7 +160,7 @@ impl<'de> Deserialize<'de> for MemoryBudget {
 
 /// `bytes` for people: `7.9 GiB`, `512.0 MiB`, `812 B`.
 #[must_use]
-pub fn format_bytes(bytes: u64) -> String {
+pub(crate) fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = bytes as f64;
     let mut u = 0;

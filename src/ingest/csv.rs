@@ -79,7 +79,7 @@ pub fn read_csv(path: &Path, ordering: Ordering) -> Result<EventStream, IngestEr
 ///
 /// # Errors
 /// As [`read_csv`] and [`parse_csv_columns`].
-pub fn read_csv_columns(
+pub(crate) fn read_csv_columns(
     path: &Path,
     ordering: Ordering,
     columns: &Columns,

@@ -46,7 +46,7 @@ pub enum InputFormat {
     /// An NWB 2.x (HDF5) file with a `/units` table; read by [`nwb::read_units`].
     Nwb,
     /// A CSV file of `label,time_seconds` lines or named columns; read by
-    /// [`csv::read_csv_columns`].
+    /// `csv::read_csv_columns`.
     Csv,
     /// A phy/Kilosort output folder; read by [`phy::read_phy`].
     Phy,

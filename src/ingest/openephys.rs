@@ -143,7 +143,7 @@ impl From<UnitKey> for Naming {
 /// `Stereotrode `, 3 `Tetrode `, 4 `Template `, else `Spike Channel `; 0 is read as 1),
 /// numbered from 1.
 #[must_use]
-pub fn default_electrode_name(channel_type: u8, index: u16) -> String {
+pub(crate) fn default_electrode_name(channel_type: u8, index: u16) -> String {
     let prefix = match channel_type {
         0 | 1 => "Electrode",
         2 => "Stereotrode",

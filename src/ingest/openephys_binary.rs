@@ -63,10 +63,10 @@ use super::phy::{open_npy, read_integers};
 use crate::event::{Alphabet, EventStream, EventType, Ordering};
 
 /// The JSON file that describes a recording.
-pub const OEBIN: &str = "structure.oebin";
+pub(crate) const OEBIN: &str = "structure.oebin";
 
 /// The values [`OpenEphysOptions::units`] accepts.
-pub const UNIT_GROUPS: [&str; 2] = ["sorted", "unsorted"];
+pub(crate) const UNIT_GROUPS: [&str; 2] = ["sorted", "unsorted"];
 
 /// How to read a recording.
 #[derive(Clone, Debug, Default)]
@@ -130,7 +130,7 @@ pub struct OpenEphysRecording {
 /// True when `path` is a `structure.oebin` file or a folder holding at least one recording
 /// (see [`find_recordings`]).
 #[must_use]
-pub fn is_openephys_binary(path: &Path) -> bool {
+pub(crate) fn is_openephys_binary(path: &Path) -> bool {
     if path.file_name().is_some_and(|n| n == OEBIN) {
         return path.is_file();
     }
@@ -142,7 +142,7 @@ pub fn is_openephys_binary(path: &Path) -> bool {
 /// folder), else of `*/experiment*/recording*/` (a session folder of Record Nodes), the first
 /// of these that finds any, in natural order (`recording2` before `recording10`).
 #[must_use]
-pub fn find_recordings(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn find_recordings(dir: &Path) -> Vec<PathBuf> {
     if dir.join(OEBIN).is_file() {
         return vec![dir.join(OEBIN)];
     }

@@ -33,11 +33,11 @@ use super::csv::cut;
 use crate::event::{Alphabet, EventStream, EventType, Ordering};
 
 /// The file whose presence makes a folder a phy/Kilosort folder.
-pub const SPIKE_TIMES: &str = "spike_times.npy";
+pub(crate) const SPIKE_TIMES: &str = "spike_times.npy";
 
 /// True when `dir` is a folder holding [`SPIKE_TIMES`].
 #[must_use]
-pub fn is_phy_folder(dir: &Path) -> bool {
+pub(crate) fn is_phy_folder(dir: &Path) -> bool {
     dir.is_dir() && dir.join(SPIKE_TIMES).is_file()
 }
 

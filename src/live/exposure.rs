@@ -10,7 +10,7 @@
 //! [`serve`] holds at most [`MAX_CONNECTIONS`] connections at once (the next wait in the listen
 //! backlog), closes a connection that sends no complete request head within [`HEAD_TIMEOUT`],
 //! and after a failing `accept` (no file descriptor left) waits [`ACCEPT_BACKOFF`], logging
-//! once: never a busy loop nor a flood of log lines. [`warn_if_exposed`] warns when an
+//! once: never a busy loop nor a flood of log lines. `warn_if_exposed` warns when an
 //! endpoint listens beyond loopback.
 //!
 //! A leaf of `live`: hyper and tokio only.
@@ -122,7 +122,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Warns when endpoint `what` listens on `addr` beyond loopback (`0.0.0.0`, a LAN address).
-pub fn warn_if_exposed(what: &str, addr: SocketAddr) {
+pub(crate) fn warn_if_exposed(what: &str, addr: SocketAddr) {
     if !addr.ip().is_loopback() {
         tracing::warn!(
             %addr,

@@ -57,7 +57,7 @@ const PROFILE_TILE: u32 = 2048;
 const FIRST_BLOCK: u32 = 256;
 
 /// MK and the matrix profile on one GPU (see [`PairSearch`]).
-pub struct GpuMotifSearch<'s> {
+pub(crate) struct GpuMotifSearch<'s> {
     subs: &'s Subsequences<'s>,
     cfg: MotifConfig,
     worker: SharedWorker,
@@ -87,7 +87,7 @@ impl<'s> GpuMotifSearch<'s> {
     ///
     /// # Errors
     /// [`DeviceError`] when there is no usable GPU (or no GPU `gpu`) or a kernel fails.
-    pub fn start(
+    pub(crate) fn start(
         subs: &'s Subsequences<'s>,
         cfg: &MotifConfig,
         gpu: Option<usize>,

@@ -552,7 +552,7 @@ fn check_options(options_json: &str) -> PyResult<()> {
 }
 
 /// Registers the classes and functions.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_options, m)?)?;
     m.add_class::<Engine>()?;
     m.add_class::<Session>()?;

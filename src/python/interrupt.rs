@@ -20,7 +20,7 @@ use super::SynfireError;
 use crate::episode::{LevelStats, Progress};
 
 /// How often the calling thread wakes to check for Ctrl-C and report progress.
-pub const POLL: Duration = Duration::from_millis(50);
+pub(super) const POLL: Duration = Duration::from_millis(50);
 
 /// Runs `work` on a new thread with the GIL released and waits for it, waking every
 /// [`POLL`] to run Python's signal handlers and then `tick` (with the GIL), and once more
@@ -31,7 +31,7 @@ pub const POLL: Duration = Duration::from_millis(50);
 /// # Errors
 /// The exception of a signal handler (`KeyboardInterrupt`) or of `tick`, a `SynfireError`
 /// when the thread cannot be started or the work panics, or the work's own error.
-pub fn interruptible<T: Send + 'static>(
+pub(super) fn interruptible<T: Send + 'static>(
     py: Python<'_>,
     cancel: &Arc<AtomicBool>,
     mut tick: impl FnMut(Python<'_>) -> PyResult<()>,
@@ -91,7 +91,7 @@ struct Pending {
 /// A mining run's [`Progress`] for Python: the miner (on its thread) records each level's
 /// start, advance and end; [`MineProgress::report`] (on the calling thread) hands them to a
 /// callable `(level, done, total)`; the cancel flag stops the miner.
-pub struct MineProgress {
+pub(super) struct MineProgress {
     cancel: Arc<AtomicBool>,
     pending: Mutex<Pending>,
     /// The last `(level, done)` reported (reports only move forward).
@@ -100,7 +100,7 @@ pub struct MineProgress {
 
 impl MineProgress {
     /// Progress that stops the run once `cancel` is set.
-    pub fn new(cancel: Arc<AtomicBool>) -> Self {
+    pub(super) fn new(cancel: Arc<AtomicBool>) -> Self {
         Self {
             cancel,
             pending: Mutex::default(),
@@ -114,7 +114,7 @@ impl MineProgress {
     ///
     /// # Errors
     /// The callable's exception.
-    pub fn report(&self, callback: &Bound<'_, PyAny>) -> PyResult<()> {
+    pub(super) fn report(&self, callback: &Bound<'_, PyAny>) -> PyResult<()> {
         let (events, current) = {
             let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
             (std::mem::take(&mut p.events), p.current)

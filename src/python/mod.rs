@@ -25,11 +25,9 @@ use pyo3::exceptions::{PyException, PyFileNotFoundError, PyKeyboardInterrupt, Py
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::episode::{mine_with, select_counter};
 use crate::event::{Alphabet, EventStream, EventType, Ordering};
 use crate::report::MineReport;
-use crate::significance::phases::Tester;
-use crate::significance::{MineOptions, SignificanceConfig, listing};
+use crate::significance::{MineJob, MineOptions, SignificanceConfig, listing};
 use interrupt::{MineProgress, interruptible};
 
 pyo3::create_exception!(
@@ -296,33 +294,16 @@ fn mine_stream<'py>(
         let (stream, input) = read()?;
         let cancelled = || worker_cancel.load(AtomicOrdering::Relaxed);
         let err = |e: &dyn std::fmt::Display| mine_err(e, cancelled());
-        let counter =
-            select_counter(&stream, &config.intervals, device, &settings).map_err(|e| err(&e))?;
-        // `guided` mines to two nodes only (`SignificanceConfig::mining_config`).
-        let mine_config = significance
-            .as_ref()
-            .map_or_else(|| config.clone(), |sig| sig.mining_config(&config));
-        let mut result = mine_with(
-            &stream,
-            &mine_config,
-            counter.as_ref(),
-            worker_watch.as_ref(),
-        )
-        .map_err(|e| err(&e))?;
-        let tested = match &significance {
-            Some(sig) => Some(
-                Tester::new(&stream, &config, device, &settings)
-                    .map(|t| t.cancel_on(worker_cancel.clone()))
-                    .and_then(|t| t.run(&result, sig))
-                    .map_err(|e| err(&e))?,
-            ),
-            None => None,
-        };
-        if let Some(t) = &tested {
-            t.list_in(&mut result);
-        }
-        let report = MineReport::new(&input, &stream, &config, &result);
-        let list = match (&significance, &tested) {
+        // `synfire mine`'s job: the counter chosen, mining (`guided` to two nodes only), the
+        // test on the same device, its episodes listed in the result.
+        let job = MineJob::resolved(&stream, device, config, settings, significance)
+            .map_err(|e| err(&e))?
+            .cancel_on(worker_cancel.clone());
+        let mined = job.run(worker_watch.as_ref()).map_err(|e| err(&e))?;
+        let (config, significance) = (job.config(), job.test_config());
+        let (result, tested) = (mined.result, mined.significance);
+        let report = MineReport::new(&input, &stream, config, &result);
+        let list = match (significance, &tested) {
             (Some(sig), Some(t)) => Some(listing(&result, Some(t), sig.significant_only, false)),
             _ => None,
         };

@@ -82,7 +82,7 @@ fn softdtw_err(e: crate::softdtw::SoftDtwError) -> PyErr {
 #[pyfunction]
 #[pyo3(signature = (a, b, dims, gamma, band = None, divergence = false, gradient = false, device = "auto"))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-pub fn softdtw<'py>(
+pub(super) fn softdtw<'py>(
     py: Python<'py>,
     a: Vec<PyReadonlyArray1<'py, f64>>,
     b: Vec<PyReadonlyArray1<'py, f64>>,
@@ -146,7 +146,7 @@ pub fn softdtw<'py>(
 #[pyfunction]
 #[pyo3(signature = (set, dims, gamma, band = None, weights = None, init = "auto", max_iterations = 100, device = "auto"))]
 #[allow(clippy::too_many_arguments)]
-pub fn barycenter<'py>(
+pub(super) fn barycenter<'py>(
     py: Python<'py>,
     set: Vec<PyReadonlyArray1<'py, f64>>,
     dims: usize,
@@ -353,7 +353,7 @@ fn shapelet_err(e: crate::shapelet::ShapeletError) -> PyErr {
 #[pyfunction]
 #[pyo3(signature = (series, labels, min_length, max_length, step = 1, max_terms = 1, max_depth = None, device = "auto"))]
 #[allow(clippy::too_many_arguments)]
-pub fn shapelet_fit(
+pub(super) fn shapelet_fit(
     py: Python<'_>,
     series: Vec<Vec<f64>>,
     labels: Vec<String>,
@@ -382,7 +382,7 @@ pub fn shapelet_fit(
 
 /// The class labels a model (JSON, from [`shapelet_fit`]) gives `series`.
 #[pyfunction]
-pub fn shapelet_predict(
+pub(super) fn shapelet_predict(
     py: Python<'_>,
     model: &str,
     series: Vec<Vec<f64>>,
@@ -399,7 +399,7 @@ pub fn shapelet_predict(
 }
 
 /// Adds this file's functions and classes to the module.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(softdtw, m)?)?;
     m.add_function(wrap_pyfunction!(barycenter, m)?)?;
     m.add_function(wrap_pyfunction!(shapelet_fit, m)?)?;

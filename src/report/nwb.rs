@@ -42,7 +42,7 @@ use crate::ingest::nwb::dynamic::{
 use crate::significance::{Listing, SignificanceResult};
 
 /// The processing module's name.
-pub const MODULE: &str = "synfire";
+pub(crate) const MODULE: &str = "synfire";
 
 /// How `--nwb-output` lays the results out (`--nwb-layout`; see the module's documentation).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -94,7 +94,7 @@ impl std::fmt::Display for NwbLayout {
 /// The name of the `EventsTable` of the episode in row `row` of `rows`: `synfire_episode_`
 /// and the row, zero-padded to the digits of the last row.
 #[must_use]
-pub fn events_table_name(row: usize, rows: usize) -> String {
+pub(crate) fn events_table_name(row: usize, rows: usize) -> String {
     let width = rows.saturating_sub(1).max(1).to_string().len();
     format!("synfire_episode_{row:0width$}")
 }

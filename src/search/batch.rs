@@ -224,7 +224,7 @@ fn check_batch(index: &Index, qs: &[Vec<f32>], k: usize) -> Result<(), SearchErr
 /// The PAA array of an index for the device and the norms the thresholds need
 /// ([`BatchPaa`]); computed at the first call and kept with the index.
 #[must_use]
-pub fn index_paa(index: &Index) -> &BatchPaa {
+pub(crate) fn index_paa(index: &Index) -> &BatchPaa {
     index.batch_paa.0.get_or_init(|| compute_paa(index))
 }
 
@@ -353,7 +353,7 @@ pub fn half_threshold(bsf_sq: f64, row_norm: f64, len: usize) -> f32 {
     round_up_f32((d + eps).powi(2) * growth * (1.0 + 1e-12))
 }
 
-/// The device's work on one batch, as [`crate::device::GpuWorker::search_batch`] does it; the
+/// The device's work on one batch, as `crate::device::GpuWorker::search_batch` does it; the
 /// CPU model [`emulate_batch`] stands in for it in tests.
 pub type RunBatch<'r> = dyn FnMut(BatchJob) -> Result<BatchReport, DeviceError> + 'r;
 

@@ -3,7 +3,7 @@
 //! The leaf-ordered layout of SING (contiguous root subtrees, the iSAX array on the GPU) does
 //! not admit insertions in place, so new series wait in a **pending** buffer and the index is
 //! **rebuilt** (multi-threaded, [`Index::build`]) once the buffer holds a quarter as many
-//! series as the index (at least [`MIN_REBUILD`]): the rebuild work per insertion is then a
+//! series as the index (at least `MIN_REBUILD`): the rebuild work per insertion is then a
 //! small constant multiple of a build's per-series cost, and a query scans at most about a
 //! fifth of the series outside the index. A query is answered exactly: SING on the index
 //! (CPU or GPU lower bounds), then an early-abandoning scan of the pending series against
@@ -23,7 +23,7 @@ use super::searcher::Searcher;
 use crate::device::DeviceTarget;
 
 /// Pending series that trigger the first build (and the least that trigger a rebuild).
-pub const MIN_REBUILD: usize = 1024;
+pub(crate) const MIN_REBUILD: usize = 1024;
 
 /// A growing exact k-NN index over z-normalised series of one length.
 #[derive(Debug)]

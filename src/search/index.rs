@@ -72,7 +72,7 @@ pub struct BatchPaa {
 }
 
 /// An index's PAA array for batched GPU queries (`[count * 16]` f32 in leaf order, and the
-/// largest series norm), computed by [`super::batch::index_paa`] at the first use and kept
+/// largest series norm), computed by `super::batch::index_paa` at the first use and kept
 /// (64 bytes per series).
 #[derive(Default)]
 pub struct PaaCache(pub(crate) std::sync::OnceLock<BatchPaa>);

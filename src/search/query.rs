@@ -51,7 +51,7 @@ use crate::device::DeviceError;
 
 /// Smallest chunk of the active array (series), so small queries are not cut finer than
 /// a kernel launch is worth.
-pub const MIN_CHUNK: u32 = 4096;
+pub(crate) const MIN_CHUNK: u32 = 4096;
 
 /// Query options (the paper's `N_c`, `N_q`, `N_l`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub struct QueryOptions {
     pub workers: usize,
     /// Priority queues `N_q` (paper: 20).
     pub queues: usize,
-    /// Chunks `N_l` of the active array (paper: 32); chunks hold at least [`MIN_CHUNK`].
+    /// Chunks `N_l` of the active array (paper: 32); chunks hold at least `MIN_CHUNK`.
     pub chunks: usize,
     /// Series the approximate search measures at least (default 1024): the query's leaf,
     /// widened to ancestors and then to the root subtrees of smallest MINDIST. The paper

@@ -33,7 +33,7 @@ use super::tree::{NONE, Node, ROOT_CHILDREN, Tree};
 /// The `format` string of `index.json`.
 pub const FORMAT: &str = "synfire-sing-index";
 /// The on-disk format version this build writes and reads.
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 const HEADER: &str = "index.json";
 const SERIES: &str = "series.f32";

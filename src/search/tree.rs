@@ -24,7 +24,7 @@ use super::isax::{SYMBOL_BITS, Word, root_key};
 use super::paa::SEGMENTS;
 
 /// Root children (2^w).
-pub const ROOT_CHILDREN: usize = 1 << SEGMENTS;
+pub(crate) const ROOT_CHILDREN: usize = 1 << SEGMENTS;
 
 /// "No node" in [`Tree::roots`] and in a leaf's child links.
 pub const NONE: u32 = u32::MAX;

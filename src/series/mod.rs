@@ -199,7 +199,7 @@ pub(crate) fn parse_value(text: &str) -> Option<f64> {
 /// # Errors
 /// [`SeriesError::Io`] if it cannot be read, [`SeriesError::Parse`] for a line that is not
 /// one number.
-pub fn read_text(path: &Path) -> Result<Vec<f64>, SeriesError> {
+pub(crate) fn read_text(path: &Path) -> Result<Vec<f64>, SeriesError> {
     let mut values = Vec::new();
     for (i, line) in open(path)?.lines().enumerate() {
         let line = line.map_err(|source| SeriesError::Io {
@@ -225,7 +225,7 @@ pub fn read_text(path: &Path) -> Result<Vec<f64>, SeriesError> {
 /// # Errors
 /// [`SeriesError::Io`], [`SeriesError::Parse`] (malformed CSV or a non-number in the
 /// column), [`SeriesError::Column`] for a column that is not there.
-pub fn read_csv_column(path: &Path, column: Option<&str>) -> Result<Vec<f64>, SeriesError> {
+pub(crate) fn read_csv_column(path: &Path, column: Option<&str>) -> Result<Vec<f64>, SeriesError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)

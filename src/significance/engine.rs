@@ -86,13 +86,13 @@ pub(crate) struct SpectrumCounts {
 
 /// Surrogates searched round by round before the one-floor pass's batches (their deepest
 /// maxima set the floor; [`Engine::spectrum_maxima`]).
-pub const FLOOR_PILOT: u64 = 8;
+pub(super) const FLOOR_PILOT: u64 = 8;
 
 /// Surrogates per device batch of a list's counts ([`Engine::sums_of_counts`]).
-pub const COUNT_BATCH: usize = 100;
+pub(super) const COUNT_BATCH: usize = 100;
 
 /// Surrogates per device batch of the one-floor pass ([`Engine::spectrum_maxima`]).
-pub const FLOOR_BATCH: usize = 32;
+pub(super) const FLOOR_BATCH: usize = 32;
 
 /// Batches in flight at once, each on its own thread and GPU counter (its own device thread):
 /// a batch's host preparation (on rayon's pool) and its pass's host steps overlap the other
@@ -124,7 +124,7 @@ struct FloorStats {
 /// host cores, the dense preset's `spectrum` to level 4 with 100 surrogates took 19.3 s with
 /// 4 counters, 7.3 s with 16 and 7.0 s with 32 (`docs/benchmarks.md`).
 #[must_use]
-pub fn gpu_counters() -> usize {
+pub(super) fn gpu_counters() -> usize {
     std::thread::available_parallelism()
         .map_or(4, std::num::NonZeroUsize::get)
         .clamp(4, 32)

@@ -1,7 +1,7 @@
 //! The significance jobs on the GPUs: where `significance` meets the device layer directly.
 //!
 //! A [`GpuCounter`] counts the recording and the surrogates generated on its devices
-//! (`episode::gpu`); the jobs here borrow its device workers ([`GpuCounter::worker`]) for work
+//! (`episode::gpu`); the jobs here borrow its device workers (`GpuCounter::worker`) for work
 //! that is the significance tests' own, over batches of surrogates laid side by side as one
 //! stream (`device::episodes::floor`):
 //!
@@ -23,7 +23,7 @@ use crate::episode::gpu::{ENDS_JOB_ROOM, ends_jobs};
 use crate::episode::{Episode, GpuCounter, MinerConfig};
 use crate::event::EventStream;
 
-/// The device job of the one-floor pass ([`crate::device::episodes::floor`], whose host
+/// The device job of the one-floor pass (`crate::device::episodes::floor`, whose host
 /// reference is [`max_count_at_floor`](super::spectrum::max_count_at_floor)) at `floor` for a
 /// batch of streams, each given with its [`TypeIndex`] and its single counts (shape
 /// `[types]`): their times grouped by type side by side, and each one's pairs at the floor
@@ -80,7 +80,7 @@ pub fn floor_job(
 }
 
 /// Runs the `spectrum` search's one-floor pass for a batch of surrogates
-/// ([`crate::device::episodes::floor`]) on `gpu`'s device `worker % devices` (a counter has a
+/// (`crate::device::episodes::floor`) on `gpu`'s device `worker % devices` (a counter has a
 /// worker on every GPU it uses); the counted stream is left as it is.
 ///
 /// # Errors
@@ -96,7 +96,7 @@ pub fn floor_pass(
 /// The exact counts of `list` (episodes of two or more nodes, any lengths) in each of a
 /// batch of streams that share one set of type offsets (`offsets`, `[types + 1]`; their
 /// times grouped by type side by side in `times`, `[streams × events]`, seconds), counted
-/// together on `gpu`'s device `worker % devices` ([`crate::device::episodes::floor`]: one
+/// together on `gpu`'s device `worker % devices` (`crate::device::episodes::floor`: one
 /// launch per length for the whole batch), and added to `gpu`'s running totals. Returns the
 /// counts stream by stream, each in `list`'s order: shape `[streams × list]`.
 ///

@@ -11,12 +11,15 @@
 //! `k`-node episodes; the default procedure); [`options`]: a test's options, typed, declared
 //! once with their defaults and checked in one place, composed with the mining options
 //! ([`MineOptions`]); [`gpu`]: the significance jobs on a GPU counter's devices (the `spectrum` search's
-//! one-floor pass, a list's counts in a batch of surrogates).
+//! one-floor pass, a list's counts in a batch of surrogates); [`job`]: `synfire mine`'s whole
+//! job, [`mine`] (resolve the options, choose the device, mine, test) and its steps
+//! ([`MineJob`]).
 
 mod engine;
 mod error;
 pub mod gpu;
 pub mod guided;
+pub mod job;
 pub mod options;
 pub mod phases;
 pub mod philox;
@@ -26,6 +29,7 @@ pub mod spectrum;
 pub mod surrogate;
 pub mod testing;
 
+pub use job::{MineJob, MineJobError, Mined, TestOptions, mine};
 pub use options::{MineOptions, SignificanceOptions};
 pub use phases::{test_episodes, test_episodes_on};
 pub use surrogate::{SurrogateError, SurrogateMethod, Surrogates, Trials};

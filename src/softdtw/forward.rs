@@ -41,7 +41,7 @@ pub(crate) struct Pair<'a> {
 
 impl<'a> Pair<'a> {
     /// A validated pair.
-    pub fn new(x: &'a Series, y: &'a Series, opts: &Options) -> Self {
+    pub(super) fn new(x: &'a Series, y: &'a Series, opts: &Options) -> Self {
         let (n, m) = (x.len(), y.len());
         Self {
             x: &x.values,
@@ -56,13 +56,13 @@ impl<'a> Pair<'a> {
 
     /// Time step `i` (1-based) of `x`.
     #[inline]
-    pub fn xi(&self, i: usize) -> &'a [f64] {
+    pub(super) fn xi(&self, i: usize) -> &'a [f64] {
         &self.x[(i - 1) * self.dims..i * self.dims]
     }
 
     /// Time step `j` (1-based) of `y`.
     #[inline]
-    pub fn yj(&self, j: usize) -> &'a [f64] {
+    pub(super) fn yj(&self, j: usize) -> &'a [f64] {
         &self.y[(j - 1) * self.dims..j * self.dims]
     }
 
@@ -71,7 +71,7 @@ impl<'a> Pair<'a> {
     /// `cur` must be `+∞` outside `old` (the columns it was last written on, `lo > hi` for
     /// none) and `prev` `+∞` outside its own columns; on return `cur` is `+∞` outside the
     /// returned columns, which are row `i`'s band columns.
-    pub fn row(
+    pub(super) fn row(
         &self,
         i: usize,
         prev: &[f64],
@@ -106,14 +106,14 @@ impl<'a> Pair<'a> {
     }
 
     /// Row 0 of `R` in a fresh buffer: `R(0, 0) = 0`, `+∞` elsewhere; its columns are `(0, 0)`.
-    pub fn first_row(&self) -> Vec<f64> {
+    pub(super) fn first_row(&self) -> Vec<f64> {
         let mut r = vec![f64::INFINITY; self.m + 1];
         r[0] = 0.0;
         r
     }
 
     /// `R(N, M)` with two rolling rows.
-    pub fn value(&self) -> f64 {
+    pub(super) fn value(&self) -> f64 {
         let mut prev = self.first_row();
         let mut cur = vec![f64::INFINITY; self.m + 1];
         let mut prev_cols = (0, 0);

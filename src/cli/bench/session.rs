@@ -1,6 +1,6 @@
 //! `synfire bench session`: the scale of issue 45, a 1,000-unit, one-hour Neuropixels-like
 //! session with planted chains, generated in memory and mined and tested as `synfire mine`
-//! does (`select_counter`, `mine_with`, `test_episodes_on`), one table row: the session's
+//! does (`synfire::significance::MineJob`), one table row: the session's
 //! size, the procedure, wall seconds, peak resident memory, and how many planted chains were
 //! found whole and how many significant episodes hold a unit of no chain.
 
@@ -11,12 +11,10 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Arg, Args};
 use synfire::device::DeviceChoice;
-use synfire::episode::{
-    GpuSettings, MinerConfig, MiningResult, NoProgress, mine_with, select_counter,
-};
+use synfire::episode::{GpuSettings, MinerConfig, MiningResult, NoProgress};
 use synfire::event::{EventStream, EventType};
 use synfire::significance::{
-    SignificanceConfig, SignificanceResult, check_sample_split, listing, test_episodes_on,
+    MineJob, SignificanceConfig, SignificanceResult, check_sample_split, listing,
 };
 use synfire::synth::{self, DenseParams};
 
@@ -86,10 +84,11 @@ fn session_defaults(arg: Arg) -> Arg {
     }
 }
 
-/// Mines `stream` for the test `sig` and tests the result, as `synfire mine` does: the
-/// procedure's own mining configuration, the counter `select_counter` chose, then
-/// `test_episodes_on` on the same device. The one place that follows `synfire mine`'s
-/// pipeline; returns the mining result and the test.
+/// Mines `stream` for the test `sig` and tests the result, as `synfire mine` does: through
+/// the library's one job ([`MineJob`]: the counter chosen for `device`, the procedure's own
+/// mining configuration, then the test on the same device, its warnings logged and its
+/// episodes listed in the result); a truncated run is refused, since it would not benchmark
+/// the whole procedure. Returns the mining result and the test.
 fn mine_and_test(
     stream: &EventStream,
     config: &MinerConfig,
@@ -97,22 +96,23 @@ fn mine_and_test(
     device: DeviceChoice,
     settings: &GpuSettings,
 ) -> Result<(MiningResult, SignificanceResult)> {
-    let counter =
-        select_counter(stream, &config.intervals, device, settings).context("`--device gpu`")?;
-    // As `synfire mine`: `guided` mines to two nodes, then lists what it tested.
-    let mut result = mine_with(
+    let job = MineJob::resolved(
         stream,
-        &sig.mining_config(config),
-        counter.as_ref(),
-        &NoProgress,
-    )?;
+        device,
+        config.clone(),
+        settings.clone(),
+        Some(sig.clone()),
+    )
+    .context("`--device gpu`")?;
+    let mut result = job.mine(&NoProgress)?;
     if let Some(t) = &result.truncated {
         anyhow::bail!(
             "mining was truncated ({t}); raise `--support` or the budgets to benchmark a whole run"
         );
     }
-    let r = test_episodes_on(stream, config, &result, sig, device, settings)?;
-    r.list_in(&mut result);
+    let r = job
+        .test(&mut result)?
+        .context("the job was given a test, so it returns one")?;
     Ok((result, r))
 }
 
@@ -248,9 +248,6 @@ pub fn run(args: &BenchSessionArgs) -> Result<()> {
     let started = Instant::now();
     let (result, r) = mine_and_test(&stream, &config, &sig, options.device, &settings)?;
     let wall_s = started.elapsed().as_secs_f64();
-    for w in &r.warnings {
-        tracing::warn!("{w}");
-    }
     let listed = listing(&result, Some(&r), sig.significant_only, false)
         .keep
         .iter()

@@ -22,7 +22,7 @@ use crate::device::worker::{Device, Ticket};
 /// `pair_from`/`pair_to`/`pair_low`/`pair_high` `[pairs]`; `join_prefix`/`join_pair`
 /// `[joins]`, where a join's pair starts at its prefix's last type.
 #[derive(Clone, Debug, Default)]
-pub struct BoundJob {
+pub(crate) struct BoundJob {
     /// Nodes per prefix (at least 2).
     pub nodes: usize,
     /// Prefix node types, row-major.

@@ -18,7 +18,7 @@ use crate::device::worker::{Device, Ticket};
 /// `ivs [m * (nodes - 1)]` into [`StreamData::lo`](super::StreamData::lo) and
 /// [`StreamData::hi`](super::StreamData::hi).
 #[derive(Clone, Debug, Default)]
-pub struct CandidateBatch {
+pub(crate) struct CandidateBatch {
     /// Episode length N (1..=16).
     pub nodes: usize,
     /// Node types, row-major.
@@ -27,23 +27,9 @@ pub struct CandidateBatch {
     pub ivs: Vec<u32>,
 }
 
-impl CandidateBatch {
-    /// Number of candidates.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.types.len().checked_div(self.nodes).unwrap_or(0)
-    }
-
-    /// True when there is no candidate.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// Which kernel counts a batch.
 #[derive(Clone, Debug, PartialEq)]
-pub enum EpisodeKernel {
+pub(crate) enum EpisodeKernel {
     /// PreElim (paper Algorithm 3): upper bound, O(1) state per node.
     PreElim,
     /// PTPE (one thread per episode, paper Algorithm 1): exact, or
@@ -114,7 +100,7 @@ impl EpisodeWorker {
     }
 
     /// Counts candidates `range` of `batch` with `kernel` against the uploaded stream.
-    pub fn count(
+    pub(crate) fn count(
         &self,
         kernel: EpisodeKernel,
         batch: Arc<CandidateBatch>,
@@ -139,7 +125,7 @@ pub(super) struct SizeKernels {
 /// compiled when first counted, the next size ahead in the background. Their NVRTC time grows
 /// with N (tens of seconds each for N ≥ 10 on an H100 host), so a first run on a fresh host
 /// pays only for the sizes it mines.
-pub const EAGER_SIZES: usize = 4;
+pub(crate) const EAGER_SIZES: usize = 4;
 
 /// Compiles (cached) and loads sizes `1..=EAGER_SIZES` and returns their PTPE resident
 /// threads.

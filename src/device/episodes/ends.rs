@@ -20,7 +20,7 @@ use crate::device::worker::{Device, Ticket};
 /// Shapes: every field `[items]`. `low` is the gap's `Interval::low_by_time` (the largest
 /// delay that does not fit), `high` its largest fitting delay, seconds.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct EndsLevel {
+pub(crate) struct EndsLevel {
     /// Each item's parent: an index into the previous level (unused at the first level).
     pub parent: Vec<u32>,
     /// The parent's last type.
@@ -40,12 +40,6 @@ impl EndsLevel {
         self.x.len()
     }
 
-    /// True when the level has no item.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.x.is_empty()
-    }
-
     /// Appends an item.
     pub(crate) fn push(&mut self, parent: u32, last: u32, x: u32, low: f64, high: f64) {
         self.parent.push(parent);
@@ -63,7 +57,7 @@ impl EndsLevel {
 /// counted from its prefix's ends (one thread per candidate).
 /// A prefix shared by several candidates is built once.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct EndsJob {
+pub(crate) struct EndsJob {
     /// The prefix levels, shortest first (2 nodes, 3 nodes, …); empty for pairs.
     pub prefixes: Vec<EndsLevel>,
     /// The candidates: parents in the last prefix level (the single node `last` when there
@@ -72,7 +66,7 @@ pub struct EndsJob {
 }
 impl EpisodeWorker {
     /// The exact counts of `job`'s candidates (see [`EndsJob`]) on the counted stream.
-    pub fn count_by_ends(&self, job: Arc<EndsJob>) -> Ticket<BatchCounts> {
+    pub(crate) fn count_by_ends(&self, job: Arc<EndsJob>) -> Ticket<BatchCounts> {
         self.worker.run(move |d| count_by_ends(d, &job))
     }
 }

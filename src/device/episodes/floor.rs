@@ -128,13 +128,13 @@ fn lap(
 impl EpisodeWorker {
     /// The one-floor pass of the `spectrum` search over a batch of surrogates
     /// ([`FloorJob`]; independent of the counted stream, which it leaves as it is).
-    pub fn floor_pass(&self, job: Arc<FloorJob>) -> Ticket<FloorResult> {
+    pub(crate) fn floor_pass(&self, job: Arc<FloorJob>) -> Ticket<FloorResult> {
         self.worker.run(move |d| floor_pass(d, &job))
     }
 
     /// The exact counts of a list in each of a batch of streams ([`BatchCountJob`]); per
     /// job, stream by stream; and the kernel milliseconds.
-    pub fn count_batch(&self, job: Arc<BatchCountJob>) -> Ticket<(Vec<Vec<u32>>, f32)> {
+    pub(crate) fn count_batch(&self, job: Arc<BatchCountJob>) -> Ticket<(Vec<Vec<u32>>, f32)> {
         self.worker.run(move |d| count_batch(d, &job))
     }
 }
@@ -493,7 +493,7 @@ fn upload_batch(
 /// A list of episodes to count exactly in each of a batch of streams (surrogates of one
 /// recording: one set of offsets), as [`EndsJob`]s over one stream's types.
 #[derive(Clone, Debug, Default)]
-pub struct BatchCountJob {
+pub(crate) struct BatchCountJob {
     /// Events per type, as CSR offsets of one stream. Shape `[types + 1]`.
     pub offsets: Vec<u32>,
     /// The streams' times, each grouped by type by `offsets`, one after the other, seconds.

@@ -32,17 +32,17 @@ use super::launch;
 use super::worker::{Device, GpuWorker, Ticket};
 use super::{DeviceError, DeviceInfo};
 
-pub mod bounds;
-pub mod count;
-pub mod ends;
-pub mod floor;
-pub mod surrogates;
+pub(crate) mod bounds;
+pub(crate) mod count;
+pub(crate) mod ends;
+pub(crate) mod floor;
+pub(crate) mod surrogates;
 
-pub use bounds::BoundJob;
-pub use count::{CandidateBatch, EAGER_SIZES, EpisodeKernel};
-pub use ends::{EndsJob, EndsLevel};
-pub use floor::{BatchCountJob, FloorGap, FloorJob, FloorResult};
-pub use surrogates::{DeviceSurrogate, SurrogateJob};
+pub(crate) use bounds::BoundJob;
+pub(crate) use count::{CandidateBatch, EpisodeKernel};
+pub(crate) use ends::{EndsJob, EndsLevel};
+pub(crate) use floor::{BatchCountJob, FloorGap, FloorJob, FloorResult};
+pub(crate) use surrogates::{DeviceSurrogate, SurrogateJob};
 
 /// The event stream as the kernels read it: grouped by type (CSR) plus the interval table.
 ///
@@ -50,7 +50,7 @@ pub use surrogates::{DeviceSurrogate, SurrogateJob};
 /// `hi [intervals]` (seconds). The kernels merge a candidate's types by time; counts do not
 /// depend on the order of equal-time events, so stream positions are not needed.
 #[derive(Clone, Debug, Default)]
-pub struct StreamData {
+pub(crate) struct StreamData {
     /// CSR offsets into `times`/`positions` per event type.
     pub offsets: Vec<u32>,
     /// Event times grouped by type, seconds.
@@ -63,7 +63,7 @@ pub struct StreamData {
 
 /// Counts of one batch from one GPU.
 #[derive(Clone, Debug)]
-pub struct BatchCounts {
+pub(crate) struct BatchCounts {
     /// One count per candidate of the range; `COUNT_OVERFLOW` (`kernels.rs`) marks a PTPE
     /// overflow.
     pub counts: Vec<u32>,
@@ -73,7 +73,7 @@ pub struct BatchCounts {
 
 /// What the upload of a stream cost.
 #[derive(Clone, Copy, Debug)]
-pub struct StreamReport {
+pub(crate) struct StreamReport {
     /// Bytes uploaded.
     pub bytes: usize,
     /// Device memory in use after the upload (total − free), bytes.
@@ -84,7 +84,7 @@ pub struct StreamReport {
 pub(crate) const THREADS_PER_BLOCK: u32 = 128;
 
 /// A device thread with the episode kernels loaded: what `episode::GpuCounter` counts on.
-pub struct EpisodeWorker {
+pub(crate) struct EpisodeWorker {
     worker: GpuWorker,
     /// PTPE resident threads per N, known once that size is loaded.
     ptpe_resident: std::sync::Mutex<Vec<Option<u64>>>,

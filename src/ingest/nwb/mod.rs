@@ -35,16 +35,16 @@ use super::IngestError;
 use crate::event::{Alphabet, EventStream, EventType, Ordering};
 
 /// HDF5 path of the units group.
-pub const UNITS_GROUP: &str = "/units";
+pub(crate) const UNITS_GROUP: &str = "/units";
 /// HDF5 path of the unit-id dataset.
-pub const UNIT_IDS: &str = "/units/id";
+pub(crate) const UNIT_IDS: &str = "/units/id";
 /// HDF5 path of the spike-time dataset (seconds).
-pub const SPIKE_TIMES: &str = "/units/spike_times";
+pub(crate) const SPIKE_TIMES: &str = "/units/spike_times";
 /// HDF5 path of the spike-time index dataset (cumulative end offsets).
-pub const SPIKE_TIMES_INDEX: &str = "/units/spike_times_index";
+pub(crate) const SPIKE_TIMES_INDEX: &str = "/units/spike_times_index";
 
 /// The NWB schema version written by [`write_units`].
-pub const NWB_VERSION: &str = "2.4.0";
+pub(crate) const NWB_VERSION: &str = "2.4.0";
 
 /// The units table of an NWB file, merged into one event stream.
 #[derive(Clone, Debug, PartialEq)]
@@ -1006,7 +1006,10 @@ fn iso8601_utc(secs: u64) -> String {
 /// if `object` is neither a dataset nor a group with `data`; [`IngestError::BadDtype`] for a
 /// non-numeric dataset; [`IngestError::NoEvents`] for an empty one; [`IngestError::Hdf5`] if
 /// reading fails.
-pub fn read_numeric(path: &Path, object: &str) -> Result<(Vec<usize>, Vec<f64>), IngestError> {
+pub(crate) fn read_numeric(
+    path: &Path,
+    object: &str,
+) -> Result<(Vec<usize>, Vec<f64>), IngestError> {
     let r = Reader { path };
     let file = r.open()?;
     let object = format!("/{}", object.trim_matches('/'));

@@ -21,7 +21,7 @@
 //! row is written when the file is new or empty; appending to a file that has rows adds rows
 //! only, and a file whose header is not this one (written by an older version, or another
 //! file) is refused at startup, naming it, rather than mixing columns. Every row reaches the
-//! file whole, in one write, like `jsonl` ([`super::LineFile`]).
+//! file whole, in one write, like `jsonl` (`super::LineFile`).
 
 use std::io::{self, Write};
 use std::path::PathBuf;

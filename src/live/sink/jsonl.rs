@@ -9,7 +9,7 @@
 //! on_error = "stop"        # or "retry" (`super::OnError`; the sink module's "When a write fails")
 //! ```
 //!
-//! Each line reaches the file whole or not at all ([`super::LineFile`]).
+//! Each line reaches the file whole or not at all (`super::LineFile`).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

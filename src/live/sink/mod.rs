@@ -16,7 +16,7 @@
 //! ([`crate::live::telemetry::names::RESULT_LATENCY`], per stage; [`ResultLatency`]).
 //!
 //! # When a write fails
-//! A line is written whole or not at all ([`LineFile`]: a failed append is cut back to the
+//! A line is written whole or not at all (`LineFile`: a failed append is cut back to the
 //! file's length before it, so a full disk never leaves half a JSON line or CSV row). What
 //! happens next is the sink's `on_error` ([`OnError`], one option of every file sink):
 //! `"stop"` (default) stops the run as a signal would, every result the sink then receives is
@@ -181,13 +181,13 @@ pub trait SignalSink: Send + std::fmt::Debug {
 /// The file a file sink (`jsonl`, `csv`) writes: `None` for standard output (`path` absent or
 /// `-`).
 #[must_use]
-pub fn file_path(path: Option<&Path>) -> Option<&Path> {
+pub(crate) fn file_path(path: Option<&Path>) -> Option<&Path> {
     path.filter(|p| p.as_os_str() != "-")
 }
 
 /// Phase-2 check of a file sink's `path`: its folder exists.
 #[must_use]
-pub fn check_file_path(path: Option<&Path>) -> Vec<ConfigError> {
+pub(crate) fn check_file_path(path: Option<&Path>) -> Vec<ConfigError> {
     let mut errors = Vec::new();
     if let Some(path) = file_path(path) {
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
@@ -205,7 +205,7 @@ pub fn check_file_path(path: Option<&Path>) -> Vec<ConfigError> {
 ///
 /// # Errors
 /// [`SinkError`] naming the file.
-pub fn append_to(name: &str, path: &Path) -> Result<File, SinkError> {
+pub(crate) fn append_to(name: &str, path: &Path) -> Result<File, SinkError> {
     OpenOptions::new()
         .create(true)
         .append(true)
@@ -220,14 +220,14 @@ pub fn append_to(name: &str, path: &Path) -> Result<File, SinkError> {
 /// its bytes (newline included), and a write that fails part way (a full disk) is cut back
 /// to the file's length before it, so the file never ends in half a line.
 #[derive(Debug)]
-pub struct LineFile {
+pub(crate) struct LineFile {
     file: File,
 }
 
 impl LineFile {
     /// Wraps `file` (opened to append, [`append_to`]).
     #[must_use]
-    pub fn new(file: File) -> Self {
+    pub(crate) fn new(file: File) -> Self {
         Self { file }
     }
 
@@ -236,7 +236,7 @@ impl LineFile {
     /// # Errors
     /// The write's error (the file is then as it was before, when it is a regular file that
     /// can be cut back; a device like `/dev/full` keeps nothing anyway).
-    pub fn append(&mut self, line: &[u8]) -> io::Result<()> {
+    pub(crate) fn append(&mut self, line: &[u8]) -> io::Result<()> {
         let before = self.file.metadata().map(|m| m.len()).ok();
         match self.file.write_all(line) {
             Ok(()) => Ok(()),

@@ -169,7 +169,7 @@ pub fn load(cfg: &ArchiveSource) -> Result<Loaded, IngestError> {
 
 /// Paces a replay: data time `t0` is now, data time `t` is due `(t − t0) / speed` seconds later.
 #[derive(Clone, Copy, Debug)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     start: Instant,
     t0: f64,
     speed: Option<f64>,
@@ -178,7 +178,7 @@ pub struct Pacer {
 impl Pacer {
     /// Starts the clock at data time `t0`; `speed = None` means as fast as possible.
     #[must_use]
-    pub fn start(t0: f64, speed: Option<f64>) -> Self {
+    pub(crate) fn start(t0: f64, speed: Option<f64>) -> Self {
         Self {
             start: Instant::now(),
             t0,
@@ -188,7 +188,7 @@ impl Pacer {
 
     /// The data time due now (infinite when unpaced).
     #[must_use]
-    pub fn due_now(&self) -> f64 {
+    pub(crate) fn due_now(&self) -> f64 {
         self.speed.map_or(f64::INFINITY, |k| {
             self.t0 + self.start.elapsed().as_secs_f64() * k
         })
@@ -196,7 +196,7 @@ impl Pacer {
 
     /// Sleeps until data time `t_s` is due, checking `stopping` at least every 50 ms; returns
     /// `false` when `stopping` said so.
-    pub fn wait(&self, t_s: f64, stopping: impl Fn() -> bool) -> bool {
+    pub(crate) fn wait(&self, t_s: f64, stopping: impl Fn() -> bool) -> bool {
         let Some(speed) = self.speed else {
             return !stopping();
         };

@@ -228,7 +228,7 @@ impl DetectConfig {
 /// # Errors
 /// A message naming the file and what is wrong (unreadable, not JSON, no `params` or
 /// `episodes`, an episode whose interval is not one of `params`).
-pub fn read_watch_file(
+pub(crate) fn read_watch_file(
     path: &Path,
     top: Option<usize>,
     min_nodes: usize,
@@ -278,7 +278,7 @@ pub fn read_watch_file(
 /// # Errors
 /// An episode whose interval text is not the display of one of `known`, or whose labels and
 /// intervals disagree in number.
-pub fn watch_from_episodes(
+pub(crate) fn watch_from_episodes(
     episodes: &[EpisodeJson],
     known: &[Interval],
     top: Option<usize>,
@@ -335,20 +335,20 @@ fn dedup(watch: &mut Vec<WatchEpisode>) {
 
 /// The latest watch list an episodes stage offered a detector (taken at the next spike).
 #[derive(Debug, Default)]
-pub struct WatchSlot {
+pub(crate) struct WatchSlot {
     fresh: AtomicBool,
     list: Mutex<Option<Vec<WatchEpisode>>>,
 }
 
 impl WatchSlot {
     /// Offers `list`, replacing one not taken yet.
-    pub fn offer(&self, list: Vec<WatchEpisode>) {
+    pub(crate) fn offer(&self, list: Vec<WatchEpisode>) {
         *self.list.lock() = Some(list);
         self.fresh.store(true, Ordering::Release);
     }
 
     /// The list offered since the last call, if any (one relaxed load when there is none).
-    pub fn take(&self) -> Option<Vec<WatchEpisode>> {
+    pub(crate) fn take(&self) -> Option<Vec<WatchEpisode>> {
         if !self.fresh.load(Ordering::Acquire) {
             return None;
         }
