@@ -38,8 +38,9 @@ use crate::live::ttl::TtlSender;
 use crate::live::window::{Gap, Window, WindowConfig, WindowData};
 use crate::record::StreamKind;
 
-/// The options of one stage kind: its `[stages.<name>]` table less `kind` and `window`
-/// (which the loader reads for every stage). Defaults live in the type (`#[serde(default)]`).
+/// The options of one stage kind: its `[stages.<name>]` table less `kind`, `window` and
+/// the queue's `queue_windows` and `when_full` ([`QueueConfig`]; the loader reads those for
+/// every stage). Defaults live in the type (`#[serde(default)]`).
 pub trait StageConfig: DeserializeOwned + std::fmt::Debug + Send + Sync + 'static {
     /// The kind's name, as written in `kind = "…"`.
     const KIND: &'static str;
