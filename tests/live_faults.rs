@@ -422,6 +422,170 @@ correction = "max-t"
     assert_eq!(rates[2]["complete"], false);
 }
 
+/// One HTTP/1.1 GET on a fresh connection; the body ("" without an answer in 5 s).
+fn get_body(port: u16, path: &str) -> String {
+    use std::io::Write;
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    );
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    text.split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_owned())
+}
+
+/// The value of the sample `name{labels}` in a Prometheus text body.
+fn metric(body: &str, sample: &str) -> Option<u64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn a_slow_stage_that_drops_when_full_holds_up_no_other_stage_and_counts_every_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("live.toml");
+    let out = dir.path().join("out.jsonl");
+    let endpoint = format!("tcp://127.0.0.1:{}", common::free_port());
+    let port = common::free_port();
+    // Beside the fast `rates` stage, one far slower than the test (each window mined again on
+    // 20,000 surrogates) with a queue of one window that drops what does not fit.
+    let text = format!(
+        r#"{}
+[stages.slow]
+kind = "episodes"
+window = "w"
+intervals_s = [[0.0, 0.02]]
+min_count = 2
+device = "cpu"
+queue_windows = 1
+when_full = "drop_newest"
+
+[stages.slow.significance]
+surrogates = "dither:0.015"
+n_surrogates = 20000
+correction = "max-t"
+"#,
+        pipeline(&endpoint, "openephys", &out)
+    );
+    std::fs::write(&toml, text).unwrap();
+    let (_ctx, p) = publisher(&endpoint);
+    let mut child = synfire_run(&toml)
+        .args(["--metrics", &format!("127.0.0.1:{port}")])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_subscriber();
+    let send = |ks: std::ops::RangeInclusive<i64>| {
+        for k in ks {
+            p.send_multipart(oe(if k % 2 == 0 { "A" } else { "B" }, k * STEP, RATE), 0)
+                .unwrap();
+        }
+    };
+    let rates = || -> Vec<Value> {
+        std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|l| l["stage"] == "rates")
+            .collect()
+    };
+    let wait_rates = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while rates().len() < n {
+            assert!(
+                Instant::now() < deadline,
+                "the fast stage wrote {} of {n} windows",
+                rates().len()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // Window [0, 1) closes; the slow stage takes it and computes.
+    send(0..=100);
+    wait_rates(1);
+    std::thread::sleep(Duration::from_millis(300));
+    // Windows [1, 2) … [9, 10) close: one waits in the slow stage's queue, 8 do not fit. The
+    // fast stage gets every one while the slow one computes (with `when_full = "block"` the
+    // window thread would wait on the slow queue from window 2 on).
+    send(101..=1000);
+    wait_rates(10);
+    std::thread::sleep(Duration::from_millis(200));
+    let body = get_body(port, "/metrics");
+    assert_eq!(
+        metric(
+            &body,
+            "synfire_stage_windows_dropped_total{stage=\"slow\",reason=\"queue_full\"}"
+        ),
+        Some(8),
+        "{body}"
+    );
+    assert_eq!(
+        metric(
+            &body,
+            "synfire_stage_events_dropped_total{stage=\"slow\",reason=\"queue_full\"}"
+        ),
+        Some(800),
+        "{body}"
+    );
+    sigint(child.id());
+    let (status, _) = wait_exit(&mut child, Duration::from_secs(2))
+        .expect("no exit within 2 s of SIGINT while the slow stage computes");
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status:?}\n{err}");
+    let lines: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The fast stage got every window: [0, 1) … [9, 10) and [10, 10.01) emitted incomplete at
+    // the signal.
+    let fast: Vec<&Value> = lines.iter().filter(|l| l["stage"] == "rates").collect();
+    let indices: Vec<u64> = fast
+        .iter()
+        .map(|l| l["window_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(indices, (0..=10).collect::<Vec<u64>>(), "{err}");
+    let slow = lines.iter().filter(|l| l["stage"] == "slow").count();
+    assert_eq!(slow, 0, "the slow stage finished a window: {err}");
+    // Its missing windows: the one it computes and the one queued (counted `dropped` by the
+    // source at the shutdown deadline), and those its full queue refused, counted per stage
+    // (the 8 above and the incomplete one at the signal).
+    let stage = |k: &str| logged(&err, "Stage totals.", Some("stage=slow"), k);
+    let windows_dropped = stage("windows_dropped");
+    assert_eq!(windows_dropped as usize, fast.len() - 2, "{err}");
+    assert_eq!(
+        logged(
+            &err,
+            "Stage totals.",
+            Some("stage=rates"),
+            "windows_dropped"
+        ),
+        0
+    );
+    let events: u64 = fast.iter().map(|l| l["events"].as_u64().unwrap()).sum();
+    assert_eq!(events, 1001);
+    let shutdown = logged(&err, "Source totals.", Some("source=live"), "dropped");
+    assert_eq!(events, stage("events_dropped") + shutdown, "{err}");
+    assert_eq!(shutdown, 200, "{err}");
+    assert!(
+        err.contains("a window was dropped for it"),
+        "the first drop is logged: {err}"
+    );
+}
+
 #[test]
 fn a_short_publisher_outage_marks_the_windows_across_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -19,6 +19,12 @@
 //! finished are counted as dropped. At the end of an archive, open windows that hold data
 //! are emitted (marked `complete: false`). Each spike first passes the source's event clock
 //! ([`window::EventClock`]; `docs/live-windows.md`).
+//!
+//! Each stage's queue holds `queue_windows` windows; when it is full, the stage's `when_full`
+//! ([`stage::WhenFull`]) decides: `block` (the default) makes the window thread wait, which
+//! holds up the source's other stages and fills its ring; `drop_newest` and `drop_oldest`
+//! drop a window for that stage alone, counted per stage ([`RunSummary::stage_dropped`],
+//! `synfire_stage_windows_dropped_total`), and the window thread goes on.
 
 pub mod buffer;
 pub mod config;
@@ -142,6 +148,11 @@ pub struct RunSummary {
     pub overflow: BTreeMap<String, u64>,
     /// Per source: events accepted, dropped, malformed messages.
     pub sources: BTreeMap<String, (u64, u64, u64)>,
+    /// Per stage on windows: the windows its window thread did not give it because its
+    /// queue was full (`when_full = "drop_newest"` or `"drop_oldest"`; zero for `"block"`).
+    /// Those events are in the windows the source's other stages got; they are not in the
+    /// source's `dropped`.
+    pub stage_dropped: BTreeMap<String, StageDrops>,
     /// Results written, per sink.
     pub sinks: BTreeMap<String, u64>,
     /// Results lost, per sink whose writes failed ([`sink::Sink::lost`]).
@@ -183,6 +194,15 @@ impl RunSummary {
 struct WindowCounts {
     late: u64,
     overflow: u64,
+}
+
+/// What a stage was not given because its queue was full ([`RunSummary::stage_dropped`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StageDrops {
+    /// Windows dropped for the stage (never processed by it).
+    pub windows: u64,
+    /// Their events (spikes or samples).
+    pub events: u64,
 }
 
 /// Events a source refused besides drops: the line's `out_of_range` and `duplicate`.
@@ -237,6 +257,93 @@ fn send_window(s: &Sender<Arc<Window>>, w: &Arc<Window>, shutdown: &Shutdown) ->
                     return false;
                 }
             }
+        }
+    }
+}
+
+/// One stage's queue as its window thread feeds it, under the stage's `when_full`.
+struct StageQueue {
+    name: Arc<str>,
+    tx: Sender<Arc<Window>>,
+    /// The queue's other end, to take its oldest window back (`drop_oldest` only).
+    oldest: Option<Receiver<Arc<Window>>>,
+    when_full: stage::WhenFull,
+    control: Arc<stage::StageControl>,
+    /// `synfire_stage_windows_dropped_total` and `synfire_stage_events_dropped_total` of
+    /// the stage (`reason="queue_full"`).
+    dropped: (metrics::Counter, metrics::Counter),
+}
+
+impl StageQueue {
+    /// Gives `w` to the stage as its `when_full` says: waits while the queue is full
+    /// ([`send_window`]), or drops the window that does not fit or the oldest one queued,
+    /// counted ([`Self::count_dropped`]). `false`: not taken and not counted (the shutdown
+    /// deadline passed, or the stage is gone); the caller counts it.
+    fn offer(&self, w: &Arc<Window>, shutdown: &Shutdown) -> bool {
+        use crossbeam_channel::TrySendError;
+        use stage::WhenFull;
+        let events = w.events() as u64;
+        // Counted as queued before the send, so a stage that takes it at once never makes
+        // the count go below zero.
+        self.control.queued.fetch_add(events, Ordering::Relaxed);
+        let taken = match self.when_full {
+            WhenFull::Block => send_window(&self.tx, w, shutdown),
+            WhenFull::DropNewest => match self.tx.try_send(w.clone()) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_)) => {
+                    self.control.take_queued(events);
+                    self.count_dropped(w);
+                    return true;
+                }
+                Err(TrySendError::Disconnected(_)) => false,
+            },
+            WhenFull::DropOldest => {
+                let mut next = w.clone();
+                loop {
+                    match self.tx.try_send(next) {
+                        Ok(()) => break true,
+                        Err(TrySendError::Disconnected(_)) => break false,
+                        // This thread is the queue's only sender: once one window is out
+                        // (taken back here, or by the stage meanwhile), the next try fits.
+                        Err(TrySendError::Full(back)) => {
+                            next = back;
+                            if let Some(old) = self.oldest.as_ref().and_then(|r| r.try_recv().ok())
+                            {
+                                self.control.take_queued(old.events() as u64);
+                                self.count_dropped(&old);
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        if !taken {
+            self.control.take_queued(events);
+        }
+        taken
+    }
+
+    /// Counts window `w` as dropped for this stage (its control, its metrics) and logs the
+    /// 1st, 2nd, 4th, 8th, … drop, so a stage that cannot keep up is seen without a line
+    /// per window.
+    fn count_dropped(&self, w: &Window) {
+        let events = w.events() as u64;
+        let n = self.control.dropped_windows.fetch_add(1, Ordering::Relaxed) + 1;
+        self.control
+            .dropped_events
+            .fetch_add(events, Ordering::Relaxed);
+        self.dropped.0.increment(1);
+        self.dropped.1.increment(events);
+        if n.is_power_of_two() {
+            tracing::warn!(
+                stage = %self.name,
+                window = %w.window,
+                index = w.index,
+                events,
+                windows_dropped = n,
+                when_full = self.when_full.as_str(),
+                "A stage's queue is full: a window was dropped for it (counted; the other stages go on)."
+            );
         }
     }
 }
@@ -319,8 +426,8 @@ impl Drop for Threads {
 
 struct WindowRoute {
     windower: Windower,
-    /// Each reading stage's queue, and its control (the events queued for it).
-    stages: Vec<(Sender<Arc<Window>>, Arc<stage::StageControl>)>,
+    /// Each reading stage's queue (its control counts the events queued for it).
+    stages: Vec<StageQueue>,
     /// The preview slots of the stages among `stages` that want previews of open windows.
     previews: Vec<stage::PreviewSender>,
 }
@@ -335,8 +442,9 @@ type WindowTotals = (
 /// The window thread of one source: pops records, passes each spike through the source's
 /// event clock ([`window::EventClock`]: out-of-range times refused, jumps confirmed or strays
 /// refused), feeds every window definition of the source, sends closed windows to their
-/// stages (blocking: backpressure reaches the ring; after a stop, waiting at most until the
-/// shutdown deadline, then counting the window as dropped) and previews to the preview slots
+/// stages ([`StageQueue::offer`]: as each stage's `when_full` says; blocking, backpressure
+/// reaches the ring, and after a stop it waits at most until the shutdown deadline, then
+/// counts the window as dropped) and previews to the preview slots
 /// of the stages that want them (never blocking: a newer preview replaces one not taken yet,
 /// and previews never queue ahead of real windows).
 fn window_loop(
@@ -374,16 +482,8 @@ fn window_loop(
                 }
                 continue;
             }
-            for (s, control) in &routes[i].stages {
-                // Counted as queued before the send, so a stage that takes it at once never
-                // makes the count go below zero.
-                control
-                    .queued
-                    .fetch_add(w.events() as u64, Ordering::Relaxed);
-                if !send_window(s, &w, shutdown) {
-                    control
-                        .queued
-                        .fetch_sub(w.events() as u64, Ordering::Relaxed);
+            for q in &routes[i].stages {
+                if !q.offer(&w, shutdown) {
                     counters.count_dropped(w.events() as u64, "shutdown");
                     tracing::warn!(window = %w.window, index = w.index, events = w.events(), "Shutdown: a stage did not take a window in time; its events are counted as dropped.");
                 }
@@ -625,14 +725,9 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     for (name, s) in &config.sources {
         built.push((name.clone(), s.open(name, &open_ctx)?));
     }
-    let queue = config.pipeline.stage_queue_windows.unwrap_or(4);
     let (out_tx, out_rx) = bounded::<Output>(64);
     // Per window: each reading stage's queue, and whether the stage wants previews.
-    type StageInput = (
-        Sender<Arc<Window>>,
-        Arc<stage::StageControl>,
-        Option<stage::PreviewSender>,
-    );
+    type StageInput = (StageQueue, Option<stage::PreviewSender>);
     let mut stage_inputs: BTreeMap<&str, Vec<StageInput>> = BTreeMap::new();
     type StageThread = (
         String,
@@ -647,7 +742,8 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
             stage: name.clone(),
             source,
         })?;
-        let (tx, rx) = bounded(queue);
+        let when_full = s.when_full();
+        let (tx, rx) = bounded(s.queue_windows(&config.pipeline));
         let (preview_tx, preview_rx) = if st.wants_previews() {
             let (ptx, prx) = stage::preview_slot();
             (Some(ptx), Some(prx))
@@ -655,10 +751,17 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
             (None, None)
         };
         let control = Arc::new(stage::StageControl::default());
-        stage_inputs
-            .entry(s.window.as_str())
-            .or_default()
-            .push((tx, control.clone(), preview_tx));
+        stage_inputs.entry(s.window.as_str()).or_default().push((
+            StageQueue {
+                name: Arc::from(name.as_str()),
+                tx,
+                oldest: (when_full == stage::WhenFull::DropOldest).then(|| rx.clone()),
+                when_full,
+                control: control.clone(),
+                dropped: telemetry::stage_dropped(name, "queue_full"),
+            },
+            preview_tx,
+        ));
         stages.push((name.clone(), st, rx, preview_rx, control));
     }
     let mut sinks = Vec::new();
@@ -803,10 +906,10 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
         let mut routes = Vec::new();
         for (wname, w) in config.windows.iter().filter(|(_, w)| w.source == name) {
             let inputs = stage_inputs.remove(wname.as_str()).unwrap_or_default();
-            let previews: Vec<_> = inputs.iter().filter_map(|(_, _, p)| p.clone()).collect();
+            let previews: Vec<_> = inputs.iter().filter_map(|(_, p)| p.clone()).collect();
             routes.push(WindowRoute {
                 windower: w.windower(wname, &name, kind, !previews.is_empty()),
-                stages: inputs.into_iter().map(|(tx, c, _)| (tx, c)).collect(),
+                stages: inputs.into_iter().map(|(q, _)| q).collect(),
                 previews,
             });
         }
@@ -843,6 +946,17 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
     }
     // Windows a stage did not finish by the deadline: counted as dropped by their source.
     let mut unfinished: BTreeMap<String, u64> = BTreeMap::new();
+    // Windows a stage's full queue made the window thread drop (`when_full`): counted per stage.
+    let mut stage_dropped = BTreeMap::new();
+    for (name, _, c) in &controls {
+        let d = StageDrops {
+            windows: c.dropped_windows.load(Ordering::Relaxed),
+            events: c.dropped_events.load(Ordering::Relaxed),
+        };
+        let when_full = config.stages[name.as_str()].when_full().as_str();
+        tracing::info!(stage = %name, when_full, windows_dropped = d.windows, events_dropped = d.events, "Stage totals.");
+        stage_dropped.insert(name.clone(), d);
+    }
     for (name, source, c) in &controls {
         // Queued (never taken: the stage was left computing), in flight, or skipped.
         let n = c.queued.load(Ordering::Relaxed)
@@ -870,6 +984,7 @@ pub fn run(config: &PipelineConfig, options: RunOptions) -> Result<RunSummary, L
             .map(|(w, c)| (w.clone(), c.overflow))
             .collect(),
         detectors: std::mem::take(&mut *detector_totals.lock()),
+        stage_dropped,
         view: live_view.map(view::View::finish),
         ..RunSummary::default()
     };
@@ -1088,5 +1203,72 @@ async fn watch_signals(stop: Arc<AtomicBool>, ipc_files: Vec<std::path::PathBuf>
             }
             std::process::exit(130);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A queue of `capacity` windows for a stage that never takes one, under `when_full`.
+    fn queue(capacity: usize, when_full: stage::WhenFull) -> (StageQueue, Receiver<Arc<Window>>) {
+        let (tx, rx) = bounded(capacity);
+        let q = StageQueue {
+            name: Arc::from("slow"),
+            tx,
+            oldest: (when_full == stage::WhenFull::DropOldest).then(|| rx.clone()),
+            when_full,
+            control: Arc::default(),
+            dropped: telemetry::stage_dropped("slow", "queue_full"),
+        };
+        (q, rx)
+    }
+
+    /// Window `index` holding `index + 1` samples.
+    fn window(index: u64) -> Arc<Window> {
+        let mut w = stage::test_window(vec![0.0; index as usize + 1], 1, 0);
+        w.index = index;
+        Arc::new(w)
+    }
+
+    #[test]
+    fn a_full_queue_drops_the_newest_or_the_oldest_window_and_counts_it() {
+        let shutdown = Shutdown::new(Arc::default());
+        for (when_full, kept) in [
+            (stage::WhenFull::DropNewest, [0, 1]),
+            (stage::WhenFull::DropOldest, [3, 4]),
+        ] {
+            let (q, rx) = queue(2, when_full);
+            for k in 0..5 {
+                // Never waits, and every window is taken or counted.
+                assert!(q.offer(&window(k), &shutdown), "{when_full:?}");
+            }
+            let queued: Vec<u64> = rx.try_iter().map(|w| w.index).collect();
+            assert_eq!(queued, kept, "{when_full:?}");
+            let c = &q.control;
+            assert_eq!(c.dropped_windows.load(Ordering::Relaxed), 3);
+            // Events: 1 + 2 + … + 5 = 15 offered; those queued are still counted queued.
+            let kept_events: u64 = kept.iter().map(|k| k + 1).sum();
+            assert_eq!(
+                c.dropped_events.load(Ordering::Relaxed),
+                15 - kept_events,
+                "{when_full:?}"
+            );
+            assert_eq!(c.queued.load(Ordering::Relaxed), kept_events);
+        }
+    }
+
+    #[test]
+    fn a_blocking_queue_waits_until_the_shutdown_deadline_and_drops_nothing_itself() {
+        let stop = Arc::new(AtomicBool::new(true));
+        let shutdown = Shutdown::new(stop);
+        let (q, _rx) = queue(1, stage::WhenFull::Block);
+        assert!(q.offer(&window(0), &shutdown));
+        let t = std::time::Instant::now();
+        // Full: waits for the deadline, then is not taken (the caller counts it `shutdown`).
+        assert!(!q.offer(&window(1), &shutdown));
+        assert!(t.elapsed() >= SHUTDOWN_GRACE - std::time::Duration::from_millis(100));
+        assert_eq!(q.control.dropped_windows.load(Ordering::Relaxed), 0);
+        assert_eq!(q.control.queued.load(Ordering::Relaxed), 1);
     }
 }

@@ -43,6 +43,11 @@ pub mod names {
     pub const WINDOWS: &str = "synfire_windows_total";
     /// Seconds a stage spent on one window. Label `stage`.
     pub const STAGE_SECONDS: &str = "synfire_stage_seconds";
+    /// Windows a stage was not given because its queue was full (its `when_full` is
+    /// `drop_newest` or `drop_oldest`), by `stage` and `reason` (`queue_full`).
+    pub const STAGE_WINDOWS_DROPPED: &str = "synfire_stage_windows_dropped_total";
+    /// Events of the windows in [`STAGE_WINDOWS_DROPPED`], by `stage` and `reason`.
+    pub const STAGE_EVENTS_DROPPED: &str = "synfire_stage_events_dropped_total";
     /// Results written, by `sink`.
     pub const RESULTS_OUT: &str = "synfire_results_out_total";
     /// Results a sink will never write (its writes failed), by `sink`.
@@ -79,6 +84,8 @@ pub mod names {
         WINDOW_LAG,
         WINDOWS,
         STAGE_SECONDS,
+        STAGE_WINDOWS_DROPPED,
+        STAGE_EVENTS_DROPPED,
         RESULTS_OUT,
         RESULTS_LOST,
         RESULT_LATENCY,
@@ -147,6 +154,16 @@ pub fn describe_all() {
         names::STAGE_SECONDS,
         Unit::Seconds,
         "Seconds a stage spent on one window."
+    );
+    metrics::describe_counter!(
+        names::STAGE_WINDOWS_DROPPED,
+        Unit::Count,
+        "Windows a stage was not given because its queue was full (when_full = drop_newest or drop_oldest)."
+    );
+    metrics::describe_counter!(
+        names::STAGE_EVENTS_DROPPED,
+        Unit::Count,
+        "Events of the windows a stage was not given because its queue was full."
     );
     metrics::describe_counter!(
         names::RESULTS_OUT,
@@ -267,6 +284,15 @@ fn out_of_range(source: &str) -> Counter {
 /// [`names::STAGE_SECONDS`] of stage `stage`.
 pub fn stage_seconds(stage: &str) -> Histogram {
     metrics::histogram!(names::STAGE_SECONDS, "stage" => stage.to_owned())
+}
+
+/// [`names::STAGE_WINDOWS_DROPPED`] and [`names::STAGE_EVENTS_DROPPED`] of stage `stage` with
+/// `reason`: (windows, events).
+pub fn stage_dropped(stage: &str, reason: &'static str) -> (Counter, Counter) {
+    (
+        metrics::counter!(names::STAGE_WINDOWS_DROPPED, "stage" => stage.to_owned(), "reason" => reason),
+        metrics::counter!(names::STAGE_EVENTS_DROPPED, "stage" => stage.to_owned(), "reason" => reason),
+    )
 }
 
 /// [`names::VIEW_DROPPED`] of updates of kind `what`.

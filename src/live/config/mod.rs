@@ -38,7 +38,8 @@ use crate::live::window::WindowConfig;
 pub struct PipelineSection {
     /// Prometheus endpoint address, e.g. `127.0.0.1:9100` (overridden by `--metrics`).
     pub metrics: Option<String>,
-    /// Windows queued between a window thread and each stage (default 4).
+    /// Windows queued between a window thread and each stage (default 4); a stage's own
+    /// `queue_windows` overrides it ([`stage::QueueConfig`]).
     pub stage_queue_windows: Option<usize>,
     /// Serve the live view on this address, e.g. `127.0.0.1:8080` (overridden by `--ui`;
     /// `docs/live-view.md`).
@@ -60,8 +61,29 @@ pub struct StageSpec {
     pub window: String,
     /// Its kind and options.
     pub parsed: ParsedStage,
+    /// Its queue: `queue_windows` and `when_full` ([`StageSpec::queue_windows`],
+    /// [`StageSpec::when_full`] resolve the defaults).
+    pub queue: stage::QueueConfig,
     /// The stage, validated, ready to build.
     pub builder: Box<dyn StageBuilder>,
+}
+
+impl StageSpec {
+    /// Windows queued for the stage: its `queue_windows`, else the pipeline's
+    /// `stage_queue_windows`, else 4.
+    #[must_use]
+    pub fn queue_windows(&self, pipeline: &PipelineSection) -> usize {
+        self.queue
+            .queue_windows
+            .or(pipeline.stage_queue_windows)
+            .unwrap_or(4)
+    }
+
+    /// What happens to a window when the stage's queue is full (default block).
+    #[must_use]
+    pub fn when_full(&self) -> stage::WhenFull {
+        self.queue.when_full.unwrap_or_default()
+    }
 }
 
 /// A validated stage placed on a source's spikes: its source, its parsed options and the
@@ -334,6 +356,24 @@ struct ParsedSection {
     name: String,
     reads: String,
     parsed: ParsedStage,
+    queue: stage::QueueConfig,
+}
+
+/// Takes a stage section's queue options (`queue_windows`, `when_full`: the loader's, as
+/// `window` is, for every kind), parsed; the default when the section has neither or they
+/// do not parse (then in `errors`).
+fn take_queue(
+    t: &mut toml::Table,
+    prefix: &str,
+    errors: &mut Vec<ConfigError>,
+) -> stage::QueueConfig {
+    let mut q = toml::Table::new();
+    for key in ["queue_windows", "when_full"] {
+        if let Some(v) = t.remove(key) {
+            q.insert(key.to_owned(), v);
+        }
+    }
+    typed(toml::Value::Table(q), prefix, errors).unwrap_or_default()
 }
 
 /// Takes the string `key` of a stage section (its `window` or `source`); `missing` is the
@@ -394,6 +434,7 @@ fn parse_stages(root: &mut toml::Table, errors: &mut Vec<ConfigError>) -> Vec<Pa
                 errors,
             ),
         };
+        let queue = take_queue(&mut t, &p, errors);
         let Some(kind) = kind else {
             continue;
         };
@@ -403,6 +444,7 @@ fn parse_stages(root: &mut toml::Table, errors: &mut Vec<ConfigError>) -> Vec<Pa
                 name,
                 reads,
                 parsed,
+                queue,
             });
         }
     }
@@ -473,9 +515,16 @@ fn check_stages(
         name,
         reads: window_name,
         parsed,
+        queue,
     } in on_windows
     {
         let p = format!("stages.{name}");
+        if queue.queue_windows == Some(0) {
+            errors.push(ConfigError::new(
+                format!("{p}.queue_windows"),
+                "must be at least 1",
+            ));
+        }
         let Some(window) = windows.get(&window_name) else {
             errors.push(ConfigError::new(
                 format!("{p}.window"),
@@ -503,6 +552,7 @@ fn check_stages(
                     StageSpec {
                         window: window_name,
                         parsed,
+                        queue,
                         builder,
                     },
                 );
@@ -515,9 +565,24 @@ fn check_stages(
         name,
         reads: source,
         parsed,
+        queue,
     } in on_spikes
     {
         let p = format!("stages.{name}");
+        if queue.is_set() {
+            let key = if queue.queue_windows.is_some() {
+                "queue_windows"
+            } else {
+                "when_full"
+            };
+            errors.push(ConfigError::new(
+                format!("{p}.{key}"),
+                format!(
+                    "a {} stage reads spikes on its source's window thread and has no queue of windows",
+                    parsed.kind.name
+                ),
+            ));
+        }
         match sources.get(&source) {
             None => {
                 errors.push(ConfigError::new(
@@ -771,6 +836,48 @@ kind = "jsonl"
             text.contains("t.toml: `windows.w60.hop_s`: must be positive seconds, got 0"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_stage_queue_is_declared_on_the_stage_and_checked() {
+        use crate::live::stage::WhenFull;
+        // Defaults: the pipeline's `stage_queue_windows` (else 4), and block.
+        let c = PipelineConfig::parse(GOOD, Path::new("t.toml")).unwrap();
+        assert_eq!(c.stages["episodes"].queue_windows(&c.pipeline), 4);
+        assert_eq!(c.stages["episodes"].when_full(), WhenFull::Block);
+        let text = format!("[pipeline]\nstage_queue_windows = 7\n{GOOD}");
+        let c = PipelineConfig::parse(&text, Path::new("t.toml")).unwrap();
+        assert_eq!(c.stages["episodes"].queue_windows(&c.pipeline), 7);
+        // The stage's own options win.
+        let own = text.replace(
+            "min_count = 10",
+            "min_count = 10\nqueue_windows = 2\nwhen_full = \"drop_oldest\"",
+        );
+        let c = PipelineConfig::parse(&own, Path::new("t.toml")).unwrap();
+        assert_eq!(c.stages["episodes"].queue_windows(&c.pipeline), 2);
+        assert_eq!(c.stages["episodes"].when_full(), WhenFull::DropOldest);
+        // Bad values name their field; a detect stage has no queue.
+        let bad = GOOD.replace(
+            "min_count = 10",
+            "min_count = 10\nqueue_windows = 0\nwhen_full = \"drop\"",
+        );
+        let e = errors(&bad);
+        let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
+        assert!(fields.contains(&"stages.episodes.when_full"), "{e:?}");
+        assert!(
+            e.iter().any(|e| e.message.contains("drop_newest")),
+            "the values are listed: {e:?}"
+        );
+        let bad = GOOD.replace("min_count = 10", "min_count = 10\nqueue_windows = 0");
+        let e = errors(&bad);
+        assert_eq!(e[0].field, "stages.episodes.queue_windows", "{e:?}");
+        let detect = format!(
+            "{GOOD}\n[stages.watch]\nkind = \"detect\"\nsource = \"mea\"\nepisodes = [\"1-(0,5]ms-2\"]\nwhen_full = \"drop_newest\"\n"
+        );
+        let e = errors(&detect);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].field, "stages.watch.when_full");
+        assert!(e[0].message.contains("no queue of windows"), "{e:?}");
     }
 
     #[test]

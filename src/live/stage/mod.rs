@@ -38,8 +38,9 @@ use crate::live::ttl::TtlSender;
 use crate::live::window::{Gap, Window, WindowConfig, WindowData};
 use crate::record::StreamKind;
 
-/// The options of one stage kind: its `[stages.<name>]` table less `kind` and `window`
-/// (which the loader reads for every stage). Defaults live in the type (`#[serde(default)]`).
+/// The options of one stage kind: its `[stages.<name>]` table less `kind`, `window` and
+/// the queue's `queue_windows` and `when_full` ([`QueueConfig`]; the loader reads those for
+/// every stage). Defaults live in the type (`#[serde(default)]`).
 pub trait StageConfig: DeserializeOwned + std::fmt::Debug + Send + Sync + 'static {
     /// The kind's name, as written in `kind = "…"`.
     const KIND: &'static str;
@@ -820,9 +821,67 @@ impl PreviewReceiver {
     }
 }
 
-/// How a pipeline stops a stage at shutdown ([`run_controlled`]).
+/// What the window thread does with a window for a stage whose queue is full: a stage's
+/// `when_full` option (`[stages.<name>]`, beside `queue_windows`; default [`WhenFull::Block`]).
+/// The words are those of a source's ring (`overflow`: [`crate::live::buffer::Overflow`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WhenFull {
+    /// Wait until the stage takes a window (backpressure): the stage sees every window, but
+    /// while it waits the window thread feeds no other stage of the source, and the ring
+    /// fills (then drops, counted, by its own `overflow`).
+    #[default]
+    Block,
+    /// The window that does not fit is not given to the stage: counted
+    /// ([`StageControl::dropped_windows`], `synfire_stage_windows_dropped_total`), and the
+    /// stage goes on with the windows already queued.
+    DropNewest,
+    /// The oldest window queued is taken back and counted instead, and the new one queued:
+    /// the stage always works on the newest windows.
+    DropOldest,
+}
+
+impl WhenFull {
+    /// The value as written in a pipeline file.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Block => "block",
+            Self::DropNewest => "drop_newest",
+            Self::DropOldest => "drop_oldest",
+        }
+    }
+}
+
+/// A stage's queue options, read by the pipeline loader for every stage on windows (like its
+/// `window`): `queue_windows` and `when_full` of its `[stages.<name>]` section.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct QueueConfig {
+    /// Windows queued between the window thread and the stage (at least 1; default the
+    /// pipeline's `stage_queue_windows`, itself 4 by default).
+    pub queue_windows: Option<usize>,
+    /// What happens to a window when the queue is full (default [`WhenFull::Block`]).
+    pub when_full: Option<WhenFull>,
+}
+
+impl QueueConfig {
+    /// Whether the section set either option.
+    #[must_use]
+    pub fn is_set(&self) -> bool {
+        self.queue_windows.is_some() || self.when_full.is_some()
+    }
+}
+
+/// How a pipeline stops a stage at shutdown ([`run_controlled`]), and what the window thread
+/// did not give it (`when_full = "drop_newest"` or `"drop_oldest"`).
 #[derive(Debug, Default)]
 pub struct StageControl {
+    /// Windows the window thread dropped for this stage because its queue was full
+    /// ([`WhenFull::DropNewest`], [`WhenFull::DropOldest`]); never processed by it.
+    pub dropped_windows: std::sync::atomic::AtomicU64,
+    /// Events of the windows in [`Self::dropped_windows`].
+    pub dropped_events: std::sync::atomic::AtomicU64,
     /// Set at the shutdown deadline: windows still queued are not processed, their events
     /// are added to `skipped`.
     pub cancel: std::sync::atomic::AtomicBool,
@@ -839,7 +898,7 @@ pub struct StageControl {
 impl StageControl {
     /// Takes `events` off [`Self::queued`] (never below zero: a caller that sends windows
     /// without counting them, as [`run`] does, leaves it at zero).
-    fn take_queued(&self, events: u64) {
+    pub(crate) fn take_queued(&self, events: u64) {
         use std::sync::atomic::Ordering;
         let _ = self
             .queued
