@@ -363,6 +363,116 @@ pub fn count_by_ends(index: &TypeIndex, episode: &Episode) -> u64 {
     Ends::of(index, episode).count(index.times(last))
 }
 
+/// The earliest end of an occurrence starting at each event of an episode's first type: for
+/// counting `u · α` (a node `u` prepended) against many trains of `u` whose other units stay
+/// (`guided`'s hybrids of an extension that adds its unit at the start).
+///
+/// For `α = E(1) → … → E(k)` with distinct types, `earliest_end[i]` is the smallest end time
+/// over the occurrences of `α` whose first event is the `i`-th event of `E(1)` (`∞` if none),
+/// by a backward pass: the `j`-th node's earliest end at an event `x` is the smallest of the
+/// `(j+1)`-th node's over the events `z` of `E(j+1)` with `low_j < t(z) − t(x) ≤ high_j` (the
+/// counters' comparisons, [`gap_of`]), a sliding-window minimum (both edges only move forward
+/// as `x` advances). Shapes: `first [events of E(1)]`, `earliest_end [events of E(1)]`.
+///
+/// **Count.** The non-overlapped count is interval scheduling over the occurrences (module
+/// documentation, "Count"), and for it only each start's earliest end matters: of the
+/// occurrences sharing a start, one with the earliest end can replace any other in a set of
+/// disjoint ones. An occurrence of `u · α` is a `u` event at `s` and an occurrence of `α`
+/// whose first event `x` has `low < t(x) − s ≤ high`; the earliest end of those starting at
+/// `s` is the minimum of `earliest_end` over that window of `E(1)`'s events (again a sliding
+/// window). Scanning the starts in time order and keeping the earliest end `b` among the
+/// candidates since the last taken end, a start after `b` means no later candidate can end
+/// before `b` (its end is at least its start), so `b` is taken: the greedy earliest-end
+/// schedule, in `O(|u| + |E(1)|)` per train of `u`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct EarliestEnds {
+    /// The first type's event times, seconds.
+    first: Vec<f64>,
+    /// The earliest end of an occurrence starting at each, seconds (`∞`: none).
+    earliest_end: Vec<f64>,
+}
+
+impl EarliestEnds {
+    /// The earliest ends of `episode` (distinct types) in `index`.
+    ///
+    /// # Panics
+    /// If the episode repeats a type (a prepended unit's count would need the merged machine).
+    #[must_use]
+    pub(crate) fn of(index: &TypeIndex, episode: &Episode) -> Self {
+        let types = episode.types();
+        assert!(
+            types
+                .iter()
+                .enumerate()
+                .all(|(i, t)| !types[..i].contains(t)),
+            "EarliestEnds: an episode of distinct types"
+        );
+        let times = |t: EventType| -> &[f64] {
+            if t.index() < index.num_types() {
+                index.times(t)
+            } else {
+                &[]
+            }
+        };
+        let k = types.len();
+        let mut ends: Vec<f64> = times(types[k - 1]).to_vec();
+        for j in (0..k - 1).rev() {
+            let from = times(types[j]);
+            let to = times(types[j + 1]);
+            let gap = gap_of(episode.intervals()[j], types[j], types[j + 1]);
+            ends = window_minima(from, gap, to, &ends);
+        }
+        Self {
+            first: times(types[0]).to_vec(),
+            earliest_end: ends,
+        }
+    }
+
+    /// The exact non-overlapped count of `u · α` where `u`'s events are `train` (sorted,
+    /// seconds) and `gap` the gap from `u` to `α`'s first node ([`gap_of`]); equal to
+    /// [`count_exact`](crate::episode::count_exact) on the stream of `α`'s units and `train`.
+    #[must_use]
+    pub(crate) fn count_prefixed(&self, train: &[f64], gap: (f64, f64)) -> u64 {
+        let candidate = window_minima(train, gap, &self.first, &self.earliest_end);
+        let mut count = 0u64;
+        let mut best = f64::INFINITY;
+        for (&s, &end) in train.iter().zip(&candidate) {
+            if s > best {
+                count += 1;
+                best = f64::INFINITY;
+            }
+            best = best.min(end);
+        }
+        count + u64::from(best.is_finite())
+    }
+}
+
+/// For each `x` of `from` (sorted), the minimum of `values[i]` over the events `to[i]`
+/// (sorted) with `low < to[i] − x ≤ high` (`∞` where none): two forward pointers and a
+/// monotone deque of window positions.
+fn window_minima(from: &[f64], (low, high): (f64, f64), to: &[f64], values: &[f64]) -> Vec<f64> {
+    let mut out = Vec::with_capacity(from.len());
+    let mut deque: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
+    let (mut lo, mut hi) = (0usize, 0usize);
+    for &x in from {
+        while hi < to.len() && to[hi] - x <= high {
+            while deque.back().is_some_and(|&b| values[b] >= values[hi]) {
+                deque.pop_back();
+            }
+            deque.push_back(hi);
+            hi += 1;
+        }
+        while lo < hi && !(to[lo] - x > low) {
+            lo += 1;
+        }
+        while deque.front().is_some_and(|&f| f < lo) {
+            deque.pop_front();
+        }
+        out.push(deque.front().map_or(f64::INFINITY, |&f| values[f]));
+    }
+    out
+}
+
 /// The nodes of the last episode a path ([`EndsPath`], [`crate::episode::bound::ReachPath`])
 /// computed, to find how long a prefix the next episode shares with it.
 #[derive(Debug, Default)]
@@ -534,5 +644,57 @@ mod tests {
             }
         }
         assert!(checked > 100, "only {checked} episodes occurred");
+    }
+
+    /// `EarliestEnds::count_prefixed` equals Algorithm 1 on the stream, for random streams
+    /// with ties (1 ms grid), lag-0 intervals and every order of types, episodes of 1 to 3
+    /// distinct types and a distinct prepended unit.
+    #[test]
+    fn prefixed_count_equals_algorithm_1() {
+        use crate::event::{Alphabet, EventStream, Ordering};
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        let alphabet = Alphabet::from_labels(["A", "B", "C", "D", "E"]).unwrap();
+        let intervals = [
+            iv(0.0, 0.005),
+            iv(0.005, 0.01),
+            Interval::closed(0.0, 0.002).unwrap(),
+            iv(0.0, 0.05),
+            iv(0.002, 0.004),
+        ];
+        let mut checked = 0;
+        for _ in 0..60 {
+            let n = 30 + next(500) as usize;
+            let mut times: Vec<f64> = (0..n).map(|_| next(1500) as f64 * 1e-3).collect();
+            times.sort_by(f64::total_cmp);
+            let types = (0..n).map(|_| EventType(next(5) as u32)).collect();
+            let stream =
+                EventStream::new(times, types, alphabet.clone(), Ordering::SortIfNeeded).unwrap();
+            let idx = TypeIndex::new(&stream);
+            for _ in 0..25 {
+                let len = 1 + next(3) as usize;
+                let mut ty: Vec<EventType> = Vec::new();
+                while ty.len() < len + 1 {
+                    let t = EventType(next(5) as u32);
+                    if !ty.contains(&t) {
+                        ty.push(t);
+                    }
+                }
+                let ivs: Vec<Interval> = (0..len).map(|_| intervals[next(5) as usize]).collect();
+                let (u, rest) = (ty[0], &ty[1..]);
+                let parent = Episode::new(rest.to_vec(), ivs[1..].to_vec());
+                let whole = Episode::new(ty.clone(), ivs.clone());
+                let got = EarliestEnds::of(&idx, &parent)
+                    .count_prefixed(idx.times(u), gap_of(ivs[0], u, rest[0]));
+                assert_eq!(got, count_exact(&idx, &whole), "{whole:?}");
+                checked += u64::from(got > 0);
+            }
+        }
+        assert!(checked > 200, "only {checked} episodes occurred");
     }
 }

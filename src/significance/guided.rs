@@ -127,7 +127,7 @@ use super::testing::{
     SplitSummary, Sums, check_fraction, key, surrogate_moments, too_few_for_alpha,
 };
 use crate::episode::count::{Merged, TypeIndex, count_exact_merged, distinct_types};
-use crate::episode::ends::{Ends, gap_of};
+use crate::episode::ends::{EarliestEnds, Ends, gap_of};
 use crate::episode::{Episode, FrequentEpisode, MinerConfig, MiningResult, Threshold};
 use crate::event::{EventStream, EventType};
 
@@ -204,8 +204,10 @@ impl Tally {
 
 /// How one hypothesis is counted in a hybrid: a unit added at the end from its parent's
 /// occurrence ends ([`Ends::count_by_gap_times`]: the parent's units keep their trains, so
-/// its ends are built once), a unit added at the start by merging its units' trains and
-/// running the exact machine ([`Merged::from_trains`], [`count_exact_merged`]).
+/// its ends are built once), a unit added at the start from its parent's earliest ends
+/// ([`EarliestEnds::count_prefixed`], built once too); both equal the exact machine over the
+/// hybrid's merged trains ([`Merged::from_trains`], [`count_exact_merged`]), which counts
+/// anything else.
 enum HybridCount<'a> {
     /// `parent · added`: the parent's ends, its last type's times, the new gap.
     Suffix {
@@ -213,20 +215,29 @@ enum HybridCount<'a> {
         last_times: &'a [f64],
         gap: (f64, f64),
     },
-    /// `added · parent`: the hypothesis's units in ascending type order (the order of ties
-    /// in a stream).
+    /// `added · parent`: the parent's earliest ends ([`EarliestEnds::count_prefixed`]: the
+    /// parent's units keep their trains, so they are computed once) and the new gap.
+    Prefix {
+        earliest: &'a EarliestEnds,
+        gap: (f64, f64),
+    },
+    /// Otherwise: the hypothesis's units in ascending type order (the order of ties in a
+    /// stream).
     Merged { set: Vec<EventType> },
 }
 
 /// The counts of `hyps` (all adding unit `added`) in the hybrids `js` of a part (`index`):
 /// each hypothesis's units' trains in the part, with `added`'s replaced by its surrogate `j`
 /// (one surrogate train per `j`, shared by the group), counted without building a stream
-/// ([`HybridCount`]; both ways equal [`count_exact`](crate::episode::count_exact) over the
-/// hybrid's stream). `ends` holds the ends of every parent of a unit added at the end.
+/// ([`HybridCount`]; every way equals [`count_exact`](crate::episode::count_exact) over the
+/// hybrid's stream). `ends` holds the ends of every parent of a unit added at the end,
+/// `earliest` the earliest ends of every parent of a unit added at the start.
 /// Returns per hypothesis its tally.
+#[allow(clippy::too_many_arguments)]
 fn hybrid_group(
     index: &TypeIndex,
     ends: &HashMap<Key, Ends>,
+    earliest: &HashMap<Key, EarliestEnds>,
     maker: &Surrogates,
     added: EventType,
     hyps: &[&Episode],
@@ -237,8 +248,11 @@ fn hybrid_group(
         .iter()
         .map(|e| {
             let n = e.len();
-            match ends.get(&key(&prefix_of(e))) {
-                Some(ends) if e.types()[n - 1] == added => {
+            match (
+                ends.get(&key(&prefix_of(e))),
+                earliest.get(&key(&suffix_of(e))),
+            ) {
+                (Some(ends), _) if e.types()[n - 1] == added => {
                     let last = e.types()[n - 2];
                     HybridCount::Suffix {
                         ends,
@@ -246,6 +260,10 @@ fn hybrid_group(
                         gap: gap_of(e.intervals()[n - 2], last, added),
                     }
                 }
+                (_, Some(earliest)) if e.types()[0] == added => HybridCount::Prefix {
+                    earliest,
+                    gap: gap_of(e.intervals()[0], added, e.types()[1]),
+                },
                 _ => {
                     let mut set = distinct_types(e);
                     set.sort_unstable();
@@ -266,6 +284,9 @@ fn hybrid_group(
                             last_times,
                             gap,
                         } => ends.count_by_gap_times(last_times, *gap, &surrogate),
+                        HybridCount::Prefix { earliest, gap } => {
+                            earliest.count_prefixed(&surrogate, *gap)
+                        }
                         HybridCount::Merged { set } => {
                             let parts: Vec<&[f64]> = set
                                 .iter()
@@ -302,6 +323,17 @@ fn prefix_of(e: &Episode) -> Episode {
     Episode::new(e.types()[..n - 1].to_vec(), e.intervals()[..n - 2].to_vec())
 }
 
+/// An episode without its first node.
+fn suffix_of(e: &Episode) -> Episode {
+    Episode::new(e.types()[1..].to_vec(), e.intervals()[1..].to_vec())
+}
+
+/// Whether no type repeats in `e` (what [`EarliestEnds`] counts).
+fn distinct(e: &Episode) -> bool {
+    let t = e.types();
+    t.iter().enumerate().all(|(i, x)| !t[..i].contains(x))
+}
+
 /// The tallies of `hyps` over the hybrids `js` of a part (`index`), grouped by added unit.
 fn hybrid_tallies(
     engine: &Engine<'_>,
@@ -321,6 +353,18 @@ fn hybrid_tallies(
             ends.entry(k).or_insert_with(|| Ends::of(index, &parent));
         }
     }
+    // The earliest ends of every parent that has a unit added at the start.
+    let mut earliest: HashMap<Key, EarliestEnds> = HashMap::new();
+    for h in hyps {
+        let e = &h.episode;
+        if e.types()[0] == h.added && distinct(e) {
+            let parent = suffix_of(e);
+            let k = key(&parent);
+            earliest
+                .entry(k)
+                .or_insert_with(|| EarliestEnds::of(index, &parent));
+        }
+    }
     let mut groups: HashMap<EventType, Vec<usize>> = HashMap::new();
     for (i, h) in hyps.iter().enumerate() {
         groups.entry(h.added).or_default().push(i);
@@ -332,7 +376,16 @@ fn hybrid_tallies(
         engine.check_cancel()?;
         let eps: Vec<&Episode> = members.iter().map(|&i| &hyps[i].episode).collect();
         let obs: Vec<u64> = members.iter().map(|&i| observed[i]).collect();
-        let tallies = hybrid_group(index, &ends, maker, added, &eps, &obs, js.clone());
+        let tallies = hybrid_group(
+            index,
+            &ends,
+            &earliest,
+            maker,
+            added,
+            &eps,
+            &obs,
+            js.clone(),
+        );
         for (&i, t) in members.iter().zip(&tallies) {
             out[i].merge(t);
         }
@@ -1060,6 +1113,7 @@ mod tests {
     /// the start takes), on a stream with ties and zero delays (a closed interval at 0).
     #[test]
     fn hybrid_counts_from_the_parents_ends_equal_the_merged_machines() {
+        // Units added at the end (`Ends`) and at the start (`EarliestEnds`).
         use crate::event::{Alphabet, Ordering};
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
@@ -1097,10 +1151,21 @@ mod tests {
             let parent = prefix_of(&e);
             let mut ends = HashMap::new();
             ends.insert(key(&parent), Ends::of(&index, &parent));
-            let by_ends = hybrid_group(&index, &ends, &maker, added, &[&e], &[observed], 0..20);
+            let none = HashMap::new();
+            let by_ends = hybrid_group(
+                &index,
+                &ends,
+                &none,
+                &maker,
+                added,
+                &[&e],
+                &[observed],
+                0..20,
+            );
             let merged = hybrid_group(
                 &index,
                 &HashMap::new(),
+                &none,
                 &maker,
                 added,
                 &[&e],
@@ -1112,6 +1177,39 @@ mod tests {
                 (x.n, x.sum, x.sumsq, x.exceed),
                 (y.n, y.sum, y.sumsq, y.exceed),
                 "{e:?}"
+            );
+            assert!(x.sum > 0, "the hybrids hold occurrences of {e:?}");
+            // The same unit added at the start instead: from the parent's earliest ends.
+            let first = e.types()[0];
+            let rest = suffix_of(&e);
+            let mut earliest = HashMap::new();
+            earliest.insert(key(&rest), EarliestEnds::of(&index, &rest));
+            let observed = crate::episode::count_exact(&index, &e);
+            let by_earliest = hybrid_group(
+                &index,
+                &HashMap::new(),
+                &earliest,
+                &maker,
+                first,
+                &[&e],
+                &[observed],
+                0..20,
+            );
+            let merged = hybrid_group(
+                &index,
+                &HashMap::new(),
+                &none,
+                &maker,
+                first,
+                &[&e],
+                &[observed],
+                0..20,
+            );
+            let (x, y) = (&by_earliest[0], &merged[0]);
+            assert_eq!(
+                (x.n, x.sum, x.sumsq, x.exceed),
+                (y.n, y.sum, y.sumsq, y.exceed),
+                "{e:?}, first unit replaced"
             );
             assert!(x.sum > 0, "the hybrids hold occurrences of {e:?}");
         }
