@@ -541,7 +541,7 @@ fn bench_significance_prints_a_row_per_procedure() {
 /// every seed while an uncoupled one (probability 0) is not.
 #[test]
 fn bench_power_finds_a_strong_chain_and_not_an_absent_one() {
-    for split in [None, Some("0.5")] {
+    for (split, correction) in [(None, "max-t"), (Some("0.5"), "max-t"), (None, "guided")] {
         let mut args = vec![
             "bench",
             "power",
@@ -555,27 +555,29 @@ fn bench_power_finds_a_strong_chain_and_not_an_absent_one() {
             "2",
             "--n-surrogates",
             "39",
+            "--correction",
+            correction,
         ];
         if let Some(f) = split {
             args.extend(["--sample-split", f]);
         }
         let out = synfire(&args);
         let text = succeeded(out);
-        let rows = table_rows(&text, "| 3 |");
+        let rows = table_rows(&text, &format!("| {correction} | 3 |"));
         assert_eq!(rows.len(), 2, "{text}");
         assert_eq!(
-            (rows[0][2], rows[0][6]),
+            (rows[0][3], rows[0][7]),
             ("0", "0 of 2"),
-            "{split:?} {text}"
+            "{split:?} {correction} {text}"
         );
         assert_eq!(
-            (rows[1][2], rows[1][6]),
+            (rows[1][3], rows[1][7]),
             ("0.3", "2 of 2"),
-            "{split:?} {text}"
+            "{split:?} {correction} {text}"
         );
-        if split.is_some() {
+        if split.is_some() || correction == "guided" {
             // The test part's count of the strong link stands well above its surrogates'.
-            let (count, mean) = rows[1][5].split_once(" vs ").expect("count vs mean");
+            let (count, mean) = rows[1][6].split_once(" vs ").expect("count vs mean");
             let (count, mean): (f64, f64) = (count.parse().unwrap(), mean.parse().unwrap());
             assert!(count > 2.0 * mean, "{text}");
         }

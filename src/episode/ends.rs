@@ -422,9 +422,16 @@ impl EarliestEnds {
             let gap = gap_of(episode.intervals()[j], types[j], types[j + 1]);
             ends = window_minima(from, gap, to, &ends);
         }
+        // Only the first events that start an occurrence can give one to `u · α`.
+        let (first, earliest_end) = times(types[0])
+            .iter()
+            .zip(&ends)
+            .filter(|(_, e)| e.is_finite())
+            .map(|(&t, &e)| (t, e))
+            .unzip();
         Self {
-            first: times(types[0]).to_vec(),
-            earliest_end: ends,
+            first,
+            earliest_end,
         }
     }
 
@@ -433,28 +440,50 @@ impl EarliestEnds {
     /// [`count_exact`](crate::episode::count_exact) on the stream of `α`'s units and `train`.
     #[must_use]
     pub(crate) fn count_prefixed(&self, train: &[f64], gap: (f64, f64)) -> u64 {
-        let candidate = window_minima(train, gap, &self.first, &self.earliest_end);
         let mut count = 0u64;
         let mut best = f64::INFINITY;
-        for (&s, &end) in train.iter().zip(&candidate) {
+        window_minima_each(train, gap, &self.first, &self.earliest_end, |s, end| {
             if s > best {
                 count += 1;
                 best = f64::INFINITY;
             }
             best = best.min(end);
-        }
+        });
         count + u64::from(best.is_finite())
     }
 }
 
 /// For each `x` of `from` (sorted), the minimum of `values[i]` over the events `to[i]`
-/// (sorted) with `low < to[i] − x ≤ high` (`∞` where none): two forward pointers and a
-/// monotone deque of window positions.
-fn window_minima(from: &[f64], (low, high): (f64, f64), to: &[f64], values: &[f64]) -> Vec<f64> {
-    let mut out = Vec::with_capacity(from.len());
+/// (sorted) with `low < to[i] − x ≤ high` (`∞` where none).
+fn window_minima(from: &[f64], gap: (f64, f64), to: &[f64], values: &[f64]) -> Vec<f64> {
+    let mut out = vec![f64::INFINITY; from.len()];
+    let mut i = 0;
+    window_minima_each(from, gap, to, values, |x, m| {
+        while from[i] != x {
+            i += 1;
+        }
+        out[i] = m;
+        i += 1;
+    });
+    out
+}
+
+/// Calls `found(x, m)`, in order, for each `x` of `from` (sorted) whose window of `to`
+/// (sorted; `low < to[i] − x ≤ high`) is not empty, with `m` the minimum of `values` over it:
+/// two forward pointers and a monotone deque of window positions; the events of `from` before
+/// the next window that can gain an event are skipped by a binary search.
+fn window_minima_each(
+    from: &[f64],
+    (low, high): (f64, f64),
+    to: &[f64],
+    values: &[f64],
+    mut found: impl FnMut(f64, f64),
+) {
     let mut deque: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
     let (mut lo, mut hi) = (0usize, 0usize);
-    for &x in from {
+    let mut j = 0usize;
+    while j < from.len() {
+        let x = from[j];
         while hi < to.len() && to[hi] - x <= high {
             while deque.back().is_some_and(|&b| values[b] >= values[hi]) {
                 deque.pop_back();
@@ -468,9 +497,19 @@ fn window_minima(from: &[f64], (low, high): (f64, f64), to: &[f64], values: &[f6
         while deque.front().is_some_and(|&f| f < lo) {
             deque.pop_front();
         }
-        out.push(deque.front().map_or(f64::INFINITY, |&f| values[f]));
+        if let Some(&f) = deque.front() {
+            found(x, values[f]);
+            j += 1;
+        } else if hi >= to.len() {
+            break;
+        } else {
+            // The window is empty and stays so until `to[hi] − x ≤ high`: skip to the first
+            // such `x` (the predicate fails on a prefix of `from`, `to[hi] − x` being
+            // monotone in `x`).
+            let next = to[hi];
+            j += from[j..].partition_point(|&x| next - x > high).max(1);
+        }
     }
-    out
 }
 
 /// The nodes of the last episode a path ([`EndsPath`], [`crate::episode::bound::ReachPath`])
