@@ -1108,12 +1108,12 @@ mod tests {
         assert!(got.iter().all(|h| h.parent == key(&parent)));
     }
 
-    /// A unit added at the end is counted in the hybrids from its parent's ends; the same
-    /// tallies as merging the trains and running the exact machine (the path a unit added at
-    /// the start takes), on a stream with ties and zero delays (a closed interval at 0).
+    /// A unit added at the end is counted in the hybrids from its parent's ends, one added at
+    /// the start from its parent's earliest ends; the same tallies as merging the trains and
+    /// running the exact machine, on a stream with ties and zero delays (a closed interval
+    /// at 0).
     #[test]
     fn hybrid_counts_from_the_parents_ends_equal_the_merged_machines() {
-        // Units added at the end (`Ends`) and at the start (`EarliestEnds`).
         use crate::event::{Alphabet, Ordering};
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
