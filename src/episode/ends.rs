@@ -491,7 +491,8 @@ fn window_minima_each(
             deque.push_back(hi);
             hi += 1;
         }
-        while lo < hi && !(to[lo] - x > low) {
+        // Times are finite: `d ≤ low` is `¬(d > low)`.
+        while lo < hi && to[lo] - x <= low {
             lo += 1;
         }
         while deque.front().is_some_and(|&f| f < lo) {

@@ -9,7 +9,7 @@
 //! part; it needs the family to be fixed before `B` is looked at. A window `k` whose test part
 //! starts at `tₛ` may therefore be tested with the family selected on window `j`'s selection
 //! part `A_j = [t_j, s_j)` whenever `s_j ≤ tₛ` (every window `j ≤ k` of one window definition).
-//! Units are matched by label ([`guided::Selection::for_stream`]; an episode with a unit that
+//! Units are matched by label (`guided::Selection::for_stream`; an episode with a unit that
 //! has no spike in window `k` is left out, which depends only on the units' spike counts,
 //! which surrogates keep). The error control of each window's test is then exactly
 //! [`super::guided`]'s: FWER ≤ α per window.
