@@ -172,13 +172,9 @@ impl GpuCounter {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let mut seen: HashMap<usize, usize> = HashMap::new();
         let mut workers = Vec::with_capacity(gpus.len());
-        for &ordinal in gpus {
+        for (i, &ordinal) in gpus.iter().enumerate() {
             let slot = seen.entry(ordinal).or_insert(0);
-            // Device threads of every counter of the process on consecutive cores (the
-            // significance engine starts up to 32 counters on one GPU: pinned by their
-            // position within a counter, they all shared core 0).
-            let core = NEXT_CORE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % cores;
-            workers.push(EpisodeWorker::start(ordinal, *slot, Some(core))?);
+            workers.push(EpisodeWorker::start(ordinal, *slot, Some(i % cores))?);
             *slot += 1;
         }
         let calibrations = workers
@@ -821,10 +817,6 @@ impl Counter for GpuCounter {
     }
 }
 
-/// The core the next device thread is pinned to (modulo the cores), over every counter the
-/// process starts.
-static NEXT_CORE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
 /// How a GPU counter is set up (`--gpus`, `--exact-kernel`, `--calibration`).
 #[derive(Clone, Debug, Default)]
 pub struct GpuSettings {
@@ -926,29 +918,6 @@ pub fn select_gpu(
     choice: DeviceChoice,
     settings: &GpuSettings,
 ) -> Result<Option<GpuCounter>, DeviceError> {
-    let counter = start_gpu(stream, intervals, choice, settings)?;
-    if let Some(c) = &counter {
-        let names: Vec<String> = c
-            .devices()
-            .iter()
-            .map(|d| format!("{} ({})", d.ordinal, d.name))
-            .collect();
-        tracing::info!(gpus = %names.join(", "), "Counting on the GPU.");
-    }
-    Ok(counter)
-}
-
-/// [`select_gpu`] without its log line, for a caller starting several counters at once
-/// (the significance engine), which logs them once.
-///
-/// # Errors
-/// As [`select_counter`].
-pub(crate) fn start_gpu(
-    stream: &EventStream,
-    intervals: &[Interval],
-    choice: DeviceChoice,
-    settings: &GpuSettings,
-) -> Result<Option<GpuCounter>, DeviceError> {
     let gpus = settings.gpus.as_deref();
     let attempt = || -> Result<GpuCounter, DeviceError> {
         let found = crate::device::probe()?;
@@ -979,6 +948,12 @@ pub(crate) fn start_gpu(
     if let Some(calibration) = &settings.calibration {
         c.set_calibration(calibration);
     }
+    let names: Vec<String> = c
+        .devices()
+        .iter()
+        .map(|d| format!("{} ({})", d.ordinal, d.name))
+        .collect();
+    tracing::info!(gpus = %names.join(", "), "Counting on the GPU.");
     Ok(Some(c))
 }
 

@@ -20,7 +20,7 @@ use crate::device::{DeviceChoice, DeviceError};
 use crate::episode::count::count_pair;
 use crate::episode::{
     CountKind, Counter, CpuCounter, Episode, GpuCounter, GpuSettings, GpuStats, MineError,
-    MinerConfig, Progress, mine_with, select_gpu, start_gpu,
+    MinerConfig, Progress, mine_with, select_gpu,
 };
 use crate::event::EventStream;
 
@@ -130,51 +130,25 @@ pub(super) fn gpu_counters() -> usize {
         .clamp(4, 32)
 }
 
-/// The counters after the first, up to [`gpu_counters`] in all, started at once (each on a
-/// thread of its own: a start is mostly the device's and the driver's work, 0.8–1.4 s each
-/// on an H100 one after another); one log line for all. A counter that cannot start (the
-/// GPU's memory full, say) is left out with a warning instead of failing the test, which the
-/// first counter alone can run.
+/// The counters after the first, up to [`gpu_counters`] in all: a counter that cannot start
+/// (the GPU's memory full, say) ends the list with a warning instead of failing the test,
+/// which the first counter alone can run.
 pub(crate) fn more_counters(
     stream: &EventStream,
     config: &MinerConfig,
     settings: &GpuSettings,
 ) -> Vec<GpuCounter> {
-    let started = Instant::now();
-    let results: Vec<Result<Option<GpuCounter>, DeviceError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (1..gpu_counters())
-            .map(|_| {
-                scope.spawn(|| start_gpu(stream, &config.intervals, DeviceChoice::Gpu, settings))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(DeviceError::Unsupported(
-                        "a GPU counter's start panicked".into(),
-                    ))
-                })
-            })
-            .collect()
-    });
     let mut out = Vec::new();
-    let mut failed = Vec::new();
-    for r in results {
-        match r {
+    for _ in 1..gpu_counters() {
+        match select_gpu(stream, &config.intervals, DeviceChoice::Gpu, settings) {
             Ok(Some(c)) => out.push(c),
-            Ok(None) => {}
-            Err(e) => failed.push(e.to_string()),
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, counters = out.len() + 1, "Could not start another GPU counter; going on with those started.");
+                break;
+            }
         }
     }
-    if let Some(first) = failed.first() {
-        tracing::warn!(error = %first, failed = failed.len(), counters = out.len() + 1, "Could not start every GPU counter; going on with those started.");
-    }
-    tracing::debug!(
-        counters = out.len() + 1,
-        seconds = started.elapsed().as_secs_f64(),
-        "More GPU counters for the surrogates, started at once."
-    );
     out
 }
 
