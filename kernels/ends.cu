@@ -99,6 +99,37 @@ __device__ __forceinline__ unsigned synfire_count(const synfire_ends& a, const d
     return c;
 }
 
+// The host's EarliestEnds::count_prefixed: the count of u·α, u's events `train [m]` (sorted),
+// from α's first events `first [n]` and the earliest end of an occurrence starting at each
+// (`earliest [n]`, finite and never decreasing, so a window's minimum is its first event's):
+// each start s offers the earliest end of its window (the first events f with
+// low < f - s <= high); greedy earliest-end scheduling takes the best end held when a later
+// start comes after it.
+__device__ __forceinline__ unsigned synfire_count_prefixed(const double* first,
+                                                           const double* earliest, unsigned n,
+                                                           const double* train, unsigned m,
+                                                           double low, double high) {
+    unsigned c = 0, lo = 0, j = 0;
+    double best = SYNFIRE_INF;
+    while (j < m) {
+        const double s = train[j];
+        lo = synfire_gallop(lo, n, [&](unsigned i) { return first[i] - s <= low; });
+        if (lo >= n) break;
+        if (first[lo] - s <= high) {
+            if (s > best) {
+                ++c;
+                best = SYNFIRE_INF;
+            }
+            best = fmin(best, earliest[lo]);
+            ++j;
+        } else {
+            const double next = first[lo];
+            j = synfire_gallop(j + 1, m, [&](unsigned k) { return next - train[k] > high; });
+        }
+    }
+    return c + (best < SYNFIRE_INF ? 1u : 0u);
+}
+
 __device__ __forceinline__ synfire_ends synfire_parent(
     const double* __restrict__ times, const unsigned* __restrict__ offsets, unsigned p,
     const unsigned* __restrict__ parent, const unsigned* __restrict__ last,
@@ -254,6 +285,45 @@ __global__ void ends_chunk_pack(unsigned items, const unsigned* __restrict__ ite
                 out_starts[o + c] = starts[o + j];
                 ++c;
             }
+        }
+    }
+}
+
+// Hybrids (significance's `guided` test): hypothesis h counted in hybrid jj, one thread per
+// (h, jj), thread g = h * per + jj. The hypothesis adds unit slot `unit[h]`, whose surrogate
+// jj is segment `unit[h] * per + jj` of `trains` (`seg_off`, as `kernels/surrogates.cu`'s
+// hybrid trains lay them out). Its parent is `parent_times`/`parent_values` from
+// `parent_off[h]` to `parent_off[h + 1]`: for a unit added at the end (`prefixed[h]` 0) the
+// parent's ends (times, latest starts), counted as `ends_count` does; for a unit added at the
+// start (1) its first events and their earliest ends (`synfire_count_prefixed`). `low` and
+// `high` bound the new gap. Shapes: every per-hypothesis array [hyps], `count [hyps * per]`.
+__global__ void hybrid_count(unsigned hyps, unsigned per, const unsigned* __restrict__ unit,
+                             const unsigned* __restrict__ prefixed,
+                             const double* __restrict__ low, const double* __restrict__ high,
+                             const unsigned* __restrict__ parent_off,
+                             const double* __restrict__ parent_times,
+                             const double* __restrict__ parent_values,
+                             const unsigned* __restrict__ seg_off,
+                             const double* __restrict__ trains, unsigned* __restrict__ count) {
+    const unsigned total = hyps * per;
+    for (unsigned g = blockIdx.x * blockDim.x + threadIdx.x; g < total;
+         g += gridDim.x * blockDim.x) {
+        const unsigned h = g / per;
+        const unsigned seg = unit[h] * per + (g - h * per);
+        const double* to = trains + seg_off[seg];
+        const unsigned m = seg_off[seg + 1] - seg_off[seg];
+        const unsigned off = parent_off[h];
+        const unsigned n = parent_off[h + 1] - off;
+        if (prefixed[h]) {
+            count[g] = synfire_count_prefixed(parent_times + off, parent_values + off, n, to, m,
+                                              low[h], high[h]);
+        } else {
+            synfire_ends a;
+            a.idx = 0;
+            a.starts = parent_values + off;
+            a.t_last = parent_times + off;
+            a.n = n;
+            count[g] = synfire_count(a, to, m, low[h], high[h]);
         }
     }
 }

@@ -8,6 +8,11 @@
 //
 // Layout: the recording grouped by unit (CSR): `offsets [units + 1]`, `original [events]`
 // (each unit's times sorted). The surrogate is written to `out [events]` in the same layout.
+//
+// Hybrid trains (significance's `guided` test, `src/device/episodes/hybrids.rs`): many
+// surrogates of a few units at once. Segment `g = a · per + jj` of `out` (`seg_off [segs + 1]`)
+// is slot `a`'s surrogate `j0 + jj`; slot `a` is the unit `unit[a]` (its Philox unit id, the
+// unit's index in the recording) whose sorted times start at `original[src_off[a]]`.
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -16,6 +21,8 @@
 
 #define TAG_DITHER 0u
 #define TAG_SHIFT 2u
+
+#include "common.cuh"
 
 struct Words { unsigned int w[4]; };
 
@@ -59,6 +66,38 @@ __device__ __forceinline__ unsigned int unit_of(const unsigned int* offsets, uns
     return lo;
 }
 
+// `lo + u (hi − lo)` kept within [lo, hi] (host: `draw`).
+__device__ __forceinline__ double drawn(double lo, double hi, double u) {
+    double v = __dadd_rn(lo, __dmul_rn(u, __dsub_rn(hi, lo)));
+    return fmin(fmax(v, lo), hi);
+}
+
+// Spike `i` (at `t`) of unit `u` dithered in surrogate `s`: uniform within
+// [max(t − Δ, T0), min(t + Δ, T1)] (host: `Surrogates::unit_train`, `Dither`).
+__device__ __forceinline__ double dithered(double t, unsigned int i, unsigned int u,
+                                           unsigned long long s, double delta, double t0,
+                                           double t1, unsigned int k0, unsigned int k1) {
+    double lo = fmax(__dsub_rn(t, delta), t0);
+    double hi = fmin(__dadd_rn(t, delta), t1);
+    return drawn(lo, hi, first_uniform(i, u, s, TAG_DITHER, k0, k1));
+}
+
+// A spike at `t` of unit `u` shifted in surrogate `s`: by the unit's one offset
+// `−Δ + 2Δu`, wrapped circularly into [T0, T1) (host: `wrap_shift`, `rem_euclid`).
+__device__ __forceinline__ double shifted(double t, unsigned int u, unsigned long long s,
+                                          double delta, double t0, double t1, unsigned int k0,
+                                          unsigned int k1) {
+    double len = __dsub_rn(t1, t0);
+    if (!(len > 0.0)) return t;
+    double x = first_uniform(0u, u, s, TAG_SHIFT, k0, k1);
+    double shift = __dadd_rn(-delta, __dmul_rn(__dmul_rn(2.0, delta), x));
+    double y = __dadd_rn(__dsub_rn(t, t0), shift);
+    double r = fmod(y, len);
+    if (r < 0.0) r = __dadd_rn(r, fabs(len));
+    double v = __dadd_rn(t0, r);
+    return (v >= t1) ? t0 : v;
+}
+
 // Uniform dithering: each spike to `lo + u (hi − lo)` clamped, `lo = max(t − Δ, T0)`,
 // `hi = min(t + Δ, T1)` (host: `draw`).
 extern "C" __global__ void surrogate_dither(const unsigned int* offsets, unsigned int units,
@@ -69,13 +108,7 @@ extern "C" __global__ void surrogate_dither(const unsigned int* offsets, unsigne
     unsigned int e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= events) return;
     unsigned int u = unit_of(offsets, units, e);
-    unsigned int i = e - offsets[u];
-    double t = original[e];
-    double lo = fmax(__dsub_rn(t, delta), t0);
-    double hi = fmin(__dadd_rn(t, delta), t1);
-    double x = first_uniform(i, u, s, TAG_DITHER, k0, k1);
-    double v = __dadd_rn(lo, __dmul_rn(x, __dsub_rn(hi, lo)));
-    out[e] = fmin(fmax(v, lo), hi);
+    out[e] = dithered(original[e], e - offsets[u], u, s, delta, t0, t1, k0, k1);
 }
 
 // Train shifting: every spike of a unit by one offset `−Δ + 2Δu` (u drawn per unit), wrapped
@@ -88,19 +121,7 @@ extern "C" __global__ void surrogate_shift(const unsigned int* offsets, unsigned
     unsigned int e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= events) return;
     unsigned int u = unit_of(offsets, units, e);
-    double len = __dsub_rn(t1, t0);
-    double t = original[e];
-    if (!(len > 0.0)) {
-        out[e] = t;
-        return;
-    }
-    double x = first_uniform(0u, u, s, TAG_SHIFT, k0, k1);
-    double shift = __dadd_rn(-delta, __dmul_rn(__dmul_rn(2.0, delta), x));
-    double y = __dadd_rn(__dsub_rn(t, t0), shift);
-    double r = fmod(y, len);
-    if (r < 0.0) r = __dadd_rn(r, fabs(len));
-    double v = __dadd_rn(t0, r);
-    out[e] = (v >= t1) ? t0 : v;
+    out[e] = shifted(original[e], u, s, delta, t0, t1, k0, k1);
 }
 
 // One thread per unit: sorts the unit's times ascending in place. A shifted train is a
@@ -138,4 +159,79 @@ extern "C" __global__ void surrogate_sort_units(const unsigned int* offsets, uns
         }
         x[j] = v;
     }
+}
+
+// Element `e` of the hybrid trains: its segment's slot `a`, surrogate `s` and position `i`.
+__device__ __forceinline__ void train_element(const unsigned int* seg_off, unsigned int segs,
+                                              unsigned int per, unsigned long long j0,
+                                              unsigned int e, unsigned int* a,
+                                              unsigned long long* s, unsigned int* i,
+                                              unsigned int* n) {
+    unsigned int g = synfire_item_of(seg_off, segs, e);
+    *a = g / per;
+    *s = j0 + (g - *a * per);
+    *i = e - seg_off[g];
+    *n = seg_off[g + 1] - seg_off[g];
+}
+
+// Hybrid trains, uniform dithering (then `surrogate_sort_units` over the segments).
+extern "C" __global__ void trains_dither(const unsigned int* seg_off, unsigned int segs,
+                                         unsigned int per, const unsigned int* src_off,
+                                         const unsigned int* unit, const double* original,
+                                         double* out, unsigned int total, double delta,
+                                         double t0, double t1, unsigned long long j0,
+                                         unsigned int k0, unsigned int k1) {
+    unsigned int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= total) return;
+    unsigned int a, i, n;
+    unsigned long long s;
+    train_element(seg_off, segs, per, j0, e, &a, &s, &i, &n);
+    out[e] = dithered(original[src_off[a] + i], i, unit[a], s, delta, t0, t1, k0, k1);
+}
+
+// Hybrid trains, train shifting (then `surrogate_sort_units` with `rotated`).
+extern "C" __global__ void trains_shift(const unsigned int* seg_off, unsigned int segs,
+                                        unsigned int per, const unsigned int* src_off,
+                                        const unsigned int* unit, const double* original,
+                                        double* out, unsigned int total, double delta,
+                                        double t0, double t1, unsigned long long j0,
+                                        unsigned int k0, unsigned int k1) {
+    unsigned int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= total) return;
+    unsigned int a, i, n;
+    unsigned long long s;
+    train_element(seg_off, segs, per, j0, e, &a, &s, &i, &n);
+    out[e] = shifted(original[src_off[a] + i], unit[a], s, delta, t0, t1, k0, k1);
+}
+
+// Hybrid trains, dithering that keeps the unit's dead time `dead[a]` (host: `unit_train`,
+// `DitherDeadTime`): two passes, `parity` 0 then 1. Spike `i` of that parity moves uniformly
+// within [max(t − Δ, prev + d, T0), min(t + Δ, next − d, T1)] (kept where that is empty),
+// `prev`/`next` its neighbours' current times (`T0`/`T1` at the ends), draw tag `parity`.
+// Pass 0 reads the originals (its neighbours are odd, not yet moved) and copies the odd
+// spikes; pass 1 reads the moved even neighbours in `out`. The result stays sorted.
+extern "C" __global__ void trains_dead_time(const unsigned int* seg_off, unsigned int segs,
+                                            unsigned int per, const unsigned int* src_off,
+                                            const unsigned int* unit, const double* dead,
+                                            const double* original, double* out,
+                                            unsigned int total, double delta, double t0,
+                                            double t1, unsigned long long j0, unsigned int k0,
+                                            unsigned int k1, unsigned int parity) {
+    unsigned int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= total) return;
+    unsigned int a, i, n;
+    unsigned long long s;
+    train_element(seg_off, segs, per, j0, e, &a, &s, &i, &n);
+    const double* x = parity == 0 ? original + src_off[a] : out + (e - i);
+    if ((i & 1u) != parity) {
+        if (parity == 0) out[e] = x[i];
+        return;
+    }
+    double d = dead[a];
+    double t = x[i];
+    double prev = i > 0 ? __dadd_rn(x[i - 1], d) : t0;
+    double next = i + 1 < n ? __dsub_rn(x[i + 1], d) : t1;
+    double lo = fmax(fmax(__dsub_rn(t, delta), prev), t0);
+    double hi = fmin(fmin(__dadd_rn(t, delta), next), t1);
+    out[e] = lo <= hi ? drawn(lo, hi, first_uniform(i, unit[a], s, parity, k0, k1)) : t;
 }

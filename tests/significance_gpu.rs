@@ -501,3 +501,63 @@ fn device_floor_pass_equals_the_hosts() {
         }
     }
 }
+
+/// `guided`'s extensions counted in hybrids on the GPU (their added units' surrogate trains
+/// made on the device, each hypothesis counted there from its parent's ends or earliest
+/// ends) give the CPU's tests number for number: counts, sums over the hybrids, p-values and
+/// decisions, at every level, on the real recordings, for the methods the device makes
+/// (`dither`, `dither-dead-time`, `shift`) and one it does not (`isi-dither`, made on the
+/// host either way).
+#[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
+fn guided_hybrids_on_the_gpu_give_the_cpu_tests() {
+    if !common::gpu_or_skip("guided_hybrids_on_the_gpu_give_the_cpu_tests") {
+        return;
+    }
+    let mut extensions = 0usize;
+    for rel in RECORDINGS {
+        let stream = synfire::read_spikes(&fixture(rel), Ordering::RequireSorted).unwrap();
+        let mut config = MinerConfig::new(
+            Interval::parse_list("[0,0.001],(0.001,0.005],0.005-0.010").unwrap(),
+            Threshold::MinCount(20),
+        );
+        config.max_level = 4;
+        for method in [
+            "dither-dead-time:0.015",
+            "dither:0.015",
+            "shift:0.5",
+            "isi-dither:0.015",
+        ] {
+            let sig = SignificanceConfig {
+                method: method.parse().unwrap(),
+                n_surrogates: 20,
+                alpha: 0.05,
+                correction: Correction::Guided,
+                seed: 5,
+                test_top: Some(30),
+                watch: None,
+                trials: None,
+                significant_only: false,
+                sample_split: None,
+            };
+            let data = mine(&stream, &sig.mining_config(&config)).unwrap();
+            let cpu = test_episodes(&stream, &config, &data, &sig).unwrap();
+            let gpu = test_episodes_on(
+                &stream,
+                &config,
+                &data,
+                &sig,
+                DeviceChoice::Gpu,
+                &GpuSettings::default(),
+            )
+            .unwrap();
+            assert_eq!(gpu.tests, cpu.tests, "{rel} {method}");
+            assert_eq!(gpu.sample_split, cpu.sample_split, "{rel} {method}");
+            extensions += cpu.tests.iter().filter(|t| t.episode.len() >= 3).count();
+        }
+    }
+    assert!(extensions > 0, "no extension was tested");
+}

@@ -13,6 +13,8 @@
 #include "tools/kernel-shim.h"
 #include "kernels/ends.cu"
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -203,5 +205,132 @@ int main() {
     }
   }
   std::printf("ends emulation: checked %ld counts and end lists (%ld counts nonzero), mismatches %ld\n", checked, nonzero, bad);
-  return bad == 0 && nonzero > 200 ? 0 : 1;
+  const bool ends_ok = bad == 0 && nonzero > 200;
+
+  // hybrid_count: a parent alpha of 1 to 3 distinct units, a unit u outside it added at the
+  // end or at the start, counted against several trains of u laid out as the hybrid trains
+  // are (segment a * per + jj), against the count of every occurrence of the whole episode
+  // enumerated with that train as u's.
+  long h_checked = 0, h_bad = 0, h_nonzero = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const unsigned types = 2 + rng() % 3;
+    std::vector<std::vector<double>> by_type(types);
+    for (auto& v : by_type) {
+      const unsigned n = rng() % 25;
+      for (unsigned i = 0; i < n; ++i) v.push_back((double)(rng() % 60) * 0.001);
+      std::sort(v.begin(), v.end());
+    }
+    const double highs[] = {0.0, 0.003, 0.005, 0.01, 0.02};
+    auto gap = [&](unsigned a, unsigned b, double& lo, double& hi) {
+      const double lows[] = {a < b ? std::nextafter(0.0, -1.0) : 0.0, 0.0, 0.002, 0.005};
+      do {
+        lo = lows[rng() % 4];
+        hi = highs[rng() % 5];
+      } while (!(hi > lo));
+    };
+    // Occurrences (start, end, first event, last event) of a chain whose node k's events are
+    // ev[k], gaps g[k].
+    auto occurrences = [](const std::vector<const std::vector<double>*>& ev,
+                          const std::vector<std::pair<double, double>>& g) {
+      std::vector<std::array<double, 4>> occ;
+      std::function<void(unsigned, unsigned, unsigned)> walk = [&](unsigned k, unsigned e, unsigned first) {
+        if (k + 1 == ev.size()) {
+          occ.push_back({(*ev[0])[first], (*ev[k])[e], (double)first, (double)e});
+          return;
+        }
+        for (unsigned y = 0; y < ev[k + 1]->size(); ++y) {
+          const double dl = (*ev[k + 1])[y] - (*ev[k])[e];
+          if (dl > g[k].first && dl <= g[k].second) walk(k + 1, y, first);
+        }
+      };
+      for (unsigned e = 0; e < ev[0]->size(); ++e) walk(0, e, e);
+      return occ;
+    };
+    auto schedule = [](std::vector<std::array<double, 4>> occ) {
+      std::sort(occ.begin(), occ.end(), [](auto a, auto b) { return a[1] < b[1]; });
+      double last_end = -INFINITY;
+      unsigned c = 0;
+      for (auto& o : occ)
+        if (o[0] > last_end) { ++c; last_end = o[1]; }
+      return c;
+    };
+    // The added units' trains: `slots` units, `per` trains each (segment a * per + jj).
+    const unsigned per = 1 + rng() % 4;
+    const unsigned slots = 1 + rng() % 2;
+    std::vector<unsigned> seg_off{0};
+    std::vector<double> trains;
+    std::vector<std::vector<std::vector<double>>> train(slots, std::vector<std::vector<double>>(per));
+    for (unsigned a = 0; a < slots; ++a)
+      for (unsigned jj = 0; jj < per; ++jj) {
+        const unsigned n = rng() % 25;
+        for (unsigned i = 0; i < n; ++i) train[a][jj].push_back((double)(rng() % 60) * 0.001);
+        std::sort(train[a][jj].begin(), train[a][jj].end());
+        trains.insert(trains.end(), train[a][jj].begin(), train[a][jj].end());
+        seg_off.push_back((unsigned)trains.size());
+      }
+    if (trains.empty()) trains.push_back(0.0);
+    // Hypotheses: a parent chain over the recording's types, the added slot, where.
+    const unsigned hyps = 1 + rng() % 6;
+    std::vector<unsigned> unit(hyps), prefixed(hyps), parent_off{0};
+    std::vector<double> low(hyps), high(hyps), parent_times, parent_values;
+    std::vector<std::vector<unsigned>> want(hyps, std::vector<unsigned>(per));
+    for (unsigned h = 0; h < hyps; ++h) {
+      const unsigned len = 1 + rng() % std::min(3u, types);
+      std::vector<unsigned> ty;
+      while (ty.size() < len) {
+        const unsigned t = rng() % types;
+        if (std::find(ty.begin(), ty.end(), t) == ty.end()) ty.push_back(t);
+      }
+      std::vector<std::pair<double, double>> g(len - 1);
+      for (unsigned k = 0; k + 1 < len; ++k) gap(ty[k], ty[k + 1], g[k].first, g[k].second);
+      std::vector<const std::vector<double>*> ev;
+      for (unsigned t : ty) ev.push_back(&by_type[t]);
+      const auto occ = occurrences(ev, g);
+      unit[h] = rng() % slots;
+      prefixed[h] = rng() % 2;
+      // The added unit's id sits above the recording's types (ties: the host orders by id).
+      const unsigned u = types + unit[h];
+      if (prefixed[h]) {
+        gap(u, ty[0], low[h], high[h]);
+        std::vector<double> earliest(ev[0]->size(), INFINITY);
+        for (auto& o : occ) earliest[(unsigned)o[2]] = std::min(earliest[(unsigned)o[2]], o[1]);
+        for (unsigned e = 0; e < ev[0]->size(); ++e)
+          if (earliest[e] != INFINITY) { parent_times.push_back((*ev[0])[e]); parent_values.push_back(earliest[e]); }
+      } else {
+        gap(ty.back(), u, low[h], high[h]);
+        std::vector<double> latest(ev.back()->size(), -INFINITY);
+        for (auto& o : occ) latest[(unsigned)o[3]] = std::max(latest[(unsigned)o[3]], o[0]);
+        for (unsigned e = 0; e < ev.back()->size(); ++e)
+          if (latest[e] != -INFINITY) { parent_times.push_back((*ev.back())[e]); parent_values.push_back(latest[e]); }
+      }
+      parent_off.push_back((unsigned)parent_times.size());
+      for (unsigned jj = 0; jj < per; ++jj) {
+        auto ev2 = ev;
+        auto g2 = g;
+        if (prefixed[h]) {
+          ev2.insert(ev2.begin(), &train[unit[h]][jj]);
+          g2.insert(g2.begin(), {low[h], high[h]});
+        } else {
+          ev2.push_back(&train[unit[h]][jj]);
+          g2.push_back({low[h], high[h]});
+        }
+        want[h][jj] = schedule(occurrences(ev2, g2));
+      }
+    }
+    if (parent_times.empty()) { parent_times.push_back(0.0); parent_values.push_back(0.0); }
+    std::vector<unsigned> count(hyps * per, 12345);
+    current = [&] { hybrid_count(hyps, per, unit.data(), prefixed.data(), low.data(), high.data(), parent_off.data(), parent_times.data(), parent_values.data(), seg_off.data(), trains.data(), count.data()); };
+    run_grid(rng);
+    for (unsigned h = 0; h < hyps; ++h)
+      for (unsigned jj = 0; jj < per; ++jj) {
+        ++h_checked;
+        h_nonzero += want[h][jj] > 0;
+        if (count[h * per + jj] != want[h][jj]) {
+          ++h_bad;
+          if (h_bad < 10) std::printf("hybrid trial %d hyp %u train %u (%s): count %u, want %u\n", trial, h, jj, prefixed[h] ? "prefixed" : "appended", count[h * per + jj], want[h][jj]);
+        }
+      }
+  }
+  std::printf("hybrid emulation: checked %ld counts (%ld nonzero), mismatches %ld\n", h_checked, h_nonzero, h_bad);
+  return ends_ok && h_bad == 0 && h_nonzero > 200 ? 0 : 1;
 }

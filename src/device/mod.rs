@@ -39,7 +39,8 @@ pub mod worker;
 pub use choice::{DeviceChoice, DeviceTarget, resolve};
 pub(crate) use episodes::{
     BatchCountJob, CandidateBatch, DeviceSurrogate, EndsJob, EndsLevel, EpisodeKernel,
-    EpisodeWorker, FloorGap, FloorJob, FloorResult, StreamData, StreamReport, SurrogateJob,
+    EpisodeWorker, FloorGap, FloorJob, FloorResult, HybridHyps, HybridJob, HybridUnits, StreamData,
+    StreamReport, SurrogateJob, TrainSurrogate,
 };
 pub use error::DeviceError;
 pub use kernels::MAX_GPU_NODES;

@@ -174,21 +174,6 @@ impl Ends {
         count
     }
 
-    /// [`Ends::count_extension`] with the appended type's events given as times `to`
-    /// (sorted), not read from an index: the count of `α·x` where `x`'s train is replaced,
-    /// e.g. by its surrogate (significance's hybrids). `from` are the times of `α`'s last
-    /// type (the ends index them), `gap` as [`Ends::extend_by_gap_into`] takes it (from the
-    /// types' ids, [`Interval::low_by_time`]). `O(|self| + |to|)` at most, no allocation.
-    #[must_use]
-    pub(crate) fn count_by_gap_times(&self, from: &[f64], gap: (f64, f64), to: &[f64]) -> u64 {
-        let mut count = 0u64;
-        self.sweep_times(from, gap, to, |_, _, _| {
-            count += 1;
-            true
-        });
-        count
-    }
-
     /// The extension's sweep (module documentation): calls `on_end(j, t, start)` for each
     /// event `j` of `x` (at time `t`, seconds) that ends an occurrence of `α·x`, in stream
     /// order, with the latest start of those occurrences. When `on_end` returns true (the
@@ -215,53 +200,24 @@ impl Ends {
     fn sweep_times(
         &self,
         from: &[f64],
-        (low, high): (f64, f64),
+        gap: (f64, f64),
         to: &[f64],
-        mut on_end: impl FnMut(usize, f64, f64) -> bool,
+        on_end: impl FnMut(usize, f64, f64) -> bool,
     ) {
-        if self.is_empty() {
-            return;
-        }
-        let t_end = |i: usize| from[self.index[i] as usize];
-        let starts = &self.latest_start;
-        // Window of ends for the current y: [lo, hi), with y − t(e) ≤ high from lo on and
-        // y − t(e) > low before hi. Both predicates hold on a prefix of the ends (their times
-        // increase and `y − t` in f64 is monotone), so each edge is found by galloping, not
-        // by stepping. Latest starts never decrease along the ends (module documentation),
-        // so the window's largest is its last end's, and the ends before `need` (whose
-        // latest start is at most the last taken end) are never offered.
-        let (mut lo, mut hi, mut need) = (0usize, 0usize, 0usize);
-        let n = self.len();
-        let m = to.len();
-        let mut j = 0usize;
-        while j < m {
-            let y = to[j];
-            hi = gallop(hi, n, |i| y - t_end(i) > low);
-            lo = gallop(lo, hi, |i| y - t_end(i) > high);
-            if lo < hi && hi > need {
-                if on_end(j, y, starts[hi - 1]) {
-                    // Every end before `hi` has a latest start ≤ `starts[hi - 1]` ≤ y, so
-                    // `need ≥ hi`: the next event offered is after `y`'s window moves past it.
-                    need = gallop(hi - 1, n, |i| starts[i] <= y);
-                    if need >= n {
-                        break;
-                    }
-                    let next = t_end(need);
-                    j = gallop(j + 1, m, |k| to[k] - next <= low);
-                } else {
-                    j += 1;
-                }
-                continue;
-            }
-            // No end of the window can be offered: no later event of `x` is one until the
-            // first end that can (at or after `hi` and `need`) is more than `low` before it.
-            let first = hi.max(need);
-            if first >= n {
-                break;
-            }
-            let next = t_end(first);
-            j = gallop(j + 1, m, |k| to[k] - next <= low);
-        }
+        sweep_ends(
+            |i: usize| from[self.index[i] as usize],
+            &self.latest_start,
+            gap,
+            to,
+            on_end,
+        );
+    }
+
+    /// The ends' times, seconds, given the last type's times `from` (those the ends index).
+    /// Shape `[len]`; with [`Ends::latest_starts`], what [`count_after_ends`] takes.
+    #[must_use]
+    pub(crate) fn times(&self, from: &[f64]) -> Vec<f64> {
+        self.index.iter().map(|&i| from[i as usize]).collect()
     }
 
     /// The maximum number of non-overlapped occurrences (greedy earliest end; see the module
@@ -307,6 +263,92 @@ impl Ends {
     #[must_use]
     pub fn heap_bytes(&self) -> usize {
         self.index.capacity() * 4 + self.latest_start.capacity() * 8
+    }
+}
+
+/// [`Ends::count_extension`] with the ends laid out as times and the appended type's events
+/// given as times `to` (sorted), not read from an index: the count of `α·x` where `x`'s
+/// train is replaced, e.g. by its surrogate (significance's hybrids). `end_times` and
+/// `starts` (each end's latest start) are both `[ends]` seconds, as [`Ends::times`] and
+/// [`Ends::latest_starts`] give them; `gap` as [`Ends::extend_by_gap_into`] takes it (from
+/// the types' ids, [`Interval::low_by_time`]). The same sweep (`kernels/ends.cu`'s
+/// `synfire_count` on the device), without the indirection through the last type's times, for
+/// one parent counted against many trains; `O(|ends| + |to|)` at most, no allocation.
+///
+/// # Panics
+/// If `end_times` and `starts` differ in length.
+#[must_use]
+pub(crate) fn count_after_ends(
+    end_times: &[f64],
+    starts: &[f64],
+    gap: (f64, f64),
+    to: &[f64],
+) -> u64 {
+    assert_eq!(end_times.len(), starts.len(), "an end time per start");
+    let mut count = 0u64;
+    sweep_ends(
+        |i: usize| end_times[i],
+        starts,
+        gap,
+        to,
+        |_, _, _| {
+            count += 1;
+            true
+        },
+    );
+    count
+}
+
+/// The sweep of [`Ends::sweep`] over ends given by their times (`t_end(i)`, non-decreasing)
+/// and latest starts (`starts`, `[ends]`).
+#[inline]
+fn sweep_ends(
+    t_end: impl Fn(usize) -> f64,
+    starts: &[f64],
+    (low, high): (f64, f64),
+    to: &[f64],
+    mut on_end: impl FnMut(usize, f64, f64) -> bool,
+) {
+    if starts.is_empty() {
+        return;
+    }
+    // Window of ends for the current y: [lo, hi), with y − t(e) ≤ high from lo on and
+    // y − t(e) > low before hi. Both predicates hold on a prefix of the ends (their times
+    // increase and `y − t` in f64 is monotone), so each edge is found by galloping, not
+    // by stepping. Latest starts never decrease along the ends (module documentation),
+    // so the window's largest is its last end's, and the ends before `need` (whose
+    // latest start is at most the last taken end) are never offered.
+    let (mut lo, mut hi, mut need) = (0usize, 0usize, 0usize);
+    let n = starts.len();
+    let m = to.len();
+    let mut j = 0usize;
+    while j < m {
+        let y = to[j];
+        hi = gallop(hi, n, |i| y - t_end(i) > low);
+        lo = gallop(lo, hi, |i| y - t_end(i) > high);
+        if lo < hi && hi > need {
+            if on_end(j, y, starts[hi - 1]) {
+                // Every end before `hi` has a latest start ≤ `starts[hi - 1]` ≤ y, so
+                // `need ≥ hi`: the next event offered is after `y`'s window moves past it.
+                need = gallop(hi - 1, n, |i| starts[i] <= y);
+                if need >= n {
+                    break;
+                }
+                let next = t_end(need);
+                j = gallop(j + 1, m, |k| to[k] - next <= low);
+            } else {
+                j += 1;
+            }
+            continue;
+        }
+        // No end of the window can be offered: no later event of `x` is one until the
+        // first end that can (at or after `hi` and `need`) is more than `low` before it.
+        let first = hi.max(need);
+        if first >= n {
+            break;
+        }
+        let next = t_end(first);
+        j = gallop(j + 1, m, |k| to[k] - next <= low);
     }
 }
 
@@ -384,6 +426,17 @@ pub fn count_by_ends(index: &TypeIndex, episode: &Episode) -> u64 {
 /// candidates since the last taken end, a start after `b` means no later candidate can end
 /// before `b` (its end is at least its start), so `b` is taken: the greedy earliest-end
 /// schedule, in `O(|u| + |E(1)|)` per train of `u`.
+///
+/// **Monotone.** Kept only where finite, the earliest ends never decrease along `E(1)`'s
+/// events, so a window's minimum is its first event's. By induction from the last node
+/// (its events' own times, sorted): for `x ≤ x'` the window of `x` (the events `z` with
+/// `low < t(z) − x ≤ high`) and that of `x'` are ranges of positions whose two edges do not
+/// move back (`t(z) − x` in f64 is monotone in `x`), and the earliest end at `x` is the value
+/// of the window's first event with a finite one. If that event of `x'` lies in `x`'s window,
+/// `x`'s value is at most it; if it lies after `x`'s window, every finite value of `x`'s
+/// window comes before it and is at most it. So the next node's earliest ends keep the order,
+/// and the minimum over a window is a lookup (`kernels/ends.cu`'s `synfire_count_prefixed`
+/// counts the same way on the device).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct EarliestEnds {
     /// The first type's event times, seconds.
@@ -435,20 +488,53 @@ impl EarliestEnds {
         }
     }
 
+    /// The first type's events that start an occurrence, seconds. Shape `[starts]`.
+    #[must_use]
+    pub(crate) fn first(&self) -> &[f64] {
+        &self.first
+    }
+
+    /// The earliest end of an occurrence starting at each of [`EarliestEnds::first`],
+    /// seconds, finite and never decreasing (type documentation, "Monotone"). Shape
+    /// `[starts]`.
+    #[must_use]
+    pub(crate) fn earliest_ends(&self) -> &[f64] {
+        &self.earliest_end
+    }
+
     /// The exact non-overlapped count of `u · α` where `u`'s events are `train` (sorted,
     /// seconds) and `gap` the gap from `u` to `α`'s first node ([`gap_of`]); equal to
     /// [`count_exact`](crate::episode::count_exact) on the stream of `α`'s units and `train`.
     #[must_use]
-    pub(crate) fn count_prefixed(&self, train: &[f64], gap: (f64, f64)) -> u64 {
+    pub(crate) fn count_prefixed(&self, train: &[f64], (low, high): (f64, f64)) -> u64 {
+        let (first, earliest) = (&self.first, &self.earliest_end);
+        let n = first.len();
         let mut count = 0u64;
         let mut best = f64::INFINITY;
-        window_minima_each(train, gap, &self.first, &self.earliest_end, |s, end| {
-            if s > best {
-                count += 1;
-                best = f64::INFINITY;
+        // `lo`: the first event of `E(1)` more than `low` after the start `s` (it only moves
+        // forward as `s` does); the window is not empty when it is at most `high` after `s`,
+        // and its minimum is then `earliest[lo]` (type documentation, "Monotone").
+        let mut lo = 0usize;
+        let mut j = 0usize;
+        while j < train.len() {
+            let s = train[j];
+            lo = gallop(lo, n, |i| first[i] - s <= low);
+            if lo >= n {
+                break;
             }
-            best = best.min(end);
-        });
+            if first[lo] - s <= high {
+                if s > best {
+                    count += 1;
+                    best = f64::INFINITY;
+                }
+                best = best.min(earliest[lo]);
+                j += 1;
+            } else {
+                // Empty until `first[lo] − s ≤ high` (monotone in `s`): skip to that start.
+                let next = first[lo];
+                j = gallop(j + 1, train.len(), |k| next - train[k] > high);
+            }
+        }
         count + u64::from(best.is_finite())
     }
 }
@@ -729,8 +815,12 @@ mod tests {
                 let (u, rest) = (ty[0], &ty[1..]);
                 let parent = Episode::new(rest.to_vec(), ivs[1..].to_vec());
                 let whole = Episode::new(ty.clone(), ivs.clone());
-                let got = EarliestEnds::of(&idx, &parent)
-                    .count_prefixed(idx.times(u), gap_of(ivs[0], u, rest[0]));
+                let earliest = EarliestEnds::of(&idx, &parent);
+                assert!(
+                    earliest.earliest_end.windows(2).all(|w| w[0] <= w[1]),
+                    "earliest ends never decrease: {parent:?}"
+                );
+                let got = earliest.count_prefixed(idx.times(u), gap_of(ivs[0], u, rest[0]));
                 assert_eq!(got, count_exact(&idx, &whole), "{whole:?}");
                 checked += u64::from(got > 0);
             }

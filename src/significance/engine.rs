@@ -455,6 +455,11 @@ impl<'g> Engine<'g> {
         Ok(out)
     }
 
+    /// Whether the engine counts on GPUs.
+    pub(crate) fn on_gpu(&self) -> bool {
+        matches!(self.kind, Kind::Gpu(_))
+    }
+
     /// Whether [`Engine::spectrum_maxima`] runs the one-floor pass on GPUs (else it runs
     /// the round-by-round search per surrogate).
     pub(crate) fn floor_batches(&self, config: &MinerConfig) -> bool {
@@ -919,6 +924,24 @@ impl Engine<'_> {
             .into_iter()
             .map(Mutex::into_inner)
             .try_fold(zero.clone(), |a, b| Ok(merge(a, b?)))
+    }
+
+    /// `guided`'s hypotheses counted in hybrids on the GPU (`job`, see
+    /// [`crate::device::HybridJob`]; [`super::gpu::hybrid_counts`]): shape
+    /// `[hyps × surrogates]`, row by hypothesis. `None` on the CPU (the caller counts them
+    /// there). Runs on the first counter's devices, which it holds meanwhile.
+    ///
+    /// # Errors
+    /// A failing device or a malformed job.
+    pub(crate) fn hybrid_counts(
+        &self,
+        job: crate::device::HybridJob,
+    ) -> Option<Result<Vec<u32>, DeviceError>> {
+        let Kind::Gpu(slots) = &self.kind else {
+            return None;
+        };
+        let mut slot = Self::slot(slots);
+        Some(super::gpu::hybrid_counts(slot.gpu.get(), job))
     }
 }
 

@@ -9,7 +9,10 @@
 //!   `spectrum::max_count_at_floor`), which `Engine::spectrum_maxima` runs per batch of
 //!   surrogates;
 //! * [`count_batch`]: a list's exact counts in every surrogate of a batch, which
-//!   `Engine::sums_of_counts` runs per batch.
+//!   `Engine::sums_of_counts` runs per batch;
+//! * [`hybrid_counts`]: `guided`'s extensions counted in hybrids (their added unit's train
+//!   replaced by its surrogates, generated on the device), which `Engine::hybrid_counts`
+//!   runs, the surrogates shared out among the counter's devices.
 //!
 //! A floor job thus goes from here to `device::episodes::floor` and back; the counter's
 //! counted stream is left as it is.
@@ -17,7 +20,7 @@
 use std::sync::Arc;
 
 use super::spectrum::pair_candidates_at;
-use crate::device::{BatchCountJob, DeviceError, FloorGap, FloorJob, FloorResult};
+use crate::device::{BatchCountJob, DeviceError, FloorGap, FloorJob, FloorResult, HybridJob};
 use crate::episode::count::TypeIndex;
 use crate::episode::gpu::{ENDS_JOB_ROOM, ends_jobs};
 use crate::episode::{Episode, GpuCounter, MinerConfig};
@@ -154,5 +157,46 @@ pub fn count_batch(
         }
     }
     gpu.record_ends((streams * list.len()) as u64, ms);
+    Ok(out)
+}
+
+/// The counts of `job` (`crate::device::episodes::hybrids`: each hypothesis in each
+/// surrogate of `job.surrogates`), the surrogates shared out in consecutive ranges among
+/// `gpu`'s devices, added to `gpu`'s running totals. Shape `[hyps × surrogates]`, row by
+/// hypothesis, equal to the host's counts of the same hybrids (`guided`'s `hybrid_group`).
+///
+/// # Errors
+/// [`DeviceError::Unsupported`] for a malformed job; a failing device.
+pub fn hybrid_counts(gpu: &GpuCounter, job: HybridJob) -> Result<Vec<u32>, DeviceError> {
+    let hyps = job.hyps.slot.len();
+    let (from, to) = (
+        job.surrogates.start,
+        job.surrogates.end.max(job.surrogates.start),
+    );
+    let total = (to - from) as usize;
+    let devices = gpu.worker_count().clamp(1, total.max(1));
+    let share = total.div_ceil(devices) as u64;
+    let mut tickets = Vec::with_capacity(devices);
+    for w in 0..devices {
+        let a = (from + w as u64 * share).min(to);
+        let b = (a + share).min(to);
+        let mut part = job.clone();
+        part.surrogates = a..b;
+        tickets.push((
+            (b - a) as usize,
+            gpu.worker(w).hybrid_counts(Arc::new(part)),
+        ));
+    }
+    let mut out = vec![0u32; hyps * total];
+    let (mut at, mut ms) = (0usize, 0f32);
+    for (n, ticket) in tickets {
+        let part = ticket.wait()?;
+        for h in 0..hyps {
+            out[h * total + at..h * total + at + n].copy_from_slice(&part.counts[h * n..h * n + n]);
+        }
+        at += n;
+        ms += part.kernel_ms;
+    }
+    gpu.record_ends((hyps * total) as u64, ms);
     Ok(out)
 }

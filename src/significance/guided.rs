@@ -127,7 +127,7 @@ use super::testing::{
     SplitSummary, Sums, check_fraction, key, surrogate_moments, too_few_for_alpha,
 };
 use crate::episode::count::{Merged, TypeIndex, count_exact_merged, distinct_types};
-use crate::episode::ends::{EarliestEnds, Ends, gap_of};
+use crate::episode::ends::{EarliestEnds, Ends, count_after_ends, gap_of};
 use crate::episode::{Episode, FrequentEpisode, MinerConfig, MiningResult, Threshold};
 use crate::event::{EventStream, EventType};
 
@@ -202,19 +202,43 @@ impl Tally {
     }
 }
 
+/// A parent's occurrence ends laid out as times ([`Ends::times`], [`Ends::latest_starts`]):
+/// what a unit added at the end is counted from in every hybrid, on the host
+/// ([`count_after_ends`]) and on the device (`kernels/ends.cu`'s `hybrid_count`).
+struct EndTimes {
+    /// The ends' times, seconds.
+    times: Vec<f64>,
+    /// Their latest starts, seconds.
+    starts: Vec<f64>,
+}
+
+impl EndTimes {
+    /// The ends of `parent` in `index`.
+    fn of(index: &TypeIndex, parent: &Episode) -> Self {
+        let last = parent.types()[parent.len() - 1];
+        if last.index() >= index.num_types() {
+            return Self {
+                times: Vec::new(),
+                starts: Vec::new(),
+            };
+        }
+        let ends = Ends::of(index, parent);
+        Self {
+            times: ends.times(index.times(last)),
+            starts: ends.latest_starts().to_vec(),
+        }
+    }
+}
+
 /// How one hypothesis is counted in a hybrid: a unit added at the end from its parent's
-/// occurrence ends ([`Ends::count_by_gap_times`]: the parent's units keep their trains, so
-/// its ends are built once), a unit added at the start from its parent's earliest ends
+/// occurrence ends ([`count_after_ends`]: the parent's units keep their trains, so its ends
+/// are built once), a unit added at the start from its parent's earliest ends
 /// ([`EarliestEnds::count_prefixed`], built once too); both equal the exact machine over the
 /// hybrid's merged trains ([`Merged::from_trains`], [`count_exact_merged`]), which counts
-/// anything else.
+/// anything else. The first two are what the device counts (`hybrid_job`).
 enum HybridCount<'a> {
-    /// `parent · added`: the parent's ends, its last type's times, the new gap.
-    Suffix {
-        ends: &'a Ends,
-        last_times: &'a [f64],
-        gap: (f64, f64),
-    },
+    /// `parent · added`: the parent's ends and the new gap.
+    Suffix { ends: &'a EndTimes, gap: (f64, f64) },
     /// `added · parent`: the parent's earliest ends ([`EarliestEnds::count_prefixed`]: the
     /// parent's units keep their trains, so they are computed once) and the new gap.
     Prefix {
@@ -224,6 +248,35 @@ enum HybridCount<'a> {
     /// Otherwise: the hypothesis's units in ascending type order (the order of ties in a
     /// stream).
     Merged { set: Vec<EventType> },
+}
+
+/// How `e` (adding unit `added`) is counted in its hybrids ([`HybridCount`]): from its
+/// parent's ends in `ends` or earliest ends in `earliest` where they are there.
+fn how_of<'a>(
+    e: &Episode,
+    added: EventType,
+    ends: &'a HashMap<Key, EndTimes>,
+    earliest: &'a HashMap<Key, EarliestEnds>,
+) -> HybridCount<'a> {
+    let n = e.len();
+    match (
+        ends.get(&key(&prefix_of(e))),
+        earliest.get(&key(&suffix_of(e))),
+    ) {
+        (Some(ends), _) if e.types()[n - 1] == added => HybridCount::Suffix {
+            ends,
+            gap: gap_of(e.intervals()[n - 2], e.types()[n - 2], added),
+        },
+        (_, Some(earliest)) if e.types()[0] == added => HybridCount::Prefix {
+            earliest,
+            gap: gap_of(e.intervals()[0], added, e.types()[1]),
+        },
+        _ => {
+            let mut set = distinct_types(e);
+            set.sort_unstable();
+            HybridCount::Merged { set }
+        }
+    }
 }
 
 /// The counts of `hyps` (all adding unit `added`) in the hybrids `js` of a part (`index`):
@@ -236,7 +289,7 @@ enum HybridCount<'a> {
 #[allow(clippy::too_many_arguments)]
 fn hybrid_group(
     index: &TypeIndex,
-    ends: &HashMap<Key, Ends>,
+    ends: &HashMap<Key, EndTimes>,
     earliest: &HashMap<Key, EarliestEnds>,
     maker: &Surrogates,
     added: EventType,
@@ -246,31 +299,7 @@ fn hybrid_group(
 ) -> Vec<Tally> {
     let how: Vec<HybridCount<'_>> = hyps
         .iter()
-        .map(|e| {
-            let n = e.len();
-            match (
-                ends.get(&key(&prefix_of(e))),
-                earliest.get(&key(&suffix_of(e))),
-            ) {
-                (Some(ends), _) if e.types()[n - 1] == added => {
-                    let last = e.types()[n - 2];
-                    HybridCount::Suffix {
-                        ends,
-                        last_times: index.times(last),
-                        gap: gap_of(e.intervals()[n - 2], last, added),
-                    }
-                }
-                (_, Some(earliest)) if e.types()[0] == added => HybridCount::Prefix {
-                    earliest,
-                    gap: gap_of(e.intervals()[0], added, e.types()[1]),
-                },
-                _ => {
-                    let mut set = distinct_types(e);
-                    set.sort_unstable();
-                    HybridCount::Merged { set }
-                }
-            }
-        })
+        .map(|e| how_of(e, added, ends, earliest))
         .collect();
     js.into_par_iter()
         .fold(
@@ -279,11 +308,9 @@ fn hybrid_group(
                 let surrogate = maker.unit_train(j, added.index());
                 for (((e, how), t), &o) in hyps.iter().zip(&how).zip(acc.iter_mut()).zip(observed) {
                     let c = match how {
-                        HybridCount::Suffix {
-                            ends,
-                            last_times,
-                            gap,
-                        } => ends.count_by_gap_times(last_times, *gap, &surrogate),
+                        HybridCount::Suffix { ends, gap } => {
+                            count_after_ends(&ends.times, &ends.starts, *gap, &surrogate)
+                        }
                         HybridCount::Prefix { earliest, gap } => {
                             earliest.count_prefixed(&surrogate, *gap)
                         }
@@ -317,6 +344,54 @@ fn hybrid_group(
         )
 }
 
+/// The device job (`crate::device::HybridJob`) counting the hypotheses `hyps` (each with
+/// its [`HybridCount`], none of them `Merged`) in the hybrids `js`, the added units'
+/// surrogates made by `maker` on the device; `None` for a surrogate method the device does
+/// not make ([`Surrogates::hybrid_units`]) or sizes past its 32-bit offsets.
+fn hybrid_job(
+    maker: &Surrogates,
+    hyps: &[(&Extension, &HybridCount<'_>)],
+    js: Range<u64>,
+) -> Option<crate::device::HybridJob> {
+    let mut slot_of: HashMap<EventType, u32> = HashMap::new();
+    let mut units: Vec<usize> = Vec::new();
+    let mut out = crate::device::HybridHyps {
+        parent_off: vec![0],
+        ..Default::default()
+    };
+    for &(h, how) in hyps {
+        let next = u32::try_from(units.len()).ok()?;
+        let slot = *slot_of.entry(h.added).or_insert_with(|| {
+            units.push(h.added.index());
+            next
+        });
+        let (prefixed, gap, times, values) = match how {
+            HybridCount::Suffix { ends, gap } => (0, *gap, &ends.times[..], &ends.starts[..]),
+            HybridCount::Prefix { earliest, gap } => {
+                (1, *gap, earliest.first(), earliest.earliest_ends())
+            }
+            HybridCount::Merged { .. } => return None,
+        };
+        out.slot.push(slot);
+        out.prefixed.push(prefixed);
+        out.low.push(gap.0);
+        out.high.push(gap.1);
+        out.parent_times.extend_from_slice(times);
+        out.parent_values.extend_from_slice(values);
+        out.parent_off
+            .push(u32::try_from(out.parent_times.len()).ok()?);
+    }
+    let (method, key, units) = maker.hybrid_units(&units)?;
+    Some(crate::device::HybridJob {
+        method,
+        key,
+        span: maker.span(),
+        surrogates: js,
+        units,
+        hyps: out,
+    })
+}
+
 /// An episode without its last node.
 fn prefix_of(e: &Episode) -> Episode {
     let n = e.len();
@@ -334,7 +409,10 @@ fn distinct(e: &Episode) -> bool {
     t.iter().enumerate().all(|(i, x)| !t[..i].contains(x))
 }
 
-/// The tallies of `hyps` over the hybrids `js` of a part (`index`), grouped by added unit.
+/// The tallies of `hyps` over the hybrids `js` of a part (`index`): on the GPU where the
+/// engine has one and the device makes the method's surrogates (every hypothesis counted from
+/// its parent's ends there, [`hybrid_job`], equal to the host's counts), else on the host
+/// grouped by added unit ([`hybrid_group`]).
 fn hybrid_tallies(
     engine: &Engine<'_>,
     index: &TypeIndex,
@@ -344,13 +422,14 @@ fn hybrid_tallies(
     js: Range<u64>,
 ) -> Result<Vec<Tally>, SignificanceError> {
     // The ends of every parent that has a unit added at the end (its trains are the part's).
-    let mut ends: HashMap<Key, Ends> = HashMap::new();
+    let mut ends: HashMap<Key, EndTimes> = HashMap::new();
     for h in hyps {
         let e = &h.episode;
         if e.types()[e.len() - 1] == h.added {
             let parent = prefix_of(e);
             let k = key(&parent);
-            ends.entry(k).or_insert_with(|| Ends::of(index, &parent));
+            ends.entry(k)
+                .or_insert_with(|| EndTimes::of(index, &parent));
         }
     }
     // The earliest ends of every parent that has a unit added at the start.
@@ -365,13 +444,45 @@ fn hybrid_tallies(
                 .or_insert_with(|| EarliestEnds::of(index, &parent));
         }
     }
+    let mut out = vec![Tally::default(); hyps.len()];
+    let mut on_host: Vec<usize> = (0..hyps.len()).collect();
+    // On the GPU: those counted from their parents' ends, all in one job.
+    let how: Vec<HybridCount<'_>> = hyps
+        .iter()
+        .map(|h| how_of(&h.episode, h.added, &ends, &earliest))
+        .collect();
+    let device: Vec<usize> = (0..hyps.len())
+        .filter(|&i| !matches!(how[i], HybridCount::Merged { .. }))
+        .collect();
+    if !device.is_empty() && engine.on_gpu() {
+        let counted: Vec<(&Extension, &HybridCount<'_>)> =
+            device.iter().map(|&i| (hyps[i], &how[i])).collect();
+        if let Some(job) = hybrid_job(maker, &counted, js.clone()) {
+            engine.check_cancel()?;
+            match engine.hybrid_counts(job) {
+                Some(Ok(counts)) => {
+                    let n = (js.end - js.start) as usize;
+                    for (row, &i) in device.iter().enumerate() {
+                        for &c in &counts[row * n..(row + 1) * n] {
+                            out[i].add(u64::from(c), observed[i]);
+                        }
+                    }
+                    on_host.retain(|i| device.binary_search(i).is_err());
+                }
+                Some(Err(e)) => tracing::warn!(
+                    error = %e,
+                    "The GPU could not count the hybrids; counting them on the CPU."
+                ),
+                None => {}
+            }
+        }
+    }
     let mut groups: HashMap<EventType, Vec<usize>> = HashMap::new();
-    for (i, h) in hyps.iter().enumerate() {
-        groups.entry(h.added).or_default().push(i);
+    for &i in &on_host {
+        groups.entry(hyps[i].added).or_default().push(i);
     }
     let mut groups: Vec<(EventType, Vec<usize>)> = groups.into_iter().collect();
     groups.sort_unstable_by_key(|g| g.0);
-    let mut out = vec![Tally::default(); hyps.len()];
     for (added, members) in groups {
         engine.check_cancel()?;
         let eps: Vec<&Episode> = members.iter().map(|&i| &hyps[i].episode).collect();
@@ -1150,7 +1261,7 @@ mod tests {
             let observed = crate::episode::count_exact(&index, &e);
             let parent = prefix_of(&e);
             let mut ends = HashMap::new();
-            ends.insert(key(&parent), Ends::of(&index, &parent));
+            ends.insert(key(&parent), EndTimes::of(&index, &parent));
             let none = HashMap::new();
             let by_ends = hybrid_group(
                 &index,
@@ -1213,6 +1324,131 @@ mod tests {
             );
             assert!(x.sum > 0, "the hybrids hold occurrences of {e:?}");
         }
+    }
+
+    /// The device job holds each hypothesis's parent, gap and added unit as the host counts
+    /// them: read back on the host as `kernels/ends.cu`'s `hybrid_count` reads it (the
+    /// slot's surrogate `j` made by `unit_train`, the parent's arrays from `parent_off`), it
+    /// gives `hybrid_group`'s tallies, for units added at either end.
+    #[test]
+    fn the_device_job_holds_what_the_host_counts() {
+        use crate::event::{Alphabet, Ordering};
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let mut events: Vec<(f64, u32)> = Vec::new();
+        for _ in 0..4000 {
+            let t = f64::from(rng.random_range(0..40_000u32)) * 0.0005;
+            let u = rng.random_range(0..5u32);
+            events.push((t, u));
+            if u == 0 && rng.random_bool(0.5) {
+                events.push((t + 0.002, 1));
+                events.push((t + 0.004, 2));
+            }
+        }
+        let alphabet = Alphabet::from_labels(["a", "b", "c", "d", "e"]).unwrap();
+        let stream = EventStream::new(
+            events.iter().map(|e| e.0).collect(),
+            events.iter().map(|e| EventType(e.1)).collect(),
+            alphabet,
+            Ordering::SortIfNeeded,
+        )
+        .unwrap();
+        let index = TypeIndex::new(&stream);
+        let open = Interval::new(0.0, 0.005).unwrap();
+        let closed = Interval::closed(0.0, 0.003).unwrap();
+        let ext = |types: &[u32], ivs: Vec<Interval>, at_end: bool| {
+            let episode = Episode::new(types.iter().map(|&t| EventType(t)).collect(), ivs);
+            let (parent, added) = if at_end {
+                (prefix_of(&episode), episode.types()[episode.len() - 1])
+            } else {
+                (suffix_of(&episode), episode.types()[0])
+            };
+            Extension {
+                parent: key(&parent),
+                episode,
+                added,
+            }
+        };
+        let hyps = [
+            ext(&[0, 1, 2], vec![open, open], true),
+            ext(&[0, 1, 3], vec![open, closed], true),
+            ext(&[0, 1, 2], vec![open, open], false),
+            ext(&[4, 0, 1], vec![closed, open], false),
+            ext(&[1, 2, 3], vec![open, open], true),
+        ];
+        let refs: Vec<&Extension> = hyps.iter().collect();
+        for method in ["dither-dead-time:0.003", "dither:0.003", "shift:0.5"] {
+            let maker = Surrogates::new(&stream, method.parse().unwrap(), 3, None).unwrap();
+            let mut ends = HashMap::new();
+            let mut earliest = HashMap::new();
+            for h in &hyps {
+                let e = &h.episode;
+                if e.types()[e.len() - 1] == h.added {
+                    ends.insert(key(&prefix_of(e)), EndTimes::of(&index, &prefix_of(e)));
+                } else {
+                    earliest.insert(key(&suffix_of(e)), EarliestEnds::of(&index, &suffix_of(e)));
+                }
+            }
+            let how: Vec<HybridCount<'_>> = hyps
+                .iter()
+                .map(|h| how_of(&h.episode, h.added, &ends, &earliest))
+                .collect();
+            let counted: Vec<(&Extension, &HybridCount<'_>)> =
+                refs.iter().copied().zip(&how).collect();
+            let js = 3..23u64;
+            let job = hybrid_job(&maker, &counted, js.clone()).expect("a device method");
+            let (u, h) = (&job.units, &job.hyps);
+            for (i, x) in hyps.iter().enumerate() {
+                let slot = h.slot[i] as usize;
+                assert_eq!(u.unit[slot] as usize, x.added.index(), "{method}");
+                let (a, b) = (h.parent_off[i] as usize, h.parent_off[i + 1] as usize);
+                let mut tally = Tally::default();
+                let observed = crate::episode::count_exact(&index, &x.episode);
+                for j in js.clone() {
+                    let train = maker.unit_train(j, u.unit[slot] as usize);
+                    let gap = (h.low[i], h.high[i]);
+                    let c = if h.prefixed[i] == 1 {
+                        let first = &h.parent_times[a..b];
+                        assert_eq!(first, earliest[&key(&suffix_of(&x.episode))].first());
+                        earliest[&key(&suffix_of(&x.episode))].count_prefixed(&train, gap)
+                    } else {
+                        count_after_ends(&h.parent_times[a..b], &h.parent_values[a..b], gap, &train)
+                    };
+                    tally.add(c, observed);
+                }
+                let want = &hybrid_group(
+                    &index,
+                    &HashMap::new(),
+                    &HashMap::new(),
+                    &maker,
+                    x.added,
+                    &[&x.episode],
+                    &[observed],
+                    js.clone(),
+                )[0];
+                assert_eq!(
+                    (tally.n, tally.sum, tally.sumsq, tally.exceed),
+                    (want.n, want.sum, want.sumsq, want.exceed),
+                    "{method} {:?}",
+                    x.episode
+                );
+                assert!(
+                    want.sum > 0,
+                    "{method}: the hybrids hold occurrences of {:?}",
+                    x.episode
+                );
+            }
+        }
+        let isi = Surrogates::new(&stream, "isi-dither:0.003".parse().unwrap(), 3, None).unwrap();
+        let parent = prefix_of(&hyps[0].episode);
+        let ends = HashMap::from([(key(&parent), EndTimes::of(&index, &parent))]);
+        let none = HashMap::new();
+        let how = how_of(&hyps[0].episode, hyps[0].added, &ends, &none);
+        assert!(matches!(how, HybridCount::Suffix { .. }));
+        assert!(
+            hybrid_job(&isi, &[(&hyps[0], &how)], 0..5).is_none(),
+            "isi-dither's trains are made on the host"
+        );
     }
 
     #[test]

@@ -396,6 +396,46 @@ impl Surrogates {
         })
     }
 
+    /// The trains of `units` (type indices of the stream, each a slot) as a GPU makes their
+    /// surrogates for hybrids, bit for bit [`Surrogates::unit_train`]'s
+    /// (`kernels/surrogates.cu`'s `trains_*`): the method, the Philox key and the slots'
+    /// originals; for `dither`, `dither-dead-time` and `shift`, `None` for the other methods
+    /// (made on the host).
+    ///
+    /// # Panics
+    /// If a unit is not a type of the stream.
+    #[must_use]
+    pub(crate) fn hybrid_units(
+        &self,
+        units: &[usize],
+    ) -> Option<(
+        crate::device::TrainSurrogate,
+        [u32; 2],
+        crate::device::HybridUnits,
+    )> {
+        use crate::device::TrainSurrogate;
+        let method = match self.method {
+            SurrogateMethod::Dither { delta_s } => TrainSurrogate::Dither { delta_s },
+            SurrogateMethod::DitherDeadTime { delta_s, .. } => {
+                TrainSurrogate::DitherDeadTime { delta_s }
+            }
+            SurrogateMethod::Shift { delta_s } => TrainSurrogate::Shift { delta_s },
+            _ => return None,
+        };
+        let mut out = crate::device::HybridUnits {
+            offsets: vec![0],
+            ..Default::default()
+        };
+        for &u in units {
+            let unit = &self.units[u];
+            out.unit.push(u32::try_from(u).ok()?);
+            out.dead_time_s.push(unit.dead_time_s);
+            out.times.extend_from_slice(&unit.times);
+            out.offsets.push(u32::try_from(out.times.len()).ok()?);
+        }
+        Some((method, self.key, out))
+    }
+
     /// The method.
     #[must_use]
     pub fn method(&self) -> &SurrogateMethod {

@@ -17,6 +17,9 @@
 //! * [`bounds`] (`kernels/bounds.cu`): the threshold search's join bounds ([`BoundJob`]);
 //! * [`surrogates`] (`kernels/surrogates.cu`): surrogates generated from the uploaded
 //!   recording ([`SurrogateJob`]);
+//! * [`hybrids`] (`kernels/surrogates.cu` and `kernels/ends.cu`): many surrogate trains of a
+//!   few units, and hypotheses counted in them from their parents' ends ([`HybridJob`],
+//!   significance's `guided` test);
 //! * [`floor`] (`kernels/ends.cu` and `kernels/bounds.cu` over a batch of surrogates laid
 //!   side by side): the `spectrum` search's one-floor pass ([`FloorJob`]) and a list's counts
 //!   in every surrogate of a batch ([`BatchCountJob`]).
@@ -36,12 +39,14 @@ pub(crate) mod bounds;
 pub(crate) mod count;
 pub(crate) mod ends;
 pub(crate) mod floor;
+pub(crate) mod hybrids;
 pub(crate) mod surrogates;
 
 pub(crate) use bounds::BoundJob;
 pub(crate) use count::{CandidateBatch, EpisodeKernel};
 pub(crate) use ends::{EndsJob, EndsLevel};
 pub(crate) use floor::{BatchCountJob, FloorGap, FloorJob, FloorResult};
+pub(crate) use hybrids::{HybridHyps, HybridJob, HybridUnits, TrainSurrogate};
 pub(crate) use surrogates::{DeviceSurrogate, SurrogateJob};
 
 /// The event stream as the kernels read it: grouped by type (CSR) plus the interval table.
