@@ -12,7 +12,10 @@
 // Hybrid trains (significance's `guided` test, `src/device/episodes/hybrids.rs`): many
 // surrogates of a few units at once. Segment `g = a · per + jj` of `out` (`seg_off [segs + 1]`)
 // is slot `a`'s surrogate `j0 + jj`; slot `a` is the unit `unit[a]` (its Philox unit id, the
-// unit's index in the recording) whose sorted times start at `original[src_off[a]]`.
+// unit's index in the recording; `a` itself where `unit` is null) whose sorted times start at
+// `original[src_off[a]]`. With `per` 1, `unit` null and `seg_off` = `src_off` = the CSR
+// offsets, the same kernels make one surrogate of the whole recording (`trains_dead_time` is
+// how the device makes `dither-dead-time` surrogates of the counted stream).
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -186,7 +189,7 @@ extern "C" __global__ void trains_dither(const unsigned int* seg_off, unsigned i
     unsigned int a, i, n;
     unsigned long long s;
     train_element(seg_off, segs, per, j0, e, &a, &s, &i, &n);
-    out[e] = dithered(original[src_off[a] + i], i, unit[a], s, delta, t0, t1, k0, k1);
+    out[e] = dithered(original[src_off[a] + i], i, unit ? unit[a] : a, s, delta, t0, t1, k0, k1);
 }
 
 // Hybrid trains, train shifting (then `surrogate_sort_units` with `rotated`).
@@ -201,7 +204,7 @@ extern "C" __global__ void trains_shift(const unsigned int* seg_off, unsigned in
     unsigned int a, i, n;
     unsigned long long s;
     train_element(seg_off, segs, per, j0, e, &a, &s, &i, &n);
-    out[e] = shifted(original[src_off[a] + i], unit[a], s, delta, t0, t1, k0, k1);
+    out[e] = shifted(original[src_off[a] + i], unit ? unit[a] : a, s, delta, t0, t1, k0, k1);
 }
 
 // Hybrid trains, dithering that keeps the unit's dead time `dead[a]` (host: `unit_train`,
@@ -233,5 +236,5 @@ extern "C" __global__ void trains_dead_time(const unsigned int* seg_off, unsigne
     double next = i + 1 < n ? __dsub_rn(x[i + 1], d) : t1;
     double lo = fmax(fmax(__dsub_rn(t, delta), prev), t0);
     double hi = fmin(fmin(__dadd_rn(t, delta), next), t1);
-    out[e] = lo <= hi ? drawn(lo, hi, first_uniform(i, unit[a], s, parity, k0, k1)) : t;
+    out[e] = lo <= hi ? drawn(lo, hi, first_uniform(i, unit ? unit[a] : a, s, parity, k0, k1)) : t;
 }

@@ -134,7 +134,8 @@ fn gpu_surrogates_give_the_cpu_p_values() {
 }
 
 /// Surrogates generated on the device from the recording it holds equal the host's bit for
-/// bit (every spike of every unit), for dithering and shifting, on the real recordings, for
+/// bit (every spike of every unit), for dithering (uniform, and keeping each unit's dead time)
+/// and shifting, on the real recordings, for
 /// surrogate indices and seeds beyond 32 bits; and counting on them gives the host's counts.
 #[test]
 #[cfg_attr(
@@ -164,7 +165,13 @@ fn device_surrogates_equal_the_hosts_bit_for_bit() {
                 })
             })
             .collect();
-        for method in ["dither:0.015", "shift:2.0", "dither:0.0005"] {
+        for method in [
+            "dither:0.015",
+            "shift:2.0",
+            "dither:0.0005",
+            "dither-dead-time:0.015",
+            "dither-dead-time:0.015:0.004",
+        ] {
             for seed in [1u64, (1 << 40) + 5] {
                 let sur = Arc::new(
                     Surrogates::new(&stream, method.parse().unwrap(), seed, None).unwrap(),

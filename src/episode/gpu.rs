@@ -267,7 +267,11 @@ impl GpuCounter {
         job: SurrogateJob,
         host: Arc<dyn Fn() -> EventStream + Send + Sync>,
     ) -> Result<(), DeviceError> {
-        let tickets: Vec<_> = self.workers.iter().map(|w| w.load_surrogate(job)).collect();
+        let tickets: Vec<_> = self
+            .workers
+            .iter()
+            .map(|w| w.load_surrogate(job.clone()))
+            .collect();
         for t in tickets {
             t.wait()?;
         }

@@ -378,13 +378,17 @@ impl Surrogates {
     }
 
     /// Surrogate `s` as a job a GPU generates from the recording it holds, bit for bit
-    /// [`Surrogates::generate`]'s (`kernels/surrogates.cu`): for `dither` and `shift`;
-    /// `None` for the other methods (generated on the host).
+    /// [`Surrogates::generate`]'s (`kernels/surrogates.cu`): for `dither`,
+    /// `dither-dead-time` and `shift`; `None` for the other methods (generated on the host).
     #[must_use]
     pub fn device_job(&self, s: u64) -> Option<crate::device::SurrogateJob> {
         use crate::device::DeviceSurrogate;
         let method = match self.method {
             SurrogateMethod::Dither { delta_s } => DeviceSurrogate::Dither { delta_s },
+            SurrogateMethod::DitherDeadTime { delta_s, .. } => DeviceSurrogate::DitherDeadTime {
+                delta_s,
+                dead_time_s: self.units.iter().map(|u| u.dead_time_s).collect(),
+            },
             SurrogateMethod::Shift { delta_s } => DeviceSurrogate::Shift { delta_s },
             _ => return None,
         };

@@ -271,7 +271,7 @@ fn hybrid_counts(dev: &mut Device, job: &HybridJob) -> Result<HybridCounts, Devi
                             segs: &segs,
                             per: &per_u32,
                             src_off: &src_off,
-                            unit: &unit,
+                            unit: Some(&unit),
                             dead: &dead,
                             original: &original,
                             out: &mut trains,
@@ -358,13 +358,14 @@ launch::kernel_args! {
 launch::kernel_args! {
     /// The arguments of `trains_dead_time` (`kernels/surrogates.cu`): those of
     /// [`TrainsArgs`] with `const double* dead` (`[slots]`, seconds) after `unit` and
-    /// `unsigned int parity` (0, then 1) last.
-    struct DeadTimeArgs<'a> {
+    /// `unsigned int parity` (0, then 1) last; `unit` null: each slot its own index (one
+    /// surrogate of the whole counted stream, `device::episodes::surrogates`).
+    pub(super) struct DeadTimeArgs<'a> {
         seg_off: &'a CudaSlice<u32>,
         segs: &'a u32,
         per: &'a u32,
         src_off: &'a CudaSlice<u32>,
-        unit: &'a CudaSlice<u32>,
+        unit: Option<&'a CudaSlice<u32>>,
         dead: &'a CudaSlice<f64>,
         original: &'a CudaSlice<f64>,
         out: &'a mut CudaSlice<f64>,

@@ -2,8 +2,11 @@
 //! stream (`kernels/surrogates.cu`): the same draws and arithmetic as the host's, so the same
 //! times bit for bit, and no upload.
 
+use std::sync::Arc;
+
 use cudarc::driver::CudaSlice;
 
+use super::hybrids::DeadTimeArgs;
 use super::{EpisodeWorker, Episodes, THREADS_PER_BLOCK};
 use crate::device::DeviceError;
 use crate::device::kernels::SURROGATES;
@@ -13,7 +16,7 @@ use crate::device::worker::{Device, Ticket};
 /// A surrogate of the uploaded recording for the device to generate in place of the counted
 /// stream (`kernels/surrogates.cu`): the same draws and arithmetic as the host's
 /// `significance::Surrogates::unit_train`, so the same times bit for bit.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SurrogateJob {
     /// The method.
     pub method: DeviceSurrogate,
@@ -26,12 +29,21 @@ pub struct SurrogateJob {
 }
 
 /// The surrogate methods the device generates.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum DeviceSurrogate {
     /// Each spike uniformly within ±Δ seconds, clamped to the span.
     Dither {
         /// Δ, seconds.
         delta_s: f64,
+    },
+    /// Each spike within ±Δ seconds and at least its unit's dead time from its neighbours
+    /// (even spikes first, then odd; `kernels/surrogates.cu`'s `trains_dead_time` over the
+    /// whole recording), clamped to the span.
+    DitherDeadTime {
+        /// Δ, seconds.
+        delta_s: f64,
+        /// Each unit's dead time, seconds. Shape `[units]`.
+        dead_time_s: Arc<[f64]>,
     },
     /// Each unit's train by one uniform offset within ±Δ seconds, wrapped into the span.
     Shift {
@@ -43,16 +55,24 @@ impl EpisodeWorker {
     /// Replaces the counted stream by surrogate `job` of the recording uploaded last by
     /// [`EpisodeWorker::load_stream`] (kept on the device), generated there: no upload.
     pub(crate) fn load_surrogate(&self, job: SurrogateJob) -> Ticket<()> {
-        self.worker.run(move |d| surrogate(d, job))
+        self.worker.run(move |d| surrogate(d, &job))
     }
 }
 
 /// Generates surrogate `job` of the kept recording into the counted times.
-fn surrogate(dev: &mut Device, job: SurrogateJob) -> Result<(), DeviceError> {
+fn surrogate(dev: &mut Device, job: &SurrogateJob) -> Result<(), DeviceError> {
+    if let DeviceSurrogate::DitherDeadTime {
+        delta_s,
+        dead_time_s,
+    } = &job.method
+    {
+        return dead_time_surrogate(dev, job, *delta_s, dead_time_s);
+    }
     let s = dev.stream.clone();
     let (name, delta_s, rotated) = match job.method {
         DeviceSurrogate::Dither { delta_s } => ("surrogate_dither", delta_s, 0i32),
         DeviceSurrogate::Shift { delta_s } => ("surrogate_shift", delta_s, 1i32),
+        DeviceSurrogate::DitherDeadTime { .. } => unreachable!("handled above"),
     };
     let generate = dev.function(&SURROGATES, name)?;
     let sort = dev.function(&SURROGATES, "surrogate_sort_units")?;
@@ -93,6 +113,62 @@ fn surrogate(dev: &mut Device, job: SurrogateJob) -> Result<(), DeviceError> {
     // the stream's times.
     unsafe { args.launch(&s, &sort, launch::cover(units, THREADS_PER_BLOCK)) }?;
     s.synchronize().map_err(drv("cuStreamSynchronize"))
+}
+
+/// `dither-dead-time` surrogate `job` of the kept recording into the counted times:
+/// `trains_dead_time` with one segment per unit (`per` 1, the recording's offsets, the
+/// unit's own index as its Philox unit), passes 0 then 1.
+fn dead_time_surrogate(
+    dev: &mut Device,
+    job: &SurrogateJob,
+    delta_s: f64,
+    dead_time_s: &[f64],
+) -> Result<(), DeviceError> {
+    let s = dev.stream.clone();
+    let generate = dev.function(&SURROGATES, "trains_dead_time")?;
+    let data = dev.slot::<Episodes>().data.as_mut().ok_or_else(|| {
+        DeviceError::Unsupported("a surrogate before the stream was loaded".into())
+    })?;
+    let units = data.offsets.len() - 1;
+    if dead_time_s.len() != units {
+        return Err(DeviceError::Unsupported(format!(
+            "{} dead times for a recording of {units} units",
+            dead_time_s.len()
+        )));
+    }
+    if data.events == 0 {
+        return Ok(());
+    }
+    let segs = launch::u32_of("units", units)?;
+    let dead = super::upload(&s, dead_time_s).map_err(launch::drv("cuMemcpyHtoD"))?;
+    let (t0, t1) = job.span;
+    let [k0, k1] = job.key;
+    for parity in 0..2u32 {
+        let args = DeadTimeArgs {
+            seg_off: &data.offsets,
+            segs: &segs,
+            per: &1,
+            src_off: &data.offsets,
+            unit: None,
+            dead: &dead,
+            original: &data.original,
+            out: &mut data.times,
+            total: &data.events,
+            delta: &delta_s,
+            t0: &t0,
+            t1: &t1,
+            j0: &job.surrogate,
+            k0: &k0,
+            k1: &k1,
+            parity: &parity,
+        };
+        // SAFETY: `generate` is `trains_dead_time`; `offsets` holds the units' ranges of
+        // `original` and of the counted times (the same layout), `dead` one entry per unit;
+        // with `unit` null each segment's unit is its own index; threads past `events` return
+        // first; pass 1 runs after pass 0 on the stream.
+        unsafe { args.launch(&s, &generate, launch::cover(data.events, THREADS_PER_BLOCK)) }?;
+    }
+    s.synchronize().map_err(launch::drv("cuStreamSynchronize"))
 }
 
 launch::kernel_args! {
