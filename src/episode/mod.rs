@@ -48,6 +48,7 @@ pub mod sanity;
 pub use count::{TypeIndex, count_exact, count_pair, count_preelim, occurrences};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
 pub use ends::{Ends, count_by_ends};
+pub(crate) use gpu::start_gpu;
 pub use gpu::{GpuCounter, GpuSettings, GpuStats, select_counter, select_gpu};
 pub use incremental::{ChainCache, IncrementalCounter};
 pub use memory::MemoryBudget;

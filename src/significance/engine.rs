@@ -20,7 +20,7 @@ use crate::device::{DeviceChoice, DeviceError};
 use crate::episode::count::count_pair;
 use crate::episode::{
     CountKind, Counter, CpuCounter, Episode, GpuCounter, GpuSettings, GpuStats, MineError,
-    MinerConfig, Progress, mine_with, select_gpu,
+    MinerConfig, Progress, mine_with, select_gpu, start_gpu,
 };
 use crate::event::EventStream;
 
@@ -130,17 +130,28 @@ pub(super) fn gpu_counters() -> usize {
         .clamp(4, 32)
 }
 
-/// The counters after the first, up to [`gpu_counters`] in all: a counter that cannot start
-/// (the GPU's memory full, say) ends the list with a warning instead of failing the test,
-/// which the first counter alone can run.
+/// The counters after the first, up to [`gpu_counters`] in all, each sharing `recording`
+/// (the host index of `stream`, the first counter's [`GpuCounter::recording`]): one host copy
+/// of the recording for all of them. A counter that cannot start (the GPU's memory full, say)
+/// ends the list with a warning instead of failing the test, which the first counter alone
+/// can run.
 pub(crate) fn more_counters(
     stream: &EventStream,
+    recording: &Arc<CpuCounter>,
     config: &MinerConfig,
     settings: &GpuSettings,
 ) -> Vec<GpuCounter> {
+    let started = Instant::now();
     let mut out = Vec::new();
     for _ in 1..gpu_counters() {
-        match select_gpu(stream, &config.intervals, DeviceChoice::Gpu, settings) {
+        let shared = Some(Arc::clone(recording));
+        match start_gpu(
+            stream,
+            shared,
+            &config.intervals,
+            DeviceChoice::Gpu,
+            settings,
+        ) {
             Ok(Some(c)) => out.push(c),
             Ok(None) => break,
             Err(e) => {
@@ -149,7 +160,52 @@ pub(crate) fn more_counters(
             }
         }
     }
+    tracing::info!(
+        counters = out.len() + 1,
+        seconds = started.elapsed().as_secs_f64(),
+        "More GPU counters for the surrogates started, sharing the recording's host index."
+    );
     out
+}
+
+/// The host index ([`CpuCounter`]) of each recording the engine's GPU counters are reloaded
+/// with before generating its surrogates on their devices, built once and shared by every
+/// counter ([`GpuCounter::reload_shared`]): one host copy of a recording instead of one per
+/// counter (16 counters held 32 copies of a 13.8 M-event recording's index, two each).
+#[derive(Default)]
+struct Recordings<'g> {
+    /// The stream the engine's counters were started with and its index (the counters'
+    /// [`GpuCounter::recording`]); borrowed for the engine's life, so the same address is
+    /// the same stream.
+    start: Option<(&'g EventStream, Arc<CpuCounter>)>,
+    /// Other recordings' indexes, by the surrogates made from them (a weak reference keeps
+    /// the allocation, so a live entry never matches another `Surrogates`; entries whose
+    /// surrogates are gone are dropped).
+    by_surrogates: Mutex<Vec<(std::sync::Weak<Surrogates>, Arc<CpuCounter>)>>,
+}
+
+impl<'g> Recordings<'g> {
+    /// The host index of `recording`, whose surrogates `surrogates` are: the start stream's,
+    /// one built earlier for `surrogates`, or one built now (once: other threads asking
+    /// for it meanwhile wait for it).
+    fn index(&self, recording: &EventStream, surrogates: &Arc<Surrogates>) -> Arc<CpuCounter> {
+        if let Some((stream, index)) = &self.start
+            && std::ptr::eq(*stream, recording)
+        {
+            return Arc::clone(index);
+        }
+        let mut held = self.by_surrogates.lock();
+        held.retain(|(s, _)| s.strong_count() > 0);
+        if let Some((_, index)) = held
+            .iter()
+            .find(|(s, _)| std::ptr::eq(s.as_ptr(), Arc::as_ptr(surrogates)))
+        {
+            return Arc::clone(index);
+        }
+        let index = Arc::new(CpuCounter::new(recording));
+        held.push((Arc::downgrade(surrogates), Arc::clone(&index)));
+        index
+    }
 }
 
 /// The counters surrogates are mined and counted with, and the work done.
@@ -160,6 +216,8 @@ pub(crate) struct Engine<'g> {
     /// Set by the caller to stop the test (checked before each surrogate and between the
     /// batches of candidates of a surrogate's mining).
     cancel: Option<Arc<AtomicBool>>,
+    /// The recordings' shared host indexes ([`Engine::count_surrogate`]).
+    recordings: Recordings<'g>,
 }
 
 /// The mining progress of a surrogate: nothing to report, only the cancel flag to answer.
@@ -184,6 +242,7 @@ impl<'g> Engine<'g> {
             kind,
             counted: AtomicU64::new(0),
             cancel: None,
+            recordings: Recordings::default(),
         }
     }
 
@@ -236,12 +295,14 @@ impl<'g> Engine<'g> {
     }
 
     /// The engine `choice` gives for mining `stream` with `config` (`auto`: the GPUs when
-    /// there are any).
+    /// there are any): [`gpu_counters`] GPU counters sharing one host index of `stream`
+    /// (the first's, [`more_counters`]), which [`Engine::count_surrogate`] reuses for
+    /// `stream`.
     ///
     /// # Errors
     /// [`DeviceError`] for `gpu` without a usable GPU.
     pub(crate) fn new(
-        stream: &EventStream,
+        stream: &'g EventStream,
         config: &MinerConfig,
         choice: DeviceChoice,
         settings: &GpuSettings,
@@ -252,11 +313,14 @@ impl<'g> Engine<'g> {
         let Some(first) = select_gpu(stream, &config.intervals, choice, settings)? else {
             return Ok(Self::of(Kind::Cpu));
         };
+        let recording = Arc::clone(first.recording());
         let mut slots = vec![Mutex::new(Slot::new(GpuSlot::Owned(Box::new(first))))];
-        for more in more_counters(stream, config, settings) {
+        for more in more_counters(stream, &recording, config, settings) {
             slots.push(Mutex::new(Slot::new(GpuSlot::Owned(Box::new(more)))));
         }
-        Ok(Self::of(Kind::Gpu(slots)))
+        let mut engine = Self::of(Kind::Gpu(slots));
+        engine.recordings.start = Some((stream, recording));
+        Ok(engine)
     }
 
     /// A GPU counter no other thread holds (every thread of [`Engine::map_surrogates`] holds
@@ -290,7 +354,8 @@ impl<'g> Engine<'g> {
     /// The exact counts of `list` in surrogate `s` of `recording`: on the CPU, or on a GPU
     /// counter whose devices generate the surrogate from the recording they hold (loaded
     /// once per counter; no upload per surrogate) when the method allows
-    /// ([`Surrogates::device_job`]), else generated on the host and uploaded.
+    /// ([`Surrogates::device_job`]), else generated on the host and uploaded. Every counter
+    /// reloaded with `recording` shares one host index of it ([`Recordings`]).
     pub(crate) fn count_surrogate(
         &self,
         recording: &EventStream,
@@ -327,7 +392,8 @@ impl<'g> Engine<'g> {
         self.counted.fetch_add(list.len() as u64, Ordering::Relaxed);
         let mut slot = Self::slot(slots);
         if !slot.holds(surrogates) {
-            slot.gpu.get().reload(recording)?;
+            let index = self.recordings.index(recording, surrogates);
+            slot.gpu.get().reload_shared(recording, index)?;
             slot.holds = Some(Arc::downgrade(surrogates));
         }
         let gpu = slot.gpu.get();
@@ -954,4 +1020,82 @@ fn on_threads(threads: usize, range: Range<u64>, f: impl Fn(u64) -> bool + Sync)
             });
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::Recordings;
+    use crate::episode::CpuCounter;
+    use crate::event::{Alphabet, EventStream, EventType, Ordering};
+    use crate::significance::surrogate::{SurrogateMethod, Surrogates};
+
+    /// `units` units over `n` rounds of 10 ms, unit `u` `u` ms into each round.
+    fn stream(units: u32, n: u32) -> EventStream {
+        let mut times = Vec::new();
+        let mut types = Vec::new();
+        for i in 0..n {
+            for u in 0..units {
+                times.push(f64::from(i) * 0.01 + f64::from(u) * 0.001);
+                types.push(EventType(u));
+            }
+        }
+        let labels: Vec<String> = (0..units).map(|u| format!("u{u}")).collect();
+        let alphabet = Alphabet::from_labels(labels).unwrap();
+        EventStream::new(times, types, alphabet, Ordering::SortIfNeeded).unwrap()
+    }
+
+    fn surrogates(x: &EventStream) -> Arc<Surrogates> {
+        Arc::new(Surrogates::new(x, SurrogateMethod::Dither { delta_s: 0.005 }, 1, None).unwrap())
+    }
+
+    /// The start stream gets the counters' own index; any other recording one index built
+    /// once for its surrogates, whichever thread asks, equal to the recording's own; a copy
+    /// of the start stream elsewhere in memory is indexed on its own (the same address, not
+    /// the same contents, is what says the start stream); entries of dropped surrogates go.
+    #[test]
+    fn recordings_share_one_index_per_recording() {
+        let a = stream(3, 50);
+        let b = stream(4, 30);
+        let start = Arc::new(CpuCounter::new(&a));
+        let recordings = Recordings {
+            start: Some((&a, Arc::clone(&start))),
+            ..Recordings::default()
+        };
+        let sa = surrogates(&a);
+        assert!(Arc::ptr_eq(&recordings.index(&a, &sa), &start));
+
+        let sb = surrogates(&b);
+        let got: Vec<Arc<CpuCounter>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| scope.spawn(|| recordings.index(&b, &sb)))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for g in &got {
+            assert!(Arc::ptr_eq(g, &got[0]));
+        }
+        assert!(!Arc::ptr_eq(&got[0], &start));
+        let own = CpuCounter::new(&b);
+        assert_eq!(got[0].index().all_times(), own.index().all_times());
+        assert_eq!(got[0].index().offsets(), own.index().offsets());
+        // The 8 handed out and the one kept.
+        assert_eq!(Arc::strong_count(&got[0]), 9);
+
+        let copy = a.clone();
+        let scopy = surrogates(&copy);
+        let other = recordings.index(&copy, &scopy);
+        assert!(!Arc::ptr_eq(&other, &start));
+        assert_eq!(other.index().all_times(), start.index().all_times());
+        assert_eq!(recordings.by_surrogates.lock().len(), 2);
+
+        drop(sb);
+        let sb2 = surrogates(&b);
+        let again = recordings.index(&b, &sb2);
+        assert!(!Arc::ptr_eq(&again, &got[0]));
+        assert_eq!(recordings.by_surrogates.lock().len(), 2);
+        drop(got);
+        assert_eq!(Arc::strong_count(&again), 2);
+    }
 }
