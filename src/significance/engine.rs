@@ -11,7 +11,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -130,11 +130,24 @@ pub(super) fn gpu_counters() -> usize {
         .clamp(4, 32)
 }
 
+/// At most this many of the engine's extra GPU counters start at once ([`more_counters`]).
+/// Each start creates a CUDA context on a device thread of its own, loads the kernels and
+/// uploads the recording (from a staging copy of its index made for the upload), and the GPU
+/// driver serialises part of that (context creation), so more starts in flight add host
+/// memory (one staging copy each) and contention for the driver more than speed: one after
+/// another, each took 0.8–1.2 s on an H100 host (about 20 s for 16), all at once 3.5 s but a
+/// peak of 17.8 GB instead of 14.1 GB for a 13.8 M-event recording when every counter still
+/// built its own host copies. Four at once is not measured yet.
+const CONCURRENT_STARTS: usize = 4;
+
 /// The counters after the first, up to [`gpu_counters`] in all, each sharing `recording`
 /// (the host index of `stream`, the first counter's [`GpuCounter::recording`]): one host copy
-/// of the recording for all of them. A counter that cannot start (the GPU's memory full, say)
-/// ends the list with a warning instead of failing the test, which the first counter alone
-/// can run.
+/// of the recording for all of them. They start [`CONCURRENT_STARTS`] at a time, on scoped
+/// threads taking the next counter in turn, and are listed in that order (as one after
+/// another would list them); one log line says how many started and in how many seconds. A
+/// counter that cannot start (the GPU's memory full, say) ends the list with one warning
+/// instead of failing the test, which the first counter alone can run: no later counter
+/// starts, and any that were already starting are dropped (their device memory freed).
 pub(crate) fn more_counters(
     stream: &EventStream,
     recording: &Arc<CpuCounter>,
@@ -142,30 +155,101 @@ pub(crate) fn more_counters(
     settings: &GpuSettings,
 ) -> Vec<GpuCounter> {
     let started = Instant::now();
-    let mut out = Vec::new();
-    for _ in 1..gpu_counters() {
+    let wanted = gpu_counters().saturating_sub(1);
+    let (out, failed) = start_in_order(wanted, CONCURRENT_STARTS, |_| {
         let shared = Some(Arc::clone(recording));
-        match start_gpu(
+        start_gpu(
             stream,
             shared,
             &config.intervals,
             DeviceChoice::Gpu,
             settings,
-        ) {
-            Ok(Some(c)) => out.push(c),
-            Ok(None) => break,
-            Err(e) => {
-                tracing::warn!(error = %e, counters = out.len() + 1, "Could not start another GPU counter; going on with those started.");
-                break;
-            }
-        }
+        )
+    });
+    if let Some(e) = failed.error {
+        tracing::warn!(error = %e, counters = out.len() + 1, dropped = failed.dropped, "Could not start another GPU counter; going on with those started before it.");
     }
     tracing::info!(
         counters = out.len() + 1,
+        wanted = wanted + 1,
+        at_once = CONCURRENT_STARTS,
         seconds = started.elapsed().as_secs_f64(),
-        "More GPU counters for the surrogates started, sharing the recording's host index."
+        "GPU counters for the surrogates started, sharing the recording's host index."
     );
     out
+}
+
+/// How [`start_in_order`]'s list ended early, if it did.
+#[derive(Debug)]
+struct Ended<E> {
+    /// The first start's error (none: the list ran its full length, or a start gave `None`).
+    error: Option<E>,
+    /// Items started after the first that did not (already starting when it failed), dropped.
+    dropped: usize,
+}
+
+/// Where [`start_in_order`] puts start `i`'s outcome (none: not started).
+type StartSlot<T, E> = Mutex<Option<Result<Option<T>, E>>>;
+
+/// `start(0)`, `start(1)`, … `start(n - 1)` on at most `at_once` scoped threads at a time,
+/// each taking the next index in turn; the items in index order up to the first start that
+/// gave none or an error (as one after another would give them). No index after that one is
+/// started once it is known; items already started after it are dropped and counted.
+fn start_in_order<T: Send, E: Send>(
+    n: usize,
+    at_once: usize,
+    start: impl Fn(usize) -> Result<Option<T>, E> + Sync,
+) -> (Vec<T>, Ended<E>) {
+    let results: Vec<StartSlot<T, E>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    // The first index that gave no item: none after it is started.
+    let ended_at = AtomicUsize::new(usize::MAX);
+    std::thread::scope(|scope| {
+        for _ in 0..at_once.max(1).min(n) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n || i > ended_at.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let r = start(i);
+                    if !matches!(r, Ok(Some(_))) {
+                        ended_at.fetch_min(i, Ordering::Relaxed);
+                    }
+                    *results[i].lock() = Some(r);
+                }
+            });
+        }
+    });
+    let mut out = Vec::with_capacity(n);
+    let mut ended: Option<Ended<E>> = None;
+    for r in results.into_iter().map(Mutex::into_inner) {
+        match (r, &mut ended) {
+            (Some(Ok(Some(item))), None) => out.push(item),
+            (Some(Ok(Some(_))), Some(e)) => e.dropped += 1,
+            (Some(Err(error)), None) => {
+                ended = Some(Ended {
+                    error: Some(error),
+                    dropped: 0,
+                });
+            }
+            // A start that gave none, or one never made (after the first that gave none).
+            (_, None) => {
+                ended = Some(Ended {
+                    error: None,
+                    dropped: 0,
+                });
+            }
+            (_, Some(_)) => {}
+        }
+    }
+    (
+        out,
+        ended.unwrap_or(Ended {
+            error: None,
+            dropped: 0,
+        }),
+    )
 }
 
 /// The host index ([`CpuCounter`]) of each recording the engine's GPU counters are reloaded
@@ -1026,7 +1110,12 @@ fn on_threads(threads: usize, range: Range<u64>, f: impl Fn(u64) -> bool + Sync)
 mod tests {
     use std::sync::Arc;
 
-    use super::Recordings;
+    use std::sync::atomic::{AtomicUsize, Ordering as Atomic};
+    use std::time::{Duration, Instant};
+
+    use parking_lot::Mutex;
+
+    use super::{Recordings, start_in_order};
     use crate::episode::CpuCounter;
     use crate::event::{Alphabet, EventStream, EventType, Ordering};
     use crate::significance::surrogate::{SurrogateMethod, Surrogates};
@@ -1097,5 +1186,71 @@ mod tests {
         assert_eq!(recordings.by_surrogates.lock().len(), 2);
         drop(got);
         assert_eq!(Arc::strong_count(&again), 2);
+    }
+
+    /// Starts run `at_once` at a time, never more, and the items come in index order.
+    #[test]
+    fn starts_run_at_most_at_once_and_list_in_order() {
+        let in_flight = AtomicUsize::new(0);
+        let peak = AtomicUsize::new(0);
+        let (out, ended) = start_in_order(15, 4, |i| {
+            let now = in_flight.fetch_add(1, Atomic::SeqCst) + 1;
+            peak.fetch_max(now, Atomic::SeqCst);
+            // The first four wait (5 s at most) until all four are in flight.
+            let waited = Instant::now();
+            while i < 4
+                && in_flight.load(Atomic::SeqCst) < 4
+                && waited.elapsed() < Duration::from_secs(5)
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::thread::sleep(Duration::from_millis(2 + (i as u64 * 7) % 5));
+            in_flight.fetch_sub(1, Atomic::SeqCst);
+            Ok::<_, String>(Some(i * 10))
+        });
+        assert_eq!(out, (0..15).map(|i| i * 10).collect::<Vec<_>>());
+        assert!(ended.error.is_none());
+        assert_eq!(ended.dropped, 0);
+        assert_eq!(peak.load(Atomic::SeqCst), 4);
+    }
+
+    /// A start that fails ends the list with the items before it and its error; nothing after
+    /// it starts one at a time, and with several at once those started after it are dropped
+    /// and counted. A start that gives none ends it without an error.
+    #[test]
+    fn a_failed_start_ends_the_list_with_those_before_it() {
+        let started = Mutex::new(Vec::new());
+        let (out, ended) = start_in_order(10, 1, |i| {
+            started.lock().push(i);
+            if i == 5 {
+                Err("memory full")
+            } else {
+                Ok(Some(i))
+            }
+        });
+        assert_eq!(out, vec![0, 1, 2, 3, 4]);
+        assert_eq!(ended.error, Some("memory full"));
+        assert_eq!(ended.dropped, 0);
+        assert_eq!(*started.lock(), vec![0, 1, 2, 3, 4, 5]);
+
+        let started = Mutex::new(Vec::new());
+        let (out, ended) = start_in_order(12, 4, |i| {
+            started.lock().push(i);
+            std::thread::sleep(Duration::from_millis(1));
+            if i == 5 {
+                Err("memory full")
+            } else {
+                Ok(Some(i))
+            }
+        });
+        assert_eq!(out, vec![0, 1, 2, 3, 4]);
+        assert_eq!(ended.error, Some("memory full"));
+        let started = started.into_inner();
+        assert!((0..=5).all(|i| started.contains(&i)), "{started:?}");
+        assert_eq!(ended.dropped, started.iter().filter(|&&i| i > 5).count());
+
+        let (out, ended) = start_in_order(6, 3, |i| Ok::<_, String>((i != 2).then_some(i)));
+        assert_eq!(out, vec![0, 1]);
+        assert!(ended.error.is_none());
     }
 }
