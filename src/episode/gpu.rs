@@ -158,7 +158,7 @@ impl GpuCounter {
         intervals: &[Interval],
         gpus: &[usize],
     ) -> Result<Self, DeviceError> {
-        Self::start(stream, None, intervals, gpus, true)
+        Self::start(stream, None, intervals, gpus, true, Some(0))
     }
 
     /// [`GpuCounter::new`] sharing `recording`, the host index of `stream`
@@ -174,19 +174,21 @@ impl GpuCounter {
         intervals: &[Interval],
         gpus: &[usize],
     ) -> Result<Self, DeviceError> {
-        Self::start(stream, Some(recording), intervals, gpus, true)
+        Self::start(stream, Some(recording), intervals, gpus, true, Some(0))
     }
 
     /// [`GpuCounter::new`] (with `recording`: [`GpuCounter::new_shared`]); with `calibrate`,
     /// each device model's crossover table is found ([`calibrate::resolve`]: cached, shipped,
     /// or measured once on first use), else none (`f(N) = 1`, for the first-use measurement
-    /// itself).
+    /// itself). Device thread `i` is pinned to core `(first_core + i) % cores` (`cores` the
+    /// host's available parallelism), or to none without `first_core`.
     fn start(
         stream: &EventStream,
         recording: Option<Arc<CpuCounter>>,
         intervals: &[Interval],
         gpus: &[usize],
         calibrate: bool,
+        first_core: Option<usize>,
     ) -> Result<Self, DeviceError> {
         if gpus.is_empty() {
             return Err(DeviceError::NoDevices);
@@ -199,7 +201,8 @@ impl GpuCounter {
         let mut workers = Vec::with_capacity(gpus.len());
         for (i, &ordinal) in gpus.iter().enumerate() {
             let slot = seen.entry(ordinal).or_insert(0);
-            workers.push(EpisodeWorker::start(ordinal, *slot, Some(i % cores))?);
+            let core = first_core.map(|c| (c + i) % cores);
+            workers.push(EpisodeWorker::start(ordinal, *slot, core)?);
             *slot += 1;
         }
         let calibrations = workers
@@ -942,7 +945,7 @@ fn first_use_calibration(ordinal: usize) -> Result<Calibration, String> {
         .map_err(|e| format!("the calibration stream: {e}"))?;
     let intervals = Interval::parse_list(calibrate::SYM26_INTERVALS)
         .map_err(|e| format!("the calibration intervals: {e}"))?;
-    let gpu = GpuCounter::start(&stream, None, &intervals, &[ordinal], false)
+    let gpu = GpuCounter::start(&stream, None, &intervals, &[ordinal], false, Some(0))
         .map_err(|e| format!("a counter on GPU {ordinal}: {e}"))?;
     let types = u32::try_from(stream.alphabet().len()).map_err(|e| e.to_string())?;
     calibrate::measure(
@@ -990,21 +993,28 @@ pub fn select_gpu(
     choice: DeviceChoice,
     settings: &GpuSettings,
 ) -> Result<Option<GpuCounter>, DeviceError> {
-    let counter = start_gpu(stream, None, intervals, choice, settings)?;
+    let counter = start_gpu(stream, None, intervals, choice, settings, Some(0))?;
     if let Some(c) = &counter {
-        let names: Vec<String> = c
-            .devices()
-            .iter()
-            .map(|d| format!("{} ({})", d.ordinal, d.name))
-            .collect();
-        tracing::info!(gpus = %names.join(", "), "Counting on the GPU.");
+        log_counting(c);
     }
     Ok(counter)
 }
 
+/// The line that says which GPUs `counter` counts on ([`select_gpu`]'s).
+pub(crate) fn log_counting(counter: &GpuCounter) {
+    let names: Vec<String> = counter
+        .devices()
+        .iter()
+        .map(|d| format!("{} ({})", d.ordinal, d.name))
+        .collect();
+    tracing::info!(gpus = %names.join(", "), "Counting on the GPU.");
+}
+
 /// [`select_gpu`] without its log line, sharing `recording` (the host index of `stream`,
-/// [`GpuCounter::new_shared`]) when given, for a caller starting several counters of one
-/// stream (the significance engine), which logs them once.
+/// [`GpuCounter::new_shared`]) when given, with device thread `i` pinned to core
+/// `(first_core + i) % cores` (none without `first_core`; [`select_gpu`]: core 0 on), for a
+/// caller starting several counters of one stream (the significance engine), which logs them
+/// once.
 ///
 /// # Errors
 /// As [`select_counter`]; [`DeviceError::Unsupported`] when `recording` is not `stream`'s
@@ -1015,6 +1025,7 @@ pub(crate) fn start_gpu(
     intervals: &[Interval],
     choice: DeviceChoice,
     settings: &GpuSettings,
+    first_core: Option<usize>,
 ) -> Result<Option<GpuCounter>, DeviceError> {
     let gpus = settings.gpus.as_deref();
     let attempt = || -> Result<GpuCounter, DeviceError> {
@@ -1040,6 +1051,7 @@ pub(crate) fn start_gpu(
             intervals,
             &ordinals,
             settings.calibration.is_none(),
+            first_core,
         )
     };
     let Some(mut c) = crate::device::resolve(choice, "episode counting", attempt)? else {

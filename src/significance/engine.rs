@@ -20,7 +20,7 @@ use crate::device::{DeviceChoice, DeviceError};
 use crate::episode::count::count_pair;
 use crate::episode::{
     CountKind, Counter, CpuCounter, Episode, GpuCounter, GpuSettings, GpuStats, MineError,
-    MinerConfig, Progress, mine_with, select_gpu, start_gpu,
+    MinerConfig, Progress, log_counting, mine_with, start_gpu,
 };
 use crate::event::EventStream;
 
@@ -130,6 +130,91 @@ pub(super) fn gpu_counters() -> usize {
         .clamp(4, 32)
 }
 
+/// The environment variable that chooses [`CounterCores`]: `spread` (the default), `first` or
+/// `off`; for measuring the choice (`docs/significance.md`, "On the GPU").
+pub(crate) const COUNTER_CORES_VAR: &str = "SYNFIRE_COUNTER_CORES";
+
+/// Which host cores the device threads of the engine's GPU counters are pinned to (each
+/// counter has one device thread per GPU it counts on, `workers` in all). Chosen by
+/// [`COUNTER_CORES_VAR`]; not yet measured on a GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CounterCores {
+    /// Counter `k`'s threads on consecutive cores from `k × workers`, wrapping around the
+    /// host's cores: on a one-GPU host, counter `k` on core `k`.
+    Spread,
+    /// Every counter's threads on cores `0, 1, …` (as one counter alone pins them): on a
+    /// one-GPU host, every counter's thread on core 0 (what the engine did before).
+    First,
+    /// Not pinned: the OS places the threads.
+    Off,
+}
+
+impl CounterCores {
+    /// The choice `$SYNFIRE_COUNTER_CORES` names; unset: [`CounterCores::Spread`]. Another
+    /// value is reported (`warn`, naming the variable, its value and the values it takes)
+    /// and the default used.
+    pub(crate) fn from_env() -> Self {
+        let value = std::env::var(COUNTER_CORES_VAR).ok();
+        Self::parse(value.as_deref()).unwrap_or_else(|other| {
+            tracing::warn!(
+                variable = COUNTER_CORES_VAR,
+                value = other,
+                "Not a choice of cores for the GPU counters' device threads (spread, first or off); spreading them."
+            );
+            Self::Spread
+        })
+    }
+
+    /// The choice `value` names (`None` or empty: [`CounterCores::Spread`]), or the value
+    /// back when it names none.
+    fn parse(value: Option<&str>) -> Result<Self, &str> {
+        match value.map(str::trim) {
+            None | Some("" | "spread") => Ok(Self::Spread),
+            Some("first") => Ok(Self::First),
+            Some("off") => Ok(Self::Off),
+            Some(other) => Err(other),
+        }
+    }
+
+    /// The core counter `k` (0 the first) pins its first device thread to (its others follow
+    /// it; [`start_gpu`]), counters having `workers` device threads each; `None`: unpinned.
+    pub(crate) fn first_core(self, k: usize, workers: usize) -> Option<usize> {
+        match self {
+            Self::Spread => Some(k * workers),
+            Self::First => Some(0),
+            Self::Off => None,
+        }
+    }
+}
+
+/// The first GPU counter of the engine (or of [`super::phases::WarmCounters`]) as
+/// [`crate::episode::select_gpu`] makes it, its device threads pinned as `cores` says for
+/// counter 0; `None` where the CPU counts.
+///
+/// # Errors
+/// As [`crate::episode::select_gpu`].
+pub(crate) fn first_counter(
+    stream: &EventStream,
+    config: &MinerConfig,
+    choice: DeviceChoice,
+    settings: &GpuSettings,
+    cores: CounterCores,
+) -> Result<Option<GpuCounter>, DeviceError> {
+    let first_core = cores.first_core(0, 1);
+    let counter = start_gpu(
+        stream,
+        None,
+        &config.intervals,
+        choice,
+        settings,
+        first_core,
+    )?;
+    if let Some(c) = &counter {
+        log_counting(c);
+    }
+    Ok(counter)
+}
+
 /// At most this many of the engine's extra GPU counters start at once ([`more_counters`]).
 /// Each start creates a CUDA context on a device thread of its own, loads the kernels and
 /// uploads the recording (from a staging copy of its index made for the upload), and the GPU
@@ -148,22 +233,28 @@ const CONCURRENT_STARTS: usize = 4;
 /// counter that cannot start (the GPU's memory full, say) ends the list with one warning
 /// instead of failing the test, which the first counter alone can run: no later counter
 /// starts, and any that were already starting are dropped (their device memory freed).
+/// Counter `k` (1 the first of these) pins its device threads as `cores` says, counters
+/// having `workers` device threads each (the first counter's).
 pub(crate) fn more_counters(
     stream: &EventStream,
     recording: &Arc<CpuCounter>,
     config: &MinerConfig,
     settings: &GpuSettings,
+    cores: CounterCores,
+    workers: usize,
 ) -> Vec<GpuCounter> {
     let started = Instant::now();
     let wanted = gpu_counters().saturating_sub(1);
-    let (out, failed) = start_in_order(wanted, CONCURRENT_STARTS, |_| {
+    let (out, failed) = start_in_order(wanted, CONCURRENT_STARTS, |i| {
         let shared = Some(Arc::clone(recording));
+        let first_core = cores.first_core(i + 1, workers);
         start_gpu(
             stream,
             shared,
             &config.intervals,
             DeviceChoice::Gpu,
             settings,
+            first_core,
         )
     });
     if let Some(e) = failed.error {
@@ -173,6 +264,7 @@ pub(crate) fn more_counters(
         counters = out.len() + 1,
         wanted = wanted + 1,
         at_once = CONCURRENT_STARTS,
+        cores = ?cores,
         seconds = started.elapsed().as_secs_f64(),
         "GPU counters for the surrogates started, sharing the recording's host index."
     );
@@ -381,7 +473,8 @@ impl<'g> Engine<'g> {
     /// The engine `choice` gives for mining `stream` with `config` (`auto`: the GPUs when
     /// there are any): [`gpu_counters`] GPU counters sharing one host index of `stream`
     /// (the first's, [`more_counters`]), which [`Engine::count_surrogate`] reuses for
-    /// `stream`.
+    /// `stream`, their device threads pinned as `$SYNFIRE_COUNTER_CORES` says
+    /// ([`CounterCores`]).
     ///
     /// # Errors
     /// [`DeviceError`] for `gpu` without a usable GPU.
@@ -394,12 +487,14 @@ impl<'g> Engine<'g> {
         if choice == DeviceChoice::Cpu {
             return Ok(Self::of(Kind::Cpu));
         }
-        let Some(first) = select_gpu(stream, &config.intervals, choice, settings)? else {
+        let cores = CounterCores::from_env();
+        let Some(first) = first_counter(stream, config, choice, settings, cores)? else {
             return Ok(Self::of(Kind::Cpu));
         };
         let recording = Arc::clone(first.recording());
+        let workers = first.worker_count();
         let mut slots = vec![Mutex::new(Slot::new(GpuSlot::Owned(Box::new(first))))];
-        for more in more_counters(stream, &recording, config, settings) {
+        for more in more_counters(stream, &recording, config, settings, cores, workers) {
             slots.push(Mutex::new(Slot::new(GpuSlot::Owned(Box::new(more)))));
         }
         let mut engine = Self::of(Kind::Gpu(slots));
@@ -1115,7 +1210,7 @@ mod tests {
 
     use parking_lot::Mutex;
 
-    use super::{Recordings, start_in_order};
+    use super::{CounterCores, Recordings, start_in_order};
     use crate::episode::CpuCounter;
     use crate::event::{Alphabet, EventStream, EventType, Ordering};
     use crate::significance::surrogate::{SurrogateMethod, Surrogates};
@@ -1252,5 +1347,31 @@ mod tests {
         let (out, ended) = start_in_order(6, 3, |i| Ok::<_, String>((i != 2).then_some(i)));
         assert_eq!(out, vec![0, 1]);
         assert!(ended.error.is_none());
+    }
+
+    /// Spread: counter `k`'s threads from core `k × workers` (one GPU: counter `k` on core
+    /// `k`); first: every counter from core 0; off: unpinned. The variable's values parse,
+    /// and any other is given back to be reported.
+    #[test]
+    fn counter_cores_spread_first_or_off() {
+        assert_eq!(CounterCores::parse(None), Ok(CounterCores::Spread));
+        assert_eq!(CounterCores::parse(Some("")), Ok(CounterCores::Spread));
+        assert_eq!(
+            CounterCores::parse(Some("spread")),
+            Ok(CounterCores::Spread)
+        );
+        assert_eq!(
+            CounterCores::parse(Some(" first ")),
+            Ok(CounterCores::First)
+        );
+        assert_eq!(CounterCores::parse(Some("off")), Ok(CounterCores::Off));
+        assert_eq!(CounterCores::parse(Some("0")), Err("0"));
+        let spread: Vec<_> = (0..4)
+            .map(|k| CounterCores::Spread.first_core(k, 1))
+            .collect();
+        assert_eq!(spread, vec![Some(0), Some(1), Some(2), Some(3)]);
+        assert_eq!(CounterCores::Spread.first_core(3, 2), Some(6));
+        assert_eq!(CounterCores::First.first_core(3, 2), Some(0));
+        assert_eq!(CounterCores::Off.first_core(3, 2), None);
     }
 }

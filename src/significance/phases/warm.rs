@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use crate::device::{DeviceChoice, DeviceError};
-use crate::episode::{CpuCounter, GpuCounter, GpuSettings, MinerConfig, select_gpu};
+use crate::episode::{CpuCounter, GpuCounter, GpuSettings, MinerConfig};
 use crate::event::EventStream;
-use crate::significance::engine::more_counters;
+use crate::significance::engine::{CounterCores, first_counter, more_counters};
 
 /// GPU counters a long-lived worker keeps between sessions (a `synfire.cluster` actor): their
 /// device threads, CUDA contexts, compiled kernels and calibration stay; each session only
@@ -75,10 +75,14 @@ impl WarmCounters {
         } else {
             self.kept = None;
             let mut counters = Vec::new();
-            if let Some(first) = select_gpu(stream, &config.intervals, choice, settings)? {
+            let cores = CounterCores::from_env();
+            if let Some(first) = first_counter(stream, config, choice, settings, cores)? {
                 let recording = Arc::clone(first.recording());
+                let workers = first.worker_count();
                 counters.push(first);
-                counters.extend(more_counters(stream, &recording, config, settings));
+                counters.extend(more_counters(
+                    stream, &recording, config, settings, cores, workers,
+                ));
             }
             self.kept = Some((want, counters));
         }
