@@ -264,6 +264,68 @@ fn split_phases_on_warm_gpu_counters_give_the_cpu_p_values() {
     assert!(warm.gpu_counters() >= 1);
 }
 
+/// The warm counters (the significance engine's: the first and `more_counters`) hold one host
+/// index of the recording between them, within each counter too (its CPU counts and its
+/// recording), after their start and after a reload with another recording; and every
+/// counter counts as the CPU and touches as many events.
+#[test]
+#[cfg_attr(
+    not(synfire_gpu),
+    ignore = "needs a GPU: none on this machine (SYNFIRE_REQUIRE_GPU=1 runs it)"
+)]
+fn warm_gpu_counters_share_one_host_index_and_count_as_the_cpu() {
+    use std::sync::Arc;
+    use synfire::episode::{CountKind, Counter, CpuCounter, Episode};
+    use synfire::event::EventType;
+    use synfire::significance::phases::WarmCounters;
+    if !common::gpu_or_skip("warm_gpu_counters_share_one_host_index_and_count_as_the_cpu") {
+        return;
+    }
+    let intervals = Interval::parse_list("[0,0.001],(0.001,0.005],0.005-0.010").unwrap();
+    let config = MinerConfig::new(intervals.clone(), Threshold::MinCount(300));
+    let mut warm = WarmCounters::new();
+    for rel in RECORDINGS {
+        let stream = synfire::read_spikes(&fixture(rel), Ordering::RequireSorted).unwrap();
+        let counts = stream.counts_per_type();
+        let mut busy: Vec<u32> = (0..counts.len() as u32).collect();
+        busy.sort_by_key(|&u| std::cmp::Reverse(counts[u as usize]));
+        busy.truncate(4);
+        let mut list = Vec::new();
+        for &a in &busy {
+            for &b in &busy {
+                for iv in &intervals {
+                    list.push(Episode::new(vec![EventType(a), EventType(b)], vec![*iv]));
+                    list.push(Episode::new(
+                        vec![EventType(a), EventType(b), EventType(busy[0])],
+                        vec![*iv, intervals[1]],
+                    ));
+                }
+            }
+        }
+        let cpu = CpuCounter::new(&stream);
+        let want = cpu.count(CountKind::Exact, &list).unwrap();
+        let gpus = warm
+            .load(&stream, &config, DeviceChoice::Gpu, &GpuSettings::default())
+            .unwrap();
+        assert!(gpus.len() >= 2, "{rel}: {} GPU counters", gpus.len());
+        let shared = Arc::clone(gpus[0].recording());
+        // Each counter's recording and CPU copy, and the one here.
+        assert_eq!(Arc::strong_count(&shared), 2 * gpus.len() + 1, "{rel}");
+        for (i, g) in gpus.iter().enumerate() {
+            assert!(Arc::ptr_eq(g.recording(), &shared), "{rel}: counter {i}");
+            assert_eq!(
+                g.count(CountKind::Exact, &list).unwrap(),
+                want,
+                "{rel}: counter {i}"
+            );
+            for e in &list {
+                assert_eq!(g.events_touched(e), cpu.events_touched(e), "{rel}: {e:?}");
+            }
+        }
+    }
+    assert!(warm.gpu_counters() >= 2);
+}
+
 /// The threshold search's join bounds computed on the device (`kernels/bounds.cu`, through
 /// `Counter::join_bounds`) equal the host's (`join_bounds_cpu`) on the real recordings and on
 /// device-generated surrogates of them: prefixes of 2 and 3 nodes over the busiest units

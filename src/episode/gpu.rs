@@ -90,17 +90,20 @@ const MIN_SEGMENT_EVENTS: usize = 512;
 const MAX_SEGMENTS: usize = 4096;
 
 /// What the CPU counts for a [`GpuCounter`] (overflows, candidates the kernels do not take,
-/// everything after a device failure) is counted in: the uploaded stream, or for a surrogate
-/// generated on the device the same surrogate made on the host on first need.
+/// everything after a device failure) is counted in: the uploaded stream's index (shared with
+/// [`GpuCounter::recording`], and with every counter the caller reloaded with the same one),
+/// or for a surrogate generated on the device the same surrogate made on the host on first
+/// need.
 struct HostCopy {
-    ready: std::sync::OnceLock<CpuCounter>,
+    ready: std::sync::OnceLock<Arc<CpuCounter>>,
     make: Option<Arc<dyn Fn() -> EventStream + Send + Sync>>,
 }
 
 impl HostCopy {
-    fn of(stream: &EventStream) -> Self {
+    /// The uploaded stream's index, already built.
+    fn shared(index: Arc<CpuCounter>) -> Self {
         Self {
-            ready: std::sync::OnceLock::from(CpuCounter::new(stream)),
+            ready: std::sync::OnceLock::from(index),
             make: None,
         }
     }
@@ -108,7 +111,7 @@ impl HostCopy {
     fn get(&self) -> &CpuCounter {
         self.ready.get_or_init(|| {
             let make = self.make.as_ref().expect("a host copy or its maker");
-            CpuCounter::new(&make())
+            Arc::new(CpuCounter::new(&make()))
         })
     }
 }
@@ -117,9 +120,10 @@ impl HostCopy {
 pub struct GpuCounter {
     workers: Vec<EpisodeWorker>,
     cpu: HostCopy,
-    /// Events per type of the stream uploaded last by [`GpuCounter::reload`] (what a
-    /// surrogate keeps), for [`Counter::events_touched`].
-    recording: CpuCounter,
+    /// The host index of the stream uploaded last by [`GpuCounter::reload`] (its events per
+    /// type are what a surrogate keeps, for [`Counter::events_touched`]); shared with `cpu`
+    /// while that stream is counted, and with other counters reloaded with the same index.
+    recording: Arc<CpuCounter>,
     intervals: Vec<Interval>,
     algorithm: Mutex<ExactAlgorithm>,
     forced_segments: Mutex<Option<Arc<[f64]>>>,
@@ -154,27 +158,51 @@ impl GpuCounter {
         intervals: &[Interval],
         gpus: &[usize],
     ) -> Result<Self, DeviceError> {
-        Self::start(stream, intervals, gpus, true)
+        Self::start(stream, None, intervals, gpus, true, Some(0))
     }
 
-    /// [`GpuCounter::new`]; with `calibrate`, each device model's crossover table is found
-    /// ([`calibrate::resolve`]: cached, shipped, or measured once on first use), else none
-    /// (`f(N) = 1`, for the first-use measurement itself).
+    /// [`GpuCounter::new`] sharing `recording`, the host index of `stream`
+    /// (`CpuCounter::new(stream)`), instead of building one: several counters of one stream
+    /// (the significance engine's) then hold one host copy of it between them.
+    ///
+    /// # Errors
+    /// As [`GpuCounter::new`]; [`DeviceError::Unsupported`] when `recording` holds another
+    /// number of events or types than `stream`.
+    pub fn new_shared(
+        stream: &EventStream,
+        recording: Arc<CpuCounter>,
+        intervals: &[Interval],
+        gpus: &[usize],
+    ) -> Result<Self, DeviceError> {
+        Self::start(stream, Some(recording), intervals, gpus, true, Some(0))
+    }
+
+    /// [`GpuCounter::new`] (with `recording`: [`GpuCounter::new_shared`]); with `calibrate`,
+    /// each device model's crossover table is found ([`calibrate::resolve`]: cached, shipped,
+    /// or measured once on first use), else none (`f(N) = 1`, for the first-use measurement
+    /// itself). Device thread `i` is pinned to core `(first_core + i) % cores` (`cores` the
+    /// host's available parallelism), or to none without `first_core`.
     fn start(
         stream: &EventStream,
+        recording: Option<Arc<CpuCounter>>,
         intervals: &[Interval],
         gpus: &[usize],
         calibrate: bool,
+        first_core: Option<usize>,
     ) -> Result<Self, DeviceError> {
         if gpus.is_empty() {
             return Err(DeviceError::NoDevices);
+        }
+        if let Some(r) = &recording {
+            check_index(stream, r)?;
         }
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let mut seen: HashMap<usize, usize> = HashMap::new();
         let mut workers = Vec::with_capacity(gpus.len());
         for (i, &ordinal) in gpus.iter().enumerate() {
             let slot = seen.entry(ordinal).or_insert(0);
-            workers.push(EpisodeWorker::start(ordinal, *slot, Some(i % cores))?);
+            let core = first_core.map(|c| (c + i) % cores);
+            workers.push(EpisodeWorker::start(ordinal, *slot, core)?);
             *slot += 1;
         }
         let calibrations = workers
@@ -189,10 +217,11 @@ impl GpuCounter {
                 })
             })
             .collect();
+        let recording = recording.unwrap_or_else(|| Arc::new(CpuCounter::new(stream)));
         let mut counter = Self {
             workers,
-            cpu: HostCopy::of(stream),
-            recording: CpuCounter::new(stream),
+            cpu: HostCopy::shared(Arc::clone(&recording)),
+            recording: Arc::clone(&recording),
             intervals: intervals.to_vec(),
             algorithm: Mutex::new(ExactAlgorithm::Hybrid),
             forced_segments: Mutex::new(None),
@@ -203,18 +232,39 @@ impl GpuCounter {
             stats: Mutex::new(GpuStats::default()),
             uploads: Vec::new(),
         };
-        counter.reload(stream)?;
+        counter.reload_shared(stream, recording)?;
         Ok(counter)
     }
 
     /// Replaces the stream on every device, keeping the device threads and their contexts
     /// (sliding windows of a live stream: one upload per window, no context re-creation).
+    /// Builds the stream's host index once ([`GpuCounter::reload_shared`] takes one built
+    /// already).
     ///
     /// # Errors
     /// [`DeviceError`] if an upload fails; the counter must then not be used.
     pub fn reload(&mut self, stream: &EventStream) -> Result<(), DeviceError> {
-        let cpu = CpuCounter::new(stream);
-        let data = Arc::new(stream_data(cpu.index(), &self.intervals)?);
+        self.reload_shared(stream, Arc::new(CpuCounter::new(stream)))
+    }
+
+    /// [`GpuCounter::reload`] with `recording`, the host index of `stream`
+    /// (`CpuCounter::new(stream)`), shared instead of built: the counter's CPU counts and
+    /// [`Counter::events_touched`] read it, and so may any other counter given the same
+    /// `Arc` (one host copy of a recording for all of them). Only the number of events and
+    /// types are checked against `stream`; an index of another stream of the same sizes would
+    /// give wrong CPU counts.
+    ///
+    /// # Errors
+    /// [`DeviceError::Unsupported`] when `recording` holds another number of events or types
+    /// than `stream`; [`DeviceError`] if an upload fails, after which the counter must not be
+    /// used.
+    pub fn reload_shared(
+        &mut self,
+        stream: &EventStream,
+        recording: Arc<CpuCounter>,
+    ) -> Result<(), DeviceError> {
+        check_index(stream, &recording)?;
+        let data = Arc::new(stream_data(recording.index(), &self.intervals)?);
         let tickets: Vec<_> = self
             .workers
             .iter()
@@ -224,6 +274,7 @@ impl GpuCounter {
             .into_iter()
             .map(|t| t.wait())
             .collect::<Result<Vec<_>, _>>()?;
+        drop(data);
         for (w, u) in self.workers.iter().zip(&uploads) {
             tracing::debug!(
                 worker = w.name(),
@@ -242,14 +293,19 @@ impl GpuCounter {
                 break;
             }
         }
-        self.cpu = HostCopy {
-            ready: std::sync::OnceLock::from(CpuCounter::new(stream)),
-            make: None,
-        };
-        self.recording = cpu;
+        self.cpu = HostCopy::shared(Arc::clone(&recording));
+        self.recording = recording;
         self.segment_sets = segment_sets;
         self.uploads = uploads;
         Ok(())
+    }
+
+    /// The host index of the stream uploaded last by [`GpuCounter::reload`] (the recording a
+    /// device-generated surrogate is made from), to share with other counters of the same
+    /// stream ([`GpuCounter::new_shared`], [`GpuCounter::reload_shared`]).
+    #[must_use]
+    pub fn recording(&self) -> &Arc<CpuCounter> {
+        &self.recording
     }
 
     /// Replaces the counted stream on every device by surrogate `job` of the stream uploaded
@@ -671,6 +727,25 @@ fn interval_bits(e: &Episode) -> impl Iterator<Item = u64> + '_ {
         .flat_map(|iv| [iv.low().to_bits(), iv.high().to_bits()])
 }
 
+/// [`DeviceError::Unsupported`] unless `index` holds as many events and types as `stream` (a
+/// shared host index must be `stream`'s, [`GpuCounter::reload_shared`]).
+fn check_index(stream: &EventStream, index: &CpuCounter) -> Result<(), DeviceError> {
+    let index = index.index();
+    let (events, types) = (
+        index.all_times().len(),
+        index.offsets().len().saturating_sub(1),
+    );
+    if events == stream.len() && types == stream.alphabet().len() {
+        Ok(())
+    } else {
+        Err(DeviceError::Unsupported(format!(
+            "a host index of {events} events of {types} types given for a stream of {} events of {} types: the index must be the stream's",
+            stream.len(),
+            stream.alphabet().len()
+        )))
+    }
+}
+
 /// The kernels' view of the stream: the type index plus the interval table.
 fn stream_data(index: &TypeIndex, intervals: &[Interval]) -> Result<StreamData, DeviceError> {
     let too_big = || DeviceError::Unsupported("more than 2^32 events".into());
@@ -874,7 +949,7 @@ fn first_use_calibration(ordinal: usize) -> Result<Calibration, String> {
         .map_err(|e| format!("the calibration stream: {e}"))?;
     let intervals = Interval::parse_list(calibrate::SYM26_INTERVALS)
         .map_err(|e| format!("the calibration intervals: {e}"))?;
-    let gpu = GpuCounter::start(&stream, &intervals, &[ordinal], false)
+    let gpu = GpuCounter::start(&stream, None, &intervals, &[ordinal], false, Some(0))
         .map_err(|e| format!("a counter on GPU {ordinal}: {e}"))?;
     let types = u32::try_from(stream.alphabet().len()).map_err(|e| e.to_string())?;
     calibrate::measure(
@@ -922,6 +997,40 @@ pub fn select_gpu(
     choice: DeviceChoice,
     settings: &GpuSettings,
 ) -> Result<Option<GpuCounter>, DeviceError> {
+    let counter = start_gpu(stream, None, intervals, choice, settings, Some(0))?;
+    if let Some(c) = &counter {
+        log_counting(c);
+    }
+    Ok(counter)
+}
+
+/// The line that says which GPUs `counter` counts on ([`select_gpu`]'s).
+pub(crate) fn log_counting(counter: &GpuCounter) {
+    let names: Vec<String> = counter
+        .devices()
+        .iter()
+        .map(|d| format!("{} ({})", d.ordinal, d.name))
+        .collect();
+    tracing::info!(gpus = %names.join(", "), "Counting on the GPU.");
+}
+
+/// [`select_gpu`] without its log line, sharing `recording` (the host index of `stream`,
+/// [`GpuCounter::new_shared`]) when given, with device thread `i` pinned to core
+/// `(first_core + i) % cores` (none without `first_core`; [`select_gpu`]: core 0 on), for a
+/// caller starting several counters of one stream (the significance engine), which logs them
+/// once.
+///
+/// # Errors
+/// As [`select_counter`]; [`DeviceError::Unsupported`] when `recording` is not `stream`'s
+/// ([`GpuCounter::reload_shared`]).
+pub(crate) fn start_gpu(
+    stream: &EventStream,
+    recording: Option<Arc<CpuCounter>>,
+    intervals: &[Interval],
+    choice: DeviceChoice,
+    settings: &GpuSettings,
+    first_core: Option<usize>,
+) -> Result<Option<GpuCounter>, DeviceError> {
     let gpus = settings.gpus.as_deref();
     let attempt = || -> Result<GpuCounter, DeviceError> {
         let found = crate::device::probe()?;
@@ -940,7 +1049,14 @@ pub fn select_gpu(
             None => found.iter().map(|d| d.ordinal).collect(),
         };
         // A calibration given for every GPU: no model's table to look up or measure.
-        GpuCounter::start(stream, intervals, &ordinals, settings.calibration.is_none())
+        GpuCounter::start(
+            stream,
+            recording,
+            intervals,
+            &ordinals,
+            settings.calibration.is_none(),
+            first_core,
+        )
     };
     let Some(mut c) = crate::device::resolve(choice, "episode counting", attempt)? else {
         return Ok(None);
@@ -952,18 +1068,46 @@ pub fn select_gpu(
     if let Some(calibration) = &settings.calibration {
         c.set_calibration(calibration);
     }
-    let names: Vec<String> = c
-        .devices()
-        .iter()
-        .map(|d| format!("{} ({})", d.ordinal, d.name))
-        .collect();
-    tracing::info!(gpus = %names.join(", "), "Counting on the GPU.");
     Ok(Some(c))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{GpuStats, interleave};
+    use super::{GpuStats, check_index, interleave};
+
+    /// A shared host index is taken only for a stream of its numbers of events and types,
+    /// and the refusal names both.
+    #[test]
+    fn a_shared_index_must_have_the_streams_events_and_types() {
+        use crate::device::DeviceError;
+        use crate::episode::CpuCounter;
+        use crate::event::{Alphabet, EventStream, EventType, Ordering};
+        let make = |n: u32, units: u32| {
+            let times: Vec<f64> = (0..n).map(|i| f64::from(i) * 0.001).collect();
+            let types: Vec<EventType> = (0..n).map(|i| EventType(i % units)).collect();
+            let labels: Vec<String> = (0..units).map(|u| format!("u{u}")).collect();
+            let alphabet = Alphabet::from_labels(labels).unwrap();
+            EventStream::new(times, types, alphabet, Ordering::SortIfNeeded).unwrap()
+        };
+        let a = make(100, 3);
+        assert!(check_index(&a, &CpuCounter::new(&a)).is_ok());
+        for other in [make(99, 3), make(100, 4)] {
+            match check_index(&a, &CpuCounter::new(&other)) {
+                Err(DeviceError::Unsupported(why)) => {
+                    assert!(why.contains("stream of 100 events of 3 types"), "{why}");
+                    assert!(
+                        why.contains(&format!(
+                            "index of {} events of {} types",
+                            other.len(),
+                            other.alphabet().len()
+                        )),
+                        "{why}"
+                    );
+                }
+                r => panic!("{r:?}"),
+            }
+        }
+    }
 
     /// Two counters' totals add field by field, and a later snapshot less an earlier one
     /// gives back what was added in between.

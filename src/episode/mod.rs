@@ -49,6 +49,7 @@ pub use count::{TypeIndex, count_exact, count_pair, count_preelim, occurrences};
 pub use counter::{CountError, CountKind, Counter, CpuCounter};
 pub use ends::{Ends, count_by_ends};
 pub use gpu::{GpuCounter, GpuSettings, GpuStats, select_counter, select_gpu};
+pub(crate) use gpu::{log_counting, start_gpu};
 pub use incremental::{ChainCache, IncrementalCounter};
 pub use memory::MemoryBudget;
 pub use miner::{

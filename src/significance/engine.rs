@@ -11,7 +11,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -20,7 +20,7 @@ use crate::device::{DeviceChoice, DeviceError};
 use crate::episode::count::count_pair;
 use crate::episode::{
     CountKind, Counter, CpuCounter, Episode, GpuCounter, GpuSettings, GpuStats, MineError,
-    MinerConfig, Progress, mine_with, select_gpu,
+    MinerConfig, Progress, log_counting, mine_with, start_gpu,
 };
 use crate::event::EventStream;
 
@@ -130,26 +130,258 @@ pub(super) fn gpu_counters() -> usize {
         .clamp(4, 32)
 }
 
-/// The counters after the first, up to [`gpu_counters`] in all: a counter that cannot start
-/// (the GPU's memory full, say) ends the list with a warning instead of failing the test,
-/// which the first counter alone can run.
-pub(crate) fn more_counters(
-    stream: &EventStream,
-    config: &MinerConfig,
-    settings: &GpuSettings,
-) -> Vec<GpuCounter> {
-    let mut out = Vec::new();
-    for _ in 1..gpu_counters() {
-        match select_gpu(stream, &config.intervals, DeviceChoice::Gpu, settings) {
-            Ok(Some(c)) => out.push(c),
-            Ok(None) => break,
-            Err(e) => {
-                tracing::warn!(error = %e, counters = out.len() + 1, "Could not start another GPU counter; going on with those started.");
-                break;
-            }
+/// The environment variable that chooses [`CounterCores`]: `spread` (the default), `first` or
+/// `off`; for measuring the choice (`docs/significance.md`, "On the GPU").
+pub(crate) const COUNTER_CORES_VAR: &str = "SYNFIRE_COUNTER_CORES";
+
+/// Which host cores the device threads of the engine's GPU counters are pinned to (each
+/// counter has one device thread per GPU it counts on, `workers` in all). Chosen by
+/// [`COUNTER_CORES_VAR`]; not yet measured on a GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CounterCores {
+    /// Counter `k`'s threads on consecutive cores from `k × workers`, wrapping around the
+    /// host's cores: on a one-GPU host, counter `k` on core `k`.
+    Spread,
+    /// Every counter's threads on cores `0, 1, …` (as one counter alone pins them): on a
+    /// one-GPU host, every counter's thread on core 0 (what the engine did before).
+    First,
+    /// Not pinned: the OS places the threads.
+    Off,
+}
+
+impl CounterCores {
+    /// The choice `$SYNFIRE_COUNTER_CORES` names; unset: [`CounterCores::Spread`]. Another
+    /// value is reported (`warn`, naming the variable, its value and the values it takes)
+    /// and the default used.
+    pub(crate) fn from_env() -> Self {
+        let value = std::env::var(COUNTER_CORES_VAR).ok();
+        Self::parse(value.as_deref()).unwrap_or_else(|other| {
+            tracing::warn!(
+                variable = COUNTER_CORES_VAR,
+                value = other,
+                "Not a choice of cores for the GPU counters' device threads (spread, first or off); spreading them."
+            );
+            Self::Spread
+        })
+    }
+
+    /// The choice `value` names (`None` or empty: [`CounterCores::Spread`]), or the value
+    /// back when it names none.
+    fn parse(value: Option<&str>) -> Result<Self, &str> {
+        match value.map(str::trim) {
+            None | Some("" | "spread") => Ok(Self::Spread),
+            Some("first") => Ok(Self::First),
+            Some("off") => Ok(Self::Off),
+            Some(other) => Err(other),
         }
     }
+
+    /// The core counter `k` (0 the first) pins its first device thread to (its others follow
+    /// it; [`start_gpu`]), counters having `workers` device threads each; `None`: unpinned.
+    pub(crate) fn first_core(self, k: usize, workers: usize) -> Option<usize> {
+        match self {
+            Self::Spread => Some(k * workers),
+            Self::First => Some(0),
+            Self::Off => None,
+        }
+    }
+}
+
+/// The first GPU counter of the engine (or of [`super::phases::WarmCounters`]) as
+/// [`crate::episode::select_gpu`] makes it, its device threads pinned as `cores` says for
+/// counter 0; `None` where the CPU counts.
+///
+/// # Errors
+/// As [`crate::episode::select_gpu`].
+pub(crate) fn first_counter(
+    stream: &EventStream,
+    config: &MinerConfig,
+    choice: DeviceChoice,
+    settings: &GpuSettings,
+    cores: CounterCores,
+) -> Result<Option<GpuCounter>, DeviceError> {
+    let first_core = cores.first_core(0, 1);
+    let counter = start_gpu(
+        stream,
+        None,
+        &config.intervals,
+        choice,
+        settings,
+        first_core,
+    )?;
+    if let Some(c) = &counter {
+        log_counting(c);
+    }
+    Ok(counter)
+}
+
+/// At most this many of the engine's extra GPU counters start at once ([`more_counters`]).
+/// Each start creates a CUDA context on a device thread of its own, loads the kernels and
+/// uploads the recording (from a staging copy of its index made for the upload), and the GPU
+/// driver serialises part of that (context creation), so more starts in flight add host
+/// memory (one staging copy each) and contention for the driver more than speed: one after
+/// another, each took 0.8–1.2 s on an H100 host (about 20 s for 16), all at once 3.5 s but a
+/// peak of 17.8 GB instead of 14.1 GB for a 13.8 M-event recording when every counter still
+/// built its own host copies. Four at once is not measured yet.
+const CONCURRENT_STARTS: usize = 4;
+
+/// The counters after the first, up to [`gpu_counters`] in all, each sharing `recording`
+/// (the host index of `stream`, the first counter's [`GpuCounter::recording`]): one host copy
+/// of the recording for all of them. They start [`CONCURRENT_STARTS`] at a time, on scoped
+/// threads taking the next counter in turn, and are listed in that order (as one after
+/// another would list them); one log line says how many started and in how many seconds. A
+/// counter that cannot start (the GPU's memory full, say) ends the list with one warning
+/// instead of failing the test, which the first counter alone can run: no later counter
+/// starts, and any that were already starting are dropped (their device memory freed).
+/// Counter `k` (1 the first of these) pins its device threads as `cores` says, counters
+/// having `workers` device threads each (the first counter's).
+pub(crate) fn more_counters(
+    stream: &EventStream,
+    recording: &Arc<CpuCounter>,
+    config: &MinerConfig,
+    settings: &GpuSettings,
+    cores: CounterCores,
+    workers: usize,
+) -> Vec<GpuCounter> {
+    let started = Instant::now();
+    let wanted = gpu_counters().saturating_sub(1);
+    let (out, failed) = start_in_order(wanted, CONCURRENT_STARTS, |i| {
+        let shared = Some(Arc::clone(recording));
+        let first_core = cores.first_core(i + 1, workers);
+        start_gpu(
+            stream,
+            shared,
+            &config.intervals,
+            DeviceChoice::Gpu,
+            settings,
+            first_core,
+        )
+    });
+    if let Some(e) = failed.error {
+        tracing::warn!(error = %e, counters = out.len() + 1, dropped = failed.dropped, "Could not start another GPU counter; going on with those started before it.");
+    }
+    tracing::info!(
+        counters = out.len() + 1,
+        wanted = wanted + 1,
+        at_once = CONCURRENT_STARTS,
+        cores = ?cores,
+        seconds = started.elapsed().as_secs_f64(),
+        "GPU counters for the surrogates started, sharing the recording's host index."
+    );
     out
+}
+
+/// How [`start_in_order`]'s list ended early, if it did.
+#[derive(Debug)]
+struct Ended<E> {
+    /// The first start's error (none: the list ran its full length, or a start gave `None`).
+    error: Option<E>,
+    /// Items started after the first that did not (already starting when it failed), dropped.
+    dropped: usize,
+}
+
+/// Where [`start_in_order`] puts start `i`'s outcome (none: not started).
+type StartSlot<T, E> = Mutex<Option<Result<Option<T>, E>>>;
+
+/// `start(0)`, `start(1)`, … `start(n - 1)` on at most `at_once` scoped threads at a time,
+/// each taking the next index in turn; the items in index order up to the first start that
+/// gave none or an error (as one after another would give them). No index after that one is
+/// started once it is known; items already started after it are dropped and counted.
+fn start_in_order<T: Send, E: Send>(
+    n: usize,
+    at_once: usize,
+    start: impl Fn(usize) -> Result<Option<T>, E> + Sync,
+) -> (Vec<T>, Ended<E>) {
+    let results: Vec<StartSlot<T, E>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    // The first index that gave no item: none after it is started.
+    let ended_at = AtomicUsize::new(usize::MAX);
+    std::thread::scope(|scope| {
+        for _ in 0..at_once.max(1).min(n) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n || i > ended_at.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let r = start(i);
+                    if !matches!(r, Ok(Some(_))) {
+                        ended_at.fetch_min(i, Ordering::Relaxed);
+                    }
+                    *results[i].lock() = Some(r);
+                }
+            });
+        }
+    });
+    let mut out = Vec::with_capacity(n);
+    let mut ended: Option<Ended<E>> = None;
+    for r in results.into_iter().map(Mutex::into_inner) {
+        match (r, &mut ended) {
+            (Some(Ok(Some(item))), None) => out.push(item),
+            (Some(Ok(Some(_))), Some(e)) => e.dropped += 1,
+            (Some(Err(error)), None) => {
+                ended = Some(Ended {
+                    error: Some(error),
+                    dropped: 0,
+                });
+            }
+            // A start that gave none, or one never made (after the first that gave none).
+            (_, None) => {
+                ended = Some(Ended {
+                    error: None,
+                    dropped: 0,
+                });
+            }
+            (_, Some(_)) => {}
+        }
+    }
+    (
+        out,
+        ended.unwrap_or(Ended {
+            error: None,
+            dropped: 0,
+        }),
+    )
+}
+
+/// The host index ([`CpuCounter`]) of each recording the engine's GPU counters are reloaded
+/// with before generating its surrogates on their devices, built once and shared by every
+/// counter ([`GpuCounter::reload_shared`]): one host copy of a recording instead of one per
+/// counter (16 counters held 32 copies of a 13.8 M-event recording's index, two each).
+#[derive(Default)]
+struct Recordings<'g> {
+    /// The stream the engine's counters were started with and its index (the counters'
+    /// [`GpuCounter::recording`]); borrowed for the engine's life, so the same address is
+    /// the same stream.
+    start: Option<(&'g EventStream, Arc<CpuCounter>)>,
+    /// Other recordings' indexes, by the surrogates made from them (a weak reference keeps
+    /// the allocation, so a live entry never matches another `Surrogates`; entries whose
+    /// surrogates are gone are dropped).
+    by_surrogates: Mutex<Vec<(std::sync::Weak<Surrogates>, Arc<CpuCounter>)>>,
+}
+
+impl<'g> Recordings<'g> {
+    /// The host index of `recording`, whose surrogates `surrogates` are: the start stream's,
+    /// one built earlier for `surrogates`, or one built now (once: other threads asking
+    /// for it meanwhile wait for it).
+    fn index(&self, recording: &EventStream, surrogates: &Arc<Surrogates>) -> Arc<CpuCounter> {
+        if let Some((stream, index)) = &self.start
+            && std::ptr::eq(*stream, recording)
+        {
+            return Arc::clone(index);
+        }
+        let mut held = self.by_surrogates.lock();
+        held.retain(|(s, _)| s.strong_count() > 0);
+        if let Some((_, index)) = held
+            .iter()
+            .find(|(s, _)| std::ptr::eq(s.as_ptr(), Arc::as_ptr(surrogates)))
+        {
+            return Arc::clone(index);
+        }
+        let index = Arc::new(CpuCounter::new(recording));
+        held.push((Arc::downgrade(surrogates), Arc::clone(&index)));
+        index
+    }
 }
 
 /// The counters surrogates are mined and counted with, and the work done.
@@ -160,6 +392,8 @@ pub(crate) struct Engine<'g> {
     /// Set by the caller to stop the test (checked before each surrogate and between the
     /// batches of candidates of a surrogate's mining).
     cancel: Option<Arc<AtomicBool>>,
+    /// The recordings' shared host indexes ([`Engine::count_surrogate`]).
+    recordings: Recordings<'g>,
 }
 
 /// The mining progress of a surrogate: nothing to report, only the cancel flag to answer.
@@ -184,6 +418,7 @@ impl<'g> Engine<'g> {
             kind,
             counted: AtomicU64::new(0),
             cancel: None,
+            recordings: Recordings::default(),
         }
     }
 
@@ -236,12 +471,15 @@ impl<'g> Engine<'g> {
     }
 
     /// The engine `choice` gives for mining `stream` with `config` (`auto`: the GPUs when
-    /// there are any).
+    /// there are any): [`gpu_counters`] GPU counters sharing one host index of `stream`
+    /// (the first's, [`more_counters`]), which [`Engine::count_surrogate`] reuses for
+    /// `stream`, their device threads pinned as `$SYNFIRE_COUNTER_CORES` says
+    /// ([`CounterCores`]).
     ///
     /// # Errors
     /// [`DeviceError`] for `gpu` without a usable GPU.
     pub(crate) fn new(
-        stream: &EventStream,
+        stream: &'g EventStream,
         config: &MinerConfig,
         choice: DeviceChoice,
         settings: &GpuSettings,
@@ -249,14 +487,19 @@ impl<'g> Engine<'g> {
         if choice == DeviceChoice::Cpu {
             return Ok(Self::of(Kind::Cpu));
         }
-        let Some(first) = select_gpu(stream, &config.intervals, choice, settings)? else {
+        let cores = CounterCores::from_env();
+        let Some(first) = first_counter(stream, config, choice, settings, cores)? else {
             return Ok(Self::of(Kind::Cpu));
         };
+        let recording = Arc::clone(first.recording());
+        let workers = first.worker_count();
         let mut slots = vec![Mutex::new(Slot::new(GpuSlot::Owned(Box::new(first))))];
-        for more in more_counters(stream, config, settings) {
+        for more in more_counters(stream, &recording, config, settings, cores, workers) {
             slots.push(Mutex::new(Slot::new(GpuSlot::Owned(Box::new(more)))));
         }
-        Ok(Self::of(Kind::Gpu(slots)))
+        let mut engine = Self::of(Kind::Gpu(slots));
+        engine.recordings.start = Some((stream, recording));
+        Ok(engine)
     }
 
     /// A GPU counter no other thread holds (every thread of [`Engine::map_surrogates`] holds
@@ -290,7 +533,8 @@ impl<'g> Engine<'g> {
     /// The exact counts of `list` in surrogate `s` of `recording`: on the CPU, or on a GPU
     /// counter whose devices generate the surrogate from the recording they hold (loaded
     /// once per counter; no upload per surrogate) when the method allows
-    /// ([`Surrogates::device_job`]), else generated on the host and uploaded.
+    /// ([`Surrogates::device_job`]), else generated on the host and uploaded. Every counter
+    /// reloaded with `recording` shares one host index of it ([`Recordings`]).
     pub(crate) fn count_surrogate(
         &self,
         recording: &EventStream,
@@ -327,7 +571,8 @@ impl<'g> Engine<'g> {
         self.counted.fetch_add(list.len() as u64, Ordering::Relaxed);
         let mut slot = Self::slot(slots);
         if !slot.holds(surrogates) {
-            slot.gpu.get().reload(recording)?;
+            let index = self.recordings.index(recording, surrogates);
+            slot.gpu.get().reload_shared(recording, index)?;
             slot.holds = Some(Arc::downgrade(surrogates));
         }
         let gpu = slot.gpu.get();
@@ -977,4 +1222,179 @@ fn on_threads(threads: usize, range: Range<u64>, f: impl Fn(u64) -> bool + Sync)
             });
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use std::sync::atomic::{AtomicUsize, Ordering as Atomic};
+    use std::time::{Duration, Instant};
+
+    use parking_lot::Mutex;
+
+    use super::{CounterCores, Recordings, start_in_order};
+    use crate::episode::CpuCounter;
+    use crate::event::{Alphabet, EventStream, EventType, Ordering};
+    use crate::significance::surrogate::{SurrogateMethod, Surrogates};
+
+    /// `units` units over `n` rounds of 10 ms, unit `u` `u` ms into each round.
+    fn stream(units: u32, n: u32) -> EventStream {
+        let mut times = Vec::new();
+        let mut types = Vec::new();
+        for i in 0..n {
+            for u in 0..units {
+                times.push(f64::from(i) * 0.01 + f64::from(u) * 0.001);
+                types.push(EventType(u));
+            }
+        }
+        let labels: Vec<String> = (0..units).map(|u| format!("u{u}")).collect();
+        let alphabet = Alphabet::from_labels(labels).unwrap();
+        EventStream::new(times, types, alphabet, Ordering::SortIfNeeded).unwrap()
+    }
+
+    fn surrogates(x: &EventStream) -> Arc<Surrogates> {
+        Arc::new(Surrogates::new(x, SurrogateMethod::Dither { delta_s: 0.005 }, 1, None).unwrap())
+    }
+
+    /// The start stream gets the counters' own index; any other recording one index built
+    /// once for its surrogates, whichever thread asks, equal to the recording's own; a copy
+    /// of the start stream elsewhere in memory is indexed on its own (the same address, not
+    /// the same contents, is what says the start stream); entries of dropped surrogates go.
+    #[test]
+    fn recordings_share_one_index_per_recording() {
+        let a = stream(3, 50);
+        let b = stream(4, 30);
+        let start = Arc::new(CpuCounter::new(&a));
+        let recordings = Recordings {
+            start: Some((&a, Arc::clone(&start))),
+            ..Recordings::default()
+        };
+        let sa = surrogates(&a);
+        assert!(Arc::ptr_eq(&recordings.index(&a, &sa), &start));
+
+        let sb = surrogates(&b);
+        let got: Vec<Arc<CpuCounter>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| scope.spawn(|| recordings.index(&b, &sb)))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for g in &got {
+            assert!(Arc::ptr_eq(g, &got[0]));
+        }
+        assert!(!Arc::ptr_eq(&got[0], &start));
+        let own = CpuCounter::new(&b);
+        assert_eq!(got[0].index().all_times(), own.index().all_times());
+        assert_eq!(got[0].index().offsets(), own.index().offsets());
+        // The 8 handed out and the one kept.
+        assert_eq!(Arc::strong_count(&got[0]), 9);
+
+        let copy = a.clone();
+        let scopy = surrogates(&copy);
+        let other = recordings.index(&copy, &scopy);
+        assert!(!Arc::ptr_eq(&other, &start));
+        assert_eq!(other.index().all_times(), start.index().all_times());
+        assert_eq!(recordings.by_surrogates.lock().len(), 2);
+
+        drop(sb);
+        let sb2 = surrogates(&b);
+        let again = recordings.index(&b, &sb2);
+        assert!(!Arc::ptr_eq(&again, &got[0]));
+        assert_eq!(recordings.by_surrogates.lock().len(), 2);
+        drop(got);
+        assert_eq!(Arc::strong_count(&again), 2);
+    }
+
+    /// Starts run `at_once` at a time, never more, and the items come in index order.
+    #[test]
+    fn starts_run_at_most_at_once_and_list_in_order() {
+        let in_flight = AtomicUsize::new(0);
+        let peak = AtomicUsize::new(0);
+        let (out, ended) = start_in_order(15, 4, |i| {
+            let now = in_flight.fetch_add(1, Atomic::SeqCst) + 1;
+            peak.fetch_max(now, Atomic::SeqCst);
+            // The first four wait (5 s at most) until all four are in flight.
+            let waited = Instant::now();
+            while i < 4
+                && in_flight.load(Atomic::SeqCst) < 4
+                && waited.elapsed() < Duration::from_secs(5)
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::thread::sleep(Duration::from_millis(2 + (i as u64 * 7) % 5));
+            in_flight.fetch_sub(1, Atomic::SeqCst);
+            Ok::<_, String>(Some(i * 10))
+        });
+        assert_eq!(out, (0..15).map(|i| i * 10).collect::<Vec<_>>());
+        assert!(ended.error.is_none());
+        assert_eq!(ended.dropped, 0);
+        assert_eq!(peak.load(Atomic::SeqCst), 4);
+    }
+
+    /// A start that fails ends the list with the items before it and its error; nothing after
+    /// it starts one at a time, and with several at once those started after it are dropped
+    /// and counted. A start that gives none ends it without an error.
+    #[test]
+    fn a_failed_start_ends_the_list_with_those_before_it() {
+        let started = Mutex::new(Vec::new());
+        let (out, ended) = start_in_order(10, 1, |i| {
+            started.lock().push(i);
+            if i == 5 {
+                Err("memory full")
+            } else {
+                Ok(Some(i))
+            }
+        });
+        assert_eq!(out, vec![0, 1, 2, 3, 4]);
+        assert_eq!(ended.error, Some("memory full"));
+        assert_eq!(ended.dropped, 0);
+        assert_eq!(*started.lock(), vec![0, 1, 2, 3, 4, 5]);
+
+        let started = Mutex::new(Vec::new());
+        let (out, ended) = start_in_order(12, 4, |i| {
+            started.lock().push(i);
+            std::thread::sleep(Duration::from_millis(1));
+            if i == 5 {
+                Err("memory full")
+            } else {
+                Ok(Some(i))
+            }
+        });
+        assert_eq!(out, vec![0, 1, 2, 3, 4]);
+        assert_eq!(ended.error, Some("memory full"));
+        let started = started.into_inner();
+        assert!((0..=5).all(|i| started.contains(&i)), "{started:?}");
+        assert_eq!(ended.dropped, started.iter().filter(|&&i| i > 5).count());
+
+        let (out, ended) = start_in_order(6, 3, |i| Ok::<_, String>((i != 2).then_some(i)));
+        assert_eq!(out, vec![0, 1]);
+        assert!(ended.error.is_none());
+    }
+
+    /// Spread: counter `k`'s threads from core `k × workers` (one GPU: counter `k` on core
+    /// `k`); first: every counter from core 0; off: unpinned. The variable's values parse,
+    /// and any other is given back to be reported.
+    #[test]
+    fn counter_cores_spread_first_or_off() {
+        assert_eq!(CounterCores::parse(None), Ok(CounterCores::Spread));
+        assert_eq!(CounterCores::parse(Some("")), Ok(CounterCores::Spread));
+        assert_eq!(
+            CounterCores::parse(Some("spread")),
+            Ok(CounterCores::Spread)
+        );
+        assert_eq!(
+            CounterCores::parse(Some(" first ")),
+            Ok(CounterCores::First)
+        );
+        assert_eq!(CounterCores::parse(Some("off")), Ok(CounterCores::Off));
+        assert_eq!(CounterCores::parse(Some("0")), Err("0"));
+        let spread: Vec<_> = (0..4)
+            .map(|k| CounterCores::Spread.first_core(k, 1))
+            .collect();
+        assert_eq!(spread, vec![Some(0), Some(1), Some(2), Some(3)]);
+        assert_eq!(CounterCores::Spread.first_core(3, 2), Some(6));
+        assert_eq!(CounterCores::First.first_core(3, 2), Some(0));
+        assert_eq!(CounterCores::Off.first_core(3, 2), None);
+    }
 }

@@ -1,13 +1,16 @@
 //! [`WarmCounters`]: the GPU counters a cluster worker keeps between sessions.
 
+use std::sync::Arc;
+
 use crate::device::{DeviceChoice, DeviceError};
-use crate::episode::{GpuCounter, GpuSettings, MinerConfig, select_gpu};
+use crate::episode::{CpuCounter, GpuCounter, GpuSettings, MinerConfig};
 use crate::event::EventStream;
-use crate::significance::engine::more_counters;
+use crate::significance::engine::{CounterCores, first_counter, more_counters};
 
 /// GPU counters a long-lived worker keeps between sessions (a `synfire.cluster` actor): their
 /// device threads, CUDA contexts, compiled kernels and calibration stay; each session only
-/// reloads its stream ([`GpuCounter::reload`]). Counters are made for one interval table and
+/// reloads its stream, one host index of it shared by every counter
+/// ([`GpuCounter::reload_shared`]). Counters are made for one interval table and
 /// one set of [`GpuSettings`]; a session with others makes new ones.
 #[derive(Default)]
 pub struct WarmCounters {
@@ -61,8 +64,10 @@ impl WarmCounters {
         let reuse = matches!(&self.kept, Some((have, _)) if *have == want);
         if reuse {
             let (_, counters) = self.kept.as_mut().expect("kept counters");
+            // One host index of `stream` for every counter.
+            let recording = Arc::new(CpuCounter::new(stream));
             for c in counters.iter_mut() {
-                if let Err(e) = c.reload(stream) {
+                if let Err(e) = c.reload_shared(stream, Arc::clone(&recording)) {
                     self.kept = None;
                     return Err(e);
                 }
@@ -70,9 +75,14 @@ impl WarmCounters {
         } else {
             self.kept = None;
             let mut counters = Vec::new();
-            if let Some(first) = select_gpu(stream, &config.intervals, choice, settings)? {
+            let cores = CounterCores::from_env();
+            if let Some(first) = first_counter(stream, config, choice, settings, cores)? {
+                let recording = Arc::clone(first.recording());
+                let workers = first.worker_count();
                 counters.push(first);
-                counters.extend(more_counters(stream, config, settings));
+                counters.extend(more_counters(
+                    stream, &recording, config, settings, cores, workers,
+                ));
             }
             self.kept = Some((want, counters));
         }
