@@ -115,10 +115,15 @@ path = "{}"
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let body = loop {
-        if let Some(b) = get_metrics(&addr).filter(|b| b.contains("synfire_")) {
+        // The stages' counters can be served before the source's is registered: wait for it.
+        let got = get_metrics(&addr);
+        if let Some(b) = got.clone().filter(|b| b.contains("synfire_events_in_total")) {
             break b;
         }
-        assert!(Instant::now() < deadline, "no /metrics within 20 s");
+        assert!(
+            Instant::now() < deadline,
+            "no source counter on /metrics within 20 s; last body:\n{got:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(body.starts_with("HTTP/1.1 200"), "{body}");
