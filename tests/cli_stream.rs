@@ -117,7 +117,10 @@ path = "{}"
     let body = loop {
         // The stages' counters can be served before the source's is registered: wait for it.
         let got = get_metrics(&addr);
-        if let Some(b) = got.clone().filter(|b| b.contains("synfire_events_in_total")) {
+        if let Some(b) = got
+            .clone()
+            .filter(|b| b.contains("synfire_events_in_total"))
+        {
             break b;
         }
         assert!(

@@ -409,7 +409,82 @@ enum Kind<'g> {
     /// [`CpuCounter`] per surrogate; surrogates in parallel.
     Cpu,
     /// [`GpuCounter`]s, each reloaded with the surrogate it works on; one thread per counter.
-    Gpu(Vec<Mutex<Slot<'g>>>),
+    Gpu(GpuCounters<'g>),
+}
+
+/// What starting the engine's counters after the first takes ([`more_counters`]'s
+/// arguments).
+struct StartMore<'g> {
+    stream: &'g EventStream,
+    recording: Arc<CpuCounter>,
+    config: MinerConfig,
+    settings: GpuSettings,
+    cores: CounterCores,
+    workers: usize,
+}
+
+impl StartMore<'_> {
+    fn start(&self) -> Vec<GpuCounter> {
+        more_counters(
+            self.stream,
+            &self.recording,
+            &self.config,
+            &self.settings,
+            self.cores,
+            self.workers,
+        )
+    }
+}
+
+/// The engine's GPU counters: the first (or the caller's), and the rest of
+/// [`gpu_counters`] started only when a pass over many surrogates first needs them
+/// ([`GpuCounters::for_passes`]), so work that one counter does (`guided`'s hybrids, a
+/// family's counts) never waits for the others to start.
+pub(crate) struct GpuCounters<'g> {
+    have: Vec<Mutex<Slot<'g>>>,
+    more: std::sync::OnceLock<Vec<Mutex<Slot<'g>>>>,
+    start_more: Option<StartMore<'g>>,
+}
+
+impl<'g> GpuCounters<'g> {
+    fn of(have: Vec<Mutex<Slot<'g>>>, start_more: Option<StartMore<'g>>) -> Self {
+        Self {
+            have,
+            more: std::sync::OnceLock::new(),
+            start_more,
+        }
+    }
+
+    /// The counters started so far.
+    fn started(&self) -> impl Iterator<Item = &Mutex<Slot<'g>>> {
+        self.have
+            .iter()
+            .chain(self.more.get().into_iter().flatten())
+    }
+
+    /// Every counter, the others started first if they are not yet (once; a counter that
+    /// cannot start ends the list, [`more_counters`]): how many threads a pass over many
+    /// surrogates runs.
+    fn for_passes(&self) -> usize {
+        if let Some(start) = &self.start_more {
+            self.more.get_or_init(|| {
+                start
+                    .start()
+                    .into_iter()
+                    .map(|c| Mutex::new(Slot::new(GpuSlot::Owned(Box::new(c)))))
+                    .collect()
+            });
+        }
+        self.started().count()
+    }
+
+    /// A counter no other thread holds (every thread of a pass holds at most one at a
+    /// time, and a pass runs at most [`GpuCounters::for_passes`] threads), or the first.
+    fn slot(&self) -> parking_lot::MutexGuard<'_, Slot<'g>> {
+        self.started()
+            .find_map(Mutex::try_lock)
+            .unwrap_or_else(|| self.have[0].lock())
+    }
 }
 
 impl<'g> Engine<'g> {
@@ -445,7 +520,7 @@ impl<'g> Engine<'g> {
         if slots.is_empty() {
             Self::of(Kind::Cpu)
         } else {
-            Self::of(Kind::Gpu(slots))
+            Self::of(Kind::Gpu(GpuCounters::of(slots, None)))
         }
     }
 
@@ -455,7 +530,7 @@ impl<'g> Engine<'g> {
         let Kind::Gpu(slots) = &self.kind else {
             return None;
         };
-        Some(slots.iter().fold(GpuStats::default(), |total, slot| {
+        Some(slots.started().fold(GpuStats::default(), |total, slot| {
             total.plus(&slot.lock().gpu.get().stats())
         }))
     }
@@ -493,22 +568,18 @@ impl<'g> Engine<'g> {
         };
         let recording = Arc::clone(first.recording());
         let workers = first.worker_count();
-        let mut slots = vec![Mutex::new(Slot::new(GpuSlot::Owned(Box::new(first))))];
-        for more in more_counters(stream, &recording, config, settings, cores, workers) {
-            slots.push(Mutex::new(Slot::new(GpuSlot::Owned(Box::new(more)))));
-        }
-        let mut engine = Self::of(Kind::Gpu(slots));
+        let slots = vec![Mutex::new(Slot::new(GpuSlot::Owned(Box::new(first))))];
+        let start_more = StartMore {
+            stream,
+            recording: Arc::clone(&recording),
+            config: config.clone(),
+            settings: settings.clone(),
+            cores,
+            workers,
+        };
+        let mut engine = Self::of(Kind::Gpu(GpuCounters::of(slots, Some(start_more))));
         engine.recordings.start = Some((stream, recording));
         Ok(engine)
-    }
-
-    /// A GPU counter no other thread holds (every thread of [`Engine::map_surrogates`] holds
-    /// at most one at a time, and there are as many threads as counters), or the first.
-    fn slot<'s>(slots: &'s [Mutex<Slot<'g>>]) -> parking_lot::MutexGuard<'s, Slot<'g>> {
-        slots
-            .iter()
-            .find_map(Mutex::try_lock)
-            .unwrap_or_else(|| slots[0].lock())
     }
 
     /// Runs `f` on a counter holding `x`: a new [`CpuCounter`], or a free GPU counter
@@ -521,7 +592,7 @@ impl<'g> Engine<'g> {
         match &self.kind {
             Kind::Cpu => f(&CpuCounter::new(x)),
             Kind::Gpu(slots) => {
-                let mut slot = Self::slot(slots);
+                let mut slot = slots.slot();
                 slot.holds = None;
                 let gpu = slot.gpu.get();
                 gpu.reload(x)?;
@@ -545,17 +616,14 @@ impl<'g> Engine<'g> {
         if list.is_empty() {
             return Ok(Vec::new());
         }
+        if pairs_only(list) {
+            return Ok(self.count_surrogate_pairs(recording, surrogates, s, list));
+        }
         let job = match (&self.kind, surrogates.device_job(s)) {
             (Kind::Gpu(slots), Some(job)) => Some((slots, job)),
             _ => None,
         };
         let Some((slots, job)) = job else {
-            if list
-                .iter()
-                .all(|e| e.len() == 2 && e.types()[0] != e.types()[1])
-            {
-                return Ok(self.count_surrogate_pairs(recording, surrogates, s, list));
-            }
             // Only the listed episodes' units: the same counts (`generate_units`).
             let keep = units_of(list, recording.alphabet().len());
             return match surrogates.generate_units(s, &keep) {
@@ -569,7 +637,7 @@ impl<'g> Engine<'g> {
             };
         };
         self.counted.fetch_add(list.len() as u64, Ordering::Relaxed);
-        let mut slot = Self::slot(slots);
+        let mut slot = slots.slot();
         if !slot.holds(surrogates) {
             let index = self.recordings.index(recording, surrogates);
             slot.gpu.get().reload_shared(recording, index)?;
@@ -586,6 +654,34 @@ impl<'g> Engine<'g> {
             }),
         )?;
         Ok(gpu.count(CountKind::Exact, list)?)
+    }
+
+    /// [`Engine::count_surrogate`] for every surrogate of `range`, in order; a list of pairs
+    /// of distinct units only ([`Engine::count_surrogate_pairs`], on the CPU whatever the
+    /// engine) on rayon's pool, so no GPU counter starts for it.
+    ///
+    /// # Errors
+    /// As [`Engine::count_surrogate`]; [`SignificanceError::Cancelled`].
+    pub(crate) fn count_surrogates(
+        &self,
+        recording: &EventStream,
+        surrogates: &Arc<Surrogates>,
+        range: Range<u64>,
+        list: &[Episode],
+    ) -> Result<Vec<Vec<u64>>, SignificanceError> {
+        use rayon::prelude::*;
+        if !list.is_empty() && pairs_only(list) {
+            return range
+                .into_par_iter()
+                .map(|s| {
+                    self.check_cancel()?;
+                    Ok(self.count_surrogate_pairs(recording, surrogates, s, list))
+                })
+                .collect();
+        }
+        self.map_surrogates(range, |s| {
+            self.count_surrogate(recording, surrogates, s, list)
+        })
     }
 
     /// [`Engine::count_surrogate`] on the CPU for a list of pairs of distinct units only
@@ -761,10 +857,10 @@ impl<'g> Engine<'g> {
         let results: Vec<BatchSlot> = batches.iter().map(|_| Mutex::new(None)).collect();
         let stats = Mutex::new(FloorStats::default());
         let started = Instant::now();
-        let threads = slots.len().min(batches.len()).min(FLOOR_THREADS);
+        let threads = slots.for_passes().min(batches.len()).min(FLOOR_THREADS);
         on_threads(threads, 0..batches.len() as u64, |b| {
             let r = self.check_cancel().and_then(|()| {
-                let mut slot = Self::slot(slots);
+                let mut slot = slots.slot();
                 let gpu = slot.gpu.get();
                 self.floor_batch(
                     gpu,
@@ -955,7 +1051,7 @@ impl<'g> Engine<'g> {
         let batches: Vec<&[u64]> = all.chunks(COUNT_BATCH).collect();
         let results: Vec<Mutex<Option<Result<Sums, SignificanceError>>>> =
             batches.iter().map(|_| Mutex::new(None)).collect();
-        let threads = slots.len().min(batches.len()).min(FLOOR_THREADS);
+        let threads = slots.for_passes().min(batches.len()).min(FLOOR_THREADS);
         on_threads(threads, 0..batches.len() as u64, |b| {
             let r = self.check_cancel().and_then(|()| {
                 use rayon::prelude::*;
@@ -1012,7 +1108,7 @@ impl<'g> Engine<'g> {
                             indexes[k].as_ref().map_or(&[][..], |i| i.all_times()),
                         );
                     }
-                    let mut slot = Self::slot(slots);
+                    let mut slot = slots.slot();
                     let counted = super::gpu::count_batch(
                         slot.gpu.get(),
                         list,
@@ -1099,7 +1195,7 @@ impl Engine<'_> {
         let start = range.start;
         let results: Vec<Mutex<Option<Result<T, SignificanceError>>>> =
             range.clone().map(|_| Mutex::new(None)).collect();
-        on_threads(slots.len(), range, |s| {
+        on_threads(slots.for_passes(), range, |s| {
             let r = f(s);
             let ok = r.is_ok();
             *results[(s - start) as usize].lock() = Some(r);
@@ -1138,13 +1234,14 @@ impl Engine<'_> {
                 .try_reduce(|| zero.clone(), |a, b| Ok(merge(a, b)));
         };
         // One partial fold per thread.
+        let threads = slots.for_passes();
         let partial: Vec<Mutex<Result<A, SignificanceError>>> =
-            slots.iter().map(|_| Mutex::new(Ok(zero.clone()))).collect();
+            (0..threads).map(|_| Mutex::new(Ok(zero.clone()))).collect();
         let which = AtomicU64::new(0);
         let next = AtomicU64::new(range.start);
         let end = range.end;
         std::thread::scope(|scope| {
-            for _ in 0..slots.len() {
+            for _ in 0..threads {
                 scope.spawn(|| {
                     let own = &partial[which.fetch_add(1, Ordering::Relaxed) as usize];
                     loop {
@@ -1185,9 +1282,16 @@ impl Engine<'_> {
         let Kind::Gpu(slots) = &self.kind else {
             return None;
         };
-        let mut slot = Self::slot(slots);
+        let mut slot = slots.slot();
         Some(super::gpu::hybrid_counts(slot.gpu.get(), job))
     }
+}
+
+/// Whether every episode of `list` is a pair of two distinct units (what
+/// [`Engine::count_surrogate_pairs`] counts).
+fn pairs_only(list: &[Episode]) -> bool {
+    list.iter()
+        .all(|e| e.len() == 2 && e.types()[0] != e.types()[1])
 }
 
 /// Which of `n_types` units `list`'s episodes use (what [`Surrogates::generate_units`] keeps).

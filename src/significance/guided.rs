@@ -806,13 +806,13 @@ pub(crate) fn select(
         .map(|&i| pair_list[i].clone())
         .collect();
     let pair_counts: Vec<u64> = screened_pairs.iter().map(|&i| pairs_a[i].1).collect();
-    let sums = engine.fold_surrogates(
-        0..SCREEN_SURROGATES as u64,
-        Sums::zero(screened_list.len()),
-        |s| engine.count_surrogate(sel, &screen, s, &screened_list),
-        |acc, found| acc.add(&found, &pair_counts),
-        |a, b| a.merge(&b),
-    )?;
+    // Pairs of distinct units: counted on the CPU from their units' surrogate trains.
+    let sums = engine
+        .count_surrogates(sel, &screen, 0..SCREEN_SURROGATES as u64, &screened_list)?
+        .iter()
+        .fold(Sums::zero(screened_list.len()), |acc, found| {
+            acc.add(found, &pair_counts)
+        });
     let z_of = |sum: f64, sumsq: f64, n: f64, c: u64| {
         let (mean, sd) = surrogate_moments(sum, sumsq, n);
         (c as f64 - mean) / sd.max(1.0)

@@ -284,19 +284,23 @@ pub(crate) fn surrogate_counts(
     n: usize,
     list: &[Episode],
 ) -> Result<Vec<Vec<u32>>, SignificanceError> {
-    engine.map_surrogates(0..n as u64, |s| {
-        engine
-            .count_surrogate(part, maker, s, list)?
-            .into_iter()
-            .map(|c| {
-                u32::try_from(c).map_err(|_| {
-                    SignificanceError::Config(format!(
-                        "a count of {c} in surrogate {s} is beyond what a fixed family's test holds (2³² − 1)"
-                    ))
+    engine
+        .count_surrogates(part, maker, 0..n as u64, list)?
+        .into_iter()
+        .enumerate()
+        .map(|(s, counts)| {
+            counts
+                .into_iter()
+                .map(|c| {
+                    u32::try_from(c).map_err(|_| {
+                        SignificanceError::Config(format!(
+                            "a count of {c} in surrogate {s} is beyond what a fixed family's test holds (2³² − 1)"
+                        ))
+                    })
                 })
-            })
-            .collect()
-    })
+                .collect()
+        })
+        .collect()
 }
 
 /// The single-step max-t test of a fixed family (module documentation, step 3): `episodes`
