@@ -443,11 +443,11 @@ impl StartMore<'_> {
 pub(crate) struct GpuCounters<'g> {
     have: Vec<Mutex<Slot<'g>>>,
     more: std::sync::OnceLock<Vec<Mutex<Slot<'g>>>>,
-    start_more: Option<StartMore<'g>>,
+    start_more: Option<Box<StartMore<'g>>>,
 }
 
 impl<'g> GpuCounters<'g> {
-    fn of(have: Vec<Mutex<Slot<'g>>>, start_more: Option<StartMore<'g>>) -> Self {
+    fn of(have: Vec<Mutex<Slot<'g>>>, start_more: Option<Box<StartMore<'g>>>) -> Self {
         Self {
             have,
             more: std::sync::OnceLock::new(),
@@ -569,14 +569,14 @@ impl<'g> Engine<'g> {
         let recording = Arc::clone(first.recording());
         let workers = first.worker_count();
         let slots = vec![Mutex::new(Slot::new(GpuSlot::Owned(Box::new(first))))];
-        let start_more = StartMore {
+        let start_more = Box::new(StartMore {
             stream,
             recording: Arc::clone(&recording),
             config: config.clone(),
             settings: settings.clone(),
             cores,
             workers,
-        };
+        });
         let mut engine = Self::of(Kind::Gpu(GpuCounters::of(slots, Some(start_more))));
         engine.recordings.start = Some((stream, recording));
         Ok(engine)
