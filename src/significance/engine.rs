@@ -136,7 +136,8 @@ pub(crate) const COUNTER_CORES_VAR: &str = "SYNFIRE_COUNTER_CORES";
 
 /// Which host cores the device threads of the engine's GPU counters are pinned to (each
 /// counter has one device thread per GPU it counts on, `workers` in all). Chosen by
-/// [`COUNTER_CORES_VAR`]; not yet measured on a GPU.
+/// [`COUNTER_CORES_VAR`]. On an H100 host with one counter (`guided`'s) `spread` and `first`
+/// gave the same time (`docs/benchmarks.md`); with 16 counters it is not measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CounterCores {
     /// Counter `k`'s threads on consecutive cores from `k × workers`, wrapping around the
