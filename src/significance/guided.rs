@@ -286,6 +286,7 @@ fn how_of<'a>(
 /// hybrid's stream). `ends` holds the ends of every parent of a unit added at the end,
 /// `earliest` the earliest ends of every parent of a unit added at the start.
 /// Returns per hypothesis its tally.
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 fn hybrid_group(
     index: &TypeIndex,
@@ -301,12 +302,27 @@ fn hybrid_group(
         .iter()
         .map(|e| how_of(e, added, ends, earliest))
         .collect();
+    let how: Vec<&HybridCount<'_>> = how.iter().collect();
+    hybrid_group_by(index, maker, added, hyps, &how, observed, js)
+}
+
+/// [`hybrid_group`] with each hypothesis's [`HybridCount`] already found (`how`, one per
+/// hypothesis).
+fn hybrid_group_by(
+    index: &TypeIndex,
+    maker: &Surrogates,
+    added: EventType,
+    hyps: &[&Episode],
+    how: &[&HybridCount<'_>],
+    observed: &[u64],
+    js: Range<u64>,
+) -> Vec<Tally> {
     js.into_par_iter()
         .fold(
             || vec![Tally::default(); hyps.len()],
             |mut acc, j| {
                 let surrogate = maker.unit_train(j, added.index());
-                for (((e, how), t), &o) in hyps.iter().zip(&how).zip(acc.iter_mut()).zip(observed) {
+                for (((e, &how), t), &o) in hyps.iter().zip(how).zip(acc.iter_mut()).zip(observed) {
                     let c = match how {
                         HybridCount::Suffix { ends, gap } => {
                             count_after_ends(&ends.times, &ends.starts, *gap, &surrogate)
@@ -487,16 +503,8 @@ fn hybrid_tallies(
         engine.check_cancel()?;
         let eps: Vec<&Episode> = members.iter().map(|&i| &hyps[i].episode).collect();
         let obs: Vec<u64> = members.iter().map(|&i| observed[i]).collect();
-        let tallies = hybrid_group(
-            index,
-            &ends,
-            &earliest,
-            maker,
-            added,
-            &eps,
-            &obs,
-            js.clone(),
-        );
+        let hows: Vec<&HybridCount<'_>> = members.iter().map(|&i| &how[i]).collect();
+        let tallies = hybrid_group_by(index, maker, added, &eps, &hows, &obs, js.clone());
         for (&i, t) in members.iter().zip(&tallies) {
             out[i].merge(t);
         }
@@ -1219,33 +1227,40 @@ mod tests {
         assert!(got.iter().all(|h| h.parent == key(&parent)));
     }
 
-    /// A unit added at the end is counted in the hybrids from its parent's ends, one added at
-    /// the start from its parent's earliest ends; the same tallies as merging the trains and
-    /// running the exact machine, on a stream with ties and zero delays (a closed interval
-    /// at 0).
-    #[test]
-    fn hybrid_counts_from_the_parents_ends_equal_the_merged_machines() {
+    /// A seeded stream of `units` units (ids `0..units`, at least 3) on a 0.5 ms grid over
+    /// 20 s, `n` spikes drawn uniformly, half of unit 0's followed by units 1 and 2 after 2 and
+    /// 4 ms: ties, zero delays and a planted chain.
+    fn planted_stream(seed: u64, n: usize, units: u32) -> EventStream {
         use crate::event::{Alphabet, Ordering};
         use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
         let mut events: Vec<(f64, u32)> = Vec::new();
-        for _ in 0..3000 {
+        for _ in 0..n {
             let t = f64::from(rng.random_range(0..40_000u32)) * 0.0005;
-            let u = rng.random_range(0..4u32);
+            let u = rng.random_range(0..units);
             events.push((t, u));
             if u == 0 && rng.random_bool(0.5) {
                 events.push((t + 0.002, 1));
                 events.push((t + 0.004, 2));
             }
         }
-        let alphabet = Alphabet::from_labels(["a", "b", "c", "d"]).unwrap();
-        let stream = EventStream::new(
+        let labels: Vec<String> = (0..units).map(|u| format!("u{u}")).collect();
+        EventStream::new(
             events.iter().map(|e| e.0).collect(),
             events.iter().map(|e| EventType(e.1)).collect(),
-            alphabet,
+            Alphabet::from_labels(labels).unwrap(),
             Ordering::SortIfNeeded,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// A unit added at the end is counted in the hybrids from its parent's ends, one added at
+    /// the start from its parent's earliest ends; the same tallies as merging the trains and
+    /// running the exact machine, on a stream with ties and zero delays (a closed interval
+    /// at 0).
+    #[test]
+    fn hybrid_counts_from_the_parents_ends_equal_the_merged_machines() {
+        let stream = planted_stream(7, 3000, 4);
         let index = TypeIndex::new(&stream);
         let method: SurrogateMethod = "dither:0.003".parse().unwrap();
         let maker = Surrogates::new(&stream, method, 3, None).unwrap();
@@ -1332,27 +1347,7 @@ mod tests {
     /// gives `hybrid_group`'s tallies, for units added at either end.
     #[test]
     fn the_device_job_holds_what_the_host_counts() {
-        use crate::event::{Alphabet, Ordering};
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
-        let mut events: Vec<(f64, u32)> = Vec::new();
-        for _ in 0..4000 {
-            let t = f64::from(rng.random_range(0..40_000u32)) * 0.0005;
-            let u = rng.random_range(0..5u32);
-            events.push((t, u));
-            if u == 0 && rng.random_bool(0.5) {
-                events.push((t + 0.002, 1));
-                events.push((t + 0.004, 2));
-            }
-        }
-        let alphabet = Alphabet::from_labels(["a", "b", "c", "d", "e"]).unwrap();
-        let stream = EventStream::new(
-            events.iter().map(|e| e.0).collect(),
-            events.iter().map(|e| EventType(e.1)).collect(),
-            alphabet,
-            Ordering::SortIfNeeded,
-        )
-        .unwrap();
+        let stream = planted_stream(11, 4000, 5);
         let index = TypeIndex::new(&stream);
         let open = Interval::new(0.0, 0.005).unwrap();
         let closed = Interval::closed(0.0, 0.003).unwrap();
