@@ -536,7 +536,7 @@ impl<'g> Engine<'g> {
         }))
     }
 
-    /// Adds `n` candidate counts made outside the counters (hybrids on the CPU).
+    /// Adds `n` candidate counts made outside the counters (`guided`'s hybrids).
     pub(crate) fn add_counted(&self, n: u64) {
         self.counted.fetch_add(n, Ordering::Relaxed);
     }

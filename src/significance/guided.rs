@@ -110,7 +110,10 @@
 //! `N · units · intervals · 2`, far fewer after the pair filter) in `A` and
 //! [`SCREEN_SURROGATES`] hybrids; the test counts `F₂` in `S` surrogates of `B` and each
 //! extension in `S` hybrids (`S_k` for the few that can still be rejected). Hybrids are built
-//! from the few units of their hypotheses and counted on the CPU (rayon's pool).
+//! from the few units of their hypotheses: on the engine's GPU (`dither`, `dither-dead-time`,
+//! `shift`) the added units' surrogate trains are made and every hypothesis counted there in
+//! one job (`crate::device::HybridJob`), else on the CPU (rayon's pool); the counts are the
+//! same (`tests/significance_gpu.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
