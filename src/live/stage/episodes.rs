@@ -133,7 +133,8 @@ pub struct EpisodesResult {
     /// The frequent episodes, level 1 included (`intervals_s` in seconds; with a significance
     /// test, each tested one with its statistics; with `significant_only`, only those).
     pub episodes: Vec<EpisodeJson>,
-    /// Present only when `max_candidates` or `time_budget_s` stopped this window's mining:
+    /// Present only when `max_candidates`, `time_budget_s` or `memory_budget` (on by
+    /// default) stopped this window's mining:
     /// `levels` and `episodes` are then the finished levels (as `synfire mine`'s JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<crate::episode::Truncation>,
